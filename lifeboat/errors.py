@@ -1,0 +1,29 @@
+"""Errors that steer a flow: retry, stop, or tell the user what to fix.
+
+Flows decide by type, never by message: `ProviderUnavailable` is retried with backoff,
+`NotFound` and `PreconditionFailed` are permanent, `StopFailover` aborts the failover.
+"""
+
+
+class LifeboatError(Exception):
+    """Base of every error Lifeboat raises on purpose."""
+
+
+class ConfigError(LifeboatError):
+    """A user mistake in a runbook, a flag or a file: printed as one line, no traceback."""
+
+
+class ProviderUnavailable(LifeboatError):
+    """The outside system did not answer, throttled us, or returned a 5xx: retryable."""
+
+
+class NotFound(LifeboatError):
+    """The object, bucket or cluster does not exist."""
+
+
+class PreconditionFailed(LifeboatError):
+    """A conditional write lost: the object exists (create-only) or changed (if-match)."""
+
+
+class StopFailover(LifeboatError):
+    """Continuing would be unsafe (no certified checkpoint, fenced out, rejected)."""

@@ -1,0 +1,33 @@
+"""Checkpoint stores: `open_store(uri)` picks the backend by scheme."""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from lifeboat.errors import ConfigError
+from providers.storage.base import Capabilities, ObjectInfo, Store
+
+_BACKENDS = {
+    "file": "providers.storage.local:LocalStore",
+    "s3": "providers.storage.s3:S3Store",
+    "gs": "providers.storage.gcs:GcsStore",
+}
+
+
+def open_store(uri: str, *, endpoint_url: str | None = None) -> Store:
+    """Build the store for `s3://bucket/prefix`, `gs://bucket/prefix` or `file:///path`."""
+    parsed = urlparse(uri)
+    if parsed.scheme not in _BACKENDS:
+        raise ConfigError(f"{uri!r}: unknown store scheme {parsed.scheme!r}; use one of {', '.join(sorted(_BACKENDS))}")
+    if parsed.scheme == "file":
+        from providers.storage.local import LocalStore
+
+        return LocalStore(parsed.netloc + parsed.path)
+    module, _, cls = _BACKENDS[parsed.scheme].partition(":")
+    import importlib
+
+    backend = getattr(importlib.import_module(module), cls)
+    return backend(parsed.netloc, parsed.path.lstrip("/"), endpoint_url=endpoint_url)
+
+
+__all__ = ["Capabilities", "ObjectInfo", "Store", "open_store"]

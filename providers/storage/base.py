@@ -1,0 +1,80 @@
+"""The storage interface: a handful of primitives every checkpoint store provides.
+
+Backends (`LocalStore`, `S3Store`, `GcsStore`) implement these and nothing else; copying,
+certification and fencing are written once on top of them. Keys are relative to the
+store's root prefix and use `/` separators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What a store knows about one object without reading it."""
+
+    key: str  # relative to the store root
+    size: int  # bytes
+    updated: datetime  # last write, timezone-aware UTC
+    version: str  # opaque token for if-match writes: S3 ETag, GCS generation, local mtime+inode
+    crc32c: int | None = None  # full-object CRC32C, when the store reports one by metadata
+    etag: str | None = None  # as the store reports it; multipart ETags are not content hashes
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do; checked before an incident, not during one."""
+
+    crc32c_in_list: bool  # list reports CRC32C (GCS) or not (S3: HEAD per object)
+    crc32c_in_head: bool  # HEAD reports a comparable full-object CRC32C
+    conditional_writes: bool  # create-only and if-match honoured by the server
+    server_side_copy: bool  # copy within the store without moving bytes through us
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A checkpoint store rooted at a URI such as `s3://bucket/prefix`."""
+
+    uri: str
+    capabilities: Capabilities
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """Every object under `prefix` (all pages), sorted by key."""
+        ...
+
+    def head(self, key: str) -> ObjectInfo:
+        """Metadata of one object, with CRC32C where the backend can report it.
+
+        Raises `NotFound`."""
+        ...
+
+    def read(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        """Stream bytes [start, end) in bounded chunks. Raises `NotFound`."""
+        ...
+
+    def put(
+        self,
+        key: str,
+        data: bytes | Iterable[bytes],
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+    ) -> ObjectInfo:
+        """Write an object from bytes or a stream of chunks, storing its CRC32C.
+
+        `if_none_match=True` creates only; `if_match=version` replaces only that version.
+        A lost condition raises `PreconditionFailed`."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove an object; removing a missing one is not an error."""
+        ...
+
+
+def join(prefix: str, key: str) -> str:
+    """Join key parts with exactly one `/`."""
+    return f"{prefix.rstrip('/')}/{key.lstrip('/')}" if prefix else key.lstrip("/")

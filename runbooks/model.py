@@ -1,0 +1,299 @@
+"""The runbook model: one YAML document per protected job.
+
+Every field carries a description: they become the JSON Schema (`lifeboat schema`), the
+Prefect UI form, and the rendered Markdown runbook. Cross-field rules that an on-call would
+otherwise discover during an incident are checked here, at load time.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Literal
+from urllib.parse import urlparse
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PrivateAttr,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from lifeboat.durations import format_duration, parse_duration
+
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(parse_duration),
+    PlainSerializer(format_duration, return_type=str),
+    WithJsonSchema(
+        {"type": "string", "pattern": r"^(\d+(\.\d+)?(ms|s|m|h|d))+$|^0$", "examples": ["90s", "15m", "2h"]}
+    ),
+]
+
+STORE_SCHEMES = ("s3", "gs", "file")
+
+
+class Workload(StrEnum):
+    pretraining = "pretraining"
+    finetuning = "finetuning"
+    batch_inference = "batch-inference"
+    realtime_inference = "realtime-inference"
+
+
+class Layout(StrEnum):
+    auto = "auto"
+    dcp = "dcp"
+    deepspeed = "deepspeed"
+    megatron = "megatron"
+    hf = "hf"
+    manifest = "manifest"
+
+
+class OnTimeout(StrEnum):
+    abort = "abort"
+    proceed = "proceed"
+    escalate = "escalate"
+
+
+class Signal(StrEnum):
+    gpu_health = "gpu_health"
+    training_progress = "training_progress"
+    checkpoint_freshness = "checkpoint_freshness"
+    provider = "provider"
+    alertmanager = "alertmanager"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_enum_values=False, validate_default=True)
+
+
+class Targets(_Strict):
+    """Recovery objectives. Omitted fields come from the workload class."""
+
+    rpo: Duration | None = Field(None, description="Most work you accept to lose: outage time minus the resumed checkpoint's write time.")
+    rto: Duration | None = Field(None, description="Longest acceptable outage: outage start to the first healthy step on the secondary.")
+
+
+DEFAULT_TARGETS: dict[Workload, tuple[timedelta, timedelta]] = {
+    Workload.pretraining: (timedelta(hours=2), timedelta(minutes=30)),
+    Workload.finetuning: (timedelta(hours=4), timedelta(hours=1)),
+    Workload.batch_inference: (timedelta(minutes=15), timedelta(minutes=5)),
+    Workload.realtime_inference: (timedelta(0), timedelta(seconds=10)),
+}
+
+
+def _check_store_uri(uri: str) -> str:
+    parsed = urlparse(uri)
+    if parsed.scheme not in STORE_SCHEMES:
+        raise ValueError(f"{uri!r} is not a store URI; use s3://bucket/prefix, gs://bucket/prefix or file:///path")
+    if not (parsed.netloc or parsed.path.strip("/")):
+        raise ValueError(f"{uri!r} names no bucket or path")
+    return uri
+
+
+StoreUri = Annotated[str, BeforeValidator(_check_store_uri), Field(examples=["s3://bucket/prefix", "gs://bucket/prefix", "file:///data/ckpt"])]
+
+
+class Candidate(_Strict):
+    """One place the secondary may run, in order of preference."""
+
+    infra: str = Field(description="SkyPilot infra string: aws/us-west-2, gcp/us-central1, k8s/my-context, or `local`.")
+    accelerators: str | None = Field(None, description="SkyPilot accelerator spec, e.g. H100:8. Defaults to the job task's.")
+    instance_type: str | None = Field(None, description="Pin an instance type, e.g. p5.48xlarge.")
+    use_spot: bool = Field(False, description="Spot/preemptible capacity: cheaper, may be reclaimed.")
+
+
+class Site(_Strict):
+    """Where a copy of the job runs and keeps its checkpoints."""
+
+    infra: str = Field(description="SkyPilot infra string (aws/us-east-1, gcp/us-central1, k8s/ctx) or `local` for the local provider.")
+    store: StoreUri = Field(description="Checkpoint store URI: s3://bucket/prefix, gs://bucket/prefix or file:///path (relative file:// paths resolve against the runbook's folder).")
+    endpoint_url: str | None = Field(None, description="S3-compatible endpoint (Cloudflare R2, MinIO); only for s3:// stores.")
+
+    @field_validator("infra")
+    @classmethod
+    def _infra_shape(cls, v: str) -> str:
+        if v != "local" and not v.split("/")[0]:
+            raise ValueError("infra must look like cloud/region, e.g. aws/us-east-1, or be `local`")
+        return v
+
+    @model_validator(mode="after")
+    def _endpoint_only_for_s3(self) -> Site:
+        if self.endpoint_url and not self.store.startswith("s3://"):
+            raise ValueError("endpoint_url applies to s3:// stores only")
+        return self
+
+
+class SecondarySite(Site):
+    candidates: list[Candidate] = Field(description="Ordered fallback list of where to provision; the first with capacity wins.")
+
+    @field_validator("candidates")
+    @classmethod
+    def _not_empty(cls, v: list[Candidate]) -> list[Candidate]:
+        if not v:
+            raise ValueError("the candidate list is empty: name at least one infra to fail over to")
+        return v
+
+
+class ResumeArg(_Strict):
+    """How the job learns which checkpoint to resume from. Give exactly one."""
+
+    env: str | None = Field(None, description="Environment variable set to the checkpoint URI, e.g. RESUME_FROM.")
+    arg: str | None = Field(None, description="Argument template appended to the command, e.g. `--resume {checkpoint}`.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ResumeArg:
+        if bool(self.env) == bool(self.arg):
+            raise ValueError("give exactly one of env or arg")
+        if self.arg and "{checkpoint}" not in self.arg:
+            raise ValueError("arg must contain {checkpoint}")
+        return self
+
+
+class Job(_Strict):
+    """The training or serving job to restart on the secondary."""
+
+    task: str | None = Field(None, description="The user's SkyPilot task YAML, relative to the runbook.")
+    command: str | None = Field(None, description="Shell command for the local provider (embedded default, demos, CI).")
+    resume: ResumeArg = Field(default_factory=lambda: ResumeArg(env="LIFEBOAT_RESUME_FROM"), description="How the certified checkpoint is passed to the job.")
+    workdir: str | None = Field(None, description="Working directory of the local command, relative to the runbook.")
+
+    @model_validator(mode="after")
+    def _task_or_command(self) -> Job:
+        if not (self.task or self.command):
+            raise ValueError("give a SkyPilot `task` YAML or a local `command`")
+        return self
+
+
+class Retention(_Strict):
+    keep_last: int = Field(3, ge=1, description="Keep the newest K checkpoints.")
+    keep_every: int | None = Field(None, ge=1, description="Also keep every checkpoint whose step is a multiple of N.")
+
+
+class Checkpoint(_Strict):
+    layout: Layout = Field(Layout.auto, description="Checkpoint layout: auto, dcp, deepspeed, megatron, hf or manifest.")
+    cadence: Duration = Field(description="How often the job writes a checkpoint.")
+    freshness_factor: float = Field(3.0, gt=1, description="A checkpoint older than cadence x this counts as stale.")
+    retention: Retention = Field(default_factory=Retention, description="What replication keeps on the secondary.")
+
+
+class Image(_Strict):
+    image: str = Field(description="Container image reference, e.g. nvcr.io/nvidia/pytorch:24.05-py3.")
+    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$", description="Expected manifest digest where the secondary pulls from.")
+
+
+class Prestage(_Strict):
+    images: list[Image] = Field(default_factory=list, description="Container images the secondary needs.")
+    weights: list[StoreUri] = Field(default_factory=list, description="Weight or tokenizer URIs copied to the secondary store.")
+
+
+class Escalation(_Strict):
+    approvers: list[str] = Field(description="Slack user IDs asked when the first approvers do not answer.")
+    timeout: Duration = Field(timedelta(minutes=10), description="How long the escalation waits.")
+
+
+class Approval(_Strict):
+    required: bool = Field(True, description="Whether a human must approve before GPUs are provisioned.")
+    approvers: list[str] = Field(default_factory=list, description="Slack user IDs allowed to approve (U0123ABCD).")
+    channel: str | None = Field(None, description="Slack channel ID where the approval card is posted.")
+    timeout: Duration = Field(timedelta(minutes=15), description="How long to wait for the approvers.")
+    escalation: Escalation | None = Field(None, description="Who is asked next when the approvers time out.")
+    on_timeout: OnTimeout = Field(OnTimeout.abort, description="Policy when nobody answers: abort, proceed or escalate.")
+    provision_before_approval: bool = Field(False, description="Start provisioning while waiting (cheap to tear down, cuts RTO).")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Approval:
+        if self.required and not self.approvers:
+            raise ValueError("approval is required but no approvers are listed")
+        if self.on_timeout is OnTimeout.escalate and not self.escalation:
+            raise ValueError("on_timeout is escalate but no escalation approvers are given")
+        return self
+
+
+class Detection(_Strict):
+    signals: list[Signal] = Field(default_factory=lambda: [Signal.gpu_health, Signal.training_progress, Signal.provider], description="Independent signals that may confirm an outage.")
+    quorum: int = Field(2, ge=1, description="How many signals must agree within the window.")
+    window: Duration = Field(timedelta(minutes=5), description="How close in time the agreeing signals must be.")
+    stall_after: Duration = Field(timedelta(minutes=10), description="No training step for this long counts as a stall (NCCL hang).")
+    heartbeat: str | None = Field(None, description="Where the job writes its heartbeat (store URI or file path).")
+
+    @model_validator(mode="after")
+    def _quorum_reachable(self) -> Detection:
+        if len(set(self.signals)) != len(self.signals):
+            raise ValueError("a signal is listed twice")
+        if self.quorum > len(self.signals):
+            raise ValueError(f"quorum {self.quorum} can never be reached with {len(self.signals)} signal(s)")
+        return self
+
+
+class Verify(_Strict):
+    """How the resumed job proves itself."""
+
+    first_step_timeout: Duration = Field(timedelta(minutes=20), description="Longest wait for the first healthy step after loading.")
+    parity_steps: int = Field(5, ge=0, description="Resumed steps whose loss is compared with the pre-failure log (0 disables).")
+    parity_tolerance: float = Field(0.0, ge=0, description="Largest relative loss difference accepted.")
+    on_parity_failure: Literal["rollback", "page"] = Field("rollback", description="Roll back to the previous certified checkpoint, or stop and page.")
+    loss_log: str | None = Field(None, description="Pre-failure loss log (JSON lines with step and loss), relative to the runbook or a store URI.")
+
+
+class Runbook(_Strict):
+    """A protected job and how to fail it over."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$", description="Short DNS-safe name; prefixes clusters, leases and ledger entries.")
+    description: str = Field("", description="What this job is, for the humans reading the runbook.")
+    workload: Workload = Field(description="Workload class; sets the default RPO/RTO targets.")
+    targets: Targets = Field(default_factory=Targets, description="Override the workload's default RPO/RTO.")
+    primary: Site = Field(description="Where the job normally runs.")
+    secondary: SecondarySite = Field(description="Where it fails over to.")
+    job: Job
+    checkpoint: Checkpoint
+    prestage: Prestage = Field(default_factory=Prestage)
+    approval: Approval = Field(default_factory=lambda: Approval(required=False))
+    detection: Detection = Field(default_factory=Detection)
+    verify: Verify = Field(default_factory=Verify)
+
+    _path: Path | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> Runbook:
+        if self.primary.store.rstrip("/") == self.secondary.store.rstrip("/"):
+            raise ValueError("secondary.store is the primary's store: a replica must live elsewhere")
+        if self.secondary.infra == "local" and not self.job.command:
+            raise ValueError("the local provider runs job.command, which is missing")
+        if self.secondary.infra != "local" and not self.job.task:
+            raise ValueError("a SkyPilot secondary needs job.task (the task YAML)")
+        return self
+
+    @property
+    def rpo_target(self) -> timedelta:
+        return self.targets.rpo if self.targets.rpo is not None else DEFAULT_TARGETS[self.workload][0]
+
+    @property
+    def rto_target(self) -> timedelta:
+        return self.targets.rto if self.targets.rto is not None else DEFAULT_TARGETS[self.workload][1]
+
+    @property
+    def path(self) -> Path | None:
+        """The YAML file this runbook was loaded from, if any."""
+        return self._path
+
+    @property
+    def base_dir(self) -> Path:
+        return self._path.parent if self._path else Path.cwd()
+
+    def resolve(self, relative: str) -> Path:
+        """A path written in the runbook, relative to the runbook's folder."""
+        p = Path(relative)
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
+
+    def store_uri(self, uri: str) -> str:
+        """A store URI with a relative `file://` path made absolute against the runbook."""
+        if uri.startswith("file://") and not uri.startswith("file:///"):
+            return "file://" + str(self.resolve(uri[len("file://"):]))
+        return uri
