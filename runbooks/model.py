@@ -76,8 +76,14 @@ class _Strict(BaseModel):
 class Targets(_Strict):
     """Recovery objectives. Omitted fields come from the workload class."""
 
-    rpo: Duration | None = Field(None, description="Most work you accept to lose: outage time minus the resumed checkpoint's write time.")
-    rto: Duration | None = Field(None, description="Longest acceptable outage: outage start to the first healthy step on the secondary.")
+    rpo: Duration | None = Field(
+        None,
+        description="Most work you accept to lose: outage time minus the resumed checkpoint's write time.",
+    )
+    rto: Duration | None = Field(
+        None,
+        description="Longest acceptable outage: outage start to the first healthy step on the secondary.",
+    )
 
 
 DEFAULT_TARGETS: dict[Workload, tuple[timedelta, timedelta]] = {
@@ -91,20 +97,30 @@ DEFAULT_TARGETS: dict[Workload, tuple[timedelta, timedelta]] = {
 def _check_store_uri(uri: str) -> str:
     parsed = urlparse(uri)
     if parsed.scheme not in STORE_SCHEMES:
-        raise ValueError(f"{uri!r} is not a store URI; use s3://bucket/prefix, gs://bucket/prefix or file:///path")
+        raise ValueError(
+            f"{uri!r} is not a store URI; use s3://bucket/prefix, gs://bucket/prefix or file:///path"
+        )
     if not (parsed.netloc or parsed.path.strip("/")):
         raise ValueError(f"{uri!r} names no bucket or path")
     return uri
 
 
-StoreUri = Annotated[str, BeforeValidator(_check_store_uri), Field(examples=["s3://bucket/prefix", "gs://bucket/prefix", "file:///data/ckpt"])]
+StoreUri = Annotated[
+    str,
+    BeforeValidator(_check_store_uri),
+    Field(examples=["s3://bucket/prefix", "gs://bucket/prefix", "file:///data/ckpt"]),
+]
 
 
 class Candidate(_Strict):
     """One place the secondary may run, in order of preference."""
 
-    infra: str = Field(description="SkyPilot infra string: aws/us-west-2, gcp/us-central1, k8s/my-context, or `local`.")
-    accelerators: str | None = Field(None, description="SkyPilot accelerator spec, e.g. H100:8. Defaults to the job task's.")
+    infra: str = Field(
+        description="SkyPilot infra string: aws/us-west-2, gcp/us-central1, k8s/my-context, or `local`."
+    )
+    accelerators: str | None = Field(
+        None, description="SkyPilot accelerator spec, e.g. H100:8. Defaults to the job task's."
+    )
     instance_type: str | None = Field(None, description="Pin an instance type, e.g. p5.48xlarge.")
     use_spot: bool = Field(False, description="Spot/preemptible capacity: cheaper, may be reclaimed.")
 
@@ -112,9 +128,15 @@ class Candidate(_Strict):
 class Site(_Strict):
     """Where a copy of the job runs and keeps its checkpoints."""
 
-    infra: str = Field(description="SkyPilot infra string (aws/us-east-1, gcp/us-central1, k8s/ctx) or `local` for the local provider.")
-    store: StoreUri = Field(description="Checkpoint store URI: s3://bucket/prefix, gs://bucket/prefix or file:///path (relative file:// paths resolve against the runbook's folder).")
-    endpoint_url: str | None = Field(None, description="S3-compatible endpoint (Cloudflare R2, MinIO); only for s3:// stores.")
+    infra: str = Field(
+        description="SkyPilot infra string (aws/us-east-1, gcp/us-central1, k8s/ctx) or `local` for the local provider."
+    )
+    store: StoreUri = Field(
+        description="Checkpoint store URI: s3://bucket/prefix, gs://bucket/prefix or file:///path (relative file:// paths resolve against the runbook's folder)."
+    )
+    endpoint_url: str | None = Field(
+        None, description="S3-compatible endpoint (Cloudflare R2, MinIO); only for s3:// stores."
+    )
 
     @field_validator("infra")
     @classmethod
@@ -131,7 +153,9 @@ class Site(_Strict):
 
 
 class SecondarySite(Site):
-    candidates: list[Candidate] = Field(description="Ordered fallback list of where to provision; the first with capacity wins.")
+    candidates: list[Candidate] = Field(
+        description="Ordered fallback list of where to provision; the first with capacity wins."
+    )
 
     @field_validator("candidates")
     @classmethod
@@ -144,8 +168,12 @@ class SecondarySite(Site):
 class ResumeArg(_Strict):
     """How the job learns which checkpoint to resume from. Give exactly one."""
 
-    env: str | None = Field(None, description="Environment variable set to the checkpoint URI, e.g. RESUME_FROM.")
-    arg: str | None = Field(None, description="Argument template appended to the command, e.g. `--resume {checkpoint}`.")
+    env: str | None = Field(
+        None, description="Environment variable set to the checkpoint URI, e.g. RESUME_FROM."
+    )
+    arg: str | None = Field(
+        None, description="Argument template appended to the command, e.g. `--resume {checkpoint}`."
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ResumeArg:
@@ -160,9 +188,16 @@ class Job(_Strict):
     """The training or serving job to restart on the secondary."""
 
     task: str | None = Field(None, description="The user's SkyPilot task YAML, relative to the runbook.")
-    command: str | None = Field(None, description="Shell command for the local provider (embedded default, demos, CI).")
-    resume: ResumeArg = Field(default_factory=lambda: ResumeArg(env="LIFEBOAT_RESUME_FROM"), description="How the certified checkpoint is passed to the job.")
-    workdir: str | None = Field(None, description="Working directory of the local command, relative to the runbook.")
+    command: str | None = Field(
+        None, description="Shell command for the local provider (embedded default, demos, CI)."
+    )
+    resume: ResumeArg = Field(
+        default_factory=lambda: ResumeArg(env="LIFEBOAT_RESUME_FROM"),
+        description="How the certified checkpoint is passed to the job.",
+    )
+    workdir: str | None = Field(
+        None, description="Working directory of the local command, relative to the runbook."
+    )
 
     @model_validator(mode="after")
     def _task_or_command(self) -> Job:
@@ -173,24 +208,38 @@ class Job(_Strict):
 
 class Retention(_Strict):
     keep_last: int = Field(3, ge=1, description="Keep the newest K checkpoints.")
-    keep_every: int | None = Field(None, ge=1, description="Also keep every checkpoint whose step is a multiple of N.")
+    keep_every: int | None = Field(
+        None, ge=1, description="Also keep every checkpoint whose step is a multiple of N."
+    )
 
 
 class Checkpoint(_Strict):
-    layout: Layout = Field(Layout.auto, description="Checkpoint layout: auto, dcp, deepspeed, megatron, hf or manifest.")
+    layout: Layout = Field(
+        Layout.auto, description="Checkpoint layout: auto, dcp, deepspeed, megatron, hf or manifest."
+    )
     cadence: Duration = Field(description="How often the job writes a checkpoint.")
-    freshness_factor: float = Field(3.0, gt=1, description="A checkpoint older than cadence x this counts as stale.")
-    retention: Retention = Field(default_factory=Retention, description="What replication keeps on the secondary.")
+    freshness_factor: float = Field(
+        3.0, gt=1, description="A checkpoint older than cadence x this counts as stale."
+    )
+    retention: Retention = Field(
+        default_factory=Retention, description="What replication keeps on the secondary."
+    )
 
 
 class Image(_Strict):
     image: str = Field(description="Container image reference, e.g. nvcr.io/nvidia/pytorch:24.05-py3.")
-    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$", description="Expected manifest digest where the secondary pulls from.")
+    digest: str | None = Field(
+        None,
+        pattern=r"^sha256:[0-9a-f]{64}$",
+        description="Expected manifest digest where the secondary pulls from.",
+    )
 
 
 class Prestage(_Strict):
     images: list[Image] = Field(default_factory=list, description="Container images the secondary needs.")
-    weights: list[StoreUri] = Field(default_factory=list, description="Weight or tokenizer URIs copied to the secondary store.")
+    weights: list[StoreUri] = Field(
+        default_factory=list, description="Weight or tokenizer URIs copied to the secondary store."
+    )
 
 
 class Escalation(_Strict):
@@ -200,12 +249,18 @@ class Escalation(_Strict):
 
 class Approval(_Strict):
     required: bool = Field(True, description="Whether a human must approve before GPUs are provisioned.")
-    approvers: list[str] = Field(default_factory=list, description="Slack user IDs allowed to approve (U0123ABCD).")
+    approvers: list[str] = Field(
+        default_factory=list, description="Slack user IDs allowed to approve (U0123ABCD)."
+    )
     channel: str | None = Field(None, description="Slack channel ID where the approval card is posted.")
     timeout: Duration = Field(timedelta(minutes=15), description="How long to wait for the approvers.")
     escalation: Escalation | None = Field(None, description="Who is asked next when the approvers time out.")
-    on_timeout: OnTimeout = Field(OnTimeout.abort, description="Policy when nobody answers: abort, proceed or escalate.")
-    provision_before_approval: bool = Field(False, description="Start provisioning while waiting (cheap to tear down, cuts RTO).")
+    on_timeout: OnTimeout = Field(
+        OnTimeout.abort, description="Policy when nobody answers: abort, proceed or escalate."
+    )
+    provision_before_approval: bool = Field(
+        False, description="Start provisioning while waiting (cheap to tear down, cuts RTO)."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Approval:
@@ -217,11 +272,20 @@ class Approval(_Strict):
 
 
 class Detection(_Strict):
-    signals: list[Signal] = Field(default_factory=lambda: [Signal.gpu_health, Signal.training_progress, Signal.provider], description="Independent signals that may confirm an outage.")
+    signals: list[Signal] = Field(
+        default_factory=lambda: [Signal.gpu_health, Signal.training_progress, Signal.provider],
+        description="Independent signals that may confirm an outage.",
+    )
     quorum: int = Field(2, ge=1, description="How many signals must agree within the window.")
-    window: Duration = Field(timedelta(minutes=5), description="How close in time the agreeing signals must be.")
-    stall_after: Duration = Field(timedelta(minutes=10), description="No training step for this long counts as a stall (NCCL hang).")
-    heartbeat: str | None = Field(None, description="Where the job writes its heartbeat (store URI or file path).")
+    window: Duration = Field(
+        timedelta(minutes=5), description="How close in time the agreeing signals must be."
+    )
+    stall_after: Duration = Field(
+        timedelta(minutes=10), description="No training step for this long counts as a stall (NCCL hang)."
+    )
+    heartbeat: str | None = Field(
+        None, description="Where the job writes its heartbeat (store URI or file path)."
+    )
 
     @model_validator(mode="after")
     def _quorum_reachable(self) -> Detection:
@@ -235,17 +299,29 @@ class Detection(_Strict):
 class Verify(_Strict):
     """How the resumed job proves itself."""
 
-    first_step_timeout: Duration = Field(timedelta(minutes=20), description="Longest wait for the first healthy step after loading.")
-    parity_steps: int = Field(5, ge=0, description="Resumed steps whose loss is compared with the pre-failure log (0 disables).")
+    first_step_timeout: Duration = Field(
+        timedelta(minutes=20), description="Longest wait for the first healthy step after loading."
+    )
+    parity_steps: int = Field(
+        5, ge=0, description="Resumed steps whose loss is compared with the pre-failure log (0 disables)."
+    )
     parity_tolerance: float = Field(0.0, ge=0, description="Largest relative loss difference accepted.")
-    on_parity_failure: Literal["rollback", "page"] = Field("rollback", description="Roll back to the previous certified checkpoint, or stop and page.")
-    loss_log: str | None = Field(None, description="Pre-failure loss log (JSON lines with step and loss), relative to the runbook or a store URI.")
+    on_parity_failure: Literal["rollback", "page"] = Field(
+        "rollback", description="Roll back to the previous certified checkpoint, or stop and page."
+    )
+    loss_log: str | None = Field(
+        None,
+        description="Pre-failure loss log (JSON lines with step and loss), relative to the runbook or a store URI.",
+    )
 
 
 class Runbook(_Strict):
     """A protected job and how to fail it over."""
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$", description="Short DNS-safe name; prefixes clusters, leases and ledger entries.")
+    name: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9-]{0,62}$",
+        description="Short DNS-safe name; prefixes clusters, leases and ledger entries.",
+    )
     description: str = Field("", description="What this job is, for the humans reading the runbook.")
     workload: Workload = Field(description="Workload class; sets the default RPO/RTO targets.")
     targets: Targets = Field(default_factory=Targets, description="Override the workload's default RPO/RTO.")
@@ -295,5 +371,5 @@ class Runbook(_Strict):
     def store_uri(self, uri: str) -> str:
         """A store URI with a relative `file://` path made absolute against the runbook."""
         if uri.startswith("file://") and not uri.startswith("file:///"):
-            return "file://" + str(self.resolve(uri[len("file://"):]))
+            return "file://" + str(self.resolve(uri[len("file://") :]))
         return uri

@@ -18,7 +18,9 @@ def open_store(uri: str, *, endpoint_url: str | None = None) -> Store:
     """Build the store for `s3://bucket/prefix`, `gs://bucket/prefix` or `file:///path`."""
     parsed = urlparse(uri)
     if parsed.scheme not in _BACKENDS:
-        raise ConfigError(f"{uri!r}: unknown store scheme {parsed.scheme!r}; use one of {', '.join(sorted(_BACKENDS))}")
+        raise ConfigError(
+            f"{uri!r}: unknown store scheme {parsed.scheme!r}; use one of {', '.join(sorted(_BACKENDS))}"
+        )
     if parsed.scheme == "file":
         from providers.storage.local import LocalStore
 

@@ -74,6 +74,12 @@ class Store(Protocol):
         """Remove an object; removing a missing one is not an error."""
         ...
 
+    def server_copy(self, source: Store, src_key: str, dst_key: str) -> ObjectInfo | None:
+        """Copy `source`'s object into this store without moving its bytes through us
+        (S3 CopyObject/UploadPartCopy, GCS rewrite, local hard link or copy), keeping its
+        CRC32C. Returns None when `source` is on another service: the caller streams."""
+        ...
+
 
 def join(prefix: str, key: str) -> str:
     """Join key parts with exactly one `/`."""

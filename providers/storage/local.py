@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -140,7 +141,9 @@ class LocalStore:
                 if if_match is not None:
                     current = self._info(key, path).version if path.exists() else None
                     if current != if_match:
-                        raise PreconditionFailed(f"{self.uri}/{key} changed (version {current}, expected {if_match})")
+                        raise PreconditionFailed(
+                            f"{self.uri}/{key} changed (version {current}, expected {if_match})"
+                        )
                 os.replace(tmp, path)
                 st = path.stat()
                 self._sidecar(path).write_text(f"{st.st_mtime_ns} {crc:08x}")
@@ -152,10 +155,27 @@ class LocalStore:
     def delete(self, key: str) -> None:
         path = self._path(key)
         for p in (path, self._sidecar(path)):
-            try:
+            with suppress(FileNotFoundError):
                 p.unlink()
-            except FileNotFoundError:
-                pass
+
+    def server_copy(self, source, src_key: str, dst_key: str) -> ObjectInfo | None:
+        if not isinstance(source, LocalStore):
+            return None
+        src = source._path(src_key)
+        info = source.head(src_key)
+        dst = self._path(dst_key)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=dst.parent)
+        os.close(fd)
+        try:
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        if info.crc32c is not None:
+            self._sidecar(dst).write_text(f"{dst.stat().st_mtime_ns} {info.crc32c:08x}")
+        return self.head(dst_key)
 
 
 @contextmanager

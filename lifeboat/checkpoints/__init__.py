@@ -1,0 +1,1 @@
+"""Checkpoints in a store: layouts, discovery, completeness, and Lifeboat's manifest."""
