@@ -8,6 +8,7 @@ a trainer's children die with it, which is what a preempted VM would do.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -61,7 +62,7 @@ class LocalCompute:
         command = job.command + job.resume_suffix()
         # The wrapping shell records the exit code only when the command returns, so a
         # SIGKILLed group leaves no exit file: a failed job, as on a lost VM.
-        script = f"{command}\necho $? > {shlex.quote(str(exit_file))}"
+        script = f"(\n{command}\n)\necho $? > {shlex.quote(str(exit_file))}"
         env = {**os.environ, **job.resume_envs(), "LIFEBOAT_CLUSTER": cluster}
         with open(d / "job.log", "ab") as log:
             proc = subprocess.Popen(
@@ -133,6 +134,15 @@ class LocalCompute:
         if not path.exists():
             raise NotFound(f"local cluster {cluster!r} does not exist")
         return path.read_text(errors="replace")
+
+    def preempt(self, cluster: str) -> None:
+        """SIGKILL the job's whole process group, as a lost VM would: nothing gets to clean up."""
+        pid = json.loads((self._dir(cluster) / "state.json").read_text())["pid"]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        child = self._children.get(cluster)
+        if child is not None:
+            child.wait()
 
     def teardown(self, cluster: str) -> None:
         d = self._dir(cluster)
