@@ -178,7 +178,5 @@ def _kill_group(pid: int, child: subprocess.Popen | None, grace: float = 2.0) ->
         except ProcessLookupError:
             return
         time.sleep(0.02)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
