@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 
 import pytest
 
@@ -11,6 +13,10 @@ from providers.compute.fake import FakeCompute
 from providers.compute.local import LocalCompute
 
 PY = sys.executable
+
+# SkyPilot fixes its catalog paths when first imported: give this test process its own
+# runtime dir (the shipped offline catalog is copied there), never the user's ~/.sky.
+os.environ.setdefault("LIFEBOAT_SKY_RUNTIME_DIR", tempfile.mkdtemp(prefix="lifeboat-sky-"))
 
 
 @pytest.fixture(params=["local", "fake"])
