@@ -318,6 +318,22 @@ class Verify(_Strict):
     )
 
 
+class FailoverPolicy(_Strict):
+    """How the failover flow runs its steps."""
+
+    retries: int = Field(
+        2, ge=0, description="Retries of a step that failed on a retryable provider error (throttling, 5xx)."
+    )
+    retry_delay: Duration = Field(timedelta(seconds=10), description="Wait between retries of a step.")
+    step_timeout: Duration = Field(
+        timedelta(minutes=30), description="Longest any one step may run before the failover stops."
+    )
+    expected_ready: Duration = Field(
+        timedelta(minutes=15),
+        description="Typical time from approval to the first healthy step (provision, load); the approval card's expected RTO uses it.",
+    )
+
+
 class Runbook(_Strict):
     """A protected job and how to fail it over."""
 
@@ -336,6 +352,9 @@ class Runbook(_Strict):
     approval: Approval = Field(default_factory=lambda: Approval(required=False))
     detection: Detection = Field(default_factory=Detection)
     verify: Verify = Field(default_factory=Verify)
+    failover: FailoverPolicy = Field(
+        default_factory=FailoverPolicy, description="Retries and timeouts of the failover's steps."
+    )
 
     _path: Path | None = PrivateAttr(None)
 
