@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
@@ -17,7 +17,7 @@ from pydantic import Field
 
 from lifeboat.errors import ProviderUnavailable, StopFailover
 from lifeboat.failover import ApprovalCard, Certified, FailoverSteps, Provisioned, expected_rto
-from lifeboat.ledger import LedgerEntry, RtoLedger
+from lifeboat.ledger import PHASES, LedgerEntry, RtoLedger
 from runbooks.model import Runbook
 
 
@@ -86,7 +86,6 @@ def execute(
     clock: Callable[[], datetime] = _now,
 ) -> LedgerEntry:
     """Walk the step graph inside a flow run; every phase lands in `ledger`."""
-    heading = "confirmed"
     cluster: Provisioned | None = None
     early = None
     try:
@@ -95,30 +94,28 @@ def execute(
         ledger.mark("detected", confirmed.value.detected_at)
         ledger.mark("confirmed", confirmed.finished)
 
-        heading = "fenced"
         ledger.mark("fenced", _task(rb, "fence")(steps, "fence").finished)
 
-        heading = "certified"
         branches = {name: _task(rb, name).submit(steps, name) for name in ("certify", "plan", "prestage")}
         if rb.approval.provision_before_approval:
             plan = branches["plan"].result()
             early = _task(rb, "provision").submit(steps, "provision", plan.value)
-        done = {name: future.result() for name, future in branches.items()}
+        done = {}
         for name, milestone in (("certify", "certified"), ("plan", "planned"), ("prestage", "prestaged")):
+            done[name] = branches[name].result()
             ledger.begin(milestone, done[name].started)
             ledger.mark(milestone, done[name].finished)
         checkpoint: Certified = done["certify"].value
         ledger.checkpoint(checkpoint.uri, checkpoint.written_at)
         options, readiness = done["plan"].value, done["prestage"].value
 
-        heading = "approval_granted"
         card = ApprovalCard(
             runbook=rb.name,
             run_id=run_id,
             drill=drill,
             evidence=confirmed.value.evidence,
             checkpoint=checkpoint,
-            rpo=max(confirmed.value.outage_started_at - checkpoint.written_at, type(rb.rpo_target)(0)),
+            rpo=max(confirmed.value.outage_started_at - checkpoint.written_at, timedelta(0)),
             rpo_target=rb.rpo_target,
             options=tuple(options),
             readiness=readiness,
@@ -130,27 +127,26 @@ def execute(
         decision = gate.request(card)
         ledger.note("approval", f"{'approved' if decision.approved else 'rejected'} by {decision.approver}: {decision.reason}")
         if not decision.approved:
-            if early is not None:
-                cluster = early.result().value
+            if early is not None and (cluster := _settled(early)) is not None:
+                steps.teardown(cluster)  # provisioned while waiting: cheap to give back
+                cluster = None
             ledger.fail("approval_granted", f"rejected by {decision.approver}: {decision.reason}", outcome="aborted")
             return ledger.entry
         ledger.mark("approval_granted")
 
-        heading = "provisioned"
         provisioned = early.result() if early is not None else _task(rb, "provision")(steps, "provision", options)
         cluster = provisioned.value
         ledger.begin("provisioned", provisioned.started)
         ledger.mark("provisioned", provisioned.finished)
         ledger.note("cluster", f"{cluster.cluster} on {cluster.option.describe()}")
 
-        heading = "first_step"
         checkpoint = _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint)
-        heading = "parity_passed"
         ledger.mark("parity_passed")
         return ledger.finish("completed")
     except BaseException as e:
+        heading = next((p for p in PHASES if p not in ledger.entry.phases), PHASES[-1])
         ledger.fail(heading, e)
-        gate.notify(f"Lifeboat failover of {rb.name} failed at {heading}: {e}")
+        gate.notify(f"Lifeboat failover of {rb.name} failed before {heading}: {e}")
         if cluster is None and early is not None:
             cluster = _settled(early)
         if cluster is not None:
