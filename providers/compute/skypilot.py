@@ -150,6 +150,15 @@ def task_defaults(task_yaml: Path) -> dict[str, Any]:
     return dict(res)
 
 
+def task_nodes(task_yaml: Path) -> int:
+    """`num_nodes` of a task YAML (1 when absent): prices are per cluster, not per node."""
+    try:
+        config = yaml.safe_load(Path(task_yaml).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"{task_yaml}: cannot read the task YAML: {e}") from None
+    return int(config.get("num_nodes") or 1)
+
+
 class SkyPilotCompute:
     """`offline=True` plans over the shipped catalog (no network, no credentials);
     `offline=False` uses the user's SkyPilot setup. `launcher` defaults to the SDK."""

@@ -138,7 +138,7 @@ def optimize(
     out = []
     for c in candidates:
         if is_blocked(c.infra, blocked):
-            out.append(replace(c, feasible=False, reason=f"{c.infra} is blocked (failed primary)"))
+            out.append(replace(c, feasible=False, reason=f"{c.infra} is blocked"))
             continue
         if c.infra == "local" or c.infra.startswith(("k8s", "kubernetes", "ssh")):
             out.append(replace(c, feasible=False, reason=f"{c.infra}: no price in the catalog"))
