@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,9 +94,9 @@ class Trainer:
     def save(self, state: TrainerState) -> Path:
         """Write shards, then commit with the manifest (the commit point)."""
         d = self.ckpt_dir / checkpoint_name(state.step)
-        if (d / MANIFEST_NAME).exists():
-            return d
-        d.mkdir(parents=True, exist_ok=True)
+        if d.exists():  # left by an older lineage (a run we resumed before it): ours replaces it
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
         for name, arr in (("model.npy", state.weights), ("optim.npy", state.velocity)):
             with open(d / name, "wb") as f:
                 np.save(f, arr)
@@ -112,8 +113,10 @@ class Trainer:
             while state.step < steps:
                 loss = self.step(state)
                 now = time.time()
-                log.write(json.dumps({"step": state.step, "loss": loss, "ts": now}) + "\n")
+                line = json.dumps({"step": state.step, "loss": loss, "ts": now})
+                log.write(line + "\n")
                 log.flush()
+                print(line, flush=True)  # the job log carries the losses too (SkyPilot logs, LocalCompute)
                 self._beat(state.step, now, loss)
                 if every and state.step % every == 0:
                     self.save(state)
