@@ -326,11 +326,15 @@ class Cluster(_Strict):
     gpu_mtbf: Duration | None = Field(
         None, description="One GPU's mean time between failures, e.g. 50000h; the cluster's is this / gpus."
     )
-    checkpoint_write: Duration = Field(description="Time the job is blocked writing one checkpoint (C), e.g. 90s.")
+    checkpoint_write: Duration = Field(
+        description="Time the job is blocked writing one checkpoint (C), e.g. 90s."
+    )
     restart: Duration = Field(
         timedelta(0), description="Failure to training again: reschedule, load the checkpoint, warm up (R)."
     )
-    checkpoint_size_gb: float | None = Field(None, gt=0, description="Size of one checkpoint, GB (10^9 bytes).")
+    checkpoint_size_gb: float | None = Field(
+        None, gt=0, description="Size of one checkpoint, GB (10^9 bytes)."
+    )
     storage_usd_per_gb_month: float | None = Field(
         None, ge=0, description="Checkpoint storage price on the secondary, US dollars per GB-month."
     )
@@ -345,10 +349,14 @@ class Cluster(_Strict):
         description="Standby tier: cold (provision on demand), warm (a slice of GPUs reserved), hot (a running replica).",
     )
     standby_fraction: float | None = Field(
-        None, ge=0, description="Share of the cluster's GPUs held on standby; default cold 0, warm 0.1, hot 1."
+        None,
+        ge=0,
+        description="Share of the cluster's GPUs held on standby; default cold 0, warm 0.1, hot 1.",
     )
     standby_gpu_hour_usd: float | None = Field(
-        None, ge=0, description="Price of one standby GPU-hour, US dollars (reserved or discounted); default gpu_hour_usd."
+        None,
+        ge=0,
+        description="Price of one standby GPU-hour, US dollars (reserved or discounted); default gpu_hour_usd.",
     )
     provision: Duration | None = Field(
         None, description="Time to get the GPUs running on the secondary at this tier; gives the RTO floor."

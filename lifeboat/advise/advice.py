@@ -72,7 +72,9 @@ def advise(inp: AdviceInputs) -> Advice:
     daly = iv.daly_interval_s(inp.checkpoint_write_s, inp.mtbf_s)
     advised = outcome("advised (Daly)", daly, inp)
     current = (
-        outcome("current cadence", inp.current_interval_s, inp) if inp.current_interval_s is not None else None
+        outcome("current cadence", inp.current_interval_s, inp)
+        if inp.current_interval_s is not None
+        else None
     )
     # The budget prices what the job does now; without a cadence, what it would do if advised.
     period_s = (current or advised).interval_s + inp.checkpoint_write_s
@@ -87,7 +89,9 @@ def advise(inp: AdviceInputs) -> Advice:
         transfer_usd_per_gb=inp.transfer_usd_per_gb,
         standby_tier=inp.standby_tier,
         standby_fraction=inp.standby_fraction,
-        standby_gpu_hour_usd=inp.standby_gpu_hour_usd if inp.standby_gpu_hour_usd is not None else inp.gpu_hour_usd,
+        standby_gpu_hour_usd=inp.standby_gpu_hour_usd
+        if inp.standby_gpu_hour_usd is not None
+        else inp.gpu_hour_usd,
         rto_floor_s=rto_floor,
     )
     return Advice(

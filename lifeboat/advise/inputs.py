@@ -22,19 +22,49 @@ INPUTS: dict[str, tuple[str, str]] = {
     "gpus": ("--gpus", "GPUs the job runs on (count)"),
     "gpu_hour_usd": ("--gpu-hour-usd", "price of one GPU-hour (US dollars)"),
     "mtbf": ("--mtbf", "cluster mean time between job-stopping failures (duration: 8h, 5d)"),
-    "gpu_mtbf": ("--gpu-mtbf", "one GPU's mean time between failures (duration: 50000h); cluster = this / GPUs"),
-    "checkpoint_write": ("--checkpoint-write", "time the job is blocked writing one checkpoint, C (duration: 90s)"),
+    "gpu_mtbf": (
+        "--gpu-mtbf",
+        "one GPU's mean time between failures (duration: 50000h); cluster = this / GPUs",
+    ),
+    "checkpoint_write": (
+        "--checkpoint-write",
+        "time the job is blocked writing one checkpoint, C (duration: 90s)",
+    ),
     "restart": ("--restart", "failure to training again: reschedule, load, warm up, R (duration: 10m)"),
-    "interval": ("--interval", "current compute time between checkpoints (duration); default checkpoint.cadence"),
+    "interval": (
+        "--interval",
+        "current compute time between checkpoints (duration); default checkpoint.cadence",
+    ),
     "checkpoint_size_gb": ("--checkpoint-size-gb", "size of one checkpoint (GB, 10^9 bytes)"),
-    "keep_last": ("--keep-last", "checkpoints kept on the secondary (count); default checkpoint.retention.keep_last"),
-    "storage_usd_per_gb_month": ("--storage-usd-per-gb-month", "secondary storage price (US dollars per GB-month)"),
-    "transfer_usd_per_gb": ("--transfer-usd-per-gb", "cross-region/provider transfer price (US dollars per GB)"),
+    "keep_last": (
+        "--keep-last",
+        "checkpoints kept on the secondary (count); default checkpoint.retention.keep_last",
+    ),
+    "storage_usd_per_gb_month": (
+        "--storage-usd-per-gb-month",
+        "secondary storage price (US dollars per GB-month)",
+    ),
+    "transfer_usd_per_gb": (
+        "--transfer-usd-per-gb",
+        "cross-region/provider transfer price (US dollars per GB)",
+    ),
     "replication": ("--replication", "time to copy one checkpoint to the secondary; adds to RPO (duration)"),
-    "standby": ("--standby", "standby tier: cold (provision on demand), warm (a slice reserved), hot (running replica)"),
-    "standby_fraction": ("--standby-fraction", "share of the cluster's GPUs held on standby (0-1; default cold 0, warm 0.1, hot 1)"),
-    "standby_gpu_hour_usd": ("--standby-gpu-hour-usd", "price of one standby GPU-hour (US dollars); default --gpu-hour-usd"),
-    "provision": ("--provision", "time to get GPUs running on the secondary at this tier (duration); gives the RTO floor"),
+    "standby": (
+        "--standby",
+        "standby tier: cold (provision on demand), warm (a slice reserved), hot (running replica)",
+    ),
+    "standby_fraction": (
+        "--standby-fraction",
+        "share of the cluster's GPUs held on standby (0-1; default cold 0, warm 0.1, hot 1)",
+    ),
+    "standby_gpu_hour_usd": (
+        "--standby-gpu-hour-usd",
+        "price of one standby GPU-hour (US dollars); default --gpu-hour-usd",
+    ),
+    "provision": (
+        "--provision",
+        "time to get GPUs running on the secondary at this tier (duration); gives the RTO floor",
+    ),
 }
 REQUIRED = ("gpus", "gpu_hour_usd", "checkpoint_write")
 
@@ -83,7 +113,11 @@ def resolve_inputs(runbook: Runbook | None, overrides: dict[str, Any] | None = N
         if runbook.cluster is not None:
             cluster = runbook.cluster  # attributes, not model_dump: that would spell durations as text
             values.update(
-                {k: getattr(cluster, k) for k in type(cluster).model_fields if getattr(cluster, k) is not None}
+                {
+                    k: getattr(cluster, k)
+                    for k in type(cluster).model_fields
+                    if getattr(cluster, k) is not None
+                }
             )
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     if "mtbf" in given and "gpu_mtbf" in given:
@@ -110,7 +144,10 @@ def resolve_inputs(runbook: Runbook | None, overrides: dict[str, Any] | None = N
         (gpus >= 1, "--gpus must be at least 1"),
         (float(values["gpu_hour_usd"]) > 0, "--gpu-hour-usd must be more than 0"),
         ((mtbf_s or gpu_mtbf_s or 0) > 0, "the MTBF must be more than 0"),
-        (_seconds(values["checkpoint_write"]) > 0, "--checkpoint-write must be more than 0 (C = 0 means no interval is optimal)"),
+        (
+            _seconds(values["checkpoint_write"]) > 0,
+            "--checkpoint-write must be more than 0 (C = 0 means no interval is optimal)",
+        ),
         (tier in STANDBY_TIERS, f"--standby must be one of {', '.join(STANDBY_TIERS)}"),
         (fraction is None or float(fraction) >= 0, "--standby-fraction cannot be negative"),
         (int(values.get("keep_last", 3)) >= 1, "--keep-last must be at least 1"),

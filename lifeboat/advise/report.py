@@ -102,7 +102,9 @@ def _budget_notes(a: Advice) -> list[str]:
         return notes
     floor = f"RTO floor {dur(b.rto_floor_s)} (provision {dur(i.provision_s)} + restart {dur(i.restart_s)})"
     if i.rto_target_s is not None:
-        floor += f"; RTO target {dur(i.rto_target_s)} {'met' if b.rto_floor_s <= i.rto_target_s else 'NOT met'}"
+        floor += (
+            f"; RTO target {dur(i.rto_target_s)} {'met' if b.rto_floor_s <= i.rto_target_s else 'NOT met'}"
+        )
     notes.append(floor)
     ref = b.reference
     if ref is None:
@@ -120,7 +122,10 @@ def _table(rows: list[tuple[str, ...]], left: tuple[int, ...] = (0,)) -> list[st
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     out = []
     for r in rows:
-        cells = [cell.ljust(w) if c in left else cell.rjust(w) for c, (cell, w) in enumerate(zip(r, widths, strict=True))]
+        cells = [
+            cell.ljust(w) if c in left else cell.rjust(w)
+            for c, (cell, w) in enumerate(zip(r, widths, strict=True))
+        ]
         out.append("  " + "  ".join(cells).rstrip())
     return out
 
@@ -152,7 +157,11 @@ def format_markdown(a: Advice, heading: str = "##") -> str:
     lines += _md_table(("interval choice",) + INTERVAL_HEADER[1:], rows)
     lines += [""] + [s + "." for s in (_saving(a), _rpo_check(a)) if s]
     b = a.budget
-    lines += ["", f"DR budget per month ({HOURS_PER_MONTH:g} h of GPU spend = {usd(b.gpu_spend_usd_per_month)}):", ""]
+    lines += [
+        "",
+        f"DR budget per month ({HOURS_PER_MONTH:g} h of GPU spend = {usd(b.gpu_spend_usd_per_month)}):",
+        "",
+    ]
     lines += _md_table(("item", "$/month", "share of GPU spend", "basis"), _budget_rows(a))
     lines += [""] + [f"- {n}" for n in _budget_notes(a)]
     return "\n".join(lines) + "\n"

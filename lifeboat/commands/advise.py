@@ -72,7 +72,9 @@ def register(subparsers) -> None:
         kind = _TYPES.get(name, _duration)
         metavar = _METAVARS.get(name, "DURATION" if kind is _duration else "USD")
         target.add_argument(flag, dest=name, type=kind, metavar=metavar, help=text)
-    p.add_argument("--json", action="store_true", help="print the inputs and results as JSON (seconds, US dollars)")
+    p.add_argument(
+        "--json", action="store_true", help="print the inputs and results as JSON (seconds, US dollars)"
+    )
     p.set_defaults(handler=run)
 
 
