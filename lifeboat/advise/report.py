@@ -38,14 +38,14 @@ def _band(low: float, high: float) -> str:
 
 
 INTERVAL_HEADER = (
-    "", "interval", "waste", "waste $/month", "loss/failure", "GPU-h/failure", "$/failure",
+    "", "interval", "waste", "waste $/month", "rework", "loss/failure", "GPU-h/failure", "$/failure",
     "expected RPO", "worst RPO",
 )  # fmt: skip
 
 
 def _interval_row(o: IntervalOutcome) -> tuple[str, ...]:
     return (
-        o.label, dur(o.interval_s), pct(o.waste_fraction), usd(o.waste_usd_per_month),
+        o.label, dur(o.interval_s), pct(o.waste_fraction), usd(o.waste_usd_per_month), dur(o.rework_s),
         dur(o.loss_per_failure_s), f"{o.loss_per_failure_gpu_hours:,.1f}", usd(o.loss_per_failure_usd),
         dur(o.expected_rpo_s), dur(o.worst_rpo_s),
     )  # fmt: skip
@@ -53,13 +53,15 @@ def _interval_row(o: IntervalOutcome) -> tuple[str, ...]:
 
 def _summary(a: Advice) -> list[str]:
     i = a.inputs
-    mtbf = f"cluster MTBF {dur(i.mtbf_s)}"
+    hours = f"{i.mtbf_s / 3600:,.1f}".removesuffix(".0") + "h"
+    mtbf = f"cluster MTBF {hours if i.mtbf_s >= 86400 else dur(i.mtbf_s)}"
     if i.gpu_mtbf_s is not None:
         mtbf += f" (GPU MTBF {i.gpu_mtbf_s / 3600:,.0f}h / {i.gpus:,} GPUs)"
     return [
         f"{i.gpus:,} GPUs at {usd(i.gpu_hour_usd)}/GPU-hour; {mtbf}, {a.failures_per_month:,.1f} failures/month",
         f"checkpoint write C {dur(i.checkpoint_write_s)}; restart R {dur(i.restart_s)}"
-        + (f"; replication {dur(i.replication_s)}" if i.replication_s else ""),
+        + (f"; replication {dur(i.replication_s)}" if i.replication_s else "")
+        + "; loss/failure = rework (T+C)/2 + R",
         f"Young sqrt(2CM) {dur(a.young_interval_s)}; Daly {dur(a.daly_interval_s)} (advised)",
     ]
 
@@ -155,7 +157,7 @@ def format_markdown(a: Advice, heading: str = "##") -> str:
     lines += [s + "  " for s in _summary(a)[:-1]] + [_summary(a)[-1] + ".", ""]
     rows = [_interval_row(a.advised)] + ([_interval_row(a.current)] if a.current else [])
     lines += _md_table(("interval choice",) + INTERVAL_HEADER[1:], rows)
-    lines += [""] + [s + "." for s in (_saving(a), _rpo_check(a)) if s]
+    lines += [""] + [f"- {s[0].upper()}{s[1:]}." for s in (_saving(a), _rpo_check(a)) if s]
     b = a.budget
     lines += [
         "",

@@ -37,7 +37,9 @@ def test_transfer_prices_every_checkpoint_written_in_a_month():
 def test_warm_standby_holds_its_share_of_the_cluster():
     b = _budget()
     assert b.gpu_spend_usd_per_month == pytest.approx(GPU_SPEND)
-    assert {line.item: line.usd_per_month for line in b.lines}["standby (warm)"] == pytest.approx(0.1 * GPU_SPEND)
+    assert {line.item: line.usd_per_month for line in b.lines}["standby (warm)"] == pytest.approx(
+        0.1 * GPU_SPEND
+    )
 
 
 def test_share_is_total_over_gpu_spend():

@@ -78,5 +78,5 @@ def test_render_section_states_interval_rpo_and_budget(runbook_data, make_runboo
     assert md.startswith("## Checkpoint interval and DR budget\n")
     assert "| advised (Daly) | 1h6m |" in md
     assert "| current cadence | 4h |" in md
-    assert "RPO target 2h: advised (Daly) worst 1h11m meets it; current cadence worst 4h5m MISSES it." in md
+    assert "- RPO target 2h: advised (Daly) worst 1h11m meets it; current cadence worst 4h5m MISSES it." in md
     assert "| standby (warm) | $284,057.60 | 10.0% |" in md

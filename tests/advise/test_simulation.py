@@ -49,7 +49,9 @@ def test_simulated_exponential_waste_matches_the_exact_formula(scenario):
     c, r, m = SCENARIOS[scenario]
     gaps = failure_gaps_s(m, 400_000, seed=11)
     t = daly_interval_s(c, m)
-    assert simulated_waste_fraction(t, c, r, gaps) == pytest.approx(expected_waste_fraction(t, c, r, m), rel=0.02)
+    assert simulated_waste_fraction(t, c, r, gaps) == pytest.approx(
+        expected_waste_fraction(t, c, r, m), rel=0.02
+    )
 
 
 def test_weibull_gaps_have_the_requested_mean_and_cluster_early():
