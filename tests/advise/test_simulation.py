@@ -31,7 +31,8 @@ def test_advised_interval_wastes_within_5_percent_of_the_simulated_optimum(scena
     gaps = failure_gaps_s(m, CYCLES, weibull_shape=shape, seed=7)
     advised = simulated_waste_fraction(daly_interval_s(c, m), c, r, gaps)
     _, optimum = grid_search_optimum(c, r, gaps, _grid(c, m))
-    assert optimum <= advised <= 1.05 * optimum
+    assert optimum <= advised + 1e-9  # the grid holds Daly's interval itself (factor 1.0)
+    assert advised <= 1.05 * optimum
 
 
 @pytest.mark.parametrize("shape", [1.0, 0.7], ids=["exponential", "weibull-0.7"])
