@@ -17,6 +17,8 @@ COMMANDS = (
     "validate",
     "render",
     "schema",
+    "approve",
+    "report",
 )
 
 

@@ -121,3 +121,44 @@ def click_payload(
             {"action_id": action["action_id"], "block_id": "lifeboat_decision", "value": action["value"]}
         ],
     }
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """A real Prefect API (SQLite) for the session; pause/resume needs a server."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def in_thread(fn, *args, **kw):
+    """Run `fn` in a thread that sees this test's Prefect settings (context variables)."""
+    import contextvars
+    import threading
+
+    out: dict = {}
+    ctx = contextvars.copy_context()
+
+    def target():
+        try:
+            out["value"] = ctx.run(fn, *args, **kw)
+        except BaseException as e:  # surfaced by the test
+            out["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.out = out
+    return t
+
+
+def wait_until(predicate, timeout: float = 60, every: float = 0.2):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {predicate.__doc__ or predicate}")
