@@ -18,6 +18,8 @@ COMMANDS = (
     "render",
     "schema",
     "advise",
+    "approve",
+    "report",
 )
 
 
