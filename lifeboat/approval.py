@@ -109,9 +109,16 @@ class ApprovalProcess:
         return proc
 
     @property
-    def allowed(self) -> frozenset[str]:
-        """Who may decide now: the approvers of every stage reached so far."""
+    def asked(self) -> frozenset[str]:
+        """Who has been asked so far: the approvers of every stage reached."""
         return frozenset(a for s in self.stages[: self._stage + 1] for a in s.approvers)
+
+    @property
+    def allowed(self) -> frozenset[str]:
+        """Who may decide: every approver the runbook names, escalation included (an
+        escalation approver may step in before being asked; `lifeboat serve` checks the
+        same list)."""
+        return frozenset(a for s in self.stages for a in s.approvers)
 
     @property
     def deadline(self) -> datetime:

@@ -37,10 +37,10 @@ def test_proceed_policy_approves_on_timeout(tmp_path):
 
 def test_timeout_escalates_then_applies_the_policy(tmp_path):
     gate = _gate(tmp_path, escalation={"approvers": ["U0DIRECTOR"], "timeout": "10m"}, on_timeout="escalate")
-    assert "U0DIRECTOR" not in gate.allowed
+    assert "U0DIRECTOR" not in gate.asked
     step = gate.tick(T0 + minutes(15))
     assert step == Escalate(("U0DIRECTOR",), T0 + minutes(25))
-    assert gate.allowed == {"U0ALICE", "U0BOB", "U0DIRECTOR"}
+    assert gate.asked == gate.allowed == {"U0ALICE", "U0BOB", "U0DIRECTOR"}
     assert gate.tick(T0 + minutes(20)) is None
     final = gate.tick(T0 + minutes(25))
     assert not final.approved and "nobody left to escalate to" in final.reason
