@@ -199,3 +199,11 @@ def stage_runbook_weights(rb, open_store: OpenStore) -> dict[str, object]:
         w: stage_weights(rb.store_uri(w), destination_for(secondary, rb.store_uri(w)), open_store)
         for w in rb.prestage.weights
     }
+
+
+def readiness_markdown(runbook: str, readiness: PrestageReadiness) -> str:
+    """The readiness as a Prefect artifact / chat message."""
+    lines = [f"### Prestage — {runbook}", "", f"**{readiness.summary()}** (checked {readiness.checked_at:%Y-%m-%d %H:%M:%S}Z)", ""]
+    for check in (*readiness.images, *readiness.weights):
+        lines.append(f"- {'✅' if check.ok else '❌'} {check.detail}")
+    return "\n".join(lines) + "\n"
