@@ -43,7 +43,8 @@ def prestage(runbook: str, stage_weights: bool = True, mirrors: dict[str, str] |
         stage(runbook)
     readiness = check(runbook, mirrors)
     create_markdown_artifact(
-        key=f"prestage-{rb.name}", markdown=readiness_markdown(rb.name, readiness),
+        key=f"prestage-{rb.name}",
+        markdown=readiness_markdown(rb.name, readiness),
         description=f"Prestage readiness of {rb.name}",
     )
     emit_event(
@@ -52,5 +53,10 @@ def prestage(runbook: str, stage_weights: bool = True, mirrors: dict[str, str] |
         payload={"items": list(readiness.items)},
     )
     print(readiness.summary())
-    return {"runbook": rb.name, "ready": readiness.ready, "items": list(readiness.items),
-            "images": [asdict(c) for c in readiness.images], "weights": [asdict(c) for c in readiness.weights]}
+    return {
+        "runbook": rb.name,
+        "ready": readiness.ready,
+        "items": list(readiness.items),
+        "images": [asdict(c) for c in readiness.images],
+        "weights": [asdict(c) for c in readiness.weights],
+    }

@@ -61,8 +61,10 @@ class PrestageReadiness:
     def summary(self) -> str:
         bad = sum(not c.ok for c in (*self.images, *self.weights))
         total = len(self.images) + len(self.weights)
-        return "prestaged: nothing to stage" if not total else (
-            f"prestaged: {total - bad}/{total} ready" + ("" if self.ready else " — NOT READY")
+        return (
+            "prestaged: nothing to stage"
+            if not total
+            else (f"prestaged: {total - bad}/{total} ready" + ("" if self.ready else " — NOT READY"))
         )
 
 
@@ -79,10 +81,16 @@ def check_image(registry: Registry, image: str, expected: str | None) -> ImageCh
     except ProviderUnavailable as e:
         return ImageCheck(image, expected, None, False, f"image {image}: registry unreachable ({e})")
     if found is None:
-        return ImageCheck(image, expected, None, False, f"image {image}: absent where the secondary pulls from")
+        return ImageCheck(
+            image, expected, None, False, f"image {image}: absent where the secondary pulls from"
+        )
     if expected and found != expected:
         return ImageCheck(
-            image, expected, found, False, f"image {image}: digest {_short(found)} differs from pinned {_short(expected)}"
+            image,
+            expected,
+            found,
+            False,
+            f"image {image}: digest {_short(found)} differs from pinned {_short(expected)}",
         )
     pinned = "pinned digest" if expected else "digest (unpinned)"
     return ImageCheck(image, expected, found, True, f"image {image}: present, {pinned} {_short(found)}")
@@ -108,14 +116,16 @@ def check_weights(source: str, destination: str, open_store: OpenStore) -> Weigh
         dst, dst_prefix = _split(destination, open_store)
         base_s = f"{src_prefix}/" if src_prefix else ""
         base_d = f"{dst_prefix}/" if dst_prefix else ""
-        have = {i.key[len(base_d):]: i for i in dst.list(base_d)}
+        have = {i.key[len(base_d) :]: i for i in dst.list(base_d)}
         objects, missing = 0, []
         for info in src.list(base_s):
             objects += 1
-            rel = info.key[len(base_s):]
+            rel = info.key[len(base_s) :]
             other = have.get(rel)
-            if other is None or other.size != info.size or (
-                info.crc32c is not None and other.crc32c is not None and info.crc32c != other.crc32c
+            if (
+                other is None
+                or other.size != info.size
+                or (info.crc32c is not None and other.crc32c is not None and info.crc32c != other.crc32c)
             ):
                 missing.append(rel)
     except (ProviderUnavailable, LifeboatError) as e:
@@ -125,7 +135,8 @@ def check_weights(source: str, destination: str, open_store: OpenStore) -> Weigh
     ok = not missing
     detail = (
         f"weights {source}: {objects}/{objects} objects staged in {destination}"
-        if ok else f"weights {source}: {objects - len(missing)}/{objects} objects staged in {destination}"
+        if ok
+        else f"weights {source}: {objects - len(missing)}/{objects} objects staged in {destination}"
     )
     return WeightsCheck(source, destination, objects, tuple(missing[:5]), len(missing), ok, detail)
 
@@ -139,9 +150,7 @@ def check_readiness(
 ) -> PrestageReadiness:
     """Registry HEADs and store listings only: fast enough for the approval card."""
     image_checks = tuple(check_image(registry, image, digest) for image, digest in images)
-    weight_checks = tuple(
-        check_weights(w, destination_for(secondary_store, w), open_store) for w in weights
-    )
+    weight_checks = tuple(check_weights(w, destination_for(secondary_store, w), open_store) for w in weights)
     ready = all(c.ok for c in (*image_checks, *weight_checks))
     return PrestageReadiness(ready, image_checks, weight_checks)
 
@@ -168,11 +177,13 @@ def _copy_minimal(src: Store, dst: Store, src_prefix: str, dst_prefix: str) -> l
     have = {i.key: i for i in dst.list(base_d)}
     copied = []
     for info in src.list(base_s):
-        rel = info.key[len(base_s):]
+        rel = info.key[len(base_s) :]
         key = base_d + rel
         other = have.get(key)
-        if other is not None and other.size == info.size and (
-            info.crc32c is None or other.crc32c is None or other.crc32c == info.crc32c
+        if (
+            other is not None
+            and other.size == info.size
+            and (info.crc32c is None or other.crc32c is None or other.crc32c == info.crc32c)
         ):
             continue
         if dst.server_copy(src, info.key, key) is None:
@@ -203,7 +214,12 @@ def stage_runbook_weights(rb, open_store: OpenStore) -> dict[str, object]:
 
 def readiness_markdown(runbook: str, readiness: PrestageReadiness) -> str:
     """The readiness as a Prefect artifact / chat message."""
-    lines = [f"### Prestage — {runbook}", "", f"**{readiness.summary()}** (checked {readiness.checked_at:%Y-%m-%d %H:%M:%S}Z)", ""]
+    lines = [
+        f"### Prestage — {runbook}",
+        "",
+        f"**{readiness.summary()}** (checked {readiness.checked_at:%Y-%m-%d %H:%M:%S}Z)",
+        "",
+    ]
     for check in (*readiness.images, *readiness.weights):
         lines.append(f"- {'✅' if check.ok else '❌'} {check.detail}")
     return "\n".join(lines) + "\n"

@@ -122,7 +122,9 @@ def loss_parity(
     expected = [s for s in window if s in pre_failure]
     if not expected:
         return ParityResult(
-            True, 0, f"parity not provable: the pre-failure log has no step in {window.start}..{window.stop - 1}"
+            True,
+            0,
+            f"parity not provable: the pre-failure log has no step in {window.start}..{window.stop - 1}",
         )
     missing = tuple(s for s in expected if s not in resumed)
     worst_step, worst = None, 0.0
@@ -134,16 +136,25 @@ def loss_parity(
                 worst_step, worst = s, rel
     compared = len(expected) - len(missing)
     if missing:
-        return ParityResult(False, compared, f"resumed log lacks step(s) {list(missing)}", worst_step, worst, missing)
+        return ParityResult(
+            False, compared, f"resumed log lacks step(s) {list(missing)}", worst_step, worst, missing
+        )
     if worst > tolerance:
         return ParityResult(
-            False, compared,
+            False,
+            compared,
             f"step {worst_step}: loss {resumed[worst_step]!r} vs {pre_failure[worst_step]!r} before the "
             f"failure, {worst:.3g} relative > tolerance {tolerance:g}",
-            worst_step, worst,
+            worst_step,
+            worst,
         )
-    return ParityResult(True, compared, f"{compared} step(s) within {tolerance:g} (worst {worst:.3g} at step {worst_step})",
-                        worst_step, worst)
+    return ParityResult(
+        True,
+        compared,
+        f"{compared} step(s) within {tolerance:g} (worst {worst:.3g} at step {worst_step})",
+        worst_step,
+        worst,
+    )
 
 
 @dataclass(frozen=True)
@@ -164,14 +175,20 @@ def decide_on_parity(
     if result.passed:
         return ParityDecision("proceed", None, result.detail)
     if policy == "page":
-        return ParityDecision("page", None, f"loss parity failed: {result.detail}; the runbook says stop and page")
+        return ParityDecision(
+            "page", None, f"loss parity failed: {result.detail}; the runbook says stop and page"
+        )
     older = sorted((c for c in certified if c.step < current.step), key=lambda c: c.step)
     if not older:
         return ParityDecision(
-            "page", None, f"loss parity failed: {result.detail}; no certified checkpoint older than step {current.step}"
+            "page",
+            None,
+            f"loss parity failed: {result.detail}; no certified checkpoint older than step {current.step}",
         )
     target = older[-1]
-    return ParityDecision("rollback", target, f"loss parity failed: {result.detail}; rolling back to step {target.step}")
+    return ParityDecision(
+        "rollback", target, f"loss parity failed: {result.detail}; rolling back to step {target.step}"
+    )
 
 
 class ParityFailed(StopFailover):
@@ -229,11 +246,18 @@ def resume_and_prove(
             return not compute.status(cluster).job.finished
 
         first = wait_first_step(
-            lambda: compute.logs(cluster), checkpoint.step, timeout_s=first_step_timeout_s,
-            job_alive=alive, poll_s=poll_s,
+            lambda: compute.logs(cluster),
+            checkpoint.step,
+            timeout_s=first_step_timeout_s,
+            job_alive=alive,
+            poll_s=poll_s,
         )
-        wanted = [s for s in range(checkpoint.step + 1, checkpoint.step + parity_steps + 1) if s in pre_failure]
-        deadline = time.monotonic() + (parity_timeout_s if parity_timeout_s is not None else first_step_timeout_s)
+        wanted = [
+            s for s in range(checkpoint.step + 1, checkpoint.step + parity_steps + 1) if s in pre_failure
+        ]
+        deadline = time.monotonic() + (
+            parity_timeout_s if parity_timeout_s is not None else first_step_timeout_s
+        )
         while True:  # wait until the resumed job has logged every step the gate compares
             resumed = parse_losses(compute.logs(cluster))
             if all(s in resumed for s in wanted) or time.monotonic() >= deadline:

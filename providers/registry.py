@@ -151,7 +151,9 @@ class OciRegistry:
         req = urllib.request.Request(f"{realm}?{urllib.parse.urlencode(params)}")
         if host in self.credentials:
             user, password = self.credentials[host]
-            req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+            req.add_header(
+                "Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+            )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 doc = json.loads(resp.read())

@@ -24,11 +24,16 @@ def register(subparsers) -> None:
     )
     p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
     p.add_argument(
-        "--block", action="append", default=[], metavar="INFRA",
+        "--block",
+        action="append",
+        default=[],
+        metavar="INFRA",
         help="also block this infra (aws, aws/us-west-2, gcp/us-central1); repeatable",
     )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.add_argument("--live", action="store_true", help="use your SkyPilot setup instead of the shipped catalog")
+    p.add_argument(
+        "--live", action="store_true", help="use your SkyPilot setup instead of the shipped catalog"
+    )
     p.set_defaults(handler=run)
 
 
@@ -52,7 +57,9 @@ def build_plan(rb, extra_blocks: list[str], *, live: bool = False) -> dict:
         options = compute.plan(candidates, blocked)
         source = "SkyPilot optimizer, " + ("your enabled clouds" if live else "shipped offline catalog")
     feasible = [o for o in options if o.feasible]
-    cheapest = min((o for o in feasible if o.hourly_usd is not None), key=lambda o: o.hourly_usd, default=None)
+    cheapest = min(
+        (o for o in feasible if o.hourly_usd is not None), key=lambda o: o.hourly_usd, default=None
+    )
     return {
         "runbook": rb.name,
         "blocked": blocked,
@@ -94,15 +101,17 @@ def render(plan: dict) -> str:
         note = "cheapest" if o["rank"] == plan["cheapest_rank"] else ""
         if not o["feasible"]:
             note = o["reason"]
-        rows.append((
-            str(o["rank"] + 1) if o["feasible"] else "-",
-            o["infra"],
-            o["instance_type"] or "-",
-            o["accelerators"] or "-",
-            "yes" if o["use_spot"] else "no",
-            price if o["feasible"] else "-",
-            note,
-        ))
+        rows.append(
+            (
+                str(o["rank"] + 1) if o["feasible"] else "-",
+                o["infra"],
+                o["instance_type"] or "-",
+                o["accelerators"] or "-",
+                "yes" if o["use_spot"] else "no",
+                price if o["feasible"] else "-",
+                note,
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     for r in rows:
         cells = [r[i].rjust(widths[i]) if i == 5 else r[i].ljust(widths[i]) for i in range(6)]

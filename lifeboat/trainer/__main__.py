@@ -19,8 +19,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ckpt-dir", required=True, help="where step-N/ checkpoints are written")
     p.add_argument("--every", type=int, default=10, help="checkpoint every K steps")
     p.add_argument("--loss-log", required=True, help="JSON lines {step, loss, ts}, appended")
-    p.add_argument("--resume", default=os.environ.get("LIFEBOAT_RESUME_FROM") or None,
-                   help="checkpoint (or checkpoint folder: its newest committed) to resume from")
+    p.add_argument(
+        "--resume",
+        default=os.environ.get("LIFEBOAT_RESUME_FROM") or None,
+        help="checkpoint (or checkpoint folder: its newest committed) to resume from",
+    )
     p.add_argument("--heartbeat", default=None, help="heartbeat file (default CKPT_DIR/heartbeat.json)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step (demos, kill tests)")

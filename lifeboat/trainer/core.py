@@ -58,8 +58,14 @@ def _local_path(uri: str) -> Path:
 
 
 class Trainer:
-    def __init__(self, ckpt_dir: str | Path, loss_log: str | Path, *, seed: int = 0,
-                 heartbeat: str | Path | None = None):
+    def __init__(
+        self,
+        ckpt_dir: str | Path,
+        loss_log: str | Path,
+        *,
+        seed: int = 0,
+        heartbeat: str | Path | None = None,
+    ):
         self.ckpt_dir = Path(ckpt_dir)
         self.loss_log = Path(loss_log)
         self.heartbeat = Path(heartbeat) if heartbeat else self.ckpt_dir / "heartbeat.json"
@@ -105,7 +111,9 @@ class Trainer:
         write_manifest(d, state.step)
         return d
 
-    def run(self, steps: int, every: int, *, resume: str | None = None, step_seconds: float = 0.0) -> TrainerState:
+    def run(
+        self, steps: int, every: int, *, resume: str | None = None, step_seconds: float = 0.0
+    ) -> TrainerState:
         state = self.load(resume) if resume else self.fresh()
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         self.loss_log.parent.mkdir(parents=True, exist_ok=True)

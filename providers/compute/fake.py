@@ -110,7 +110,9 @@ class FakeCompute:
             raise ProviderUnavailable(f"{option.infra}: API unavailable (scripted)")
         left = self._scripted_capacity(option.infra)
         if left:
-            raise CapacityError(f"{option.infra}: no capacity for {option.accelerators or 'the job'} (scripted)")
+            raise CapacityError(
+                f"{option.infra}: no capacity for {option.accelerators or 'the job'} (scripted)"
+            )
         now = self.clock()
         up_at = now + self._boot(option.infra)
         finishes = None if self.job_seconds is None else up_at + self.job_seconds

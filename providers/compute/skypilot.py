@@ -201,7 +201,10 @@ class SkyPilotCompute:
 
     def launch(self, cluster: str, option: PlanOption, job: JobSpec) -> ClusterStatus:
         info = self._info(cluster)
-        if info is not None and _CLUSTER_STATES.get(info.status) in (ClusterState.PROVISIONING, ClusterState.UP):
+        if info is not None and _CLUSTER_STATES.get(info.status) in (
+            ClusterState.PROVISIONING,
+            ClusterState.UP,
+        ):
             return self.status(cluster)
         task = build_task(job, option, job_recovery=self.job_recovery)
         from sky import exceptions as sky_exceptions
@@ -210,7 +213,9 @@ class SkyPilotCompute:
             self.launcher.launch(task, cluster)
         except sky_exceptions.ResourcesUnavailableError as e:
             self._down_quietly(cluster)  # SkyPilot may leave an INIT record behind
-            raise CapacityError(f"{option.infra}: {str(e).strip().splitlines()[0] if str(e).strip() else 'no capacity'}") from e
+            raise CapacityError(
+                f"{option.infra}: {str(e).strip().splitlines()[0] if str(e).strip() else 'no capacity'}"
+            ) from e
         except (sky_exceptions.ApiServerConnectionError, ConnectionError, TimeoutError) as e:
             raise ProviderUnavailable(f"SkyPilot API server unreachable: {e}") from e
         self._options[cluster] = option
@@ -231,7 +236,11 @@ class SkyPilotCompute:
         if info is None:
             raise NotFound(f"SkyPilot cluster {cluster!r} does not exist")
         option = self._options.get(cluster) or PlanOption(
-            infra=info.infra or "unknown", instance_type=None, accelerators=None, use_spot=False, hourly_usd=None
+            infra=info.infra or "unknown",
+            instance_type=None,
+            accelerators=None,
+            use_spot=False,
+            hourly_usd=None,
         )
         state = _CLUSTER_STATES.get(info.status, ClusterState.TERMINATED)
         job = _JOB_STATES.get(info.job_status or "PENDING", JobState.FAILED)
@@ -286,10 +295,22 @@ class SdkLauncher:
                 return None
             r = max(records, key=lambda r: _get(r, "job_id") or 0)
             status = _name(_get(r, "status"))
-            if status in ("SUCCEEDED", "FAILED", "FAILED_SETUP", "FAILED_PRECHECKS", "FAILED_NO_RESOURCE",
-                          "FAILED_CONTROLLER", "CANCELLED", "CANCELLING"):
-                return SkyClusterInfo("TERMINATED", status, _get(r, "infra"), _get(r, "submitted_at"), _get(r, "job_id"))
-            return SkyClusterInfo(status, status, _get(r, "infra"), _get(r, "submitted_at"), _get(r, "job_id"))
+            if status in (
+                "SUCCEEDED",
+                "FAILED",
+                "FAILED_SETUP",
+                "FAILED_PRECHECKS",
+                "FAILED_NO_RESOURCE",
+                "FAILED_CONTROLLER",
+                "CANCELLED",
+                "CANCELLING",
+            ):
+                return SkyClusterInfo(
+                    "TERMINATED", status, _get(r, "infra"), _get(r, "submitted_at"), _get(r, "job_id")
+                )
+            return SkyClusterInfo(
+                status, status, _get(r, "infra"), _get(r, "submitted_at"), _get(r, "job_id")
+            )
         records = sky.get(sky.status(cluster_names=[cluster]))
         if not records:
             return None
@@ -297,8 +318,11 @@ class SdkLauncher:
         jobs = sky.get(sky.job_status(cluster, None)) if _name(_get(r, "status")) == "UP" else {}
         job_id, job_status = next(iter(jobs.items()), (None, None))
         return SkyClusterInfo(
-            _name(_get(r, "status")), _name(job_status) if job_status else None,
-            _get(r, "resources_str"), _get(r, "launched_at"), job_id,
+            _name(_get(r, "status")),
+            _name(job_status) if job_status else None,
+            _get(r, "resources_str"),
+            _get(r, "launched_at"),
+            job_id,
         )
 
     def logs(self, cluster: str, job_id: int | None) -> str:
@@ -332,4 +356,3 @@ def _get(record: Any, key: str) -> Any:
 
 def _name(value: Any) -> str:
     return getattr(value, "value", None) or getattr(value, "name", None) or str(value)
-

@@ -103,7 +103,11 @@ def offline_clouds(catalog: Path = SHIPPED_CATALOG) -> Iterator[list[Any]]:
 def resources_for(option: PlanOption, defaults: Mapping[str, Any] | None = None) -> Any:
     """`sky.Resources` for a candidate over the task's own resources (the candidate wins)."""
     sky = import_sky()
-    fields = {k: v for k, v in (defaults or {}).items() if k not in ("infra", "cloud", "region", "zone", "any_of", "ordered")}
+    fields = {
+        k: v
+        for k, v in (defaults or {}).items()
+        if k not in ("infra", "cloud", "region", "zone", "any_of", "ordered")
+    }
     fields["infra"] = option.infra
     fields["use_spot"] = option.use_spot
     if option.accelerators:

@@ -29,16 +29,26 @@ def test_launch_is_idempotent_by_cluster_name(compute, local_option, tmp_path):
 
 
 def test_checkpoint_reaches_the_job_by_env_var(compute, local_option, tmp_path):
-    job = JobSpec(name="rb", command="echo resume=$RESUME_FROM", workdir=tmp_path,
-                  resume_env="RESUME_FROM", checkpoint="file:///ckpt/step-00000040")
+    job = JobSpec(
+        name="rb",
+        command="echo resume=$RESUME_FROM",
+        workdir=tmp_path,
+        resume_env="RESUME_FROM",
+        checkpoint="file:///ckpt/step-00000040",
+    )
     compute.launch("rb-env", local_option, job)
     _finished(compute, "rb-env")
     assert "file:///ckpt/step-00000040" in compute.logs("rb-env")
 
 
 def test_checkpoint_reaches_the_job_by_argument_template(compute, local_option, tmp_path):
-    job = JobSpec(name="rb", command="echo", workdir=tmp_path, resume_arg="--resume {checkpoint}",
-                  checkpoint="s3://bucket/ckpt/step 40")
+    job = JobSpec(
+        name="rb",
+        command="echo",
+        workdir=tmp_path,
+        resume_arg="--resume {checkpoint}",
+        checkpoint="s3://bucket/ckpt/step 40",
+    )
     compute.launch("rb-arg", local_option, job)
     _finished(compute, "rb-arg")
     assert "--resume" in compute.logs("rb-arg") and "s3://bucket/ckpt/step 40" in compute.logs("rb-arg")

@@ -12,8 +12,12 @@ JOB = JobSpec(name="llm", command="train.sh", resume_env="RESUME_FROM", checkpoi
 
 
 def _options(*infras: str) -> list[PlanOption]:
-    return [PlanOption(infra=i, instance_type=None, accelerators="H100:8", use_spot=False,
-                       hourly_usd=None, rank=n) for n, i in enumerate(infras)]
+    return [
+        PlanOption(
+            infra=i, instance_type=None, accelerators="H100:8", use_spot=False, hourly_usd=None, rank=n
+        )
+        for n, i in enumerate(infras)
+    ]
 
 
 def _fake(**kw) -> FakeCompute:
@@ -22,15 +26,19 @@ def _fake(**kw) -> FakeCompute:
 
 
 def _launch(fake: FakeCompute, options, **kw):
-    return launch_with_fallback(fake, "llm-failover", options, JOB, clock=fake.clock,
-                                sleep=fake.clock.sleep, **kw)
+    return launch_with_fallback(
+        fake, "llm-failover", options, JOB, clock=fake.clock, sleep=fake.clock.sleep, **kw
+    )
 
 
 def test_capacity_error_in_first_region_falls_back_to_the_next_and_records_both(tmp_path):
     fake = _fake(no_capacity={"aws/us-west-2": -1}, launch_seconds=40)
     result = _launch(fake, _options("aws/us-west-2", "gcp/us-central1"))
     assert result.cluster.option.infra == "gcp/us-central1"
-    assert [(a.option.infra, a.ok) for a in result.attempts] == [("aws/us-west-2", False), ("gcp/us-central1", True)]
+    assert [(a.option.infra, a.ok) for a in result.attempts] == [
+        ("aws/us-west-2", False),
+        ("gcp/us-central1", True),
+    ]
     assert "CapacityError" in result.attempts[0].error and result.attempts[0].seconds == 40
     assert fake.clusters() == ["llm-failover"]
 
@@ -39,15 +47,22 @@ def test_every_region_out_of_capacity_raises_with_all_attempts_and_leaves_nothin
     fake = _fake(no_capacity={"aws": -1, "gcp": -1})
     with pytest.raises(FallbackExhausted) as err:
         _launch(fake, _options("aws/us-west-2", "aws/us-east-2", "gcp/us-central1"))
-    assert [a.option.infra for a in err.value.attempts] == ["aws/us-west-2", "aws/us-east-2", "gcp/us-central1"]
+    assert [a.option.infra for a in err.value.attempts] == [
+        "aws/us-west-2",
+        "aws/us-east-2",
+        "gcp/us-central1",
+    ]
     assert fake.clusters() == []
 
 
 def test_budget_stops_the_search_before_the_last_candidates(tmp_path):
     fake = _fake(no_capacity={"aws": -1}, launch_seconds=600)
     with pytest.raises(FallbackExhausted) as err:
-        _launch(fake, _options("aws/us-west-2", "aws/us-east-2", "aws/us-east-1", "gcp/us-central1"),
-                budget_s=1000)
+        _launch(
+            fake,
+            _options("aws/us-west-2", "aws/us-east-2", "aws/us-east-1", "gcp/us-central1"),
+            budget_s=1000,
+        )
     assert len(err.value.attempts) == 2  # the third would start after the 1000 s budget
     assert fake.launch_calls == [("llm-failover", "aws/us-west-2"), ("llm-failover", "aws/us-east-2")]
 

@@ -26,10 +26,24 @@ def _losses(path: Path) -> dict[int, float]:
 
 
 def _trainer_cmd(ckpt: Path, log: Path, step_seconds: float = 0.0) -> str:
-    return " ".join(shlex.quote(a) for a in [
-        sys.executable, "-m", "lifeboat.trainer", "--steps", str(STEPS), "--every", str(EVERY),
-        "--ckpt-dir", str(ckpt), "--loss-log", str(log), "--step-seconds", str(step_seconds),
-    ])
+    return " ".join(
+        shlex.quote(a)
+        for a in [
+            sys.executable,
+            "-m",
+            "lifeboat.trainer",
+            "--steps",
+            str(STEPS),
+            "--every",
+            str(EVERY),
+            "--ckpt-dir",
+            str(ckpt),
+            "--loss-log",
+            str(log),
+            "--step-seconds",
+            str(step_seconds),
+        ]
+    )
 
 
 def test_trainer_killed_mid_run_resumes_with_the_uninterrupted_losses(tmp_path):
@@ -40,8 +54,9 @@ def test_trainer_killed_mid_run_resumes_with_the_uninterrupted_losses(tmp_path):
     compute = LocalCompute(tmp_path / "clusters")
     ckpt = tmp_path / "ckpt"
     env = {"PYTHONPATH": str(REPO)}
-    primary = JobSpec(name="demo", command=_trainer_cmd(ckpt, tmp_path / "primary.jsonl", 0.02),
-                      workdir=tmp_path, env=env)
+    primary = JobSpec(
+        name="demo", command=_trainer_cmd(ckpt, tmp_path / "primary.jsonl", 0.02), workdir=tmp_path, env=env
+    )
     try:
         compute.launch("demo-primary", LOCAL, primary)
         deadline = time.monotonic() + 60
@@ -57,9 +72,14 @@ def test_trainer_killed_mid_run_resumes_with_the_uninterrupted_losses(tmp_path):
 
         resume_from = newest_committed(ckpt)
         resumed_step = int(resume_from.name.split("-")[1])
-        secondary = JobSpec(name="demo", command=_trainer_cmd(ckpt, tmp_path / "secondary.jsonl"),
-                            workdir=tmp_path, env=env, resume_env="LIFEBOAT_RESUME_FROM",
-                            checkpoint=f"file://{resume_from}")
+        secondary = JobSpec(
+            name="demo",
+            command=_trainer_cmd(ckpt, tmp_path / "secondary.jsonl"),
+            workdir=tmp_path,
+            env=env,
+            resume_env="LIFEBOAT_RESUME_FROM",
+            checkpoint=f"file://{resume_from}",
+        )
         compute.launch("demo-secondary", LOCAL, secondary)
         done = wait_for(compute, "demo-secondary", lambda s: s.job.finished, timeout=60)
         assert done.job is JobState.SUCCEEDED, compute.logs("demo-secondary")

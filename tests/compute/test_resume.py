@@ -64,7 +64,11 @@ def test_steps_the_primary_never_reached_are_not_compared():
 
 
 def test_failed_gate_rolls_back_to_the_newest_older_certified_checkpoint():
-    certified = [CheckpointRef("s3://b/step-10", 10), CheckpointRef("s3://b/step-30", 30), CheckpointRef("s3://b/step-20", 20)]
+    certified = [
+        CheckpointRef("s3://b/step-10", 10),
+        CheckpointRef("s3://b/step-30", 30),
+        CheckpointRef("s3://b/step-20", 20),
+    ]
     failed = loss_parity(PRE, dict(PRE) | {31: 9.0}, 30, 5, 0.0)
     decision = decide_on_parity(failed, "rollback", certified[1], certified)
     assert decision.action == "rollback" and decision.rollback_to == certified[2]
@@ -81,7 +85,9 @@ def test_parse_losses_skips_noise_and_keeps_the_latest_line_per_step():
 def test_first_step_wait_times_out_on_a_hung_job():
     clock = FakeClock()
     with pytest.raises(ResumeFailed, match="within 600s"):
-        wait_first_step(lambda: "NCCL init...\n", 20, timeout_s=600, clock=clock, sleep=clock.sleep, poll_s=30)
+        wait_first_step(
+            lambda: "NCCL init...\n", 20, timeout_s=600, clock=clock, sleep=clock.sleep, poll_s=30
+        )
     assert clock.now >= 600
 
 
@@ -116,12 +122,29 @@ def _corrupt(checkpoint: Path) -> None:
 
 
 def _job(tmp_path, replica) -> JobSpec:
-    cmd = " ".join(shlex.quote(a) for a in [
-        sys.executable, "-m", "lifeboat.trainer", "--steps", "40", "--every", "10",
-        "--ckpt-dir", str(tmp_path / "secondary-ckpt"), "--loss-log", str(tmp_path / "secondary.jsonl"),
-    ])
-    return JobSpec(name="demo", command=cmd, workdir=tmp_path, env={"PYTHONPATH": str(REPO)},
-                   resume_arg="--resume {checkpoint}")
+    cmd = " ".join(
+        shlex.quote(a)
+        for a in [
+            sys.executable,
+            "-m",
+            "lifeboat.trainer",
+            "--steps",
+            "40",
+            "--every",
+            "10",
+            "--ckpt-dir",
+            str(tmp_path / "secondary-ckpt"),
+            "--loss-log",
+            str(tmp_path / "secondary.jsonl"),
+        ]
+    )
+    return JobSpec(
+        name="demo",
+        command=cmd,
+        workdir=tmp_path,
+        env={"PYTHONPATH": str(REPO)},
+        resume_arg="--resume {checkpoint}",
+    )
 
 
 def _refs(replica: Path) -> list[CheckpointRef]:
@@ -135,8 +158,18 @@ def test_corrupt_newest_checkpoint_fails_parity_and_rolls_back_to_the_previous_o
     pre = parse_losses((tmp_path / "primary-loss.jsonl").read_text())
     try:
         outcome = resume_and_prove(
-            compute, "demo-failover", LOCAL, _job(tmp_path, replica), refs[2], refs, pre,
-            first_step_timeout_s=60, parity_steps=3, tolerance=0.0, on_parity_failure="rollback", poll_s=0.05,
+            compute,
+            "demo-failover",
+            LOCAL,
+            _job(tmp_path, replica),
+            refs[2],
+            refs,
+            pre,
+            first_step_timeout_s=60,
+            parity_steps=3,
+            tolerance=0.0,
+            on_parity_failure="rollback",
+            poll_s=0.05,
         )
     finally:
         clusters = compute.clusters()
@@ -157,8 +190,18 @@ def test_runbook_that_says_page_stops_at_the_first_failed_gate(tmp_path, replica
     with pytest.raises(ParityFailed) as err:
         try:
             resume_and_prove(
-                compute, "demo-failover", LOCAL, _job(tmp_path, replica), refs[2], refs, pre,
-                first_step_timeout_s=60, parity_steps=3, tolerance=0.0, on_parity_failure="page", poll_s=0.05,
+                compute,
+                "demo-failover",
+                LOCAL,
+                _job(tmp_path, replica),
+                refs[2],
+                refs,
+                pre,
+                first_step_timeout_s=60,
+                parity_steps=3,
+                tolerance=0.0,
+                on_parity_failure="page",
+                poll_s=0.05,
             )
         finally:
             for name in compute.clusters():

@@ -20,7 +20,9 @@ from providers.compute.skyplan import SHIPPED_CATALOG
 
 
 def _opt(rank: int, infra: str, acc: str | None = "H100:8", spot: bool = False) -> PlanOption:
-    return PlanOption(infra=infra, instance_type=None, accelerators=acc, use_spot=spot, hourly_usd=None, rank=rank)
+    return PlanOption(
+        infra=infra, instance_type=None, accelerators=acc, use_spot=spot, hourly_usd=None, rank=rank
+    )
 
 
 def _catalog_rows(cloud: str) -> list[dict[str, str]]:
@@ -43,8 +45,12 @@ def test_failed_primary_region_is_blocked_and_the_optimizer_prices_the_rest(sky_
     # A whole-cloud candidate: SkyPilot picks the cheapest region that is not blocked.
     aws = by_rank[1]
     assert aws.feasible and aws.infra.startswith("aws/") and aws.infra != "aws/us-east-1"
-    p5 = [r for r in _catalog_rows("aws") if r["InstanceType"] == "p5.48xlarge" and r["Region"] != "us-east-1"]
-    assert aws.instance_type == "p5.48xlarge" and aws.hourly_usd == pytest.approx(min(float(r["Price"]) for r in p5))
+    p5 = [
+        r for r in _catalog_rows("aws") if r["InstanceType"] == "p5.48xlarge" and r["Region"] != "us-east-1"
+    ]
+    assert aws.instance_type == "p5.48xlarge" and aws.hourly_usd == pytest.approx(
+        min(float(r["Price"]) for r in p5)
+    )
     # GCP prices the accelerators on top of the host VM; spot uses the spot columns.
     gcp_rows = [r for r in _catalog_rows("gcp") if r["Region"] == "us-central1"]
     host = next(r for r in gcp_rows if r["InstanceType"] == "a3-highgpu-8g")
@@ -95,8 +101,13 @@ def task_yaml(tmp_path) -> Path:
 
 
 def test_task_gets_the_candidate_resources_the_checkpoint_env_and_the_mounted_store(task_yaml):
-    job = JobSpec(name="llm", task_yaml=task_yaml, resume_env="RESUME_FROM",
-                  checkpoint="s3://dr-bucket/ckpt/step-00012000", store_uri="s3://dr-bucket/ckpt")
+    job = JobSpec(
+        name="llm",
+        task_yaml=task_yaml,
+        resume_env="RESUME_FROM",
+        checkpoint="s3://dr-bucket/ckpt/step-00012000",
+        store_uri="s3://dr-bucket/ckpt",
+    )
     task = build_task(job, _opt(0, "gcp/us-central1", acc="H100:8", spot=True))
     (res,) = list(task.resources)
     assert (res.infra.cloud.lower(), res.infra.region) == ("gcp", "us-central1")
@@ -108,8 +119,12 @@ def test_task_gets_the_candidate_resources_the_checkpoint_env_and_the_mounted_st
 
 
 def test_task_resumes_by_argument_when_the_runbook_says_so(task_yaml):
-    job = JobSpec(name="llm", task_yaml=task_yaml, resume_arg="--resume {checkpoint}",
-                  checkpoint="gs://dr/ckpt/step 12000")
+    job = JobSpec(
+        name="llm",
+        task_yaml=task_yaml,
+        resume_arg="--resume {checkpoint}",
+        checkpoint="gs://dr/ckpt/step 12000",
+    )
     task = build_task(job, _opt(0, "aws/us-west-2", acc=None))
     assert task.run == "torchrun --nproc-per-node 8 train.py --resume 'gs://dr/ckpt/step 12000'"
     assert list(task.resources)[0].accelerators == {"A100": 8}  # the task's own, kept
@@ -117,7 +132,9 @@ def test_task_resumes_by_argument_when_the_runbook_says_so(task_yaml):
 
 def test_managed_mode_sets_job_recovery(task_yaml):
     job = JobSpec(name="llm", task_yaml=task_yaml)
-    task = build_task(job, _opt(0, "aws", spot=True), job_recovery={"strategy": "FAILOVER", "max_restarts_on_errors": 2})
+    task = build_task(
+        job, _opt(0, "aws", spot=True), job_recovery={"strategy": "FAILOVER", "max_restarts_on_errors": 2}
+    )
     assert list(task.resources)[0].job_recovery == {"strategy": "FAILOVER", "max_restarts_on_errors": 2}
 
 
@@ -143,7 +160,9 @@ class RecordingLauncher:
         self.launched.append((cluster, task))
         if infra in self.no_capacity:
             self._up[cluster] = SkyClusterInfo("INIT", None, infra, time.time(), None)  # a half-made record
-            raise exceptions.ResourcesUnavailableError(f"Failed to acquire resources in {infra} (InsufficientInstanceCapacity)")
+            raise exceptions.ResourcesUnavailableError(
+                f"Failed to acquire resources in {infra} (InsufficientInstanceCapacity)"
+            )
         self._up[cluster] = SkyClusterInfo("UP", "RUNNING", infra, time.time(), len(self.launched))
         return len(self.launched)
 
@@ -164,12 +183,20 @@ class RecordingLauncher:
 def test_capacity_error_falls_back_to_the_next_candidate_and_nothing_leaks(task_yaml):
     launcher = RecordingLauncher(no_capacity={"aws/us-west-2"})
     compute = SkyPilotCompute(launcher=launcher, offline=True, task_yaml=task_yaml)
-    plan = compute.plan([_opt(0, "aws/us-east-1"), _opt(1, "aws/us-west-2"), _opt(2, "gcp/us-central1")],
-                        blocked=["aws/us-east-1"])
+    plan = compute.plan(
+        [_opt(0, "aws/us-east-1"), _opt(1, "aws/us-west-2"), _opt(2, "gcp/us-central1")],
+        blocked=["aws/us-east-1"],
+    )
     job = JobSpec(name="llm", task_yaml=task_yaml, checkpoint="s3://b/ckpt/step-10", resume_env="RESUME_FROM")
     result = launch_with_fallback(compute, "llm-failover", plan, job, poll_s=0)
-    assert [(a.option.infra, a.ok) for a in result.attempts] == [("aws/us-west-2", False), ("gcp/us-central1", True)]
-    assert "CapacityError" in result.attempts[0].error and "InsufficientInstanceCapacity" in result.attempts[0].error
+    assert [(a.option.infra, a.ok) for a in result.attempts] == [
+        ("aws/us-west-2", False),
+        ("gcp/us-central1", True),
+    ]
+    assert (
+        "CapacityError" in result.attempts[0].error
+        and "InsufficientInstanceCapacity" in result.attempts[0].error
+    )
     assert result.cluster.state is ClusterState.UP and result.cluster.option.hourly_usd is not None
     assert compute.clusters() == ["llm-failover"] and "llm-failover" in launcher.downs
 

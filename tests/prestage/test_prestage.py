@@ -58,7 +58,9 @@ def test_a_changed_source_object_makes_the_staged_copy_stale(tmp_path):
 
 def test_image_digest_drift_is_not_ready_and_says_both_digests(tmp_path):
     drifted = "sha256:" + "aa" * 32
-    check = check_readiness([(IMAGE, PINNED)], [], "file:///unused", FakeRegistry({IMAGE: drifted}), open_store)
+    check = check_readiness(
+        [(IMAGE, PINNED)], [], "file:///unused", FakeRegistry({IMAGE: drifted}), open_store
+    )
     assert not check.ready and "differs from pinned" in check.items[0]
     absent = check_readiness([(IMAGE, PINNED)], [], "file:///unused", FakeRegistry(), open_store)
     assert not absent.ready and "absent" in absent.items[0]
@@ -73,14 +75,21 @@ def test_runbook_prestage_against_a_real_http_registry(tmp_path, stub_registry):
     src = _weights(tmp_path)
     stub_registry.require_token = True
     stub_registry.manifests[("nvcr/nvidia/pytorch", "24.05-py3")] = PINNED
-    rb = Runbook.model_validate({
-        "name": "llm", "workload": "finetuning",
-        "primary": {"infra": "local", "store": f"file://{tmp_path / 'primary'}"},
-        "secondary": {"infra": "local", "store": f"file://{tmp_path / 'secondary'}", "candidates": [{"infra": "local"}]},
-        "job": {"command": "true"},
-        "checkpoint": {"cadence": "10m"},
-        "prestage": {"images": [{"image": IMAGE, "digest": PINNED}], "weights": [f"file://{src}"]},
-    })
+    rb = Runbook.model_validate(
+        {
+            "name": "llm",
+            "workload": "finetuning",
+            "primary": {"infra": "local", "store": f"file://{tmp_path / 'primary'}"},
+            "secondary": {
+                "infra": "local",
+                "store": f"file://{tmp_path / 'secondary'}",
+                "candidates": [{"infra": "local"}],
+            },
+            "job": {"command": "true"},
+            "checkpoint": {"cadence": "10m"},
+            "prestage": {"images": [{"image": IMAGE, "digest": PINNED}], "weights": [f"file://{src}"]},
+        }
+    )
     registry = OciRegistry(mirror={"nvcr.io": f"{stub_registry.url}/nvcr"})
     assert not readiness_for(rb, registry, open_store).ready
     stage_runbook_weights(rb, open_store)

@@ -21,14 +21,23 @@ def test_prestage_flow_stages_weights_and_reports_ready(tmp_path):
     weights.mkdir(parents=True)
     (weights / "tokenizer.json").write_bytes(b"{}")
     runbook = tmp_path / "rb.yaml"
-    runbook.write_text(yaml.safe_dump({
-        "name": "warm", "workload": "finetuning",
-        "primary": {"infra": "local", "store": "file://primary"},
-        "secondary": {"infra": "local", "store": "file://secondary", "candidates": [{"infra": "local"}]},
-        "job": {"command": "true"},
-        "checkpoint": {"cadence": "10m"},
-        "prestage": {"weights": [f"file://{weights}"]},
-    }))
+    runbook.write_text(
+        yaml.safe_dump(
+            {
+                "name": "warm",
+                "workload": "finetuning",
+                "primary": {"infra": "local", "store": "file://primary"},
+                "secondary": {
+                    "infra": "local",
+                    "store": "file://secondary",
+                    "candidates": [{"infra": "local"}],
+                },
+                "job": {"command": "true"},
+                "checkpoint": {"cadence": "10m"},
+                "prestage": {"weights": [f"file://{weights}"]},
+            }
+        )
+    )
     with prefect_test_harness(server_startup_timeout=120):
         result = prestage(str(runbook))
     assert result["ready"] and result["items"] == [

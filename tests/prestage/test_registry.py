@@ -11,9 +11,13 @@ DIGEST = "sha256:" + "ab" * 32
 
 
 def test_image_references_split_like_a_registry_needs():
-    assert ImageRef.parse("nvcr.io/nvidia/pytorch:24.05-py3") == ImageRef("nvcr.io", "nvidia/pytorch", "24.05-py3")
+    assert ImageRef.parse("nvcr.io/nvidia/pytorch:24.05-py3") == ImageRef(
+        "nvcr.io", "nvidia/pytorch", "24.05-py3"
+    )
     assert ImageRef.parse("ubuntu") == ImageRef(DOCKER_HUB, "library/ubuntu", "latest")
-    assert ImageRef.parse("localhost:5000/team/app@" + DIGEST) == ImageRef("localhost:5000", "team/app", DIGEST)
+    assert ImageRef.parse("localhost:5000/team/app@" + DIGEST) == ImageRef(
+        "localhost:5000", "team/app", DIGEST
+    )
 
 
 def _registry(stub) -> OciRegistry:
