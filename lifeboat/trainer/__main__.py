@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step (demos, kill tests)")
     a = p.parse_args(argv)
     try:
-        state = Trainer(a.ckpt_dir, a.loss_log, seed=a.seed, heartbeat=a.heartbeat).run(
+        state = Trainer(a.ckpt_dir, a.loss_log, seed=a.seed, heartbeat=a.heartbeat, echo=True).run(
             a.steps, a.every, resume=a.resume, step_seconds=a.step_seconds
         )
     except LifeboatError as e:

@@ -65,11 +65,13 @@ class Trainer:
         *,
         seed: int = 0,
         heartbeat: str | Path | None = None,
+        echo: bool = False,
     ):
         self.ckpt_dir = Path(ckpt_dir)
         self.loss_log = Path(loss_log)
         self.heartbeat = Path(heartbeat) if heartbeat else self.ckpt_dir / "heartbeat.json"
         self.seed = seed
+        self.echo = echo  # also print each loss line to stdout (the job log), as the CLI does
 
     def fresh(self) -> TrainerState:
         return TrainerState(0, np.zeros(DIM), np.zeros(DIM))
@@ -124,7 +126,8 @@ class Trainer:
                 line = json.dumps({"step": state.step, "loss": loss, "ts": now})
                 log.write(line + "\n")
                 log.flush()
-                print(line, flush=True)  # the job log carries the losses too (SkyPilot logs, LocalCompute)
+                if self.echo:  # the job log then carries the losses too (SkyPilot logs, LocalCompute)
+                    print(line, flush=True)
                 self._beat(state.step, now, loss)
                 if every and state.step % every == 0:
                     self.save(state)

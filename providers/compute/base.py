@@ -162,7 +162,8 @@ class Compute(Protocol):
     def launch(self, cluster: str, option: PlanOption, job: JobSpec) -> ClusterStatus:
         """Provision `cluster` on `option` and start `job` on it; idempotent by name.
 
-        A name that is already provisioning or up is returned as is. Raises `CapacityError`
+        A name that is already provisioning or up is returned as is, even when its job has
+        finished: restarting a job (a rollback) is teardown then launch. Raises `CapacityError`
         when the option has no capacity (nothing is left behind), `ProviderUnavailable` for
         other retryable failures."""
         ...

@@ -90,3 +90,31 @@ def test_plan_keeps_runbook_order_and_says_why_an_option_is_out(compute, local_o
     assert [o.rank for o in open_plan] == [0, 1] and all(o.feasible for o in open_plan)
     shut = compute.plan([blocked_one, other], blocked=["local"])
     assert not any(o.feasible for o in shut) and all("blocked" in o.reason for o in shut)
+
+
+def test_every_backend_implements_the_compute_protocol(compute):
+    from providers.compute import Compute
+
+    assert isinstance(compute, Compute)
+
+
+def test_runbook_job_section_becomes_the_job_spec(tmp_path):
+    from runbooks.model import Runbook
+
+    rb = Runbook.model_validate(
+        {
+            "name": "demo",
+            "workload": "finetuning",
+            "primary": {"infra": "local", "store": "file://primary"},
+            "secondary": {"infra": "local", "store": "file://secondary", "candidates": [{"infra": "local"}]},
+            "job": {
+                "command": "python -m lifeboat.trainer --steps 60",
+                "resume": {"arg": "--resume {checkpoint}"},
+            },
+            "checkpoint": {"cadence": "5s"},
+        }
+    )
+    spec = JobSpec.from_runbook(rb, checkpoint="file:///dr/step-00000040")
+    assert spec.resume_suffix() == " --resume file:///dr/step-00000040" and spec.resume_envs() == {}
+    assert spec.store_uri.startswith("file:///") and spec.store_uri.endswith("/secondary")
+    assert JobSpec.from_runbook(rb).resume_suffix() == ""  # a fresh start passes nothing
