@@ -39,23 +39,18 @@ def register(subparsers) -> None:
 
 def build_plan(rb, extra_blocks: list[str], *, live: bool = False) -> dict:
     """The plan as plain data: what `lifeboat plan` prints and the failover's `plan` step uses."""
+    from providers.compute import compute_for_runbook
     from providers.compute.base import candidates_from_runbook
 
     blocked = [b for b in dict.fromkeys([rb.primary.infra, *extra_blocks]) if b and b != "local"]
     candidates = candidates_from_runbook(rb)
+    compute = compute_for_runbook(rb, live=live)
+    options = compute.plan(candidates, blocked)
     if rb.secondary.infra == "local":
-        from providers.compute.local import LocalCompute
-
-        options = LocalCompute(rb.base_dir / ".lifeboat" / "clusters").plan(candidates, blocked)
-        source, nodes = "local provider (no price)", 1
+        source = "local provider (no price)"
     else:
-        from providers.compute.skypilot import SkyPilotCompute, task_nodes
-
-        task = rb.resolve(rb.job.task) if rb.job.task else None
-        nodes = task_nodes(task) if task else 1
-        compute = SkyPilotCompute(offline=not live, task_yaml=task, num_nodes=nodes)
-        options = compute.plan(candidates, blocked)
         source = "SkyPilot optimizer, " + ("your enabled clouds" if live else "shipped offline catalog")
+    nodes = getattr(compute, "num_nodes", 1)
     feasible = [o for o in options if o.feasible]
     cheapest = min(
         (o for o in feasible if o.hourly_usd is not None), key=lambda o: o.hourly_usd, default=None

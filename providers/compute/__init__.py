@@ -37,6 +37,20 @@ def open_compute(name: str, **kwargs: Any) -> Compute:
     return getattr(importlib.import_module(module), cls)(**kwargs)
 
 
+def compute_for_runbook(rb, *, live: bool = False, state_dir=None, **kwargs: Any) -> Compute:
+    """The backend a runbook's secondary needs: `local` runs job.command as a process group
+    (state under `state_dir`, default `<runbook dir>/.lifeboat/clusters`); anything else is
+    SkyPilot with the job's task YAML (offline catalog unless `live`)."""
+    if rb.secondary.infra == "local":
+        from providers.compute.local import LocalCompute
+
+        return LocalCompute(state_dir or rb.base_dir / ".lifeboat" / "clusters")
+    from providers.compute.skypilot import SkyPilotCompute, task_nodes
+
+    task = rb.resolve(rb.job.task)
+    return SkyPilotCompute(offline=not live, task_yaml=task, num_nodes=task_nodes(task), **kwargs)
+
+
 __all__ = [
     "CapacityError",
     "ClusterState",
@@ -47,5 +61,6 @@ __all__ = [
     "LaunchAttempt",
     "LaunchResult",
     "PlanOption",
+    "compute_for_runbook",
     "open_compute",
 ]

@@ -90,6 +90,8 @@ def test_trainer_killed_mid_run_resumes_with_the_uninterrupted_losses(tmp_path):
 
     resumed = _losses(tmp_path / "secondary.jsonl")
     assert min(resumed) == resumed_step + 1
+    heartbeat = json.loads((ckpt / "heartbeat.json").read_text())
+    assert heartbeat["step"] == STEPS and heartbeat["loss"] == expected[STEPS]
     assert resumed == {s: expected[s] for s in range(resumed_step + 1, STEPS + 1)}
 
 

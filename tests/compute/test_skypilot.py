@@ -214,3 +214,10 @@ def test_sky_capacity_error_maps_to_capacity_error(task_yaml):
     with pytest.raises(CapacityError):
         compute.launch("x", _opt(0, "gcp/us-central1"), JobSpec(name="x", task_yaml=task_yaml))
     assert compute.clusters() == []
+
+
+def test_offline_catalog_refuses_a_second_runtime_dir_once_sky_is_imported(sky_compute, tmp_path):
+    from providers.compute.skyplan import use_offline_catalog
+
+    with pytest.raises(ConfigError, match="SKY_RUNTIME_DIR"):
+        use_offline_catalog(runtime_dir=tmp_path / "elsewhere")
