@@ -94,11 +94,14 @@ def bench_resume(tmp: Path) -> None:
         str(ckpt),
     ]
 
-    def bare() -> None:
+    def bare() -> float:
+        start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=_env(""), cwd=tmp)
         proc.stdout.readline()
+        took = time.perf_counter() - start
         proc.kill()
         proc.wait()
+        return took
 
     compute = LocalCompute(tmp / "clusters")
     local = PlanOption("local", None, None, False, 0.0)
@@ -112,15 +115,18 @@ def bench_resume(tmp: Path) -> None:
     )
     teardowns = []
 
-    def through_compute() -> None:
+    def through_compute() -> float:
+        start = time.perf_counter()
         compute.launch("bench", local, job)
         wait_first_step(lambda: compute.logs("bench"), 20, timeout_s=60, poll_s=0.01)
+        took = time.perf_counter() - start
         start = time.perf_counter()
         compute.teardown("bench")
         teardowns.append(time.perf_counter() - start)
+        return took
 
-    b = _median(bare)
-    c = _median(through_compute)
+    b = statistics.median(bare() for _ in range(5))
+    c = statistics.median(through_compute() for _ in range(5))
     print(
         f"  resume, launch -> first step: LocalCompute {c:.2f}s vs bare subprocess {b:.2f}s -> x{c / b:.2f}"
     )

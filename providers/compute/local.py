@@ -172,11 +172,29 @@ def _kill_group(pid: int, child: subprocess.Popen | None, grace: float = 2.0) ->
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if child is not None:
-            child.poll()  # reap our own leader, or the group looks alive as a zombie
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
+            child.poll()  # reap our own leader
+        if not _group_alive(pid):
             return
         time.sleep(0.02)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs. Orphaned members turn into zombies that
+    only init reaps, and `killpg(pgid, 0)` counts those: read /proc where there is one."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
