@@ -16,8 +16,9 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
 from lifeboat.errors import ProviderUnavailable, StopFailover
-from lifeboat.failover import ApprovalCard, Certified, FailoverSteps, Provisioned, expected_rto
+from lifeboat.failover import Certified, FailoverSteps, Option, Provisioned, Readiness, expected_rto
 from lifeboat.ledger import PHASES, LedgerEntry, RtoLedger
+from providers.chat.base import ApprovalCard
 from runbooks.model import Runbook
 
 
@@ -30,7 +31,9 @@ class Decision(Protocol):
 class Gate(Protocol):
     """Asks the humans (or the policy) and tells them how it went."""
 
-    def request(self, card: ApprovalCard) -> Decision: ...
+    def request(self, card: ApprovalCard, ledger: RtoLedger) -> Decision:
+        """Post the card and wait; records approval_requested/granted (or the rejection)."""
+        ...
 
     def notify(self, text: str) -> None: ...
 
@@ -109,30 +112,13 @@ def execute(
         ledger.checkpoint(checkpoint.uri, checkpoint.written_at)
         options, readiness = done["plan"].value, done["prestage"].value
 
-        card = ApprovalCard(
-            runbook=rb.name,
-            run_id=run_id,
-            drill=drill,
-            evidence=confirmed.value.evidence,
-            checkpoint=checkpoint,
-            rpo=max(confirmed.value.outage_started_at - checkpoint.written_at, timedelta(0)),
-            rpo_target=rb.rpo_target,
-            options=tuple(options),
-            readiness=readiness,
-            expected_rto=expected_rto(confirmed.value.outage_started_at, clock(), rb.failover.expected_ready),
-            rto_target=rb.rto_target,
-            approvers=tuple(rb.approval.approvers),
-        )
-        ledger.mark("approval_requested")
-        decision = gate.request(card)
-        ledger.note("approval", f"{'approved' if decision.approved else 'rejected'} by {decision.approver}: {decision.reason}")
+        card = _card(rb, run_id, confirmed.value, checkpoint, options, readiness, clock())
+        decision = gate.request(card, ledger)
         if not decision.approved:
             if early is not None and (cluster := _settled(early)) is not None:
                 steps.teardown(cluster)  # provisioned while waiting: cheap to give back
                 cluster = None
-            ledger.fail("approval_granted", f"rejected by {decision.approver}: {decision.reason}", outcome="aborted")
-            return ledger.entry
-        ledger.mark("approval_granted")
+            return ledger.finish("aborted")
 
         provisioned = early.result() if early is not None else _task(rb, "provision")(steps, "provision", options)
         cluster = provisioned.value
@@ -156,6 +142,26 @@ def execute(
     finally:
         if drill and cluster is not None:
             steps.teardown(cluster)
+
+
+def _card(rb: Runbook, run_id, confirmed, checkpoint: Certified, options, readiness: Readiness, now) -> ApprovalCard:
+    first: Option | None = options[0] if options else None
+    then = f" (then {', '.join(o.infra for o in options[1:3])})" if len(options) > 1 else ""
+    return ApprovalCard(
+        runbook=rb.name,
+        run_id=run_id,
+        channel=rb.approval.channel,
+        evidence=list(confirmed.evidence),
+        checkpoint=f"{checkpoint.uri} (step {checkpoint.step}, written {checkpoint.written_at:%Y-%m-%d %H:%M:%S}Z)",
+        rpo=max(confirmed.outage_started_at - checkpoint.written_at, timedelta(0)),
+        rpo_target=rb.rpo_target,
+        plan=f"{first.infra} {first.resources}{' spot' if first.use_spot else ''}{then}" if first else None,
+        cost_per_hour=first.hourly_usd if first else None,
+        prestage=[("ready: " if readiness.ready else "NOT READY: ") + "; ".join(readiness.items)],
+        expected_rto=expected_rto(confirmed.outage_started_at, now, rb.failover.expected_ready),
+        rto_target=rb.rto_target,
+        approvers=list(rb.approval.approvers),
+    )
 
 
 def _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint: Certified) -> Certified:
