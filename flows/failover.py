@@ -16,9 +16,11 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
 from lifeboat.errors import ProviderUnavailable, StopFailover
-from lifeboat.failover import Certified, FailoverSteps, Option, Provisioned, Readiness, expected_rto
+from lifeboat.failover import Certified, FailoverSteps, Provisioned, expected_rto
 from lifeboat.ledger import PHASES, LedgerEntry, RtoLedger
+from lifeboat.prestage import PrestageReadiness
 from providers.chat.base import ApprovalCard
+from providers.compute.base import PlanOption
 from runbooks.model import Runbook
 
 
@@ -144,8 +146,8 @@ def execute(
             steps.teardown(cluster)
 
 
-def _card(rb: Runbook, run_id, confirmed, checkpoint: Certified, options, readiness: Readiness, now) -> ApprovalCard:
-    first: Option | None = options[0] if options else None
+def _card(rb: Runbook, run_id, confirmed, checkpoint: Certified, options, readiness: PrestageReadiness, now) -> ApprovalCard:
+    first: PlanOption | None = options[0] if options else None
     then = f" (then {', '.join(o.infra for o in options[1:3])})" if len(options) > 1 else ""
     return ApprovalCard(
         runbook=rb.name,
@@ -155,9 +157,8 @@ def _card(rb: Runbook, run_id, confirmed, checkpoint: Certified, options, readin
         checkpoint=f"{checkpoint.uri} (step {checkpoint.step}, written {checkpoint.written_at:%Y-%m-%d %H:%M:%S}Z)",
         rpo=max(confirmed.outage_started_at - checkpoint.written_at, timedelta(0)),
         rpo_target=rb.rpo_target,
-        plan=f"{first.infra} {first.resources}{' spot' if first.use_spot else ''}{then}" if first else None,
-        cost_per_hour=first.hourly_usd if first else None,
-        prestage=[("ready: " if readiness.ready else "NOT READY: ") + "; ".join(readiness.items)],
+        plan=f"{first.describe()}{then}" if first else None,
+        prestage=[readiness.summary(), *readiness.items],
         expected_rto=expected_rto(confirmed.outage_started_at, now, rb.failover.expected_ready),
         rto_target=rb.rto_target,
         approvers=list(rb.approval.approvers),
