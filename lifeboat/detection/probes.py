@@ -160,12 +160,21 @@ class CheckpointFreshnessProbe:
         if newest is None:
             return Reading(self.signal, self.source, Status.unknown, now, "no checkpoint written yet")
         age = max(now - newest, timedelta(0))
-        evidence = {"newest_at": iso(newest), "age": format_duration(age), "limit": format_duration(self.limit)}
+        evidence = {
+            "newest_at": iso(newest),
+            "age": format_duration(age),
+            "limit": format_duration(self.limit),
+        }
         if age > self.limit:
             summary = f"newest checkpoint is {format_duration(age)} old (limit {format_duration(self.limit)})"
             return Reading(self.signal, self.source, Status.failing, now, summary, evidence)
         return Reading(
-            self.signal, self.source, Status.ok, now, f"newest checkpoint {format_duration(age)} old", evidence
+            self.signal,
+            self.source,
+            Status.ok,
+            now,
+            f"newest checkpoint {format_duration(age)} old",
+            evidence,
         )
 
 

@@ -83,5 +83,10 @@ class ProviderProbe:
             summary = f"{self.plane.name} {what}: {len(errors)}/{len(results)} calls failed"
             return Reading(self.signal, self.source, Status.failing, now, summary, evidence)
         return Reading(
-            self.signal, self.source, Status.ok, now, f"{self.plane.name} answering ({len(errors)} errors)", evidence
+            self.signal,
+            self.source,
+            Status.ok,
+            now,
+            f"{self.plane.name} answering ({len(errors)} errors)",
+            evidence,
         )

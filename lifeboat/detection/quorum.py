@@ -148,7 +148,9 @@ def decide(
     ignored: list[tuple[str, str]] = []
     for signal in sorted(by_signal):
         sources = by_signal[signal]
-        failing = [rs[-1] for rs in sources.values() if rs[-1].failing and is_live(rs[-1], now, policy.window)]
+        failing = [
+            rs[-1] for rs in sources.values() if rs[-1].failing and is_live(rs[-1], now, policy.window)
+        ]
         if not failing:
             continue
         if signal not in policy.signals:
@@ -201,4 +203,3 @@ def decide(
         last_failing_at=last_failing,
         summary=summary,
     )
-

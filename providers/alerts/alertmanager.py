@@ -124,7 +124,13 @@ def alertmanager_routes(
             return JSONResponse({"error": "not an Alertmanager v4 webhook", "problems": problems}, 400)
 
         now = clock()
-        result: dict[str, Any] = {"events": 0, "duplicates": 0, "ignored": [], "runbooks": {}, "cancelled": []}
+        result: dict[str, Any] = {
+            "events": 0,
+            "duplicates": 0,
+            "ignored": [],
+            "runbooks": {},
+            "cancelled": [],
+        }
         if group.truncatedAlerts:
             log.warning("%s: %d alert(s) truncated by Alertmanager", group.groupKey, group.truncatedAlerts)
             result["truncated"] = group.truncatedAlerts
@@ -132,7 +138,9 @@ def alertmanager_routes(
         for alert in group.alerts:
             name = runbook_of(alert, group, settings.default_runbook)
             if name not in guarded:
-                result["ignored"].append({"fingerprint": alert.fingerprint, "why": f"no runbook {name!r} here"})
+                result["ignored"].append(
+                    {"fingerprint": alert.fingerprint, "why": f"no runbook {name!r} here"}
+                )
                 continue
             reading = alert_reading(alert, group, now, settings.alert_hold)
             per_runbook.setdefault(name, []).append(reading)
@@ -212,7 +220,9 @@ async def _read_capped(request: Request, limit: int) -> bytes | None:
     return bytes(body)
 
 
-async def cancel_pending_failovers(deployment: str, runbook: str, aliases: list[str], reason: str) -> list[str]:
+async def cancel_pending_failovers(
+    deployment: str, runbook: str, aliases: list[str], reason: str
+) -> list[str]:
     """Cancel this runbook's failover runs that have not started (not yet approved).
 
     A run whose state is Running (or later) is never touched: the failover is under way
@@ -238,7 +248,9 @@ async def cancel_pending_failovers(deployment: str, runbook: str, aliases: list[
             return []
         runs = await client.read_flow_runs(
             deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[dep.id])),
-            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=pending))),
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=pending))
+            ),
         )
         for run in runs:
             if str(run.parameters.get("runbook")) not in {runbook, *aliases}:

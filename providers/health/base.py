@@ -106,7 +106,9 @@ def summarize(
     if expected is not None and len(gpus) < expected:
         problems.append(f"{len(gpus)} GPU(s) visible, {expected} expected")
     state: HealthState = "degraded" if problems else "ok"
-    message = f"{len(problems)} problem(s) on {len(gpus)} GPU(s)" if problems else f"{len(gpus)} GPU(s) healthy"
+    message = (
+        f"{len(problems)} problem(s) on {len(gpus)} GPU(s)" if problems else f"{len(gpus)} GPU(s) healthy"
+    )
     return GpuHealth(host, state, message, driver_version, tuple(gpus), tuple(xids), tuple(problems))
 
 
