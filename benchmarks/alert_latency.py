@@ -30,7 +30,10 @@ def _stand_in():
 
     @flow(name="failover")
     def failover(
-        runbook: str, dry_run: bool = False, outage_started_at: str | None = None, evidence: dict | None = None
+        runbook: str,
+        dry_run: bool = False,
+        outage_started_at: str | None = None,
+        evidence: dict | None = None,
     ):
         return runbook
 
@@ -88,7 +91,9 @@ def _wait_for_run(client, deployment_id, runbook: str, timeout: float = 30.0):
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        runs = client.read_flow_runs(deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])))
+        runs = client.read_flow_runs(
+            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
+        )
         for run in runs:
             if run.parameters.get("runbook") == runbook:
                 return run
@@ -120,12 +125,17 @@ def main() -> None:
         deployment_id = _stand_in().to_deployment(name="failover", triggers=failover_triggers()).apply()
         names = [f"bench-{i:03d}" for i in range(trials)]
         paths = {n: _runbook(folder, n) for n in names}
-        settings = AlertmanagerSettings(bearer_token=TOKEN, runbooks=list(paths.values()), state_dir=folder / "state")
+        settings = AlertmanagerSettings(
+            bearer_token=TOKEN, runbooks=list(paths.values()), state_dir=folder / "state"
+        )
         server, port = _serve(create_app(alertmanager_routes(settings)))
         time.sleep(1.0)  # let the server's automation cache pick up the trigger
 
         receiver, bare = [], []
-        with get_client(sync_client=True) as client, httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
+        with (
+            get_client(sync_client=True) as client,
+            httpx.Client(base_url=f"http://127.0.0.1:{port}") as http,
+        ):
             for name in names:
                 started = datetime.now(UTC)
                 r = http.post(

@@ -14,9 +14,10 @@ import json
 import os
 from collections.abc import Iterable
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
-from lifeboat.detection.quorum import Decision, QuorumPolicy, decide
+from lifeboat.detection.quorum import Decision, OutageState, QuorumPolicy, decide
 from lifeboat.detection.signals import Clock, Reading, utc_now
 
 
@@ -66,6 +67,24 @@ class SignalLog:
             now = self.clock()
             decision = decide(readings, now, policy, previous)
             self._save(self._forget(readings, now, policy), decision)
+            return decision
+
+    def stand_down(self, reason: str) -> Decision | None:
+        """The pending failover was called off (its alerts resolved before anyone approved):
+        leave `confirmed` now instead of holding, so a renewed quorum fails over again."""
+        with self._locked():
+            readings, previous = self._load()
+            if previous is None or previous.state is not OutageState.confirmed:
+                return previous
+            state = OutageState.suspected if previous.voting else OutageState.healthy
+            decision = replace(
+                previous,
+                state=state,
+                previous=previous.state,
+                at=self.clock(),
+                summary=f"stood down: {reason}",
+            )
+            self._save(readings, decision)
             return decision
 
     @staticmethod

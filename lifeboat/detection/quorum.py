@@ -19,7 +19,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -78,7 +78,7 @@ class Decision:
     outage_started_at: datetime | None = None  # earliest failure of this episode
     last_failing_at: datetime | None = None  # last time any signal voted (for hysteresis)
     summary: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    episode: int = 0  # how many times this runbook's outage has been confirmed
 
     @property
     def changed(self) -> bool:
@@ -86,8 +86,8 @@ class Decision:
 
     def episode_id(self, runbook: str) -> uuid.UUID:
         """Stable id of this outage episode: the same confirmation emitted twice is one event."""
-        moment = self.outage_started_at or self.at
-        return uuid.uuid5(uuid.NAMESPACE_URL, f"lifeboat:{runbook}:{self.state}:{iso(moment)}")
+        moment = iso(self.outage_started_at or self.at)
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"lifeboat:{runbook}:{self.state}:{self.episode}:{moment}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -101,6 +101,7 @@ class Decision:
             "outage_started_at": iso(self.outage_started_at),
             "last_failing_at": iso(self.last_failing_at),
             "summary": self.summary,
+            "episode": self.episode,
         }
 
     @classmethod
@@ -116,6 +117,7 @@ class Decision:
             outage_started_at=parse_time(d.get("outage_started_at")),
             last_failing_at=parse_time(d.get("last_failing_at")),
             summary=d.get("summary", ""),
+            episode=d.get("episode", 0),
         )
 
 
@@ -175,6 +177,9 @@ def decide(
     else:
         state = OutageState.healthy
 
+    episode = previous.episode if previous else 0
+    if state is OutageState.confirmed and before is not OutageState.confirmed:
+        episode += 1
     started = None
     if state is not OutageState.healthy:
         candidates = [_since(r) for r in evidence]
@@ -202,4 +207,5 @@ def decide(
         outage_started_at=started,
         last_failing_at=last_failing,
         summary=summary,
+        episode=episode,
     )

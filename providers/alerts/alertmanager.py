@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -64,7 +65,9 @@ class AlertmanagerSettings(BaseModel):
     )
     state_dir: Path | None = Field(None, description="Signal log folder (default LIFEBOAT_STATE_DIR).")
     alert_hold: timedelta = Field(
-        timedelta(hours=1), description="A firing alert counts this long without being re-sent."
+        timedelta(hours=4, minutes=15),
+        description="A firing alert counts this long without being re-sent: keep Alertmanager's "
+        "repeat_interval (default 4h) below it.",
     )
     failover_deployment: str = Field(
         "failover/failover", description="`flow/deployment` whose pending runs a resolved alert cancels."
@@ -161,7 +164,8 @@ def alertmanager_routes(
 
         for name, readings in per_runbook.items():
             policy, path = guarded[name]
-            decision = SignalLog(name, settings.state_dir, clock=clock).observe(readings, policy)
+            signal_log = SignalLog(name, settings.state_dir, clock=clock)
+            decision = await run_in_threadpool(signal_log.observe, readings, policy)
             result["runbooks"][name] = decision.summary
             spec = outage_event(decision, name, path)
             if spec:
@@ -170,7 +174,10 @@ def alertmanager_routes(
             resolved = any(not r.failing for r in readings)
             if resolved and len(decision.voting) < policy.quorum:
                 why = f"alert resolved; {decision.summary}"
-                result["cancelled"] += await cancel(settings.failover_deployment, name, _aliases(path), why)
+                cancelled = await cancel(settings.failover_deployment, name, _aliases(path), why)
+                if cancelled:  # called off before approval: a renewed quorum must fail over again
+                    await run_in_threadpool(signal_log.stand_down, why)
+                result["cancelled"] += cancelled
         return JSONResponse(result)
 
     return [Route("/alerts/alertmanager", receive, methods=["POST"])]

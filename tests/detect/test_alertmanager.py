@@ -36,13 +36,14 @@ class Receiver:
     """The app with recording stand-ins for the Prefect API."""
 
     def __init__(self, guarded_path, state_dir, clock, **settings):
-        self.events, self.cancels = [], []
+        self.events, self.cancels, self.pending = [], [], ["run-1"]
         base = {"bearer_token": TOKEN, "runbooks": [guarded_path], "state_dir": state_dir}
         s = AlertmanagerSettings(**{**base, **settings})
 
         async def cancel(deployment, runbook, aliases, reason):
             self.cancels.append((deployment, runbook, reason))
-            return ["run-1"]
+            pending, self.pending = self.pending, []
+            return pending
 
         self.app = create_app(
             alertmanager_routes(s, emit_event=self.events.append, cancel=cancel, clock=clock)
@@ -184,3 +185,31 @@ def test_alerts_for_a_runbook_this_receiver_does_not_guard_are_ignored(receiver,
     r = receiver.post(body)
     assert r.status_code == 200 and r.json()["ignored"][0]["why"] == "no runbook 'someone-else' here"
     assert receiver.events == []
+
+
+def test_after_a_cancelled_failover_a_renewed_quorum_fails_over_again(receiver, payload, clock):
+    receiver.post(payload("firing_two_signals"))
+    clock.advance(minutes=2)
+    receiver.post(payload("resolved"))  # cancelled before approval
+    clock.advance(minutes=1)
+    refire = payload("firing_two_signals")
+    for a in refire["alerts"]:
+        a["startsAt"] = "2026-03-01T12:02:30Z"  # a new firing of the same alerts
+    receiver.post(refire)
+    confirmed = [e for e in receiver.events if e.event == "lifeboat.outage.confirmed"]
+    assert len(confirmed) == 2 and confirmed[0].id != confirmed[1].id
+
+
+def test_while_the_failover_is_already_running_a_flapping_alert_does_not_start_another(
+    receiver, payload, clock
+):
+    receiver.pending = []  # the worker picked the run up: nothing pending to cancel
+    receiver.post(payload("firing_two_signals"))
+    clock.advance(minutes=1)
+    receiver.post(payload("resolved"))
+    clock.advance(minutes=1)
+    refire = payload("firing_two_signals")
+    for a in refire["alerts"]:
+        a["startsAt"] = "2026-03-01T12:01:30Z"
+    receiver.post(refire)
+    assert receiver.kinds().count("lifeboat.outage.confirmed") == 1
