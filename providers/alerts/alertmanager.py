@@ -10,6 +10,19 @@ log and let the quorum decide; a decision that changes state is emitted as
 `lifeboat.outage.*`, which is what the failover automation listens for. When resolved
 alerts leave fewer than `quorum` signals failing, pending failover runs of that runbook
 (Scheduled, Pending, or Paused waiting for approval) are cancelled; a Running one never is.
+
+Event ids are derived from the alert (or the outage episode), and the Prefect server
+ignores an event id it has seen in the last 30 minutes, so two receivers, or a receiver
+restarted mid-storm, still trigger one failover. Alertmanager side:
+
+    receivers:
+      - name: lifeboat
+        webhook_configs:
+          - url: http://lifeboat.internal:8900/alerts/alertmanager
+            send_resolved: true          # resolution is what cancels a pending failover
+            max_alerts: 50               # the rest arrive as truncatedAlerts
+            http_config:
+              authorization: {credentials_file: /etc/alertmanager/lifeboat-token}
 """
 
 from __future__ import annotations

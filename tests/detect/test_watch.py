@@ -92,3 +92,16 @@ def test_smoke_real_gpus_answer_nvml():  # pragma: no cover - needs a GPU
 
     health = NvmlHealth(xid_wait_ms=100).check()
     assert health.state in ("ok", "degraded") and health.gpus and health.driver_version
+
+
+def test_prefect_yaml_schedules_the_watch_flow_and_wires_the_failover_automation():
+    import yaml
+
+    from flows.automation import failover_triggers
+
+    doc = yaml.safe_load((REPO / "prefect.yaml").read_text())
+    watch = next(d for d in doc["deployments"] if d["name"] == "watch")
+    assert watch["entrypoint"] == "flows/watch.py:watch" and watch["schedules"]
+    (trigger,) = failover_triggers()
+    assert trigger.expect == {"lifeboat.outage.confirmed"}
+    assert trigger.parameters["runbook"] == "{{ event.resource['lifeboat.runbook.path'] }}"
