@@ -1,7 +1,7 @@
 """Alert POST -> failover flow run created: the detection path's latency (target: 1 s median).
 
 A local Prefect server (prefect_test_harness), the failover automation from prefect.yaml
-on a stand-in failover deployment, and `lifeboat serve`'s app under uvicorn on loopback.
+on a deployment of the failover flow (no worker: the run is created, not executed), and `lifeboat serve`'s app under uvicorn on loopback.
 Each trial POSTs one Alertmanager webhook whose two alerts are two independent signals of
 a fresh runbook, so the quorum confirms at once; latency is the run's server-side
 `created` time minus the moment the POST started. Baseline: the same
@@ -23,21 +23,6 @@ from pathlib import Path
 
 TARGET_S = 1.0
 TOKEN = "bench-token"
-
-
-def _stand_in():
-    from prefect import flow
-
-    @flow(name="failover")
-    def failover(
-        runbook: str,
-        dry_run: bool = False,
-        outage_started_at: str | None = None,
-        evidence: dict | None = None,
-    ):
-        return runbook
-
-    return failover
 
 
 def _runbook(folder: Path, name: str) -> Path:
@@ -112,6 +97,7 @@ def main() -> None:
     from prefect.testing.utilities import prefect_test_harness
 
     from flows.automation import failover_triggers
+    from flows.failover import failover
     from lifeboat.detection.events import emit, outage_event
     from lifeboat.detection.quorum import QuorumPolicy, decide
     from lifeboat.detection.signals import Reading, Status
@@ -122,7 +108,7 @@ def main() -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     with tempfile.TemporaryDirectory() as tmp, prefect_test_harness(server_startup_timeout=120):
         folder = Path(tmp)
-        deployment_id = _stand_in().to_deployment(name="failover", triggers=failover_triggers()).apply()
+        deployment_id = failover.to_deployment(name="failover", triggers=failover_triggers()).apply()
         names = [f"bench-{i:03d}" for i in range(trials)]
         paths = {n: _runbook(folder, n) for n in names}
         settings = AlertmanagerSettings(

@@ -1,8 +1,8 @@
 """Outage decisions as Prefect events: `lifeboat.outage.{suspected,confirmed,recovered}`.
 
 The runbook is the event's resource (`lifeboat.runbook.<name>`, with its path as a label
-the failover automation passes on); the decision, with every reading behind it, is the
-payload. Event ids are stable per outage episode, so a decision emitted twice (two
+the failover automation passes on). The payload carries `evidence` (one line per reading,
+the failover flow's parameter) and `decision` (the whole decision, readings included). Event ids are stable per outage episode, so a decision emitted twice (two
 receivers, a retry) is stored once by the server. Prefect is imported only in `emit`.
 """
 
@@ -42,6 +42,13 @@ def runbook_resource(name: str, path: str | None) -> dict[str, str]:
     return resource
 
 
+def evidence_lines(decision: Decision) -> list[str]:
+    """One line per reading behind the decision, for the approval card and the ledger."""
+    lines = [f"{r.signal}: {r.summary} ({r.source}, {iso(r.at)})" for r in decision.evidence]
+    lines += [f"{signal}: ignored, {why}" for signal, why in decision.ignored]
+    return lines
+
+
 def outage_event(decision: Decision, name: str, path: str | None) -> EventSpec | None:
     """The event for a decision that changed state; None when nothing changed."""
     if not decision.changed:
@@ -51,7 +58,8 @@ def outage_event(decision: Decision, name: str, path: str | None) -> EventSpec |
         "state": decision.state.value,
         "summary": decision.summary,
         "outage_started_at": iso(decision.outage_started_at),
-        "evidence": decision.to_dict(),
+        "evidence": evidence_lines(decision),  # the failover flow's `evidence` parameter
+        "decision": decision.to_dict(),  # everything, readings included
     }
     return EventSpec(
         EVENT_FOR_STATE[decision.state],

@@ -121,6 +121,7 @@ class TrainingProgressProbe:
             "stall_after": format_duration(self.stall_after),
         }
         if quiet > self.stall_after:
+            evidence["since"] = iso(progress_at)  # the job has made no progress since then
             where = f" at step {hb.step}" if hb.step is not None else ""
             return self._reading(
                 now, Status.failing, f"no training progress{where} for {format_duration(quiet)}", evidence
@@ -166,6 +167,7 @@ class CheckpointFreshnessProbe:
             "limit": format_duration(self.limit),
         }
         if age > self.limit:
+            evidence["since"] = iso(newest + self.limit)  # stale from this moment on
             summary = f"newest checkpoint is {format_duration(age)} old (limit {format_duration(self.limit)})"
             return Reading(self.signal, self.source, Status.failing, now, summary, evidence)
         return Reading(

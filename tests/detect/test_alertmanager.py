@@ -69,7 +69,13 @@ def test_two_alerts_of_different_signals_confirm_the_outage(receiver, payload):
     confirmed = receiver.events[-1]
     assert confirmed.resource["prefect.resource.id"] == "lifeboat.runbook.guarded"
     assert confirmed.resource["lifeboat.runbook.path"].endswith("guarded.yaml")
-    assert confirmed.payload["evidence"]["voting"] == ["alertmanager", "gpu_health"]
+    assert confirmed.payload["decision"]["voting"] == ["alertmanager", "gpu_health"]
+    assert confirmed.payload["evidence"] == [
+        "alertmanager: TrainingStepStalled firing: no optimizer step for 12m on job llama-70b "
+        "(alertmanager:0f1e2d3c4b5a6978, 2026-03-01T12:00:00Z)",
+        "gpu_health: DCGMXidCritical firing: XID 79 on node gpu-017 GPU 3: fallen off the bus "
+        "(alertmanager:a1b2c3d4e5f60718, 2026-03-01T12:00:00Z)",
+    ]
     assert confirmed.payload["outage_started_at"] == "2026-03-01T11:58:30Z"
     assert r.json()["runbooks"] == {"guarded": "confirmed: 2 of 2 signal(s) agree (alertmanager, gpu_health)"}
 

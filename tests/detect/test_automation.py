@@ -2,7 +2,8 @@
 
 The chain under test is production's: `watch` flow run -> signal log; Alertmanager POST ->
 receiver -> quorum -> `lifeboat.outage.confirmed` event -> prefect.yaml's automation ->
-failover deployment run. The failover flow itself is a stand-in with the lead's signature.
+a run of the real failover flow's deployment, its parameters checked against the flow's
+schema by the server. No worker runs it: the test is about the run being created.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 import anyio
 import httpx
 import pytest
-from prefect import flow
 
 from flows.automation import failover_triggers
 from lifeboat.server import create_app
@@ -25,25 +25,20 @@ pytestmark = pytest.mark.integration
 TOKEN = "integration-token"
 
 
-@flow(name="failover")
-def failover_stand_in(
-    runbook: str, dry_run: bool = False, outage_started_at: str | None = None, evidence: dict | None = None
-):
-    return runbook
-
-
 @pytest.fixture(scope="module")
 def prefect_server():
     from prefect.testing.utilities import prefect_test_harness
 
+    from flows.failover import failover
+
     with prefect_test_harness(server_startup_timeout=120):
-        deployment_id = failover_stand_in.to_deployment(name="failover", triggers=failover_triggers()).apply()
+        deployment_id = failover.to_deployment(name="failover", triggers=failover_triggers()).apply()
         yield deployment_id
 
 
-def write_runbook(tmp_path, heartbeat_age: timedelta):
+def write_runbook(tmp_path, last_step_at: datetime):
     hb = tmp_path / "heartbeat.json"
-    beat = {"step": 4100, "time": (datetime.now(UTC) - heartbeat_age).isoformat()}
+    beat = {"step": 4100, "time": last_step_at.isoformat()}
     hb.write_text(json.dumps(beat))
     (tmp_path / "primary").mkdir()
     path = tmp_path / "itest.yaml"
@@ -58,7 +53,7 @@ def write_runbook(tmp_path, heartbeat_age: timedelta):
     return path
 
 
-def alert(status: str, fingerprint: str = "5e5e5e5e5e5e5e5e") -> dict:
+def alert(status: str, starts_at: datetime, fingerprint: str = "5e5e5e5e5e5e5e5e") -> dict:
     return {
         "version": "4",
         "groupKey": '{}:{alertname="NodeNotReady"}',
@@ -74,7 +69,7 @@ def alert(status: str, fingerprint: str = "5e5e5e5e5e5e5e5e") -> dict:
                 "status": status,
                 "labels": {"alertname": "NodeNotReady", "lifeboat_runbook": "itest"},
                 "annotations": {"summary": "4 of 16 training nodes NotReady"},
-                "startsAt": "2026-03-01T11:58:30Z",
+                "startsAt": starts_at.isoformat(),
                 "endsAt": "0001-01-01T00:00:00Z",
                 "generatorURL": "http://prometheus:9090/graph",
                 "fingerprint": fingerprint,
@@ -127,7 +122,9 @@ def test_a_stall_plus_a_posted_alert_fail_over_and_resolution_cancels(prefect_se
     from flows.watch import watch
 
     monkeypatch.setenv("LIFEBOAT_STATE_DIR", str(tmp_path / "state"))
-    runbook = write_runbook(tmp_path, heartbeat_age=timedelta(minutes=25))
+    last_step_at = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=25)
+    nodes_lost_at = datetime.now(UTC) - timedelta(minutes=2)
+    runbook = write_runbook(tmp_path, last_step_at)
     settings = AlertmanagerSettings(bearer_token=TOKEN, runbooks=[runbook])
     app = create_app(alertmanager_routes(settings))
 
@@ -139,12 +136,15 @@ def test_a_stall_plus_a_posted_alert_fail_over_and_resolution_cancels(prefect_se
         assert await failover_runs(prefect_server) == []
 
         # 2. Alertmanager says the nodes are NotReady: two signals agree -> automation -> run.
-        r = await post(app, alert("firing"))
+        r = await post(app, alert("firing", nodes_lost_at))
         assert r.json()["runbooks"]["itest"].startswith("confirmed: 2 of 2")
         (run,) = await wait_for(lambda: failover_runs(prefect_server))
         assert run.parameters["runbook"] == str(runbook)
-        assert run.parameters["evidence"]["voting"] == ["alertmanager", "training_progress"]
-        assert run.parameters["outage_started_at"].startswith(datetime.now(UTC).strftime("%Y-"))
+        evidence = run.parameters["evidence"]
+        assert [line.split(":")[0] for line in evidence] == ["alertmanager", "training_progress"]
+        assert "4 of 16 training nodes NotReady" in evidence[0] and "at step 4100" in evidence[1]
+        # The outage began when the job stopped stepping, before the nodes were reported lost.
+        assert run.parameters["outage_started_at"] == last_step_at.isoformat().replace("+00:00", "Z")
         assert run.state.type.value == "SCHEDULED"
 
         # 3. A second run that a worker already started must survive the resolution.
@@ -155,7 +155,7 @@ def test_a_stall_plus_a_posted_alert_fail_over_and_resolution_cancels(prefect_se
             await client.set_flow_run_state(started.id, Running(), force=True)
 
             # 4. The alert resolves: one signal left, so the pending failover is cancelled.
-            r = await post(app, alert("resolved"))
+            r = await post(app, alert("resolved", nodes_lost_at))
             assert r.json()["cancelled"] == [str(run.id)]
             assert (await client.read_flow_run(run.id)).state.type.value == "CANCELLED"
             assert (await client.read_flow_run(started.id)).state.type.value == "RUNNING"

@@ -33,7 +33,7 @@ def test_nccl_hang_heartbeat_thread_alive_but_step_stuck_is_a_stall(clock):
         previous = probe.check(previous)
     assert previous.status is Status.failing
     assert previous.summary == "no training progress at step 1200 for 11m"
-    assert previous.evidence["last_progress_at"] == "2026-03-01T12:00:00Z"
+    assert previous.evidence["last_progress_at"] == previous.evidence["since"] == "2026-03-01T12:00:00Z"
 
 
 def test_a_moving_step_is_progress_even_when_slow(clock):
@@ -72,6 +72,7 @@ def test_checkpoint_older_than_cadence_times_factor_is_stale(clock):
     reading = CheckpointFreshnessProbe(lambda: newest, timedelta(minutes=10), 3.0, clock=clock).check()
     assert reading.failing
     assert reading.summary == "newest checkpoint is 31m old (limit 30m)"
+    assert reading.evidence["since"] == "2026-03-01T11:59:00Z"
 
 
 def test_recent_checkpoint_is_fresh_and_no_checkpoint_yet_is_unknown(clock):

@@ -80,8 +80,12 @@ def test_serve_composes_every_route_in_one_list(guarded_path, monkeypatch):
     from lifeboat.commands.serve import routes
 
     monkeypatch.setenv("LIFEBOAT_ALERTMANAGER_TOKEN", "t")
+    monkeypatch.delenv("SLACK_SIGNING_SECRET", raising=False)
     args = build_parser().parse_args(["serve", str(guarded_path)])
     assert [r.path for r in routes(args)] == ["/alerts/alertmanager"]
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "s")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    assert [r.path for r in routes(args)] == ["/alerts/alertmanager", "/slack/actions"]
 
 
 @pytest.mark.skipif(
