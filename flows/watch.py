@@ -5,6 +5,11 @@ readings in the runbook's signal log (shared with `lifeboat serve`, which adds a
 and emits `lifeboat.outage.suspected` / `.confirmed` / `.recovered` when the decision
 changes. `lifeboat.outage.confirmed` is what the failover automation waits for.
 
+Where it runs matters for one signal: `gpu_health` asks NVML on the worker's own host, so
+deploy a watch to a work pool on the GPU nodes, or leave GPU health to DCGM exporter alerts
+labelled `lifeboat_signal=gpu_health` through `lifeboat serve`. A host without a driver
+reads `unknown` and does not vote.
+
 `build_probes` is the composition root: plain Python, tested without Prefect.
 """
 

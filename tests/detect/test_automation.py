@@ -32,6 +32,11 @@ def prefect_server():
     from flows.failover import failover
 
     with prefect_test_harness(server_startup_timeout=120):
+        # Another area's session-wide harness may still own the events worker, bound to its
+        # server: stop it so the next event goes to this one.
+        from prefect.events.worker import EventsWorker
+
+        EventsWorker.drain_all()
         deployment_id = failover.to_deployment(name="failover", triggers=failover_triggers()).apply()
         yield deployment_id
 
