@@ -21,6 +21,7 @@ COMMANDS = (
     "approve",
     "report",
     "plan",
+    "serve",
 )
 
 
