@@ -93,7 +93,7 @@ class S3Store:
             from botocore.config import Config
 
             config = Config(
-                retries={"max_attempts": 1, "mode": "standard"},  # ours, in _call
+                retries={"total_max_attempts": 1, "mode": "standard"},  # ours, in _call
                 max_pool_connections=32,
                 connect_timeout=5,
                 read_timeout=60,
@@ -310,9 +310,8 @@ class S3Store:
         src = {"Bucket": source.bucket, "Key": source._key(src_key)}
         info = source.head(src_key)
         if info.size <= COPY_LIMIT:
-            # A source with a full-object CRC32C keeps it through CopyObject by default; only a
-            # source without one needs S3 to compute it. (moto computes a wrong value when
-            # asked to, so the default path is also the one the tests can check.)
+            # A source with a full-object CRC32C keeps it through CopyObject by default (no
+            # recompute); only a source without one needs S3 to compute it.
             algo = {} if info.crc32c is not None else {"ChecksumAlgorithm": "CRC32C"}
             self._call(
                 "CopyObject",
