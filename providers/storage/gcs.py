@@ -10,6 +10,7 @@ contract suite marks those tests xfail there and runs them on `MemoryStore`.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import random
@@ -31,7 +32,9 @@ def _storage():
     try:
         from google.cloud import storage
     except ImportError:  # pragma: no cover - installed with lifeboat
-        raise ConfigError("gs:// stores need google-cloud-storage: pip install google-cloud-storage") from None
+        raise ConfigError(
+            "gs:// stores need google-cloud-storage: pip install google-cloud-storage"
+        ) from None
     return storage
 
 
@@ -100,7 +103,9 @@ class GcsStore:
             except gexc.PreconditionFailed:
                 raise PreconditionFailed(f"{where}: conditional write lost") from None
             except (gexc.Forbidden, gexc.Unauthorized, aexc.DefaultCredentialsError, aexc.RefreshError) as e:
-                raise ConfigError(f"{self.uri}: access refused ({e}); check the credentials for this store") from None
+                raise ConfigError(
+                    f"{self.uri}: access refused ({e}); check the credentials for this store"
+                ) from None
             except (gexc.TooManyRequests, gexc.ServerError, ConnectionError) as e:
                 last = f"{type(e).__name__}: {e}"
             except Exception as e:
@@ -128,9 +133,13 @@ class GcsStore:
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         root = f"{self.prefix}/" if self.prefix else ""
         pages = self._call(
-            "list", None, lambda: self._client().list_blobs(
-                self.bucket_name, prefix=root + prefix, page_size=self.list_page_size
-            ).pages
+            "list",
+            None,
+            lambda: (
+                self._client()
+                .list_blobs(self.bucket_name, prefix=root + prefix, page_size=self.list_page_size)
+                .pages
+            ),
         )
         it = iter(pages)
         while True:  # every page; each page fetch is one API call, retried as such
@@ -155,7 +164,9 @@ class GcsStore:
         while pos < end:
             stop = min(end, pos + CHUNK)
             chunk = self._call(
-                "get_media", key, lambda p=pos, s=stop: blob.download_as_bytes(start=p, end=s - 1, checksum=None)
+                "get_media",
+                key,
+                lambda p=pos, s=stop: blob.download_as_bytes(start=p, end=s - 1, checksum=None),
             )
             if not chunk:
                 return
@@ -192,10 +203,8 @@ class GcsStore:
         return self.head(key)
 
     def delete(self, key: str) -> None:
-        try:
+        with contextlib.suppress(NotFound):
             self._call("delete", key, lambda: self._bucket().blob(self._key(key)).delete())
-        except NotFound:
-            pass
 
     def server_copy(self, source, src_key: str, dst_key: str) -> ObjectInfo | None:
         if not isinstance(source, GcsStore) or source.endpoint_url != self.endpoint_url:

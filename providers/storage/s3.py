@@ -15,6 +15,7 @@ comparable: `head()` reports `crc32c=None` ("unverifiable by metadata").
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -176,7 +177,9 @@ class S3Store:
         while True:  # every page; one _call per page so retries are per page
             page = self._call("ListObjectsV2", **kwargs)
             for obj in page.get("Contents", []):
-                yield self._info(obj["Key"][len(root) :], obj["Size"], obj["LastModified"], obj.get("ETag"), None)
+                yield self._info(
+                    obj["Key"][len(root) :], obj["Size"], obj["LastModified"], obj.get("ETag"), None
+                )
             if not page.get("IsTruncated"):
                 return
             kwargs["ContinuationToken"] = page["NextContinuationToken"]
@@ -291,18 +294,15 @@ class S3Store:
                 **cond,
             )
         except BaseException:
-            try:
+            # the original error matters more; S3 lifecycle rules reap what an abort leaves
+            with contextlib.suppress(Exception):
                 self._call("AbortMultipartUpload", key, Bucket=self.bucket, Key=k, UploadId=upload_id)
-            except Exception:  # the original error matters more; S3 lifecycle rules reap leftovers
-                pass
             raise
         return self.head(key)
 
     def delete(self, key: str) -> None:
-        try:
+        with contextlib.suppress(NotFound):
             self._call("DeleteObject", key, Bucket=self.bucket, Key=self._key(key))
-        except NotFound:
-            pass
 
     def server_copy(self, source, src_key: str, dst_key: str) -> ObjectInfo | None:
         if not isinstance(source, S3Store) or source.endpoint_url != self.endpoint_url:
@@ -366,10 +366,8 @@ class S3Store:
                 **extra,
             )
         except BaseException:
-            try:
+            with contextlib.suppress(Exception):
                 self._call("AbortMultipartUpload", dst_key, Bucket=self.bucket, Key=k, UploadId=upload_id)
-            except Exception:
-                pass
             raise
         return self.head(dst_key)
 

@@ -85,15 +85,24 @@ def test_large_streamed_put_is_multipart_with_a_full_object_crc32c(s3_endpoint, 
 
 def test_composite_multipart_checksum_is_unverifiable_by_metadata(s3_endpoint, bucket):
     s3 = _raw(s3_endpoint)
-    up = s3.create_multipart_upload(Bucket=bucket, Key="c", ChecksumAlgorithm="CRC32C", ChecksumType="COMPOSITE")
+    up = s3.create_multipart_upload(
+        Bucket=bucket, Key="c", ChecksumAlgorithm="CRC32C", ChecksumType="COMPOSITE"
+    )
     r = s3.upload_part(
-        Bucket=bucket, Key="c", UploadId=up["UploadId"], PartNumber=1, Body=b"x" * 10, ChecksumAlgorithm="CRC32C"
+        Bucket=bucket,
+        Key="c",
+        UploadId=up["UploadId"],
+        PartNumber=1,
+        Body=b"x" * 10,
+        ChecksumAlgorithm="CRC32C",
     )
     s3.complete_multipart_upload(
         Bucket=bucket,
         Key="c",
         UploadId=up["UploadId"],
-        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r["ETag"], "ChecksumCRC32C": r["ChecksumCRC32C"]}]},
+        MultipartUpload={
+            "Parts": [{"PartNumber": 1, "ETag": r["ETag"], "ChecksumCRC32C": r["ChecksumCRC32C"]}]
+        },
     )
     assert S3Store(bucket, "", endpoint_url=s3_endpoint).head("c").crc32c is None
 
