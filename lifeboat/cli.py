@@ -17,6 +17,9 @@ COMMANDS = (
     "validate",
     "render",
     "schema",
+    "advise",
+    "approve",
+    "report",
 )
 
 
