@@ -450,3 +450,20 @@ def certified_checkpoints(
 def newest_certified(replica: Store, source: Store | None, **kwargs) -> Certified | None:
     """The newest certified checkpoint, or None."""
     return next(certified_checkpoints(replica, source, **kwargs), None)
+
+
+def certify_runbook(rb, *, at: datetime | None = None, deep: bool = False) -> CertifyReport:
+    """Certify a runbook's secondary store against its primary (the composition root for
+    the CLI and the flow: stores are built here, from the runbook)."""
+    from providers.storage import open_store
+
+    replica = open_store(rb.store_uri(rb.secondary.store), endpoint_url=rb.secondary.endpoint_url)
+    source = open_store(rb.store_uri(rb.primary.store), endpoint_url=rb.primary.endpoint_url)
+    return certify_replica(replica, source, layout=rb.checkpoint.layout, at=at, deep=deep)
+
+
+def verdict(report: CertifyReport, rpo_target: timedelta) -> int:
+    """0: certified within the RPO target; 1: certified, target exceeded; 2: none certified."""
+    if report.certified is None:
+        return 2
+    return 0 if report.rpo <= rpo_target else 1
