@@ -467,3 +467,21 @@ def verdict(report: CertifyReport, rpo_target: timedelta) -> int:
     if report.certified is None:
         return 2
     return 0 if report.rpo <= rpo_target else 1
+
+
+def rpo_row(report: CertifyReport, rpo_target: timedelta) -> dict:
+    """One row for the RPO table artifact and the breach event's payload."""
+    c = report.certified
+    return {
+        "certified_step": None if c is None else c.step,
+        "checkpoint": None if c is None else c.uri,
+        "written_at": None if c is None else c.written_at.isoformat(),
+        "rpo_s": None if report.rpo is None else round(report.rpo.total_seconds(), 3),
+        "rpo_target_s": rpo_target.total_seconds(),
+        "breached": verdict(report, rpo_target) != 0,
+        "replication_lag_s": None
+        if report.replication_lag is None
+        else round(report.replication_lag.total_seconds(), 3),
+        "mode": report.mode,
+        "rejected": "; ".join(f"step {r.step}: {r.detail}" for r in report.rejected),
+    }
