@@ -168,7 +168,9 @@ class _Certifier:
         self.source_found: Discovery | None = None
         if self.source is not None:
             try:
-                self.source_found = discover(self.source, self.found.layout or self.layout, cache_limit=self.cache_limit)
+                self.source_found = discover(
+                    self.source, self.found.layout or self.layout, cache_limit=self.cache_limit
+                )
             except (ProviderUnavailable, NotFound) as e:
                 self._source_down(e)
         for ckpt in self.found.checkpoints:
@@ -198,26 +200,27 @@ class _Certifier:
         reason = incomplete_reason(self.replica, layout, ckpt)
         if reason:
             return self._reject(ckpt, [(INCOMPLETE, f"{ckpt.name}: {reason}")], 1)
-        manifest_header, manifest_shards = None, None
+        manifest = None
         if MANIFEST_NAME in ckpt.markers:
-            manifest_header, manifest_shards = iter_manifest(
-                self._metadata_chunks(self.replica, f"{ckpt.name}/{MANIFEST_NAME}"),
-                where=f"{self._uri(ckpt)}/{MANIFEST_NAME}",
-            )
+            manifest = _LazyManifest(self, ckpt)
             if layout == "manifest":
-                ckpt.step = manifest_header["step"]
+                ckpt.step = manifest.header()["step"]
         src_dir = self._source_dir(ckpt)
         if src_dir is not None:
-            expected = _with_manifest_crcs(_from_source(src_dir, self.source), manifest_shards)
-        elif manifest_shards is not None:
-            expected = (_Expected(s.path, s.size, s.crc32c, None, "manifest") for s in manifest_shards)
+            # The source's listing is the truth; the manifest only fills CRC32Cs it lacks (S3),
+            # and is read only if one is needed.
+            expected = _with_manifest_crcs(_from_source(src_dir, self.source), manifest)
+        elif manifest is not None:
+            expected = (_Expected(s.path, s.size, s.crc32c, None, "manifest") for s in manifest.shards())
         else:
             why = (
                 "the source is unreachable"
                 if self.source_error or self.source is None
                 else "the source no longer has it"
             )
-            return self._reject(ckpt, [(UNVERIFIABLE, f"{ckpt.name}: {why} and it has no {MANIFEST_NAME}")], 1)
+            return self._reject(
+                ckpt, [(UNVERIFIABLE, f"{ckpt.name}: {why} and it has no {MANIFEST_NAME}")], 1
+            )
         try:
             problems, total, methods = self._compare(ckpt, expected, src_dir is not None)
         except ProviderUnavailable as e:
@@ -228,7 +231,7 @@ class _Certifier:
         if problems:
             return self._reject(ckpt, problems, total)
         self.methods.update(methods)
-        written, basis = self._written_at(ckpt, src_dir, manifest_header)
+        written, basis = self._written_at(ckpt, src_dir, manifest.opened if manifest else None)
         return Certified(ckpt.step, self._uri(ckpt), written, basis, dict(methods))
 
     def _written_at(self, ckpt, src_dir, manifest_header) -> tuple[datetime, str]:
@@ -277,7 +280,14 @@ class _Certifier:
 
     def _check_batch(self, pool, ckpt, batch, problems, methods, source_up) -> int:
         found = 0
-        for outcome in pool.map(lambda pair: self._check_one(ckpt, *pair, source_up), batch):
+        # Objects whose checksums are both in the listings are compared inline; only those
+        # needing a HEAD or a read go to the pool.
+        inline = [p for p in batch if not self.deep and p[1].crc32c is not None and p[0].crc is not None]
+        remote = [p for p in batch if self.deep or p[1].crc32c is None or p[0].crc is None]
+        outcomes = [self._check_one(ckpt, *pair, source_up) for pair in inline]
+        if remote:
+            outcomes += pool.map(lambda pair: self._check_one(ckpt, *pair, source_up), remote)
+        for outcome in outcomes:
             kind, detail = outcome
             if kind in (CRC, UNVERIFIABLE):
                 found += 1
@@ -304,7 +314,11 @@ class _Certifier:
                 and exp.etag == rep.etag
             ):
                 return "etag-md5", ""  # both plain single-part MD5s, equal: same bytes
-            rep_crc, exp_crc, method = rep.crc32c, exp.crc, "manifest" if exp.basis == "manifest" else "metadata"
+            rep_crc, exp_crc, method = (
+                rep.crc32c,
+                exp.crc,
+                "manifest" if exp.basis == "manifest" else "metadata",
+            )
             if rep_crc is None and self.replica.capabilities.crc32c_in_head:
                 rep_crc = self.replica.head(key).crc32c
             if exp_crc is None and src is not None and src.capabilities.crc32c_in_head:
@@ -377,16 +391,46 @@ def _from_source(src_dir: CheckpointDir, source) -> Iterator[_Expected]:
         yield _Expected(info.key[plen:], info.size, info.crc32c, info.etag, "source")
 
 
-def _with_manifest_crcs(expected: Iterator[_Expected], shards) -> Iterator[_Expected]:
+class _LazyManifest:
+    """A checkpoint's manifest, fetched on first use and streamed (flat memory)."""
+
+    def __init__(self, certifier: _Certifier, ckpt: CheckpointDir):
+        self._c, self._ckpt = certifier, ckpt
+        self.opened: dict | None = None  # the header, once read
+        self._shards = None
+
+    def _open(self):
+        key = f"{self._ckpt.name}/{MANIFEST_NAME}"
+        self.opened, self._shards = iter_manifest(
+            self._c._metadata_chunks(self._c.replica, key),
+            where=f"{self._c._uri(self._ckpt)}/{MANIFEST_NAME}",
+        )
+
+    def header(self) -> dict:
+        if self.opened is None:
+            self._open()
+        return self.opened
+
+    def shards(self):
+        if self._shards is None:
+            self._open()
+        shards, self._shards = self._shards, iter(())
+        return shards
+
+
+def _with_manifest_crcs(expected: Iterator[_Expected], manifest: _LazyManifest | None) -> Iterator[_Expected]:
     """Fill CRC32Cs the source list lacks (S3) from the manifest, where sizes agree."""
-    if shards is None:
-        yield from expected
-        return
-    shard = next(shards, None)
+    shards, shard = None, None
     for exp in expected:
+        if exp.crc is not None or manifest is None:
+            yield exp
+            continue
+        if shards is None:
+            shards = manifest.shards()
+            shard = next(shards, None)
         while shard is not None and shard.path < exp.rel:
             shard = next(shards, None)
-        if exp.crc is None and shard is not None and shard.path == exp.rel and shard.size == exp.size:
+        if shard is not None and shard.path == exp.rel and shard.size == exp.size:
             exp.crc, exp.basis = shard.crc32c, "manifest"
         yield exp
 

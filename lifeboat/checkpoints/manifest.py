@@ -156,7 +156,9 @@ def iter_manifest(chunks: Iterable[bytes], where: str = "manifest") -> tuple[dic
             try:
                 yield Shard(path=obj["path"], size=int(obj["size"]), crc32c=int(obj["crc32c"], 16))
             except (KeyError, TypeError, ValueError) as e:
-                raise ConfigError(f"{where}: not a valid Lifeboat manifest: bad shard {obj!r} ({e})") from None
+                raise ConfigError(
+                    f"{where}: not a valid Lifeboat manifest: bad shard {obj!r} ({e})"
+                ) from None
             pos = end
             if pos > 1 << 16:  # drop what is parsed
                 rest, pos = rest[pos:], 0
@@ -173,4 +175,6 @@ def _text(chunks: Iterable[bytes]) -> Iterator[str]:
 
 def _whole(data: bytes, where: str) -> tuple[dict, Iterator[Shard]]:
     manifest = Manifest.from_json(data, where)
-    return {"step": manifest.step, "created": manifest.created}, iter(sorted(manifest.shards, key=lambda s: s.path))
+    return {"step": manifest.step, "created": manifest.created}, iter(
+        sorted(manifest.shards, key=lambda s: s.path)
+    )

@@ -22,7 +22,9 @@ def register(subparsers) -> None:
         "to the primary's (or, with the primary down, to its manifest); report the RPO.",
     )
     p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
-    p.add_argument("--at", default=None, metavar="TIME", help="reference time for the RPO, ISO 8601 (default: now)")
+    p.add_argument(
+        "--at", default=None, metavar="TIME", help="reference time for the RPO, ISO 8601 (default: now)"
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--deep", action="store_true", help="stream and checksum every object, not just metadata")
     p.set_defaults(handler=run)
@@ -63,7 +65,8 @@ def run(args) -> int:
 def format_report(report, rpo_target) -> str:
     lines = [
         f"replica   {report.replica}  (layout {report.layout or '-'}, mode {report.mode})",
-        f"source    {report.source or '-'}" + (f"  UNREACHABLE: {report.source_error}" if report.source_error else ""),
+        f"source    {report.source or '-'}"
+        + (f"  UNREACHABLE: {report.source_error}" if report.source_error else ""),
     ]
     c = report.certified
     if c is None:

@@ -40,7 +40,9 @@ def run_write(args) -> int:
     try:
         manifest = write_manifest(directory, step)
     except PreconditionFailed:
-        raise ConfigError(f"{directory / MANIFEST_NAME} exists: this checkpoint is already committed") from None
+        raise ConfigError(
+            f"{directory / MANIFEST_NAME} exists: this checkpoint is already committed"
+        ) from None
     total = sum(s.size for s in manifest.shards)
     print(f"committed {directory / MANIFEST_NAME}: step {step}, {len(manifest.shards)} shards, {total} bytes")
     return 0

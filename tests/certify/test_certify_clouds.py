@@ -40,15 +40,24 @@ def test_s3_to_s3_single_part_copies_verify_by_etag_without_heads(s3_endpoint):
 def _replace_with_composite_multipart(store: S3Store, key: str, data: bytes):
     s3 = boto3.client("s3", endpoint_url=store.endpoint_url, region_name="us-east-1")
     k = f"{store.prefix}/{key}"
-    up = s3.create_multipart_upload(Bucket=store.bucket, Key=k, ChecksumAlgorithm="CRC32C", ChecksumType="COMPOSITE")
+    up = s3.create_multipart_upload(
+        Bucket=store.bucket, Key=k, ChecksumAlgorithm="CRC32C", ChecksumType="COMPOSITE"
+    )
     r = s3.upload_part(
-        Bucket=store.bucket, Key=k, UploadId=up["UploadId"], PartNumber=1, Body=data, ChecksumAlgorithm="CRC32C"
+        Bucket=store.bucket,
+        Key=k,
+        UploadId=up["UploadId"],
+        PartNumber=1,
+        Body=data,
+        ChecksumAlgorithm="CRC32C",
     )
     s3.complete_multipart_upload(
         Bucket=store.bucket,
         Key=k,
         UploadId=up["UploadId"],
-        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r["ETag"], "ChecksumCRC32C": r["ChecksumCRC32C"]}]},
+        MultipartUpload={
+            "Parts": [{"PartNumber": 1, "ETag": r["ETag"], "ChecksumCRC32C": r["ChecksumCRC32C"]}]
+        },
     )
 
 
@@ -62,7 +71,9 @@ def test_composite_multipart_object_is_unverifiable_without_streaming(s3_endpoin
     refused = certify_replica(replica, source, layout="dcp", stream=False)
     assert refused.certified is None
     assert refused.rejected[0].reason == UNVERIFIABLE
-    assert refused.rejected[0].detail.startswith(f"unverifiable {key}: the replica reports no comparable CRC32C")
+    assert refused.rejected[0].detail.startswith(
+        f"unverifiable {key}: the replica reports no comparable CRC32C"
+    )
     streamed = certify_replica(replica, source, layout="dcp")
     assert streamed.certified.step == 100 and streamed.mode == "streaming"
     assert streamed.object_bytes_read == 256  # only the object metadata could not vouch for
