@@ -1,6 +1,8 @@
 """The `certify` flow on a real (test-harness) Prefect server: RPO artifact and breach event."""
 
 import asyncio
+from pathlib import Path
+
 import yaml
 
 from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
@@ -73,6 +75,6 @@ def test_certify_flow_over_target_emits_the_breach_event(prefect_server, tmp_pat
 
 
 def test_prefect_yaml_schedules_the_certify_deployment():
-    doc = yaml.safe_load(open("prefect.yaml"))
+    doc = yaml.safe_load((Path(__file__).parents[2] / "prefect.yaml").read_text())
     (dep,) = [d for d in doc["deployments"] if d["entrypoint"] == "flows/certify.py:certify"]
     assert dep["schedules"] and dep["parameters"]["runbook"].endswith(".yaml")
