@@ -289,7 +289,7 @@ class _Certifier:
             outcomes += pool.map(lambda pair: self._check_one(ckpt, *pair, source_up), remote)
         for outcome in outcomes:
             kind, detail = outcome
-            if kind in (CRC, UNVERIFIABLE):
+            if kind in (CRC, UNVERIFIABLE, MISSING):
                 found += 1
                 if len(problems) < MAX_PROBLEMS:
                     problems.append((kind, detail))
@@ -299,6 +299,12 @@ class _Certifier:
 
     def _check_one(self, ckpt, exp: _Expected, rep: ObjectInfo, source_up: bool) -> tuple[str, str]:
         """Compare one object; returns (method, "") when equal, else (problem kind, detail)."""
+        try:
+            return self._compare_one(exp, rep, source_up)
+        except NotFound:  # deleted between the listing and the HEAD or read
+            return MISSING, f"missing shard {rep.key} (vanished during certification)"
+
+    def _compare_one(self, exp: _Expected, rep: ObjectInfo, source_up: bool) -> tuple[str, str]:
         key = rep.key
         src = self.source if source_up else None
         if self.deep:
