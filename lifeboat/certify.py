@@ -162,6 +162,8 @@ class _Certifier:
 
     # -- the run ------------------------------------------------------------------------
 
+    older_than: int | None = None
+
     def run(self) -> Iterator[Certified | Rejection]:
         self.found = discover(self.replica, self.layout, cache_limit=self.cache_limit)
         self.notes.extend(pointer_notes(self.found))
@@ -174,7 +176,8 @@ class _Certifier:
             except (ProviderUnavailable, NotFound) as e:
                 self._source_down(e)
         for ckpt in self.found.checkpoints:
-            yield self._certify(ckpt)
+            if self.older_than is None or ckpt.step < self.older_than:
+                yield self._certify(ckpt)
 
     def _uri(self, ckpt: CheckpointDir) -> str:
         return f"{self.replica.uri.rstrip('/')}/{ckpt.name}"
@@ -451,13 +454,15 @@ def certify_replica(
     stream: bool = True,
     max_workers: int = 16,
     cache_limit: int = 20_000,
+    older_than: int | None = None,
 ) -> CertifyReport:
     """Find the newest checkpoint on `replica` that is safe to resume from.
 
     `source` is the primary's store (None, or unreachable: manifests alone are used and the
     mode says so). `at` is the reference time for RPO (the outage; default now). `deep`
     streams every object; `stream=False` refuses to read shard bytes, so objects without a
-    comparable checksum reject their checkpoint as unverifiable."""
+    comparable checksum reject their checkpoint as unverifiable. `older_than=step` looks
+    only at checkpoints below that step (rolling back past one that failed to resume)."""
     at = at or datetime.now(UTC)
     c = _Certifier(
         replica,
@@ -469,6 +474,7 @@ def certify_replica(
         max_workers=max_workers,
         cache_limit=cache_limit,
     )
+    c.older_than = older_than
     outcomes = []
     for outcome in c.run():
         outcomes.append(outcome)

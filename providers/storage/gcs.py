@@ -10,6 +10,7 @@ contract suite marks those tests xfail there and runs them on `MemoryStore`.
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import io
 import os
@@ -18,9 +19,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-from lifeboat.crc32c import from_b64
 from lifeboat.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
 from providers.storage.base import Capabilities, ObjectInfo, join
 
@@ -129,9 +129,9 @@ class GcsStore:
         return ObjectInfo(
             key=key,
             size=int(props.get("size") or 0),
-            updated=datetime.fromisoformat(updated).astimezone(UTC) if updated else blob.updated,
+            updated=_utc(updated) if updated else blob.updated.astimezone(UTC),
             version=str(props.get("generation")),
-            crc32c=from_b64(crc) if crc else None,
+            crc32c=int.from_bytes(binascii.a2b_base64(crc), "big") if crc else None,
             etag=props.get("etag"),
         )
 
@@ -218,6 +218,14 @@ class GcsStore:
             token, _, _ = self._call("rewrite", dst_key, lambda t=token: dst_blob.rewrite(src_blob, token=t))
             if token is None:
                 return self.head(dst_key)
+
+
+def _utc(text: str) -> datetime:
+    t = datetime.fromisoformat(text)  # RFC 3339 with Z: already UTC
+    return t if t.utcoffset() == _ZERO else t.astimezone(UTC)
+
+
+_ZERO = timedelta(0)
 
 
 class _IterReader(io.RawIOBase):

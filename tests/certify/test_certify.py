@@ -204,3 +204,9 @@ def test_metadata_certification_lists_each_side_once_and_reads_no_bytes(source, 
     assert report.calls == {"replica.list": 1, "source.list": 1}
     assert report.object_bytes_read == 0 and report.metadata_bytes_read == 0
     assert report.certified.written_at_basis == "source"
+
+
+def test_rollback_certifies_the_newest_checkpoint_older_than_the_one_that_failed(source, replica, clock):
+    _train(source, replica, clock, "dcp", [100, 200, 300])
+    report = certify_replica(replica, source, layout="dcp", at=clock.now, older_than=300)
+    assert report.certified.step == 200 and report.rpo == timedelta(minutes=10)
