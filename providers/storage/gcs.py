@@ -159,9 +159,9 @@ class GcsStore:
         return self._info(key, blob)
 
     def read(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
-        blob = self._bucket().blob(self._key(key))
-        if end is None:
-            end = self.head(key).size
+        info = self.head(key)  # pins the generation: every chunk comes from the same object
+        blob = self._bucket().blob(self._key(key), generation=int(info.version))
+        end = info.size if end is None else min(end, info.size)
         pos = start
         while pos < end:
             stop = min(end, pos + CHUNK)

@@ -210,3 +210,24 @@ def test_rollback_certifies_the_newest_checkpoint_older_than_the_one_that_failed
     _train(source, replica, clock, "dcp", [100, 200, 300])
     report = certify_replica(replica, source, layout="dcp", at=clock.now, older_than=300)
     assert report.certified.step == 200 and report.rpo == timedelta(minutes=10)
+
+
+def test_plain_files_a_training_job_wrote_are_verified_by_streaming_against_its_manifest(tmp_path):
+    import shutil
+
+    from lifeboat.checkpoints.manifest import write_manifest
+    from providers.storage.local import LocalStore
+
+    ckpt = tmp_path / "primary" / "step_500"
+    ckpt.mkdir(parents=True)
+    (ckpt / "model.bin").write_bytes(b"m" * 3000)
+    (ckpt / "optim.bin").write_bytes(b"o" * 5000)
+    write_manifest(ckpt, 500)
+    shutil.copytree(tmp_path / "primary", tmp_path / "replica")  # replicated by a plain copy: no checksums
+    replica = LocalStore(tmp_path / "replica")
+    report = certify_replica(replica, None, layout="manifest")
+    assert report.certified.step == 500 and report.mode == "streaming"
+    assert report.certified.verified_by == {"streamed": 2}
+    assert report.object_bytes_read == 8000
+    (tmp_path / "replica" / "step_500" / "optim.bin").write_bytes(b"x" * 5000)
+    assert certify_replica(replica, None, layout="manifest").rejected[0].reason == CRC
