@@ -22,6 +22,8 @@ COMMANDS = (
     "report",
     "certify",
     "manifest",
+    "plan",
+    "serve",
 )
 
 
