@@ -231,3 +231,16 @@ def test_plain_files_a_training_job_wrote_are_verified_by_streaming_against_its_
     assert report.object_bytes_read == 8000
     (tmp_path / "replica" / "step_500" / "optim.bin").write_bytes(b"x" * 5000)
     assert certify_replica(replica, None, layout="manifest").rejected[0].reason == CRC
+
+
+def test_a_hand_made_manifest_out_of_order_is_unverifiable_not_half_checked(replica):
+    replica.put("step_1/a.bin", b"a")
+    replica.put("step_1/b.bin", b"b")
+    replica.put(
+        "step_1/lifeboat-manifest.json",
+        b'{"format": "lifeboat-manifest/1", "step": 1, "created": "2026-11-30T08:00:00+00:00", "shards": ['
+        b'{"path": "b.bin", "size": 1, "crc32c": "00000000"}, {"path": "a.bin", "size": 1, "crc32c": "00000000"}]}',
+    )
+    report = certify_replica(replica, None, layout="manifest")
+    assert report.certified is None
+    assert report.rejected[0].reason == UNVERIFIABLE and "not sorted" in report.rejected[0].detail
