@@ -212,7 +212,7 @@ class _Certifier:
         if src_dir is not None:
             # The source's listing is the truth; the manifest only fills CRC32Cs it lacks (S3),
             # and is read only if one is needed.
-            expected = _with_manifest_crcs(_from_source(src_dir, self.source), manifest)
+            expected = _from_source(src_dir, self.source)
         elif manifest is not None:
             expected = (_Expected(s.path, s.size, s.crc32c, None, "manifest") for s in manifest.shards())
         else:
@@ -225,7 +225,8 @@ class _Certifier:
                 ckpt, [(UNVERIFIABLE, f"{ckpt.name}: {why} and it has no {MANIFEST_NAME}")], 1
             )
         try:
-            problems, total, methods = self._compare(ckpt, expected, src_dir is not None)
+            filler = _ManifestFiller(manifest) if src_dir is not None and manifest is not None else None
+            problems, total, methods = self._compare(ckpt, expected, src_dir is not None, filler)
         except ProviderUnavailable as e:
             if src_dir is None or self.source_error:
                 raise
@@ -244,7 +245,7 @@ class _Certifier:
             return src_dir.newest, "source"
         return ckpt.newest, "replica (copy time: RPO may be understated)"
 
-    def _compare(self, ckpt, expected, source_up: bool):
+    def _compare(self, ckpt, expected, source_up: bool, filler: _ManifestFiller | None = None):
         """Merge the expected shards with the replica's listing, both sorted by key."""
         problems: list[tuple[str, str]] = []
         total = 0
@@ -275,6 +276,11 @@ class _Certifier:
                         (SIZE, f"size mismatch {key}: replica {rep.size} bytes, {exp.basis} {exp.size} bytes")
                     )
                 elif not problems:
+                    if source_up and not self.deep and _same_md5_etag(exp.etag, rep.etag):
+                        methods["etag-md5"] += 1  # both plain single-part MD5s, equal: same bytes
+                        continue
+                    if exp.crc is None and filler is not None:
+                        filler.fill(exp)  # the source list lacks CRC32C (S3): the manifest has it
                     batch.append((exp, rep))
                 if len(problems) > MAX_PROBLEMS:
                     problems = problems[:MAX_PROBLEMS]
@@ -319,14 +325,6 @@ class _Certifier:
             exp_crc = self._stream_crc(src, key) if src is not None else exp.crc
             method = "streamed"
         else:
-            if (
-                src is not None
-                and exp.etag
-                and rep.etag
-                and _PLAIN_MD5.match(exp.etag)
-                and exp.etag == rep.etag
-            ):
-                return "etag-md5", ""  # both plain single-part MD5s, equal: same bytes
             rep_crc, exp_crc, method = (
                 rep.crc32c,
                 exp.crc,
@@ -431,21 +429,26 @@ class _LazyManifest:
         return shards
 
 
-def _with_manifest_crcs(expected: Iterator[_Expected], manifest: _LazyManifest | None) -> Iterator[_Expected]:
-    """Fill CRC32Cs the source list lacks (S3) from the manifest, where sizes agree."""
-    shards, shard = None, None
-    for exp in expected:
-        if exp.crc is not None or manifest is None:
-            yield exp
-            continue
-        if shards is None:
-            shards = manifest.shards()
-            shard = next(shards, None)
-        while shard is not None and shard.path < exp.rel:
-            shard = next(shards, None)
+class _ManifestFiller:
+    """Fills CRC32Cs the source list lacks (S3) from the manifest, where sizes agree. Keys
+    arrive in sorted order, so the manifest is streamed once, and only opened if needed."""
+
+    def __init__(self, manifest: _LazyManifest):
+        self._manifest, self._shards, self._shard = manifest, None, None
+
+    def fill(self, exp: _Expected) -> None:
+        if self._shards is None:
+            self._shards = self._manifest.shards()
+            self._shard = next(self._shards, None)
+        while self._shard is not None and self._shard.path < exp.rel:
+            self._shard = next(self._shards, None)
+        shard = self._shard
         if shard is not None and shard.path == exp.rel and shard.size == exp.size:
             exp.crc, exp.basis = shard.crc32c, "manifest"
-        yield exp
+
+
+def _same_md5_etag(a: str | None, b: str | None) -> bool:
+    return bool(a and a == b and _PLAIN_MD5.match(a))
 
 
 def certify_replica(
