@@ -26,6 +26,7 @@ from providers.storage.base import Capabilities, ObjectInfo, join
 
 CHUNK = 1 << 20
 UPLOAD_CHUNK = 8 << 20  # resumable upload chunk for streamed puts (a multiple of 256 KiB)
+_LIST_FIELDS = "items(name,size,updated,generation,crc32c,etag),nextPageToken"  # what ObjectInfo needs
 
 
 def _storage():
@@ -139,7 +140,9 @@ class GcsStore:
         root = f"{self.prefix}/" if self.prefix else ""
         it = iter(
             self._client()
-            .list_blobs(self.bucket_name, prefix=root + prefix, page_size=self.list_page_size)
+            .list_blobs(
+                self.bucket_name, prefix=root + prefix, page_size=self.list_page_size, fields=_LIST_FIELDS
+            )
             .pages
         )
         while True:  # every page; each page fetch is one API call, retried as such
