@@ -20,6 +20,8 @@ COMMANDS = (
     "advise",
     "approve",
     "report",
+    "certify",
+    "manifest",
     "plan",
     "serve",
 )
