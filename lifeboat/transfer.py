@@ -265,7 +265,9 @@ class _Seen:
     size: int = 0
 
 
-def _verified(chunks: Iterable[bytes], item: _Item, seen: _Seen, progress: Progress | None) -> Iterator[bytes]:
+def _verified(
+    chunks: Iterable[bytes], item: _Item, seen: _Seen, progress: Progress | None
+) -> Iterator[bytes]:
     """Pass chunks through, computing CRC32C; raise before the last chunk is handed over
     if the bytes differ from the source, so the destination never commits them."""
     pending = None

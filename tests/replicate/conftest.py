@@ -47,6 +47,24 @@ class ProxyStore:
         return None  # force streaming through Lifeboat
 
 
+class CheckingStore(ProxyStore):
+    """Runs `check()` (a reader's view of the store) around every write and delete."""
+
+    def __init__(self, inner, check):
+        super().__init__(inner)
+        self.check = check
+
+    def put(self, key: str, data, **kw):
+        self.check()
+        info = super().put(key, data, **kw)
+        self.check()
+        return info
+
+    def delete(self, key: str) -> None:
+        super().delete(key)
+        self.check()
+
+
 class FlippingStore(ProxyStore):
     """A source whose reads flip one byte of the chosen keys, `times` times."""
 
@@ -109,3 +127,17 @@ def no_sleep():
 
     return RetryPolicy(attempts=5, base_delay=0.0, sleep=lambda s: None)
 
+
+@pytest.fixture
+def faults():
+    """The proxy classes, for tests to wrap stores with (and subclass)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        Proxy=ProxyStore, Checking=CheckingStore, Flipping=FlippingStore, Throttling=ThrottlingStore
+    )
+
+
+@pytest.fixture(name="write_checkpoint")
+def _write_checkpoint():
+    return write_checkpoint

@@ -1,0 +1,221 @@
+"""The copy engine against local stores and misbehaving proxies: resume, throttling,
+corruption in transit, and the commit marker written last."""
+
+from __future__ import annotations
+
+import pytest
+
+from lifeboat.checkpoints.manifest import MANIFEST_NAME, Manifest
+from lifeboat.crc32c import crc32c_of
+from lifeboat.errors import NotFound
+from lifeboat.transfer import TransferIncomplete, copy_prefix
+
+CKPT = "run/step-100"
+SHARDS = [f"{CKPT}/shard-{i:03d}.bin" for i in range(4)]
+
+
+def body(store, key: str) -> bytes:
+    return b"".join(store.read(key))
+
+
+def assert_replica_matches(primary, secondary, prefix: str = CKPT) -> None:
+    src = {i.key: i for i in primary.list(prefix + "/")}
+    dst = {i.key: i for i in secondary.list(prefix + "/")}
+    assert sorted(src) == sorted(dst)
+    for key in src:
+        assert body(secondary, key) == body(primary, key), key
+
+
+def test_a_checkpoint_is_copied_whole_and_a_rerun_copies_nothing(
+    primary, secondary, faults, write_checkpoint
+):
+    write_checkpoint(primary, CKPT, 100)
+    first = copy_prefix(primary, faults.Proxy(secondary), CKPT, CKPT)
+    assert sorted(first.copied) == sorted([MANIFEST_NAME, *(k.rsplit("/", 1)[1] for k in SHARDS)])
+    assert first.markers == [MANIFEST_NAME] and not first.unverified
+    assert_replica_matches(primary, secondary)
+
+    again = copy_prefix(primary, faults.Proxy(secondary), CKPT, CKPT)
+    assert again.copied == [] and again.bytes_copied == 0
+    assert len(again.skipped) == 5
+
+
+def test_within_one_store_kind_the_copy_is_server_side(primary, secondary, faults, write_checkpoint):
+    write_checkpoint(primary, CKPT, 100)
+    report = copy_prefix(primary, secondary, CKPT, "replica/step-100")
+    assert report.copied == [] and len(report.server_copied) == 5
+    for key in SHARDS:
+        assert secondary.head(key.replace("run/", "replica/")).crc32c == primary.head(key).crc32c
+
+
+def test_a_copy_killed_after_two_shards_resumes_without_copying_them_again(
+    primary, secondary, no_sleep, faults, write_checkpoint
+):
+    write_checkpoint(primary, CKPT, 100)
+
+    class DiesAfterTwo(faults.Proxy):
+        def put(self, key, data, **kw):
+            if len(self.calls) == 2:
+                raise SystemExit("killed")  # not an error the engine may swallow
+            return super().put(key, data, **kw)
+
+    with pytest.raises(SystemExit):
+        copy_prefix(primary, DiesAfterTwo(secondary), CKPT, CKPT, concurrency=1, retry=no_sleep)
+    done = {i.key for i in secondary.list(CKPT + "/")}
+    assert len(done) == 2 and f"{CKPT}/{MANIFEST_NAME}" not in done
+
+    rerun = faults.Proxy(secondary)
+    report = copy_prefix(primary, rerun, CKPT, CKPT, retry=no_sleep)
+    assert sorted(k for _, k in rerun.calls) == sorted(set(SHARDS) - done | {f"{CKPT}/{MANIFEST_NAME}"})
+    assert len(report.skipped) == 2
+    assert_replica_matches(primary, secondary)
+
+
+def test_throttled_writes_are_retried_until_every_object_lands(
+    primary, secondary, no_sleep, faults, write_checkpoint
+):
+    write_checkpoint(primary, CKPT, 100)
+    throttled = faults.Throttling(secondary, every=2)
+    report = copy_prefix(primary, throttled, CKPT, CKPT, retry=no_sleep)
+    assert throttled.throttled >= 2 and report.retries == throttled.throttled
+    assert_replica_matches(primary, secondary)
+
+
+def test_a_destination_that_keeps_throttling_leaves_the_replica_uncommitted(
+    primary, secondary, no_sleep, faults, write_checkpoint
+):
+    write_checkpoint(primary, CKPT, 100)
+    with pytest.raises(TransferIncomplete) as raised:
+        copy_prefix(primary, faults.Throttling(secondary, every=1), CKPT, CKPT, retry=no_sleep)
+    assert len(raised.value.report.failed) == 4 and "503 SlowDown" in str(raised.value)
+    with pytest.raises(NotFound):
+        secondary.head(f"{CKPT}/{MANIFEST_NAME}")
+
+
+def test_a_byte_flipped_in_transit_is_detected_and_copied_again(
+    primary, secondary, no_sleep, faults, write_checkpoint
+):
+    write_checkpoint(primary, CKPT, 100)
+    flaky = faults.Flipping(primary, {SHARDS[1]}, times=1)
+    report = copy_prefix(flaky, secondary, CKPT, CKPT, retry=no_sleep)
+    assert report.retries == 1
+    assert_replica_matches(primary, secondary)
+
+
+def test_a_shard_corrupted_on_every_read_is_never_accepted(
+    primary, secondary, no_sleep, faults, write_checkpoint
+):
+    write_checkpoint(primary, CKPT, 100)
+    flaky = faults.Flipping(primary, {SHARDS[2]}, times=100)
+    with pytest.raises(TransferIncomplete) as raised:
+        copy_prefix(flaky, secondary, CKPT, CKPT, retry=no_sleep)
+    assert "ChecksumMismatch" in raised.value.report.failed["shard-002.bin"]
+    with pytest.raises(NotFound):
+        secondary.head(SHARDS[2])
+    with pytest.raises(NotFound):
+        secondary.head(f"{CKPT}/{MANIFEST_NAME}")
+
+
+def test_a_byte_flipped_on_the_way_into_the_destination_is_detected(
+    primary, secondary, no_sleep, faults, write_checkpoint
+):
+    write_checkpoint(primary, CKPT, 100)
+
+    class FlipsOnWrite(faults.Proxy):
+        flips = 1
+
+        def put(self, key, data, **kw):
+            if key == SHARDS[0] and self.flips:
+                self.flips -= 1
+                data = b"".join(data)
+                data = bytes([data[0] ^ 0x80]) + data[1:]
+            return super().put(key, data, **kw)
+
+    report = copy_prefix(primary, FlipsOnWrite(secondary), CKPT, CKPT, retry=no_sleep)
+    assert report.retries == 1
+    assert_replica_matches(primary, secondary)
+
+
+def _assert_never_complete_but_partial(secondary) -> None:
+    """What a reader of the secondary sees: if the manifest is there, so is every shard, whole."""
+    try:
+        manifest = Manifest.from_json(body(secondary, f"{CKPT}/{MANIFEST_NAME}"))
+    except NotFound:
+        return
+    for shard in manifest.shards:
+        data = body(secondary, f"{CKPT}/{shard.path}")
+        assert (len(data), crc32c_of([data])) == (shard.size, shard.crc32c), shard.path
+
+
+def test_the_manifest_lands_last_so_a_reader_never_sees_a_partial_checkpoint(
+    primary, secondary, faults, write_checkpoint
+):
+    write_checkpoint(primary, CKPT, 100)
+    watched = faults.Checking(secondary, lambda: _assert_never_complete_but_partial(secondary))
+    copy_prefix(primary, watched, CKPT, CKPT, concurrency=4)
+    assert watched.calls[-1] == ("put", f"{CKPT}/{MANIFEST_NAME}")
+
+
+def test_a_stale_replica_loses_its_manifest_before_its_shards_change(
+    primary, secondary, faults, write_checkpoint
+):
+    write_checkpoint(primary, CKPT, 100)
+    copy_prefix(primary, secondary, CKPT, CKPT)
+    primary.delete(f"{CKPT}/{MANIFEST_NAME}")
+    primary.put(SHARDS[3], b"rewritten after a restart")
+    write_checkpoint(primary, CKPT, 100, shards=0)  # re-commit: manifest over the new shard
+
+    watched = faults.Checking(secondary, lambda: _assert_never_complete_but_partial(secondary))
+    report = copy_prefix(primary, watched, CKPT, CKPT)
+    assert report.copied == ["lifeboat-manifest.json", "shard-003.bin"]
+    assert watched.calls[0] == ("delete", f"{CKPT}/{MANIFEST_NAME}")
+    assert_replica_matches(primary, secondary)
+
+
+COPIER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from lifeboat.transfer import copy_prefix
+from providers.storage.local import LocalStore
+
+class Slow(LocalStore):
+    capabilities = LocalStore.capabilities.__class__(True, True, True, False)  # no server copy
+    def put(self, key, data, **kw):
+        info = super().put(key, data, **kw)
+        time.sleep(0.3)
+        return info
+
+copy_prefix(LocalStore(sys.argv[2]), Slow(sys.argv[3]), "run/step-100", "run/step-100", concurrency=1)
+"""
+
+
+def test_a_copier_sigkilled_mid_copy_is_finished_by_a_rerun_that_skips_landed_shards(
+    primary, secondary, faults, write_checkpoint
+):
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    write_checkpoint(primary, CKPT, 100, shards=8)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", COPIER, str(root), str(primary.root), str(secondary.root)],
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while len(list(secondary.list(CKPT + "/"))) < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+
+    # an object killed between its rename and its CRC sidecar is not "landed": it is copied again
+    landed = {i.key for i in secondary.list(CKPT + "/") if i.crc32c is not None}
+    assert 3 <= len(landed) < 8 and f"{CKPT}/{MANIFEST_NAME}" not in landed
+    rerun = faults.Proxy(secondary)
+    report = copy_prefix(primary, rerun, CKPT, CKPT)
+    assert {k for _, k in rerun.calls}.isdisjoint(landed)
+    assert len(report.skipped) == len(landed) and report.markers == [MANIFEST_NAME]
+    assert_replica_matches(primary, secondary)
