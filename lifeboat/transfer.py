@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol, TypeVar
 
 from lifeboat.crc32c import crc32c
@@ -105,6 +106,8 @@ class TransferReport:
     failed: dict[str, str] = field(default_factory=dict)  # key -> last error
     unverified: list[str] = field(default_factory=list)  # no CRC32C on either side to compare
     markers: list[str] = field(default_factory=list)  # commit markers written last
+    planned: list[str] = field(default_factory=list)  # what had to move (a dry run stops here)
+    source_written: datetime | None = None  # newest write among the source objects
     bytes_copied: int = 0
     bytes_skipped: int = 0
     retries: int = 0
@@ -137,12 +140,14 @@ def copy_prefix(
     retry: RetryPolicy | None = None,
     markers: frozenset[str] = COMMIT_MARKERS,
     server_side: bool = True,
+    dry_run: bool = False,
 ) -> TransferReport:
     """Copy every object under `src_prefix/` of `src` to `dst_prefix/` of `dst`.
 
     Returns the report when every object is on the destination and verified; raises
     `TransferIncomplete` (retryable; carries the report) when some failed after retries,
-    in which case no commit marker was written."""
+    in which case no commit marker was written. `dry_run` plans (lists, HEADs) and stops:
+    `report.planned` names what would move."""
     retry = retry or RetryPolicy()
     report = TransferReport(src=_uri(src, src_prefix), dst=_uri(dst, dst_prefix))
     lock = threading.Lock()
@@ -161,6 +166,7 @@ def copy_prefix(
     present = {
         info.key[len(dst_base) :]: info for info in retry.call(lambda: list(dst.list(dst_base)), count_retry)
     }
+    report.source_written = max((i.updated for i in sources), default=None)
     manifest_crcs = _manifest_crcs(src, src_base, sources, markers, retry)
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
@@ -181,10 +187,14 @@ def copy_prefix(
             key=lambda i: (-i.rel.count("/"), i.rel),
         )
         moving = {i.rel for i in data} | {i.rel for i in commit}
+        report.planned = sorted(moving)
         for item, _ in planned:
             if item.rel not in moving:
                 report.skipped.append(item.rel)
                 report.bytes_skipped += item.src.size
+        if dry_run:
+            report.seconds = time.monotonic() - started
+            return report
         if progress:
             progress.planned(len(moving), sum(i.src.size for i in [*data, *commit]))
 

@@ -1,0 +1,157 @@
+"""Replication of committed checkpoints to the secondary store, and the lag it runs at.
+
+`replicate_checkpoints` copies checkpoints newest first with `copy_prefix` (only what is
+missing or differs, markers last), then measures each newly completed replica's lag: the
+replica's completion time minus the source checkpoint's write time. A lag over the RPO
+target means a failover right now would lose more than the target allows; the caller
+(the `replicate` flow) turns such records into `lifeboat.replication.lag_exceeded` events.
+A checkpoint that failed to replicate is reported with its lag so far (still growing).
+
+Lag records are JSON lines (`LagLog`), one per replica completed, newest last.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from lifeboat.errors import LifeboatError
+from lifeboat.transfer import Progress, RetryPolicy, TransferIncomplete, TransferReport, copy_prefix
+from providers.storage.base import Store
+
+LAG_EVENT = "lifeboat.replication.lag_exceeded"
+
+
+@dataclass(frozen=True)
+class LagRecord:
+    """How far behind the primary one checkpoint's replica completed (or still is)."""
+
+    checkpoint: str  # prefix, the same on both stores
+    step: int
+    source_written: datetime  # newest write among the checkpoint's objects on the primary
+    replicated: datetime  # when its commit marker landed on the secondary, or now if not yet
+    rpo_target: timedelta
+    complete: bool = True  # False: replication failed; the lag is as of `replicated`
+
+    @property
+    def lag(self) -> timedelta:
+        return max(timedelta(0), self.replicated - self.source_written)
+
+    @property
+    def exceeded(self) -> bool:
+        return self.lag > self.rpo_target
+
+    def to_dict(self) -> dict:
+        return {
+            "checkpoint": self.checkpoint,
+            "step": self.step,
+            "source_written": self.source_written.isoformat(),
+            "replicated": self.replicated.isoformat(),
+            "lag_seconds": round(self.lag.total_seconds(), 3),
+            "rpo_target_seconds": self.rpo_target.total_seconds(),
+            "exceeded": self.exceeded,
+            "complete": self.complete,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict) -> LagRecord:
+        return cls(
+            checkpoint=doc["checkpoint"],
+            step=int(doc["step"]),
+            source_written=datetime.fromisoformat(doc["source_written"]),
+            replicated=datetime.fromisoformat(doc["replicated"]),
+            rpo_target=timedelta(seconds=float(doc["rpo_target_seconds"])),
+            complete=bool(doc.get("complete", True)),
+        )
+
+
+class LagLog:
+    """Lag records as JSON lines in a local file (appended; one writer per runbook)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def append(self, records: Iterable[LagRecord]) -> None:
+        lines = [json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in records]
+        if lines:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as f:
+                f.writelines(lines)
+
+    def read(self) -> list[LagRecord]:
+        if not self.path.exists():
+            return []
+        return [LagRecord.from_dict(json.loads(line)) for line in self.path.read_text().splitlines() if line]
+
+
+@dataclass(frozen=True)
+class SourceCheckpoint:
+    """A committed checkpoint on the primary, as discovered by its layout."""
+
+    prefix: str
+    step: int
+
+
+@dataclass
+class ReplicationReport:
+    transfers: list[TransferReport] = field(default_factory=list)
+    lags: list[LagRecord] = field(default_factory=list)  # replicas completed (or failed) this run
+    failed: dict[str, str] = field(default_factory=dict)  # prefix -> error
+    dry_run: bool = False
+
+    @property
+    def exceeded(self) -> list[LagRecord]:
+        return [r for r in self.lags if r.exceeded]
+
+    @property
+    def bytes_copied(self) -> int:
+        return sum(t.bytes_copied for t in self.transfers)
+
+
+def replicate_checkpoints(
+    primary: Store,
+    secondary: Store,
+    checkpoints: Iterable[SourceCheckpoint],
+    *,
+    rpo_target: timedelta,
+    concurrency: int = 8,
+    progress: Callable[[SourceCheckpoint], Progress | None] | None = None,
+    retry: RetryPolicy | None = None,
+    dry_run: bool = False,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> ReplicationReport:
+    """Copy each checkpoint (newest step first) to the same prefix on the secondary.
+
+    A failure on one checkpoint does not stop the older ones; it is reported in `failed`
+    and with a not-complete lag record. `progress(checkpoint)` may return a Progress."""
+    report = ReplicationReport(dry_run=dry_run)
+    for ckpt in sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True):
+        try:
+            transfer = copy_prefix(
+                primary,
+                secondary,
+                ckpt.prefix,
+                ckpt.prefix,
+                concurrency=concurrency,
+                progress=progress(ckpt) if progress else None,
+                retry=retry,
+                dry_run=dry_run,
+            )
+        except TransferIncomplete as e:
+            report.transfers.append(e.report)
+            report.failed[ckpt.prefix] = str(e)
+            if e.report.source_written:
+                report.lags.append(
+                    LagRecord(ckpt.prefix, ckpt.step, e.report.source_written, clock(), rpo_target, False)
+                )
+            continue
+        except LifeboatError as e:
+            report.failed[ckpt.prefix] = f"{type(e).__name__}: {e}"
+            continue
+        report.transfers.append(transfer)
+        if transfer.markers and not dry_run and transfer.source_written:
+            report.lags.append(LagRecord(ckpt.prefix, ckpt.step, transfer.source_written, clock(), rpo_target))
+    return report
