@@ -70,6 +70,9 @@ class Signal(StrEnum):
 
 
 class _Strict(BaseModel):
+    """Unknown keys are errors. A cross-field rule names its field first ("field.path: why")
+    so the loader can point at the right YAML line."""
+
     model_config = ConfigDict(extra="forbid", use_enum_values=False, validate_default=True)
 
 
@@ -148,7 +151,7 @@ class Site(_Strict):
     @model_validator(mode="after")
     def _endpoint_only_for_s3(self) -> Site:
         if self.endpoint_url and not self.store.startswith("s3://"):
-            raise ValueError("endpoint_url applies to s3:// stores only")
+            raise ValueError("endpoint_url: applies to s3:// stores only")
         return self
 
 
@@ -178,9 +181,9 @@ class ResumeArg(_Strict):
     @model_validator(mode="after")
     def _exactly_one(self) -> ResumeArg:
         if bool(self.env) == bool(self.arg):
-            raise ValueError("give exactly one of env or arg")
+            raise ValueError("env: give exactly one of env or arg")
         if self.arg and "{checkpoint}" not in self.arg:
-            raise ValueError("arg must contain {checkpoint}")
+            raise ValueError("arg: must contain {checkpoint}")
         return self
 
 
@@ -202,7 +205,7 @@ class Job(_Strict):
     @model_validator(mode="after")
     def _task_or_command(self) -> Job:
         if not (self.task or self.command):
-            raise ValueError("give a SkyPilot `task` YAML or a local `command`")
+            raise ValueError("task: give a SkyPilot `task` YAML or a local `command`")
         return self
 
 
@@ -265,9 +268,9 @@ class Approval(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> Approval:
         if self.required and not self.approvers:
-            raise ValueError("approval is required but no approvers are listed")
+            raise ValueError("approvers: approval is required but no approvers are listed")
         if self.on_timeout is OnTimeout.escalate and not self.escalation:
-            raise ValueError("on_timeout is escalate but no escalation approvers are given")
+            raise ValueError("escalation: on_timeout is escalate but no escalation approvers are given")
         return self
 
 
@@ -290,9 +293,9 @@ class Detection(_Strict):
     @model_validator(mode="after")
     def _quorum_reachable(self) -> Detection:
         if len(set(self.signals)) != len(self.signals):
-            raise ValueError("a signal is listed twice")
+            raise ValueError("signals: a signal is listed twice")
         if self.quorum > len(self.signals):
-            raise ValueError(f"quorum {self.quorum} can never be reached with {len(self.signals)} signal(s)")
+            raise ValueError(f"quorum: {self.quorum} can never be reached with {len(self.signals)} signal(s)")
         return self
 
 
@@ -339,11 +342,13 @@ class Runbook(_Strict):
     @model_validator(mode="after")
     def _cross_field(self) -> Runbook:
         if self.primary.store.rstrip("/") == self.secondary.store.rstrip("/"):
-            raise ValueError("secondary.store is the primary's store: a replica must live elsewhere")
+            raise ValueError("secondary.store: same as primary.store; a replica must live elsewhere")
         if self.secondary.infra == "local" and not self.job.command:
-            raise ValueError("the local provider runs job.command, which is missing")
+            raise ValueError(
+                "job.command: the local provider (secondary.infra: local) runs job.command, which is missing"
+            )
         if self.secondary.infra != "local" and not self.job.task:
-            raise ValueError("a SkyPilot secondary needs job.task (the task YAML)")
+            raise ValueError("job.task: a SkyPilot secondary needs job.task (the task YAML)")
         return self
 
     @property
