@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from lifeboat.errors import LifeboatError
+from lifeboat.retention import StoredCheckpoint, plan_retention
 from lifeboat.transfer import Progress, RetryPolicy, TransferIncomplete, TransferReport, copy_prefix
 from providers.storage.base import Store
 
@@ -87,14 +88,6 @@ class LagLog:
         return [LagRecord.from_dict(json.loads(line)) for line in self.path.read_text().splitlines() if line]
 
 
-@dataclass(frozen=True)
-class SourceCheckpoint:
-    """A committed checkpoint on the primary, as discovered by its layout."""
-
-    prefix: str
-    step: int
-
-
 @dataclass
 class ReplicationReport:
     transfers: list[TransferReport] = field(default_factory=list)
@@ -114,11 +107,11 @@ class ReplicationReport:
 def replicate_checkpoints(
     primary: Store,
     secondary: Store,
-    checkpoints: Iterable[SourceCheckpoint],
+    checkpoints: Iterable[StoredCheckpoint],
     *,
     rpo_target: timedelta,
     concurrency: int = 8,
-    progress: Callable[[SourceCheckpoint], Progress | None] | None = None,
+    progress: Callable[[StoredCheckpoint], Progress | None] | None = None,
     retry: RetryPolicy | None = None,
     dry_run: bool = False,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -153,5 +146,76 @@ def replicate_checkpoints(
             continue
         report.transfers.append(transfer)
         if transfer.markers and not dry_run and transfer.source_written:
-            report.lags.append(LagRecord(ckpt.prefix, ckpt.step, transfer.source_written, clock(), rpo_target))
+            report.lags.append(
+                LagRecord(ckpt.prefix, ckpt.step, transfer.source_written, clock(), rpo_target)
+            )
     return report
+
+
+def open_sites(rb) -> tuple[Store, Store]:
+    """The runbook's primary and secondary stores (relative file:// resolved)."""
+    from providers.storage import open_store
+
+    return (
+        open_store(rb.store_uri(rb.primary.store), endpoint_url=rb.primary.endpoint_url),
+        open_store(rb.store_uri(rb.secondary.store), endpoint_url=rb.secondary.endpoint_url),
+    )
+
+
+def default_lag_log(rb) -> Path:
+    """`.lifeboat/<runbook name>/replication-lag.jsonl` under the working directory."""
+    return Path(".lifeboat") / rb.name / "replication-lag.jsonl"
+
+
+def committed_checkpoints(store: Store, layout: str = "auto") -> list[StoredCheckpoint]:
+    """Committed checkpoints in `store`, newest step first.
+
+    TODO(certify): delegate to lifeboat.certify's layout discovery once merged; until then
+    only Lifeboat-manifest checkpoints are recognised (step = trailing digits of the folder)."""
+    import re
+
+    from lifeboat.checkpoints.manifest import MANIFEST_NAME
+
+    found = []
+    for info in store.list():
+        folder, _, name = info.key.rpartition("/")
+        if name == MANIFEST_NAME and folder:
+            digits = re.search(r"(\d+)$", folder)
+            found.append(StoredCheckpoint(folder, int(digits.group(1)) if digits else 0))
+    return sorted(found, key=lambda c: (c.step, c.prefix), reverse=True)
+
+
+def newest_certified(store: Store, layout: str = "auto") -> str | None:
+    """Prefix of the newest checkpoint that certifies on `store`.
+
+    TODO(certify): delegate to lifeboat.certify once merged."""
+    found = committed_checkpoints(store, layout)
+    return found[0].prefix if found else None
+
+
+def retention_for(rb, secondary: Store, *, protect: Iterable[str] = (), dry_run: bool = False):
+    """Apply the runbook's retention to the secondary store, keeping the newest certified
+    checkpoint and every prefix in `protect` (checkpoints a running failover uses)."""
+    from lifeboat.retention import apply_retention
+
+    layout = rb.checkpoint.layout.value
+    protected = dict.fromkeys((p.strip("/") for p in protect), "protected: in use by a failover")
+    certified = newest_certified(secondary, layout)
+    if certified is not None:
+        protected[certified] = "newest certified checkpoint"
+    present = committed_checkpoints(secondary, layout)
+    verdicts = plan_retention(
+        present,
+        keep_last=rb.checkpoint.retention.keep_last,
+        keep_every=rb.checkpoint.retention.keep_every,
+        protected=protected,
+    )
+    return apply_retention(secondary, verdicts, dry_run=dry_run)
+
+
+def worth_replicating(rb, sources: Iterable[StoredCheckpoint]) -> list[StoredCheckpoint]:
+    """The primary's checkpoints that the secondary's retention would keep: copying one it
+    deletes straight after would only churn."""
+    retention = rb.checkpoint.retention
+    verdicts = plan_retention(sources, keep_last=retention.keep_last, keep_every=retention.keep_every)
+    return [v.checkpoint for v in verdicts if v.keep]
