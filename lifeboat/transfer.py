@@ -30,11 +30,14 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from lifeboat.crc32c import crc32c
+from lifeboat.crc32c import crc32c, crc32c_of
 from lifeboat.errors import LifeboatError, NotFound, ProviderUnavailable
 from providers.storage.base import ObjectInfo, Store, join
+
+if TYPE_CHECKING:
+    from lifeboat.checkpoints.manifest import Shard
 
 # Basenames whose presence declares a checkpoint complete: copied last, deleted first.
 COMMIT_MARKERS = frozenset(
@@ -167,19 +170,29 @@ def copy_prefix(
         info.key[len(dst_base) :]: info for info in retry.call(lambda: list(dst.list(dst_base)), count_retry)
     }
     report.source_written = max((i.updated for i in sources), default=None)
-    manifest_crcs = _manifest_crcs(src, src_base, sources, markers, retry)
+    manifest, broken = _manifest_shards(src, src_base, sources, markers, retry)
+    report.failed.update(broken)
+    listed = {info.key[len(src_base) :] for info in sources}
+    for rel in sorted(set(manifest) - listed):
+        report.failed[rel] = "named by the source's manifest but missing from the source"
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         # 1. plan
-        def plan(info: ObjectInfo) -> tuple[_Item, bool]:
+        def plan(info: ObjectInfo) -> tuple[_Item, bool] | None:
             rel = info.key[len(src_base) :]
-            expected = info.crc32c if info.crc32c is not None else manifest_crcs.get(rel)
-            if expected is None and src.capabilities.crc32c_in_head:
+            shard = manifest.get(rel)
+            expected = info.crc32c
+            if expected is None and shard is None and src.capabilities.crc32c_in_head:
                 expected = retry.call(lambda: src.head(info.key), count_retry).crc32c
-            item = _Item(rel, info, expected)
+            problem = _contradicts(info, expected, shard)
+            if problem:
+                with lock:
+                    report.failed[rel] = problem
+                return None
+            item = _Item(rel, info, shard.crc32c if shard else expected)
             return item, _same(dst, join(dst_prefix, rel), present.get(rel), item, retry, count_retry)
 
-        planned = list(pool.map(plan, sources))
+        planned = [p for p in pool.map(plan, sources) if p is not None]
         data = [i for i, same in planned if not same and _basename(i.rel) not in markers]
         # Any data change re-commits every marker; otherwise only markers that differ.
         commit = sorted(
@@ -304,6 +317,8 @@ def _check_landed(dst: Store, dst_key: str, info: ObjectInfo, item: _Item, crc: 
     landed = info.crc32c
     if landed is None and dst.capabilities.crc32c_in_head:
         landed = dst.head(dst_key).crc32c
+    if landed is None and crc is not None:  # unverifiable by metadata: never a silent pass
+        landed = crc32c_of(dst.read(dst_key))
     bad = info.size != item.src.size or (crc is not None and landed is not None and landed != crc)
     if bad:
         dst.delete(dst_key)
@@ -311,6 +326,17 @@ def _check_landed(dst: Store, dst_key: str, info: ObjectInfo, item: _Item, crc: 
             f"{dst_key}: destination holds {info.size} bytes CRC32C {_hex(landed)}, "
             f"source {item.src.size} bytes CRC32C {_hex(crc)}"
         )
+
+
+def _contradicts(info: ObjectInfo, crc: int | None, shard: Shard | None) -> str | None:
+    """Why the source object disagrees with its own manifest (a corrupt source), if it does."""
+    if shard is None:
+        return None
+    if info.size != shard.size:
+        return f"source holds {info.size} bytes, its manifest says {shard.size}: not replicated"
+    if crc is not None and crc != shard.crc32c:
+        return f"source CRC32C {crc:08x} differs from its manifest's {shard.crc32c:08x}: not replicated"
+    return None
 
 
 def _same(
@@ -328,16 +354,17 @@ def _same(
     return crc is not None and item.expected_crc is not None and crc == item.expected_crc
 
 
-def _manifest_crcs(
+def _manifest_shards(
     src: Store, base: str, sources: list[ObjectInfo], markers: frozenset[str], retry: RetryPolicy
-) -> dict[str, int]:
-    """Expected CRC32C per relative path from a Lifeboat manifest in the source, if any;
-    it spares a HEAD per object on stores whose list carries no checksum (S3)."""
+) -> tuple[dict[str, Shard], dict[str, str]]:
+    """Shards named by the Lifeboat manifests in the source (relative path -> Shard), and
+    manifests that cannot be read (relative path -> why). A manifest gives the expected
+    CRC32C without a HEAD per object on stores whose list carries none (S3), and lets the
+    copy refuse a source that contradicts its own manifest."""
     from lifeboat.checkpoints.manifest import MANIFEST_NAME, Manifest
 
-    if all(info.crc32c is not None for info in sources):
-        return {}
-    crcs: dict[str, int] = {}
+    shards: dict[str, Shard] = {}
+    broken: dict[str, str] = {}
     for info in sources:
         rel = info.key[len(base) :]
         if _basename(rel) != MANIFEST_NAME or MANIFEST_NAME not in markers:
@@ -345,11 +372,12 @@ def _manifest_crcs(
         try:
             body = b"".join(retry.call(lambda key=info.key: list(src.read(key))))
             manifest = Manifest.from_json(body, where=info.key)
-        except (LifeboatError, OSError):
-            continue  # an unreadable manifest is certify's business; we fall back to HEADs
+        except LifeboatError as e:
+            broken[rel] = f"{type(e).__name__}: {e}"
+            continue
         folder = rel[: -len(MANIFEST_NAME)]
-        crcs.update({folder + s.path: s.crc32c for s in manifest.shards})
-    return crcs
+        shards.update({folder + s.path: s for s in manifest.shards})
+    return shards, broken
 
 
 def _dir(prefix: str) -> str:

@@ -141,3 +141,22 @@ def faults():
 @pytest.fixture(name="write_checkpoint")
 def _write_checkpoint():
     return write_checkpoint
+
+
+RUNBOOK = """\
+name: trainer
+workload: finetuning
+targets: {rpo: 30m}
+primary: {infra: local, store: "file://primary"}
+secondary: {infra: local, store: "file://secondary", candidates: [{infra: local}]}
+job: {command: "python train.py"}
+checkpoint: {layout: manifest, cadence: 5m, retention: {keep_last: 2, keep_every: 100}}
+"""
+
+
+@pytest.fixture
+def runbook_file(tmp_path):
+    """A runbook whose primary and secondary are the `primary`/`secondary` fixtures' folders."""
+    path = tmp_path / "trainer.yaml"
+    path.write_text(RUNBOOK)
+    return path

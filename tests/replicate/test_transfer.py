@@ -219,3 +219,26 @@ def test_a_copier_sigkilled_mid_copy_is_finished_by_a_rerun_that_skips_landed_sh
     assert {k for _, k in rerun.calls}.isdisjoint(landed)
     assert len(report.skipped) == len(landed) and report.markers == [MANIFEST_NAME]
     assert_replica_matches(primary, secondary)
+
+
+def test_a_source_missing_a_shard_its_manifest_names_is_not_committed_on_the_replica(
+    primary, secondary, faults, write_checkpoint
+):
+    write_checkpoint(primary, CKPT, 100)
+    primary.delete(SHARDS[2])
+    with pytest.raises(TransferIncomplete) as raised:
+        copy_prefix(primary, secondary, CKPT, CKPT)
+    assert "missing from the source" in raised.value.report.failed["shard-002.bin"]
+    with pytest.raises(NotFound):
+        secondary.head(f"{CKPT}/{MANIFEST_NAME}")
+
+
+def test_dry_run_plans_the_copy_and_writes_nothing(primary, secondary, faults, write_checkpoint):
+    write_checkpoint(primary, CKPT, 100)
+    copy_prefix(primary, secondary, CKPT, CKPT)
+    primary.delete(f"{CKPT}/{MANIFEST_NAME}")
+    primary.put(SHARDS[0], b"new bytes")
+    write_checkpoint(primary, CKPT, 100, shards=0)
+    watched = faults.Proxy(secondary)
+    report = copy_prefix(primary, watched, CKPT, CKPT, dry_run=True)
+    assert report.planned == [MANIFEST_NAME, "shard-000.bin"] and watched.calls == []
