@@ -160,3 +160,46 @@ def runbook_file(tmp_path):
     path = tmp_path / "trainer.yaml"
     path.write_text(RUNBOOK)
     return path
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    from providers.storage.testing import moto_server
+
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def gcs_endpoint():
+    from providers.storage.testing import gcs_emulator
+
+    with gcs_emulator() as url:
+        yield url
+
+
+@pytest.fixture
+def make_store(request, tmp_path):
+    """`make_store("local" | "s3" | "gcs", endpoint_url=None)`: a fresh store (new bucket)."""
+    from itertools import count
+
+    n = count()
+
+    def make(backend: str, endpoint_url: str | None = None):
+        if backend == "local":
+            return LocalStore(tmp_path / f"{backend}{next(n)}")
+        if backend == "s3":
+            from providers.storage.s3 import S3Store
+            from providers.storage.testing import new_s3_bucket
+
+            url = request.getfixturevalue("s3_endpoint")
+            return S3Store(new_s3_bucket(url), "ckpt", endpoint_url=endpoint_url or url)
+        if backend == "gcs":
+            from providers.storage.gcs import GcsStore
+            from providers.storage.testing import new_gcs_bucket
+
+            url = request.getfixturevalue("gcs_endpoint")
+            return GcsStore(new_gcs_bucket(url), "ckpt", endpoint_url=url)
+        raise ValueError(backend)
+
+    return make
