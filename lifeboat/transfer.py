@@ -8,7 +8,8 @@
             marker, the marker is deleted first: the old replica stops being "complete".
 3. data     objects in parallel (bounded threads): server-side copy where the destination
             can (S3 CopyObject, GCS rewrite, local), otherwise streamed chunk by chunk with
-            CRC32C computed on the fly, never a whole object in memory.
+            CRC32C computed on the fly. Objects up to WHOLE_OBJECT_LIMIT (one S3 part) are
+            gathered and verified before one request; larger ones are never held whole.
 4. commit   commit markers (manifest, DCP `.metadata`, `latest` pointers) last, deepest
             first, and only when every data object verified: a half-copied checkpoint is
             never complete on the destination.
@@ -49,6 +50,10 @@ COMMIT_MARKERS = frozenset(
         "model.safetensors.index.json",  # HF index naming its shards
     }
 )
+
+# Objects up to this size are gathered (and verified) before the put; larger ones stream
+# chunk by chunk. Memory in flight stays under concurrency x max(this, the store's part size).
+WHOLE_OBJECT_LIMIT = 8 << 20
 
 T = TypeVar("T")
 
@@ -273,7 +278,12 @@ def _copy_object(
             return "server"
     seen = _Seen()
     try:
-        info = dst.put(dst_key, _verified(src.read(item.src.key), item, seen, progress))
+        chunks = _verified(src.read(item.src.key), item, seen, progress)
+        if item.src.size <= WHOLE_OBJECT_LIMIT:
+            # Small objects: verified in full before a byte is sent, then one request
+            # (S3 PutObject / GCS simple upload instead of a resumable session).
+            chunks = b"".join(chunks)
+        info = dst.put(dst_key, chunks)
         _check_landed(dst, dst_key, info, item, seen.crc)
     except BaseException:
         if progress and seen.size:

@@ -106,7 +106,8 @@ class ThrottlingStore(ProxyStore):
 def write_checkpoint(store, prefix: str, step: int, shards: int = 4, size: int = 3000) -> None:
     """A committed Lifeboat-manifest checkpoint: shards first, manifest last."""
     for i in range(shards):
-        body = bytes((step * 7 + i * 13 + j) % 251 for j in range(size))
+        pattern = bytes((step * 7 + i * 13 + j) % 251 for j in range(251))
+        body = (pattern * (size // 251 + 1))[:size]
         store.put(f"{prefix}/shard-{i:03d}.bin", body)
     commit_manifest(store, prefix, build_manifest(store, prefix, step))
 

@@ -75,3 +75,17 @@ def test_a_byte_flipped_between_s3_and_gcs_never_lands(make_store, write_checkpo
     with pytest.raises(NotFound):
         dst.head(f"{CKPT}/{MANIFEST_NAME}")
     assert dst.head(f"{CKPT}/shard-000.bin").crc32c == src.head(f"{CKPT}/shard-000.bin").crc32c
+
+
+def test_a_large_shard_streams_in_parts_and_a_corrupt_attempt_is_aborted_not_committed(
+    make_store, faults, write_checkpoint
+):
+    # 11 MB: above the whole-object limit, so it streams as a multipart upload (8 MB + 3 MB)
+    src, dst = make_store("local"), make_store("s3")
+    write_checkpoint(src, CKPT, 300, shards=1, size=11 << 20)
+    flaky = faults.Flipping(src, {f"{CKPT}/shard-000.bin"}, times=1)
+    seen = []
+    report = copy_prefix(flaky, dst, CKPT, CKPT, retry=RetryPolicy(base_delay=0, sleep=seen.append))
+    assert report.retries == 1 and report.markers == [MANIFEST_NAME]
+    assert dst.calls["AbortMultipartUpload"] == 1 and dst.calls["CompleteMultipartUpload"] == 1
+    assert dst.head(f"{CKPT}/shard-000.bin").crc32c == src.head(f"{CKPT}/shard-000.bin").crc32c

@@ -14,6 +14,14 @@ CKPT = "run/step-100"
 SHARDS = [f"{CKPT}/shard-{i:03d}.bin" for i in range(4)]
 
 
+@pytest.fixture(params=["whole", "streamed"])
+def object_path(request, monkeypatch):
+    """Run a test over both put paths: small objects gathered whole, large ones streamed."""
+    if request.param == "streamed":
+        monkeypatch.setattr("lifeboat.transfer.WHOLE_OBJECT_LIMIT", 0)
+    return request.param
+
+
 def body(store, key: str) -> bytes:
     return b"".join(store.read(key))
 
@@ -49,7 +57,7 @@ def test_within_one_store_kind_the_copy_is_server_side(primary, secondary, fault
 
 
 def test_a_copy_killed_after_two_shards_resumes_without_copying_them_again(
-    primary, secondary, no_sleep, faults, write_checkpoint
+    object_path, primary, secondary, no_sleep, faults, write_checkpoint
 ):
     write_checkpoint(primary, CKPT, 100)
 
@@ -72,7 +80,7 @@ def test_a_copy_killed_after_two_shards_resumes_without_copying_them_again(
 
 
 def test_throttled_writes_are_retried_until_every_object_lands(
-    primary, secondary, no_sleep, faults, write_checkpoint
+    object_path, primary, secondary, no_sleep, faults, write_checkpoint
 ):
     write_checkpoint(primary, CKPT, 100)
     throttled = faults.Throttling(secondary, every=2)
@@ -93,7 +101,7 @@ def test_a_destination_that_keeps_throttling_leaves_the_replica_uncommitted(
 
 
 def test_a_byte_flipped_in_transit_is_detected_and_copied_again(
-    primary, secondary, no_sleep, faults, write_checkpoint
+    object_path, primary, secondary, no_sleep, faults, write_checkpoint
 ):
     write_checkpoint(primary, CKPT, 100)
     flaky = faults.Flipping(primary, {SHARDS[1]}, times=1)
@@ -103,7 +111,7 @@ def test_a_byte_flipped_in_transit_is_detected_and_copied_again(
 
 
 def test_a_shard_corrupted_on_every_read_is_never_accepted(
-    primary, secondary, no_sleep, faults, write_checkpoint
+    object_path, primary, secondary, no_sleep, faults, write_checkpoint
 ):
     write_checkpoint(primary, CKPT, 100)
     flaky = faults.Flipping(primary, {SHARDS[2]}, times=100)
@@ -117,7 +125,7 @@ def test_a_shard_corrupted_on_every_read_is_never_accepted(
 
 
 def test_a_byte_flipped_on_the_way_into_the_destination_is_detected(
-    primary, secondary, no_sleep, faults, write_checkpoint
+    object_path, primary, secondary, no_sleep, faults, write_checkpoint
 ):
     write_checkpoint(primary, CKPT, 100)
 
@@ -127,7 +135,7 @@ def test_a_byte_flipped_on_the_way_into_the_destination_is_detected(
         def put(self, key, data, **kw):
             if key == SHARDS[0] and self.flips:
                 self.flips -= 1
-                data = b"".join(data)
+                data = data if isinstance(data, bytes) else b"".join(data)
                 data = bytes([data[0] ^ 0x80]) + data[1:]
             return super().put(key, data, **kw)
 
