@@ -20,9 +20,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-OBJECTS = int(os.environ.get("LIFEBOAT_BENCH_OBJECTS", "24"))
+OBJECTS = int(os.environ.get("LIFEBOAT_BENCH_OBJECTS", "48"))
 OBJECT_MB = int(os.environ.get("LIFEBOAT_BENCH_OBJECT_MB", "4"))
-RUNS = int(os.environ.get("LIFEBOAT_BENCH_RUNS", "3"))
+RUNS = int(os.environ.get("LIFEBOAT_BENCH_RUNS", "5"))
 CONCURRENCY = 8
 THROTTLE_RATE = 0.05
 
@@ -42,18 +42,27 @@ def _dataset(root: Path) -> Path:
     return ckpt
 
 
-def _race(contenders: dict, runs: int = RUNS) -> dict[str, float]:
-    """Median seconds per contender. Each contender is (prepare, run): `prepare()` (fresh
-    bucket, client built and connected) is not timed, `run(prepared)` is. Runs interleave
-    so drift on a shared machine hits every contender alike."""
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(runs):
-        for name, (prepare, run) in contenders.items():
-            prepared = prepare()
-            started = time.perf_counter()
-            run(prepared)
-            times[name].append(time.perf_counter() - started)
-    return {name: statistics.median(t) for name, t in times.items()}
+class _Race:
+    """Seconds per contender per run. Each contender is (prepare, run): `prepare()` (fresh
+    bucket, client built and connected) is not timed, `run(prepared)` is. Runs interleave,
+    and ratios are taken per run then the median, so drift on a shared machine cancels."""
+
+    def __init__(self, contenders: dict, runs: int = RUNS):
+        self.times: dict[str, list[float]] = {name: [] for name in contenders}
+        for _ in range(runs):
+            for name, (prepare, run) in contenders.items():
+                prepared = prepare()
+                started = time.perf_counter()
+                run(prepared)
+                self.times[name].append(time.perf_counter() - started)
+
+    def __getitem__(self, name: str) -> float:
+        return statistics.median(self.times[name])
+
+    def ratio(self, slow: str, fast: str) -> str:
+        """median of per-run time(slow)/time(fast), with the range."""
+        r = sorted(a / b for a, b in zip(self.times[slow], self.times[fast], strict=True))
+        return f"{statistics.median(r):.2f}x (runs {r[0]:.2f}-{r[-1]:.2f})"
 
 
 def main() -> None:
@@ -124,7 +133,7 @@ def main() -> None:
 
             # 1. streamed: local -> S3 (bytes through us, CRC32C on the fly and verified)
             engine(local)(new_store())  # warm-up: moto code paths, page cache
-            t = _race(
+            t = _Race(
                 {
                     "engine": (new_store, engine(local)),
                     "s5cmd": (lambda: new_s3_bucket(endpoint), s5cmd_cp(f"{ckpt}/*")),
@@ -133,13 +142,13 @@ def main() -> None:
             )
             print(f"upload local->s3   engine {mbps(t['engine']):7.1f} MB/s   s5cmd {mbps(t['s5cmd']):7.1f} MB/s"
                   f"   boto3 TransferManager {mbps(t['boto3']):7.1f} MB/s")  # fmt: skip
-            print(f"  ratio engine/s5cmd {t['s5cmd'] / t['engine']:.2f}x   engine/boto3 {t['boto3'] / t['engine']:.2f}x"
+            print(f"  ratio engine/s5cmd {t.ratio('s5cmd', 'engine')}   engine/boto3 {t.ratio('boto3', 'engine')}"
                   "   (target >= 0.9x)")  # fmt: skip
 
             # 2. server-side: S3 -> S3 on one endpoint (CopyObject, no bytes through us)
             src = new_store()
             engine(local)(src)
-            t = _race(
+            t = _Race(
                 {
                     "engine": (new_store, engine(src)),
                     "s5cmd": (
@@ -151,7 +160,7 @@ def main() -> None:
             print(
                 f"server-side s3->s3 engine {mbps(t['engine']):7.1f} MB/s   s5cmd {mbps(t['s5cmd']):7.1f} MB/s"
             )
-            print(f"  ratio engine/s5cmd {t['s5cmd'] / t['engine']:.2f}x   (target >= 0.9x)")
+            print(f"  ratio engine/s5cmd {t.ratio('s5cmd', 'engine')}   (target >= 0.9x)")
 
             # 3. throttling: the same upload through a loopback proxy, clean vs 5% 503 SlowDown
             with ThrottlingProxy(endpoint, seed=7) as proxy:
@@ -167,7 +176,7 @@ def main() -> None:
                     verified.append(_verify(local, dst))
 
                 engine(local)(new_store(proxy.url))  # warm-up through the proxy
-                t = _race(
+                t = _Race(
                     {
                         "clean": (lambda: new_store(proxy.url), engine(local)),
                         "throttled": (lambda: new_store(proxy.url), throttled),
@@ -176,7 +185,7 @@ def main() -> None:
             print(f"throttled upload: {refused[0]} of {requests[0]} requests answered 503 SlowDown"
                   f" ({refused[0] / max(1, requests[0]):.1%}); every object verified by HEAD CRC32C"
                   f" in {sum(verified)}/{len(verified)} runs")  # fmt: skip
-            print(f"  ratio throttled/clean wall time {t['throttled'] / t['clean']:.2f}x   (target <= 1.3x)")
+            print(f"  ratio throttled/clean wall time {t.ratio('throttled', 'clean')}   (target <= 1.3x)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
