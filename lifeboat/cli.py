@@ -17,6 +17,11 @@ COMMANDS = (
     "validate",
     "render",
     "schema",
+    "advise",
+    "approve",
+    "report",
+    "certify",
+    "manifest",
     "replicate",
 )
 

@@ -318,6 +318,80 @@ class Verify(_Strict):
     )
 
 
+class FailoverPolicy(_Strict):
+    """How the failover flow runs its steps."""
+
+    retries: int = Field(
+        2, ge=0, description="Retries of a step that failed on a retryable provider error (throttling, 5xx)."
+    )
+    retry_delay: Duration = Field(timedelta(seconds=10), description="Wait between retries of a step.")
+    step_timeout: Duration = Field(
+        timedelta(minutes=30), description="Longest any one step may run before the failover stops."
+    )
+    expected_ready: Duration = Field(
+        timedelta(minutes=15),
+        description="Typical time from approval to the first healthy step (provision, load); the approval card's expected RTO uses it.",
+    )
+
+
+class Cluster(_Strict):
+    """The cluster's own numbers, for `lifeboat advise`: checkpoint interval and DR budget."""
+
+    gpus: int = Field(ge=1, description="GPUs the job runs on (count).")
+    gpu_hour_usd: float = Field(gt=0, description="Price of one GPU-hour, US dollars.")
+    mtbf: Duration | None = Field(
+        None, description="Cluster mean time between job-stopping failures, e.g. 8h. Give this or gpu_mtbf."
+    )
+    gpu_mtbf: Duration | None = Field(
+        None, description="One GPU's mean time between failures, e.g. 50000h; the cluster's is this / gpus."
+    )
+    checkpoint_write: Duration = Field(
+        description="Time the job is blocked writing one checkpoint (C), e.g. 90s."
+    )
+    restart: Duration = Field(
+        timedelta(0), description="Failure to training again: reschedule, load the checkpoint, warm up (R)."
+    )
+    checkpoint_size_gb: float | None = Field(
+        None, gt=0, description="Size of one checkpoint, GB (10^9 bytes)."
+    )
+    storage_usd_per_gb_month: float | None = Field(
+        None, ge=0, description="Checkpoint storage price on the secondary, US dollars per GB-month."
+    )
+    transfer_usd_per_gb: float | None = Field(
+        None, ge=0, description="Cross-region/provider transfer (egress) price, US dollars per GB."
+    )
+    replication: Duration = Field(
+        timedelta(0), description="Time to copy one checkpoint to the secondary; adds to the RPO."
+    )
+    standby: Literal["cold", "warm", "hot"] = Field(
+        "cold",
+        description="Standby tier: cold (provision on demand), warm (a slice of GPUs reserved), hot (a running replica).",
+    )
+    standby_fraction: float | None = Field(
+        None,
+        ge=0,
+        description="Share of the cluster's GPUs held on standby; default cold 0, warm 0.1, hot 1.",
+    )
+    standby_gpu_hour_usd: float | None = Field(
+        None,
+        ge=0,
+        description="Price of one standby GPU-hour, US dollars (reserved or discounted); default gpu_hour_usd.",
+    )
+    provision: Duration | None = Field(
+        None, description="Time to get the GPUs running on the secondary at this tier; gives the RTO floor."
+    )
+
+    @model_validator(mode="after")
+    def _one_failure_rate(self) -> Cluster:
+        if (self.mtbf is None) == (self.gpu_mtbf is None):
+            raise ValueError("mtbf: give exactly one of mtbf (cluster) or gpu_mtbf (per GPU)")
+        if (self.mtbf or self.gpu_mtbf) <= timedelta(0):
+            raise ValueError("mtbf: must be more than 0")
+        if self.checkpoint_write <= timedelta(0):
+            raise ValueError("checkpoint_write: must be more than 0")
+        return self
+
+
 class Runbook(_Strict):
     """A protected job and how to fail it over."""
 
@@ -336,6 +410,13 @@ class Runbook(_Strict):
     approval: Approval = Field(default_factory=lambda: Approval(required=False))
     detection: Detection = Field(default_factory=Detection)
     verify: Verify = Field(default_factory=Verify)
+    failover: FailoverPolicy = Field(
+        default_factory=FailoverPolicy, description="Retries and timeouts of the failover's steps."
+    )
+    cluster: Cluster | None = Field(
+        None,
+        description="The cluster's own numbers (GPUs, failure rate, checkpoint costs, prices, standby) for `lifeboat advise`.",
+    )
 
     _path: Path | None = PrivateAttr(None)
 

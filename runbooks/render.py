@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
+from lifeboat.advise import advice_markdown
 from lifeboat.durations import format_duration as fd
 from runbooks.model import Runbook
 
@@ -30,6 +31,7 @@ def render_markdown(rb: Runbook, source: str) -> str:
         _resume(rb),
         _verify(rb),
         _record(rb, source),
+        advice_markdown(rb),
     ]
     return "\n\n".join(p.strip() for p in parts if p) + "\n"
 

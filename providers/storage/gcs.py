@@ -132,19 +132,16 @@ class GcsStore:
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         root = f"{self.prefix}/" if self.prefix else ""
-        pages = self._call(
-            "list",
-            None,
-            lambda: (
-                self._client()
-                .list_blobs(self.bucket_name, prefix=root + prefix, page_size=self.list_page_size)
-                .pages
-            ),
+        it = iter(
+            self._client()
+            .list_blobs(self.bucket_name, prefix=root + prefix, page_size=self.list_page_size)
+            .pages
         )
-        it = iter(pages)
         while True:  # every page; each page fetch is one API call, retried as such
             page = self._call("list", None, lambda: next(it, None))
             if page is None:
+                with self._lock:
+                    self.calls["list"] -= 1  # the iterator ended without a request
                 return
             blobs = sorted(page, key=lambda b: b.name)
             for blob in blobs:

@@ -1,0 +1,192 @@
+"""The approval gate inside a Prefect flow run: post the card, pause for a decision.
+
+`await_approval(runbook, card, chat)` is called from the failover flow's body. It pauses
+the run with `pause_flow_run(wait_for_input=ApprovalDecision)`, so the Prefect UI shows a
+resume form; Slack clicks (`/slack/actions`) and `lifeboat approve` resume it with the
+same model. Prefect fails a run whose pause times out even when the flow catches
+`FlowPauseTimeout`, so the policy never relies on that timeout: a timer thread follows the
+state machine in `lifeboat.approval`, posts the escalation, and at the final deadline
+resumes the run itself with the policy's decision. The pause timeout is only a backstop
+(`grace_s` later). The decision logic is in `lifeboat.approval`; this is glue.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import math
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from lifeboat.approval import ApprovalDecision, ApprovalProcess, Escalate, Via
+from lifeboat.errors import PreconditionFailed
+from providers.chat.base import ApprovalCard, CardRef, Chat, outcome_text
+
+log = logging.getLogger("lifeboat.approval")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _prefect_resume(run_id: str, run_input: dict) -> None:
+    from uuid import UUID
+
+    from prefect.flow_runs import resume_flow_run
+
+    resume_flow_run(UUID(run_id), run_input=run_input, _sync=True)
+
+
+class PolicyTimer:
+    """Runs the deadlines of one approval: escalate, then resume the run with the policy's
+    decision. Stopped as soon as anyone else decides."""
+
+    def __init__(
+        self,
+        process: ApprovalProcess,
+        run_id: str,
+        chat: Chat,
+        ref: CardRef,
+        *,
+        resume: Callable[[str, dict], None] = _prefect_resume,
+        clock: Callable[[], datetime] = _utcnow,
+        on_escalate: Callable[[Escalate], None] | None = None,
+    ):
+        self.process, self.run_id, self.chat, self.ref = process, run_id, chat, ref
+        self.resume, self.clock, self.on_escalate = resume, clock, on_escalate
+        self._stop = threading.Event()
+        # Prefect's settings (API URL) live in context variables: carry them into the thread.
+        ctx = contextvars.copy_context()
+        self._thread = threading.Thread(target=ctx.run, args=(self._run,), daemon=True, name="approval-timer")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            wait = (self.process.deadline - self.clock()).total_seconds()
+            if wait > 0 and self._stop.wait(min(wait, 1.0)):
+                return
+            action = self.process.tick(self.clock())
+            if isinstance(action, Escalate):
+                mentions = " ".join(f"<@{a}>" for a in action.approvers)
+                self.chat.post(
+                    self.ref.channel,
+                    f"Escalating: nobody approved yet. {mentions} please decide by "
+                    f"{action.until.isoformat(timespec='seconds')} (run {self.run_id}).",
+                    thread=self.ref,
+                )
+                if self.on_escalate:
+                    self.on_escalate(action)
+            elif isinstance(action, ApprovalDecision):
+                try:
+                    self.resume(self.run_id, action.model_dump(mode="json"))
+                except Exception as e:  # a person decided in the same second: theirs stands
+                    log.warning("policy could not resume run %s: %s", self.run_id, e)
+                return
+
+
+def await_approval(
+    runbook,
+    card: ApprovalCard,
+    chat: Chat,
+    *,
+    ledger=None,
+    clock: Callable[[], datetime] = _utcnow,
+    grace_s: float = 30,
+    poll_interval: int = 1,
+    resume: Callable[[str, dict], None] = _prefect_resume,
+) -> ApprovalDecision:
+    """Ask for approval and wait; returns the decision (the caller stops on a rejection).
+
+    Records `approval_requested` and `approval_granted` (or the rejection as a failure) in
+    `ledger` (an `RtoLedger`), the trail as its `approval` note and as a markdown artifact.
+    Must run inside a flow run (it pauses it)."""
+    from prefect.context import FlowRunContext
+    from prefect.flow_runs import pause_flow_run
+
+    ctx = FlowRunContext.get()
+    if ctx is None:
+        raise RuntimeError("await_approval pauses the current flow run: call it inside a flow")
+    run_id = str(ctx.flow_run.id)
+    process = ApprovalProcess.from_runbook(runbook.approval, clock())
+    if process.decided:  # approval not required
+        return _record(process, runbook, ledger, None, card, chat)
+
+    card.run_id = run_id
+    card.channel = card.channel or runbook.approval.channel
+    card.approvers = card.approvers or list(runbook.approval.approvers)
+    card.deadline = process.final_deadline
+    if ledger is not None:
+        ledger.mark("approval_requested", process.requested_at)
+    ref = chat.post_card(card)
+
+    decision = chat.answer(card)
+    if decision is None:
+        timer = PolicyTimer(
+            process,
+            run_id,
+            chat,
+            ref,
+            resume=resume,
+            clock=clock,
+            on_escalate=(lambda a: ledger.note("approval escalated to", ", ".join(a.approvers)))
+            if ledger
+            else None,
+        )
+        timeout = math.ceil((process.final_deadline - clock()).total_seconds() + grace_s)
+        timer.start()
+        try:
+            raw = pause_flow_run(
+                wait_for_input=ApprovalDecision, timeout=timeout, poll_interval=poll_interval, _sync=True
+            )
+        finally:
+            timer.stop()
+        decision = ApprovalDecision.model_validate(raw.model_dump(include=set(ApprovalDecision.model_fields)))
+    try:  # the timer thread has stopped: the process is ours alone again
+        process.decide(decision, clock())
+    except PreconditionFailed as e:  # not an approver: the safe reading is a rejection
+        process.decision = ApprovalDecision(
+            approved=False, reason=str(e), approver=decision.approver, via=decision.via
+        )
+    return _record(process, runbook, ledger, ref, card, chat)
+
+
+def _record(process: ApprovalProcess, runbook, ledger, ref: CardRef | None, card: ApprovalCard, chat: Chat):
+    decision = process.decision
+    at = process.trail[-1].at
+    if ref is not None and decision.via != Via.slack:  # /slack/actions already updated the card
+        try:
+            chat.update_card(ref, card, outcome_text(decision, at))
+        except Exception as e:  # the card is a courtesy; the decision stands
+            log.warning("could not update the approval card: %s", e)
+    if ledger is not None:
+        ledger.note(
+            "approval",
+            f"{'approved' if decision.approved else 'rejected'} by {decision.approver} "
+            f"via {decision.via}: {decision.reason}",
+        )
+        if decision.approved:
+            ledger.mark("approval_granted", at)
+        else:
+            ledger.fail(
+                "approval_granted",
+                f"rejected by {decision.approver} via {decision.via}: {decision.reason}",
+                outcome="aborted",
+            )
+    try:
+        from prefect.artifacts import create_markdown_artifact
+
+        create_markdown_artifact(
+            f"# Approval for {runbook.name}\n\n" + process.trail_markdown(),
+            key=f"approval-{runbook.name}",
+            description="Who was asked, who decided, when and why",
+        )
+    except Exception as e:  # artifacts are a record, never a reason to fail the gate
+        log.warning("could not record the approval artifact: %s", e)
+    return decision

@@ -1,0 +1,188 @@
+"""The approval gate as a small state machine: pure, clock injected, every step recorded.
+
+    requested ──(approvers' timeout)──► escalated ──(escalation timeout)──► policy default
+        │                                   │                                (on_timeout)
+        └──────── decided by a person ◄─────┘
+
+A run asks the runbook's approvers; if nobody answers within `approval.timeout` and the
+runbook names `escalation` approvers, they are asked too (the first approvers may still
+answer) until `escalation.timeout`; then `approval.on_timeout` decides: `abort` rejects,
+`proceed` approves, `escalate` (nothing left to escalate to) rejects. Each step keeps
+who, when and why. `ApprovalDecision` is also the Prefect `wait_for_input` model, so the
+UI form, the Slack buttons, `lifeboat approve` and the policy timer all resume a paused
+run with the same shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from lifeboat.durations import format_duration
+from lifeboat.errors import PreconditionFailed
+
+
+class Via(StrEnum):
+    ui = "ui"
+    slack = "slack"
+    cli = "cli"
+    policy = "policy"
+
+
+class ApprovalDecision(BaseModel):
+    """Approve or reject a failover. The Prefect UI renders this as the resume form."""
+
+    approved: bool = Field(
+        description="Approve: provision GPUs on the secondary and resume the job there. "
+        "Leave unticked to reject and stop the failover."
+    )
+    reason: str = Field(
+        min_length=1,
+        description="Why you decide so. Recorded in the ledger and shown on the Slack card.",
+    )
+    approver: str = Field("unknown", description="Who decides: your name or Slack user ID (U0123ABCD).")
+    via: Via = Field(Via.ui, description="Where the decision was made: ui, slack, cli or policy.")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing that happened at the gate."""
+
+    kind: str  # requested | escalated | timed_out | decided | refused
+    at: datetime
+    who: str  # approver(s) asked, the person who decided, or "policy"
+    why: str
+
+    def line(self) -> str:
+        return f"{self.at.isoformat(timespec='seconds')} {self.kind}: {self.who} — {self.why}"
+
+
+@dataclass(frozen=True)
+class Escalate:
+    """Action: ask these approvers too, until `until`."""
+
+    approvers: tuple[str, ...]
+    until: datetime
+
+
+@dataclass(frozen=True)
+class _Stage:
+    approvers: tuple[str, ...]
+    timeout: timedelta
+
+
+@dataclass
+class ApprovalProcess:
+    """One run's approval gate. Build with `from_runbook`; drive with `tick` and `decide`."""
+
+    stages: list[_Stage]
+    on_timeout: str  # abort | proceed | escalate
+    requested_at: datetime
+    required: bool = True
+    trail: list[Step] = field(default_factory=list)
+    decision: ApprovalDecision | None = None
+    _stage: int = 0
+
+    @classmethod
+    def from_runbook(cls, approval, requested_at: datetime) -> ApprovalProcess:
+        """`approval` is the runbook's `Approval` section."""
+        stages = [_Stage(tuple(approval.approvers), approval.timeout)]
+        if approval.escalation is not None:
+            stages.append(_Stage(tuple(approval.escalation.approvers), approval.escalation.timeout))
+        proc = cls(stages, str(approval.on_timeout), requested_at, required=approval.required)
+        if not approval.required:
+            proc._record("decided", requested_at, "policy", "approval not required by the runbook")
+            proc.decision = ApprovalDecision(
+                approved=True,
+                reason="approval not required by the runbook",
+                approver="policy",
+                via=Via.policy,
+            )
+        else:
+            asked = ", ".join(stages[0].approvers)
+            proc._record(
+                "requested", requested_at, asked, f"answer within {format_duration(stages[0].timeout)}"
+            )
+        return proc
+
+    @property
+    def asked(self) -> frozenset[str]:
+        """Who has been asked so far: the approvers of every stage reached."""
+        return frozenset(a for s in self.stages[: self._stage + 1] for a in s.approvers)
+
+    @property
+    def allowed(self) -> frozenset[str]:
+        """Who may decide: every approver the runbook names, escalation included (an
+        escalation approver may step in before being asked; `lifeboat serve` checks the
+        same list)."""
+        return frozenset(a for s in self.stages for a in s.approvers)
+
+    @property
+    def deadline(self) -> datetime:
+        """When the current stage runs out."""
+        return self.requested_at + sum((s.timeout for s in self.stages[: self._stage + 1]), timedelta(0))
+
+    @property
+    def final_deadline(self) -> datetime:
+        """When the policy default applies if nobody answers at all."""
+        return self.requested_at + sum((s.timeout for s in self.stages), timedelta(0))
+
+    @property
+    def decided(self) -> bool:
+        return self.decision is not None
+
+    def tick(self, now: datetime) -> Escalate | ApprovalDecision | None:
+        """What the deadline asks for at `now`: nothing yet, an escalation, or the policy's decision."""
+        if self.decided or now < self.deadline:
+            return None
+        waited = format_duration(self.stages[self._stage].timeout)
+        asked = ", ".join(self.stages[self._stage].approvers)
+        self._record("timed_out", now, asked, f"no answer within {waited}")
+        if self._stage + 1 < len(self.stages):
+            self._stage += 1
+            stage = self.stages[self._stage]
+            self._record(
+                "escalated",
+                now,
+                ", ".join(stage.approvers),
+                f"answer within {format_duration(stage.timeout)}",
+            )
+            return Escalate(stage.approvers, self.deadline)
+        approved = self.on_timeout == "proceed"
+        why = f"nobody answered by {self.deadline.isoformat(timespec='seconds')}: runbook on_timeout={self.on_timeout}"
+        if self.on_timeout == "escalate":
+            why += " with nobody left to escalate to, so abort"
+        return ApprovalDecision(approved=approved, reason=why, approver="policy", via=Via.policy)
+
+    def may_decide(self, user: str, via: Via | str) -> bool:
+        """Slack users must be on the allow-list; the UI and CLI are authenticated by Prefect."""
+        return Via(via) in (Via.ui, Via.cli, Via.policy) or user in self.allowed
+
+    def decide(self, decision: ApprovalDecision, now: datetime) -> ApprovalDecision:
+        """Record the decision. A second decision is refused (`PreconditionFailed`), as is a
+        Slack user not on the allow-list."""
+        if self.decided:
+            self._record("refused", now, decision.approver, f"already decided by {self.decision.approver}")
+            raise PreconditionFailed(
+                f"already {'approved' if self.decision.approved else 'rejected'} by {self.decision.approver}"
+            )
+        if not self.may_decide(decision.approver, decision.via):
+            self._record("refused", now, decision.approver, "not an approver for this runbook")
+            raise PreconditionFailed(f"{decision.approver} is not an approver for this runbook")
+        self.decision = decision
+        verdict = "approved" if decision.approved else "rejected"
+        self._record("decided", now, decision.approver, f"{verdict} via {decision.via}: {decision.reason}")
+        return decision
+
+    def _record(self, kind: str, at: datetime, who: str, why: str) -> None:
+        self.trail.append(Step(kind, at, who, why))
+
+    def trail_markdown(self) -> str:
+        rows = ["| when | step | who | why |", "|---|---|---|---|"]
+        rows += [
+            f"| {s.at.isoformat(timespec='seconds')} | {s.kind} | {s.who} | {s.why} |" for s in self.trail
+        ]
+        return "\n".join(rows) + "\n"

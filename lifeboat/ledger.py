@@ -1,0 +1,278 @@
+"""The RTO/RPO ledger: when each failover phase happened, and how it measured up.
+
+One `LedgerEntry` per failover run (or drill): milestone timestamps, the step start times
+the timeline needs, failures, and the targets it is judged against. RTO runs from the
+outage start to the first healthy step on the secondary; RPO from the resumed checkpoint's
+write time to the outage start. Either more than 20% over its target flags a root-cause
+analysis. `RtoLedger` records an entry as the flow goes; `LedgerFile` / `LedgerStore`
+keep entries durably as JSON lines (the last line per run wins).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from lifeboat.durations import format_duration
+from lifeboat.errors import ConfigError, NotFound
+
+# Milestones, in the order a failover normally reaches them.
+PHASES = (
+    "outage_start",
+    "detected",
+    "confirmed",
+    "fenced",
+    "certified",
+    "planned",
+    "prestaged",
+    "approval_requested",
+    "approval_granted",
+    "provisioned",
+    "checkpoint_loaded",
+    "first_step",
+    "parity_passed",
+)
+
+# Timeline steps: (label, end milestone, milestone it starts after unless `begin()` said otherwise).
+STEPS = (
+    ("detect", "detected", "outage_start"),
+    ("confirm", "confirmed", "detected"),
+    ("fence", "fenced", "confirmed"),
+    ("certify", "certified", "fenced"),
+    ("plan", "planned", "fenced"),
+    ("prestage", "prestaged", "fenced"),
+    ("approval", "approval_granted", "approval_requested"),
+    ("provision", "provisioned", "approval_granted"),
+    ("load checkpoint", "checkpoint_loaded", "provisioned"),
+    ("first step", "first_step", "checkpoint_loaded"),
+    ("loss parity", "parity_passed", "first_step"),
+)
+
+RCA_THRESHOLD = 1.2  # more than 20% over a target calls for a root-cause analysis
+
+DEFAULT_LEDGER = Path(".lifeboat/ledger.jsonl")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Failure(BaseModel):
+    phase: str = Field(description="The milestone the run was heading for when it failed.")
+    at: datetime
+    error: str = Field(description="One line: the error type and message.")
+
+
+class LedgerEntry(BaseModel):
+    """One failover (or drill) as measured."""
+
+    runbook: str
+    run_id: str
+    drill: bool = Field(False, description="A rehearsal, not a real outage.")
+    rto_target: timedelta
+    rpo_target: timedelta
+    phases: dict[str, datetime] = Field(default_factory=dict, description="Milestone -> when reached.")
+    began: dict[str, datetime] = Field(
+        default_factory=dict, description="Milestone -> when the step that reaches it started."
+    )
+    checkpoint: str | None = Field(None, description="URI of the checkpoint the secondary resumed from.")
+    checkpoint_written_at: datetime | None = Field(None, description="Write time of that checkpoint.")
+    failures: list[Failure] = Field(default_factory=list)
+    outcome: str = Field("in-progress", description="in-progress, completed, failed or aborted.")
+    notes: dict[str, str] = Field(default_factory=dict, description="Who approved, which plan, etc.")
+
+    @property
+    def rto(self) -> timedelta | None:
+        """Outage start to the first healthy step on the secondary."""
+        start, end = self.phases.get("outage_start"), self.phases.get("first_step")
+        return end - start if start and end else None
+
+    @property
+    def rpo(self) -> timedelta | None:
+        """Work lost: outage start minus the resumed checkpoint's write time."""
+        start = self.phases.get("outage_start")
+        if start is None or self.checkpoint_written_at is None:
+            return None
+        return max(timedelta(0), start - self.checkpoint_written_at)
+
+    @property
+    def rto_ratio(self) -> float | None:
+        return _ratio(self.rto, self.rto_target)
+
+    @property
+    def rpo_ratio(self) -> float | None:
+        return _ratio(self.rpo, self.rpo_target)
+
+    @property
+    def rca_reasons(self) -> list[str]:
+        """Why this run needs a root-cause analysis (empty: it does not)."""
+        reasons = []
+        for name, value, target, ratio in (
+            ("RTO", self.rto, self.rto_target, self.rto_ratio),
+            ("RPO", self.rpo, self.rpo_target, self.rpo_ratio),
+        ):
+            if ratio is not None and ratio > RCA_THRESHOLD:
+                reasons.append(
+                    f"{name} {format_duration(value)} is {ratio - 1:.0%} over its target {format_duration(target)}"
+                )
+        reasons += [f"failed at {f.phase}: {f.error}" for f in self.failures]
+        return reasons
+
+    @property
+    def needs_rca(self) -> bool:
+        return bool(self.rca_reasons)
+
+    def span(self, end_phase: str) -> tuple[datetime, datetime] | None:
+        """(start, end) of the step that reaches `end_phase`, for the timeline."""
+        for _, end, after in STEPS:
+            if end == end_phase:
+                stop = self.phases.get(end)
+                start = self.began.get(end) or self.phases.get(after)
+                return (start, stop) if start and stop else None
+        return None
+
+
+def _ratio(value: timedelta | None, target: timedelta) -> float | None:
+    if value is None:
+        return None
+    if target <= timedelta(0):
+        return float("inf") if value > timedelta(0) else 1.0
+    return value / target
+
+
+class RtoLedger:
+    """Records one run's entry as the flow goes; `sink.append(entry)` after each change."""
+
+    def __init__(
+        self,
+        runbook: str,
+        run_id: str,
+        *,
+        rto_target: timedelta,
+        rpo_target: timedelta,
+        drill: bool = False,
+        sink: LedgerFile | LedgerStore | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+    ):
+        self.entry = LedgerEntry(
+            runbook=runbook, run_id=run_id, drill=drill, rto_target=rto_target, rpo_target=rpo_target
+        )
+        self.sink, self.clock = sink, clock
+
+    @classmethod
+    def for_runbook(cls, rb, run_id: str, **kw) -> RtoLedger:
+        return cls(rb.name, run_id, rto_target=rb.rto_target, rpo_target=rb.rpo_target, **kw)
+
+    def begin(self, phase: str, at: datetime | None = None) -> None:
+        """The step that will reach `phase` starts now (for steps that run concurrently)."""
+        self._check(phase)
+        self.entry.began.setdefault(phase, at or self.clock())
+        self._save()
+
+    def mark(self, phase: str, at: datetime | None = None) -> datetime:
+        """`phase` reached now (or at `at`). Re-marking keeps the first time (idempotent re-runs)."""
+        self._check(phase)
+        when = self.entry.phases.setdefault(phase, at or self.clock())
+        self._save()
+        return when
+
+    def checkpoint(self, uri: str, written_at: datetime) -> None:
+        self.entry.checkpoint, self.entry.checkpoint_written_at = uri, written_at
+        self._save()
+
+    def note(self, key: str, value: str) -> None:
+        self.entry.notes[key] = value
+        self._save()
+
+    def fail(self, phase: str, error: BaseException | str, outcome: str = "failed") -> None:
+        text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        self.entry.failures.append(Failure(phase=phase, at=self.clock(), error=text.splitlines()[0]))
+        self.entry.outcome = outcome
+        self._save()
+
+    def finish(self, outcome: str = "completed") -> LedgerEntry:
+        self.entry.outcome = outcome
+        self._save()
+        return self.entry
+
+    @staticmethod
+    def _check(phase: str) -> None:
+        if phase not in PHASES:
+            raise ValueError(f"unknown ledger phase {phase!r}; phases are {', '.join(PHASES)}")
+
+    def _save(self) -> None:
+        if self.sink is not None:
+            self.sink.append(self.entry)
+
+
+def latest_per_run(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
+    """The last snapshot of each run, oldest run first."""
+    last: dict[str, LedgerEntry] = {}
+    for e in entries:
+        last.pop(e.run_id, None)
+        last[e.run_id] = e
+    return sorted(
+        last.values(), key=lambda e: e.phases.get("outage_start") or datetime.max.replace(tzinfo=UTC)
+    )
+
+
+class LedgerFile:
+    """JSON lines on local disk: append-only, one line per snapshot, fsynced."""
+
+    def __init__(self, path: str | Path = DEFAULT_LEDGER):
+        self.path = Path(path)
+
+    def append(self, entry: LedgerEntry) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = entry.model_dump_json() + "\n"
+        with open(self.path, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)  # several flows may share one ledger
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def read(self, runbook: str | None = None) -> list[LedgerEntry]:
+        try:
+            lines = self.path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        return latest_per_run(_parse(lines, str(self.path), runbook))
+
+
+class LedgerStore:
+    """Entries in a checkpoint store, one object per run (object stores cannot append)."""
+
+    def __init__(self, store, prefix: str = "_lifeboat/ledger"):
+        self.store, self.prefix = store, prefix.rstrip("/")
+
+    def append(self, entry: LedgerEntry) -> None:
+        key = f"{self.prefix}/{entry.runbook}/{entry.run_id}.json"
+        self.store.put(key, entry.model_dump_json().encode() + b"\n")
+
+    def read(self, runbook: str | None = None) -> list[LedgerEntry]:
+        prefix = f"{self.prefix}/{runbook}/" if runbook else f"{self.prefix}/"
+        lines = []
+        for info in self.store.list(prefix):
+            try:
+                lines += b"".join(self.store.read(info.key)).decode().splitlines()
+            except NotFound:
+                continue
+        return latest_per_run(_parse(lines, self.store.uri, runbook))
+
+
+def _parse(lines: list[str], where: str, runbook: str | None) -> Iterator[LedgerEntry]:
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = LedgerEntry.model_validate(json.loads(line))
+        except ValueError as e:
+            raise ConfigError(f"{where}:{n}: not a ledger entry: {str(e).splitlines()[0]}") from None
+        if runbook is None or entry.runbook == runbook:
+            yield entry

@@ -1,0 +1,167 @@
+"""Ledger renderings: a Gantt PNG of one run, and markdown/table rows for Prefect artifacts.
+
+Plain functions returning strings and lists of dicts; the flow passes them to
+`create_markdown_artifact` / `create_table_artifact`. matplotlib is imported lazily (Agg),
+so a worker that never draws never pays for it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from lifeboat.durations import format_duration
+from lifeboat.ledger import PHASES, RCA_THRESHOLD, STEPS, LedgerEntry
+
+
+def _fmt(td: timedelta | None) -> str:
+    return format_duration(td) if td is not None else "—"
+
+
+def _ratio(r: float | None) -> str:
+    return "—" if r is None else f"{r:.2f}×"
+
+
+def _verdict(ratio: float | None) -> str:
+    if ratio is None:
+        return "not measured"
+    if ratio > RCA_THRESHOLD:
+        return "RCA required"
+    return "met" if ratio <= 1 else "over target"
+
+
+def _offset(entry: LedgerEntry, at: datetime | None) -> str:
+    start = entry.phases.get("outage_start")
+    if at is None:
+        return "—"
+    return f"+{format_duration(at - start)}" if start else at.isoformat(timespec="seconds")
+
+
+def phase_rows(entry: LedgerEntry) -> list[dict[str, str]]:
+    """One row per milestone reached: for `create_table_artifact`."""
+    rows = [
+        {
+            "phase": p,
+            "at": entry.phases[p].isoformat(timespec="seconds"),
+            "since outage": _offset(entry, entry.phases[p]),
+        }
+        for p in PHASES
+        if p in entry.phases
+    ]
+    rows += [
+        {
+            "phase": f"FAILED before {f.phase}",
+            "at": f.at.isoformat(timespec="seconds"),
+            "since outage": f.error,
+        }
+        for f in entry.failures
+    ]
+    return rows
+
+
+def history_rows(entries: list[LedgerEntry]) -> list[dict[str, str]]:
+    """One row per run: the `lifeboat report` table and the history artifact."""
+    return [
+        {
+            "run": e.run_id,
+            "kind": "drill" if e.drill else "failover",
+            "outage start": (
+                e.phases["outage_start"].isoformat(timespec="seconds") if "outage_start" in e.phases else "—"
+            ),
+            "outcome": e.outcome,
+            "RTO": _fmt(e.rto),
+            "RTO/target": _ratio(e.rto_ratio),
+            "RPO": _fmt(e.rpo),
+            "RPO/target": _ratio(e.rpo_ratio),
+            "RCA": "yes" if e.needs_rca else "no",
+        }
+        for e in entries
+    ]
+
+
+def entry_markdown(entry: LedgerEntry) -> str:
+    """The run's summary: targets, verdicts, milestones, failures, RCA reasons."""
+    kind = "Drill" if entry.drill else "Failover"
+    lines = [
+        f"# {kind} `{entry.runbook}` — run `{entry.run_id}`: {entry.outcome}",
+        "",
+        "| | measured | target | ratio | verdict |",
+        "|---|---|---|---|---|",
+        f"| RTO | {_fmt(entry.rto)} | {_fmt(entry.rto_target)} | {_ratio(entry.rto_ratio)} | {_verdict(entry.rto_ratio)} |",
+        f"| RPO | {_fmt(entry.rpo)} | {_fmt(entry.rpo_target)} | {_ratio(entry.rpo_ratio)} | {_verdict(entry.rpo_ratio)} |",
+        "",
+    ]
+    if entry.checkpoint:
+        lines += [f"Resumed from `{entry.checkpoint}`.", ""]
+    lines += ["| phase | at | since outage |", "|---|---|---|"]
+    lines += [f"| {r['phase']} | {r['at']} | {r['since outage']} |" for r in phase_rows(entry)]
+    if entry.notes:
+        lines += ["", *[f"- **{k}**: {v}" for k, v in sorted(entry.notes.items())]]
+    if entry.needs_rca:
+        lines += ["", "## Root-cause analysis required", "", *[f"- {r}" for r in entry.rca_reasons]]
+    return "\n".join(lines) + "\n"
+
+
+def history_markdown(entries: list[LedgerEntry]) -> str:
+    rows = history_rows(entries)
+    if not rows:
+        return "No failovers or drills recorded yet.\n"
+    head = list(rows[0])
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(r[h] for h in head) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
+    """Draw the run's steps as a Gantt chart (seconds since the outage) into a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    origin = entry.phases.get("outage_start") or min(entry.phases.values(), default=None)
+    if origin is None:
+        raise ValueError(f"run {entry.run_id} has no recorded phase to draw")
+    bars = [(label, entry.span(end)) for label, end, _ in STEPS]
+    bars = [(label, span) for label, span in bars if span]
+    for f in entry.failures:  # the step that failed, up to the failure
+        for label, end, after in STEPS:
+            start = entry.began.get(end) or entry.phases.get(after)
+            if end == f.phase and start:
+                bars.append((f"{label} (failed)", (start, f.at)))
+
+    fig, ax = plt.subplots(figsize=(10, 0.45 * max(len(bars), 3) + 1.6), dpi=110)
+    for row, (label, (start, stop)) in enumerate(bars):
+        left = (start - origin).total_seconds()
+        width = max((stop - start).total_seconds(), 0.0)
+        color = "#d62728" if label.endswith("(failed)") else ("#ff7f0e" if label == "approval" else "#1f77b4")
+        ax.barh(row, width or 0.001, left=left, color=color, height=0.6)
+        ax.text(left + width, row, f" {format_duration(stop - start)}", va="center", fontsize=8)
+    ax.set_yticks(range(len(bars)), [b[0] for b in bars])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since outage start")
+    for name, value, style in (("RTO target", entry.rto_target, "--"), ("RTO", entry.rto, "-")):
+        if value is not None:
+            ax.axvline(value.total_seconds(), color="#2ca02c" if name == "RTO" else "#7f7f7f", ls=style, lw=1)
+            ax.annotate(
+                name,
+                (value.total_seconds(), 1.0),
+                xycoords=("data", "axes fraction"),
+                fontsize=8,
+                ha="center",
+                va="bottom",
+            )
+    kind = "drill" if entry.drill else "failover"
+    ax.set_title(
+        f"{entry.runbook} {kind} {entry.run_id}: RTO {_fmt(entry.rto)} (target {_fmt(entry.rto_target)}), "
+        f"RPO {_fmt(entry.rpo)} (target {_fmt(entry.rpo_target)})",
+        fontsize=9,
+        pad=14,
+    )
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+    return out

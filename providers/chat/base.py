@@ -1,0 +1,97 @@
+"""The chat interface: post the approval card, update it with the outcome, talk to people.
+
+The card is plain data (`ApprovalCard`); each backend renders it its own way (Block Kit,
+console text). Backends raise `ProviderUnavailable` for retryable failures (rate limits,
+5xx, connection refused) and `ConfigError` for a bad token or an unknown channel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from lifeboat.durations import format_duration
+
+if TYPE_CHECKING:
+    from lifeboat.approval import ApprovalDecision
+
+APPROVE_ACTION = "lifeboat_approve"
+REJECT_ACTION = "lifeboat_reject"
+
+
+@dataclass
+class ApprovalCard:
+    """Everything an approver needs to decide, gathered by the failover flow."""
+
+    runbook: str
+    run_id: str  # the Prefect flow run to resume
+    channel: str | None = None  # Slack channel ID; the console ignores it
+    evidence: list[str] = field(default_factory=list)  # the signals that confirmed the outage
+    checkpoint: str | None = None  # certified checkpoint URI on the secondary
+    rpo: timedelta | None = None  # outage start minus that checkpoint's write time
+    rpo_target: timedelta | None = None
+    plan: str | None = None  # e.g. "gcp/us-central1 a3-highgpu-8g 8x H100 (spot: no)"
+    cost_per_hour: float | None = None  # USD/h of the plan
+    prestage: list[str] = field(default_factory=list)  # readiness lines: "image …: ready"
+    expected_rto: timedelta | None = None
+    rto_target: timedelta | None = None
+    approvers: list[str] = field(default_factory=list)
+    deadline: datetime | None = None  # when the policy default applies
+    run_url: str | None = None  # link to the run in the Prefect UI
+
+    def facts(self) -> list[tuple[str, str]]:
+        """(label, value) lines shared by every rendering."""
+
+        def vs(value: timedelta | None, target: timedelta | None) -> str:
+            text = format_duration(value) if value is not None else "unknown"
+            return f"{text} (target {format_duration(target)})" if target is not None else text
+
+        cost = f" — ${self.cost_per_hour:,.2f}/h" if self.cost_per_hour is not None else ""
+        return [
+            ("Outage evidence", "; ".join(self.evidence) or "none recorded"),
+            ("Certified checkpoint", self.checkpoint or "none certified"),
+            ("RPO", vs(self.rpo, self.rpo_target)),
+            ("Plan", (self.plan or "not planned yet") + cost),
+            ("Prestage", "; ".join(self.prestage) or "nothing to prestage"),
+            ("Expected RTO", vs(self.expected_rto, self.rto_target)),
+            ("Deadline", self.deadline.isoformat(timespec="seconds") if self.deadline else "none"),
+        ]
+
+
+@dataclass(frozen=True)
+class CardRef:
+    """Where a posted card lives, to update it later."""
+
+    channel: str
+    ts: str  # Slack message timestamp; the console uses a counter
+
+
+def outcome_text(decision: ApprovalDecision, at: datetime) -> str:
+    verdict = "Approved" if decision.approved else "Rejected"
+    who = "policy" if decision.via == "policy" else decision.approver
+    return f"{verdict} by {who} via {decision.via} at {at.isoformat(timespec='seconds')}: {decision.reason}"
+
+
+@runtime_checkable
+class Chat(Protocol):
+    def post_card(self, card: ApprovalCard) -> CardRef:
+        """Post the card with Approve/Reject buttons to `card.channel`."""
+        ...
+
+    def update_card(self, ref: CardRef, card: ApprovalCard, outcome: str) -> None:
+        """Replace the buttons with the outcome (who, when, why)."""
+        ...
+
+    def post(self, channel: str, text: str, thread: CardRef | None = None) -> None:
+        """A plain message, e.g. the escalation notice, optionally in the card's thread."""
+        ...
+
+    def ephemeral(self, channel: str, user: str, text: str) -> None:
+        """A message only `user` sees, e.g. a refusal."""
+        ...
+
+    def answer(self, card: ApprovalCard) -> ApprovalDecision | None:
+        """A decision the backend can give at once (console auto-approve or prompt),
+        or None: wait for a person in the UI, in Slack or at `lifeboat approve`."""
+        ...

@@ -1,0 +1,166 @@
+"""`POST /slack/actions`: Slack interactivity for the approval card, served by `lifeboat serve`.
+
+Order of checks, each refusal changing nothing: the request signature and its 5-minute
+window (`SignatureVerifier`), then our own action ids, then the channel, then the
+approver allow-list, then one decision per run. The endpoint answers at once (Slack wants
+an ack within 3 s) and resumes the paused Prefect run in a background task with an
+`ApprovalDecision`, then replaces the buttons with who decided and when. A second click,
+a Slack retry or a click after the run stopped waiting changes nothing; people who may
+not decide get an ephemeral refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs
+
+from pydantic import BaseModel, Field, SecretStr
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from lifeboat.approval import ApprovalDecision, Via
+from providers.chat.base import APPROVE_ACTION, REJECT_ACTION, CardRef, outcome_text
+from providers.chat.slack import SlackChat, decided_blocks
+
+log = logging.getLogger("lifeboat.slack")
+
+Resume = Callable[[str, dict[str, Any]], None]
+
+
+class SlackSettings(BaseModel):
+    """What `/slack/actions` needs. Build from the protected runbooks with `from_runbooks`."""
+
+    signing_secret: SecretStr = Field(description="Slack app signing secret (never logged).")
+    bot_token: SecretStr = Field(description="Bot token (xoxb-…) to update cards and send refusals.")
+    base_url: str | None = Field(None, description="Slack Web API base URL; only tests change it.")
+    approvers: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Runbook name -> Slack user IDs allowed to decide (escalation included).",
+    )
+    channels: dict[str, str] = Field(
+        default_factory=dict, description="Runbook name -> the channel its card is posted in."
+    )
+
+    @classmethod
+    def from_runbooks(cls, runbooks, **kw) -> SlackSettings:
+        approvers, channels = {}, {}
+        for rb in runbooks:
+            a = rb.approval
+            approvers[rb.name] = [*a.approvers, *(a.escalation.approvers if a.escalation else [])]
+            if a.channel:
+                channels[rb.name] = a.channel
+        return cls(approvers=approvers, channels=channels, **kw)
+
+
+def _prefect_resume(run_id: str, run_input: dict[str, Any]) -> None:
+    from uuid import UUID
+
+    from prefect.flow_runs import resume_flow_run
+
+    resume_flow_run(UUID(run_id), run_input=run_input)
+
+
+class SlackActions:
+    """The endpoint's state: decided runs, by run id (idempotency within this process;
+    across restarts Prefect itself refuses to resume a run that is no longer paused)."""
+
+    def __init__(
+        self,
+        settings: SlackSettings,
+        *,
+        resume: Resume | None = None,
+        chat: SlackChat | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ):
+        from slack_sdk.signature import SignatureVerifier
+
+        self.settings = settings
+        self.verifier = SignatureVerifier(settings.signing_secret.get_secret_value())
+        self.resume = resume or _prefect_resume
+        self.chat = chat or SlackChat(settings.bot_token, base_url=settings.base_url)
+        self.clock = clock
+        self._lock = threading.Lock()
+        self.decided: dict[str, str] = {}  # run id -> outcome line
+
+    async def handle(self, request: Request) -> Response:
+        body = await request.body()
+        if not self.verifier.is_valid(
+            body,
+            request.headers.get("x-slack-request-timestamp", ""),
+            request.headers.get("x-slack-signature", ""),
+        ):
+            log.warning("refused a Slack request with a bad signature or an old timestamp")
+            return Response("invalid signature", status_code=401)
+        try:
+            payload = json.loads(parse_qs(body.decode())["payload"][0])
+            action = payload["actions"][0]
+            value = json.loads(action.get("value") or "{}")
+            run_id, runbook = value["run_id"], value["runbook"]
+            user = payload["user"]["id"]
+            channel = (payload.get("channel") or {}).get("id") or payload["container"]["channel_id"]
+        except (KeyError, IndexError, ValueError, TypeError):
+            return Response("not a Lifeboat action", status_code=400)
+        if action.get("action_id") not in (APPROVE_ACTION, REJECT_ACTION):
+            return Response(status_code=200)
+        refuse = self._refusal(
+            runbook, channel, user, retry=bool(request.headers.get("x-slack-retry-num")), run_id=run_id
+        )
+        if refuse is not None:
+            task = BackgroundTask(self.chat.ephemeral, channel, user, refuse) if refuse else None
+            return Response(status_code=200, background=task)
+        decision = ApprovalDecision(
+            approved=action["action_id"] == APPROVE_ACTION,
+            reason=f"{'approved' if action['action_id'] == APPROVE_ACTION else 'rejected'} in Slack",
+            approver=user,
+            via=Via.slack,
+        )
+        ref = CardRef(channel, (payload.get("message") or {}).get("ts") or payload["container"]["message_ts"])
+        blocks = (payload.get("message") or {}).get("blocks") or []
+        return Response(
+            status_code=200, background=BackgroundTask(self._decide, run_id, decision, ref, blocks)
+        )
+
+    def _refusal(self, runbook: str, channel: str, user: str, *, retry: bool, run_id: str) -> str | None:
+        """None to go ahead; "" to drop silently (a Slack retry); else the ephemeral refusal."""
+        expected = self.settings.channels.get(runbook)
+        if runbook not in self.settings.approvers:
+            return f"Lifeboat does not protect a job named {runbook!r} here."
+        if expected and channel != expected:
+            return f"Approvals for {runbook} are taken in <#{expected}> only."
+        if user not in self.settings.approvers[runbook]:
+            return f"You are not on the approver list for {runbook}; nothing was changed."
+        with self._lock:
+            if run_id in self.decided:
+                return "" if retry else f"Already decided: {self.decided[run_id]}"
+            self.decided[run_id] = "in progress"
+        return None
+
+    def _decide(self, run_id: str, decision: ApprovalDecision, ref: CardRef, blocks: list[dict]) -> None:
+        try:
+            self.resume(run_id, decision.model_dump(mode="json"))
+        except Exception as e:  # the run is no longer paused, or Prefect is down
+            log.warning("could not resume run %s: %s", run_id, e)
+            with self._lock:
+                if type(e).__name__ == "NotPausedError":
+                    self.decided[run_id] = "the run is no longer waiting for approval"
+                else:
+                    self.decided.pop(run_id, None)  # let a person try again
+            self.chat.ephemeral(ref.channel, decision.approver, f"Nothing changed: {e}")
+            return
+        outcome = outcome_text(decision, self.clock())
+        with self._lock:
+            self.decided[run_id] = outcome
+        self.chat.update_blocks(ref, decided_blocks(blocks, outcome), text=outcome)
+
+
+def slack_routes(settings: SlackSettings, **kw) -> list[Route]:
+    """The routes `lifeboat serve` mounts: `POST /slack/actions`."""
+    actions = SlackActions(settings, **kw)
+    return [Route("/slack/actions", actions.handle, methods=["POST"])]

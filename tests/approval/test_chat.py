@@ -1,0 +1,95 @@
+import io
+import json
+
+import pytest
+from pydantic import SecretStr
+
+from lifeboat.errors import ConfigError, ProviderUnavailable
+from providers.chat import Chat
+from providers.chat.console import ConsoleChat
+from providers.chat.slack import SlackChat, SlackConfig, card_blocks
+
+from .conftest import make_card
+
+
+def test_slack_card_shows_evidence_checkpoint_rpo_plan_cost_prestage_and_rto(slack_stub):
+    chat = SlackConfig(bot_token=SecretStr("xoxb-test"), base_url=slack_stub.base_url).build()
+    ref = chat.post_card(make_card())
+    (posted,) = slack_stub.called("chat.postMessage")
+    text = json.dumps(posted["blocks"])
+    for fact in (
+        "XID 79",
+        "gs://ckpt-dr/llama/step-120000",
+        "12m (target 30m)",
+        "a3-highgpu-8g",
+        "$88.49/h",
+        "weights: 3/3 copied",
+        "Expected RTO",
+        "14m (target 30m)",
+    ):
+        assert fact in text, fact
+    actions = [b for b in posted["blocks"] if b["type"] == "actions"][0]["elements"]
+    assert [a["action_id"] for a in actions] == ["lifeboat_approve", "lifeboat_reject"]
+    assert json.loads(actions[0]["value"])["run_id"] == "8d4c1a52-0000-4000-8000-000000000001"
+    assert (ref.channel, ref.ts) == ("C0INCIDENT", "1001.000100")
+
+
+def test_slack_update_replaces_the_buttons_with_the_outcome(slack_stub):
+    chat = SlackChat(SecretStr("xoxb-test"), base_url=slack_stub.base_url)
+    ref = chat.post_card(make_card())
+    chat.update_card(ref, make_card(), "Approved by U0ALICE via slack at 2026-11-30T08:05:00+00:00: go")
+    (update,) = slack_stub.called("chat.update")
+    assert update["ts"] == ref.ts and not [b for b in update["blocks"] if b["type"] == "actions"]
+    assert "Approved by U0ALICE" in json.dumps(update["blocks"])
+
+
+def test_slack_rate_limit_is_retried_by_the_client(slack_stub):
+    slack_stub.fail_next("chat.postMessage", "ratelimited", status=429)
+    SlackChat(SecretStr("xoxb-test"), base_url=slack_stub.base_url).post_card(make_card())
+    assert len(slack_stub.called("chat.postMessage")) == 2
+
+
+def test_slack_unknown_channel_is_a_config_error_and_outage_is_retryable(slack_stub):
+    chat = SlackChat(SecretStr("xoxb-test"), base_url=slack_stub.base_url)
+    slack_stub.fail_next("chat.postMessage", "channel_not_found")
+    with pytest.raises(ConfigError, match="channel_not_found"):
+        chat.post_card(make_card())
+    slack_stub.fail_next("chat.postEphemeral", "service_unavailable", status=503)
+    with pytest.raises(ProviderUnavailable):
+        chat.ephemeral("C0INCIDENT", "U0ALICE", "hi")
+    down = SlackChat(SecretStr("xoxb-test"), base_url="http://127.0.0.1:9/api/")
+    with pytest.raises(ProviderUnavailable):
+        down.post("C0INCIDENT", "escalating")
+
+
+def test_slack_card_needs_a_channel(slack_stub):
+    with pytest.raises(ConfigError, match="approval.channel"):
+        SlackChat(SecretStr("xoxb-test"), base_url=slack_stub.base_url).post_card(make_card(channel=None))
+
+
+def test_bot_token_is_not_in_the_config_repr():
+    cfg = SlackConfig(bot_token=SecretStr("xoxb-very-secret"))
+    assert "xoxb-very-secret" not in repr(cfg) and "xoxb-very-secret" not in cfg.model_dump_json()
+
+
+def test_console_prints_the_card_and_waits_by_default():
+    out = io.StringIO()
+    chat = ConsoleChat(out=out)
+    assert isinstance(chat, Chat)
+    chat.post_card(make_card())
+    assert "$88.49/h" in out.getvalue() and "lifeboat approve 8d4c1a52" in out.getvalue()
+    assert chat.answer(make_card()) is None
+
+
+def test_console_auto_approves_for_dry_runs_and_can_ask():
+    decision = ConsoleChat("approve", out=io.StringIO()).answer(make_card())
+    assert decision.approved and decision.via == "cli"
+    asked = ConsoleChat("ask", out=io.StringIO(), inp=io.StringIO("n\nalert looks flaky\n")).answer(
+        make_card()
+    )
+    assert not asked.approved and asked.reason == "alert looks flaky"
+
+
+def test_block_kit_limits_are_respected():
+    blocks = card_blocks(make_card(evidence=["x" * 5000]))
+    assert all(len(b["text"]["text"]) <= 3000 for b in blocks if b["type"] == "section" and "text" in b)

@@ -1,0 +1,83 @@
+import pytest
+
+from lifeboat.approval import ApprovalDecision, ApprovalProcess, Escalate, Via
+from lifeboat.errors import PreconditionFailed
+
+from .conftest import T0, make_runbook, minutes
+
+
+def _gate(tmp_path, **approval):
+    return ApprovalProcess.from_runbook(make_runbook(tmp_path, **approval).approval, T0)
+
+
+def test_an_approver_answering_in_time_decides(tmp_path):
+    gate = _gate(tmp_path)
+    assert gate.tick(T0 + minutes(5)) is None
+    d = gate.decide(
+        ApprovalDecision(approved=True, reason="primary is gone", approver="U0ALICE", via="slack"),
+        T0 + minutes(6),
+    )
+    assert d.approved and [s.kind for s in gate.trail] == ["requested", "decided"]
+    assert gate.trail[-1].who == "U0ALICE" and "approved via slack: primary is gone" in gate.trail[-1].why
+
+
+def test_nobody_answering_aborts_by_default_and_says_why(tmp_path):
+    gate = _gate(tmp_path)
+    policy = gate.tick(T0 + minutes(15))
+    assert isinstance(policy, ApprovalDecision) and not policy.approved and policy.via is Via.policy
+    assert "on_timeout=abort" in policy.reason
+    gate.decide(policy, T0 + minutes(15))
+    assert [s.kind for s in gate.trail] == ["requested", "timed_out", "decided"]
+
+
+def test_proceed_policy_approves_on_timeout(tmp_path):
+    policy = _gate(tmp_path, on_timeout="proceed").tick(T0 + minutes(16))
+    assert policy.approved and policy.approver == "policy"
+
+
+def test_timeout_escalates_then_applies_the_policy(tmp_path):
+    gate = _gate(tmp_path, escalation={"approvers": ["U0DIRECTOR"], "timeout": "10m"}, on_timeout="escalate")
+    assert "U0DIRECTOR" not in gate.asked
+    step = gate.tick(T0 + minutes(15))
+    assert step == Escalate(("U0DIRECTOR",), T0 + minutes(25))
+    assert gate.asked == gate.allowed == {"U0ALICE", "U0BOB", "U0DIRECTOR"}
+    assert gate.tick(T0 + minutes(20)) is None
+    final = gate.tick(T0 + minutes(25))
+    assert not final.approved and "nobody left to escalate to" in final.reason
+    assert [s.kind for s in gate.trail] == ["requested", "timed_out", "escalated", "timed_out"]
+
+
+def test_the_escalation_approver_can_decide_after_escalation(tmp_path):
+    gate = _gate(tmp_path, escalation={"approvers": ["U0DIRECTOR"], "timeout": "10m"})
+    gate.tick(T0 + minutes(15))
+    gate.decide(
+        ApprovalDecision(approved=True, reason="go", approver="U0DIRECTOR", via="slack"), T0 + minutes(17)
+    )
+    assert gate.decision.approver == "U0DIRECTOR"
+
+
+def test_a_slack_user_off_the_allow_list_is_refused_and_recorded(tmp_path):
+    gate = _gate(tmp_path)
+    with pytest.raises(PreconditionFailed, match="U0MALLORY is not an approver"):
+        gate.decide(ApprovalDecision(approved=True, reason="yolo", approver="U0MALLORY", via="slack"), T0)
+    assert not gate.decided and gate.trail[-1].kind == "refused"
+
+
+def test_a_second_decision_changes_nothing(tmp_path):
+    gate = _gate(tmp_path)
+    gate.decide(ApprovalDecision(approved=False, reason="flaky alert", approver="U0BOB", via="slack"), T0)
+    with pytest.raises(PreconditionFailed, match="already rejected by U0BOB"):
+        gate.decide(ApprovalDecision(approved=True, reason="go", approver="U0ALICE", via="slack"), T0)
+    assert gate.decision.approver == "U0BOB"
+
+
+def test_approval_not_required_is_decided_by_policy_at_once(tmp_path):
+    rb = make_runbook(tmp_path, required=False, approvers=[])
+    gate = ApprovalProcess.from_runbook(rb.approval, T0)
+    assert gate.decided and gate.decision.approved and gate.decision.via is Via.policy
+
+
+def test_the_ui_form_fields_are_described():
+    schema = ApprovalDecision.model_json_schema()
+    assert all(p.get("description") for p in schema["properties"].values())
+    assert schema["required"] == ["approved", "reason"]

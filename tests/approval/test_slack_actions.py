@@ -1,0 +1,153 @@
+"""Signed requests into the real `/slack/actions` endpoint (Starlette TestClient).
+
+The resume callable records what Prefect would receive; the Prefect-server tests in
+test_prefect_approval.py drive the same endpoint against a real paused run."""
+
+import json
+import time
+
+import pytest
+from pydantic import SecretStr
+from starlette.testclient import TestClient
+
+from lifeboat.server import create_app
+from providers.chat.slack import card_blocks
+from providers.chat.slack_actions import SlackSettings, slack_routes
+
+from .conftest import SIGNING_SECRET, click_payload, make_card, make_runbook, signed_click
+
+RUN = "8d4c1a52-0000-4000-8000-000000000001"
+
+
+class NotPausedError(Exception):
+    """Named like Prefect's: the endpoint recognises it by name."""
+
+
+@pytest.fixture
+def endpoint(slack_stub, tmp_path):
+    resumed: list[tuple[str, dict]] = []
+    paused = {RUN}
+
+    def resume(run_id, run_input):
+        if run_id not in paused:
+            raise NotPausedError("Cannot resume a run that isn't paused!")
+        paused.discard(run_id)
+        resumed.append((run_id, run_input))
+
+    settings = SlackSettings.from_runbooks(
+        [make_runbook(tmp_path, escalation={"approvers": ["U0DIRECTOR"], "timeout": "5m"})],
+        signing_secret=SecretStr(SIGNING_SECRET),
+        bot_token=SecretStr("xoxb-test"),
+        base_url=slack_stub.base_url,
+    )
+    client = TestClient(create_app(slack_routes(settings, resume=resume)))
+    client.resumed, client.paused = resumed, paused
+    return client
+
+
+def _click(client, *, secret=SIGNING_SECRET, timestamp=None, extra_headers=None, **kw):
+    headers, body = signed_click(
+        click_payload(card_blocks(make_card(run_id=kw.pop("run_id", RUN))), run_id=RUN, **kw),
+        secret=secret,
+        timestamp=timestamp,
+    )
+    return client.post("/slack/actions", content=body, headers=headers | (extra_headers or {}))
+
+
+def test_an_approver_click_resumes_the_run_and_updates_the_card(endpoint, slack_stub):
+    r = _click(endpoint, user="U0ALICE")
+    assert r.status_code == 200
+    ((run_id, decision),) = endpoint.resumed
+    assert run_id == RUN and decision == {
+        "approved": True,
+        "reason": "approved in Slack",
+        "approver": "U0ALICE",
+        "via": "slack",
+    }
+    (update,) = slack_stub.called("chat.update")
+    assert update["ts"] == "1001.000100" and "Approved by U0ALICE via slack at" in update["text"]
+    assert not [b for b in update["blocks"] if b["type"] == "actions"]
+
+
+def test_reject_click_resumes_with_a_rejection(endpoint):
+    _click(endpoint, user="U0BOB", approve=False)
+    assert endpoint.resumed[0][1]["approved"] is False
+
+
+def test_a_second_click_changes_nothing_and_says_who_decided(endpoint, slack_stub):
+    _click(endpoint, user="U0ALICE")
+    _click(endpoint, user="U0BOB", approve=False)
+    assert len(endpoint.resumed) == 1 and len(slack_stub.called("chat.update")) == 1
+    (refusal,) = slack_stub.called("chat.postEphemeral")
+    assert refusal["user"] == "U0BOB" and refusal["text"].startswith("Already decided: Approved by U0ALICE")
+
+
+def test_a_slack_retry_of_the_same_click_is_dropped_silently(endpoint, slack_stub):
+    _click(endpoint, user="U0ALICE")
+    r = _click(
+        endpoint,
+        user="U0ALICE",
+        extra_headers={"x-slack-retry-num": "1", "x-slack-retry-reason": "http_timeout"},
+    )
+    assert r.status_code == 200 and len(endpoint.resumed) == 1
+    assert slack_stub.called("chat.postEphemeral") == []
+
+
+def test_an_unknown_user_gets_an_ephemeral_refusal_and_nothing_changes(endpoint, slack_stub):
+    _click(endpoint, user="U0MALLORY")
+    assert endpoint.resumed == [] and slack_stub.called("chat.update") == []
+    (refusal,) = slack_stub.called("chat.postEphemeral")
+    assert refusal["user"] == "U0MALLORY" and "not on the approver list" in refusal["text"]
+
+
+def test_the_escalation_approver_is_on_the_allow_list(endpoint):
+    _click(endpoint, user="U0DIRECTOR")
+    assert endpoint.resumed[0][1]["approver"] == "U0DIRECTOR"
+
+
+def test_a_click_from_another_channel_is_refused(endpoint, slack_stub):
+    _click(endpoint, user="U0ALICE", channel="C0RANDOM")
+    assert endpoint.resumed == [] and "<#C0INCIDENT>" in slack_stub.called("chat.postEphemeral")[0]["text"]
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        {"secret": "not-the-signing-secret"},
+        {"timestamp": int(time.time()) - 6 * 60},
+    ],
+    ids=["bad-signature", "six-minute-old-timestamp"],
+)
+def test_bad_signature_or_old_timestamp_is_refused_and_changes_nothing(endpoint, slack_stub, tamper):
+    r = _click(endpoint, user="U0ALICE", **tamper)
+    assert r.status_code == 401
+    assert endpoint.resumed == [] and slack_stub.calls == []
+
+
+def test_a_tampered_body_fails_the_signature(endpoint, slack_stub):
+    headers, body = signed_click(click_payload(card_blocks(make_card()), run_id=RUN, user="U0MALLORY"))
+    forged = body.replace("U0MALLORY", "U0ALICE")
+    assert endpoint.post("/slack/actions", content=forged, headers=headers).status_code == 401
+    assert endpoint.resumed == []
+
+
+def test_a_click_after_the_run_stopped_waiting_changes_nothing(endpoint, slack_stub):
+    endpoint.paused.clear()
+    _click(endpoint, user="U0ALICE")
+    assert slack_stub.called("chat.update") == []
+    assert "Nothing changed" in slack_stub.called("chat.postEphemeral")[0]["text"]
+    _click(endpoint, user="U0BOB")
+    assert "no longer waiting" in slack_stub.called("chat.postEphemeral")[1]["text"]
+
+
+def test_the_signing_secret_never_reaches_the_logs(endpoint, caplog):
+    _click(endpoint, user="U0ALICE", secret="wrong")
+    assert SIGNING_SECRET not in caplog.text and "bad signature" in caplog.text
+    assert (
+        json.dumps(
+            SlackSettings(signing_secret=SecretStr(SIGNING_SECRET), bot_token=SecretStr("x")).model_dump(
+                mode="json"
+            )
+        ).count(SIGNING_SECRET)
+        == 0
+    )

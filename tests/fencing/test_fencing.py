@@ -1,0 +1,123 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from lifeboat.errors import ConfigError, PreconditionFailed, StopFailover
+from lifeboat.fencing import (
+    LEASE_KEY,
+    check_lease,
+    fence,
+    fence_job,
+    guarded_commit,
+    marker_body,
+    marker_is_fenced_out,
+    read_lease,
+)
+from providers.storage.base import Capabilities
+from providers.storage.local import LocalStore
+
+T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+
+
+def test_first_failover_creates_the_lease_at_epoch_one(store):
+    lease = fence(store, run_id="run-a", holder="secondary:gcp/us-central1", clock=lambda: T0)
+    assert (lease.epoch, lease.holder, lease.run_id, lease.acquired_at) == (
+        1,
+        "secondary:gcp/us-central1",
+        "run-a",
+        T0,
+    )
+    assert read_lease(store)[0] == lease
+
+
+def test_rerunning_the_same_failover_does_not_bump_the_epoch_twice(store):
+    first = fence(store, run_id="run-a", holder="secondary", expect_epoch=0)
+    again = fence(store, run_id="run-a", holder="secondary", expect_epoch=0)
+    assert again == first and read_lease(store)[0].epoch == 1
+
+
+def test_a_second_outage_bumps_the_epoch_again(store):
+    fence(store, run_id="run-a", holder="secondary")
+    lease = fence(store, run_id="run-b", holder="primary", expect_epoch=1)
+    assert lease.epoch == 2 and lease.run_id == "run-b"
+
+
+def test_failover_that_saw_an_older_epoch_stops_instead_of_fencing_the_winner(store):
+    fence(store, run_id="run-a", holder="secondary", expect_epoch=0)
+    with pytest.raises(StopFailover, match="another failover already fenced"):
+        fence(store, run_id="run-b", holder="secondary", expect_epoch=0)
+    assert read_lease(store)[0].run_id == "run-a"
+
+
+def test_stale_training_writer_is_refused_at_commit(store):
+    guarded_commit(store, "ckpt/step-100/COMMIT", my_epoch=0, step=100)
+    fence(store, run_id="run-a", holder="secondary")
+    with pytest.raises(StopFailover, match="fenced out"):
+        guarded_commit(store, "ckpt/step-200/COMMIT", my_epoch=0, step=200)
+    assert [o.key for o in store.list("ckpt/")] == ["ckpt/step-100/COMMIT"]
+    assert check_lease(store, 1).run_id == "run-a"
+
+
+def test_a_commit_marker_is_written_only_once(store):
+    guarded_commit(store, "ckpt/step-100/COMMIT", my_epoch=0, step=100)
+    with pytest.raises(PreconditionFailed):
+        guarded_commit(store, "ckpt/step-100/COMMIT", my_epoch=0, step=100)
+
+
+def test_writer_fenced_between_check_and_commit_loses_its_marker(store):
+    class FencedDuringPut:
+        """The store a stale writer sees: a failover lands while its marker is in flight."""
+
+        def __init__(self, inner):
+            self.inner, self.uri, self.capabilities = inner, inner.uri, inner.capabilities
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def put(self, key, data, **kw):
+            info = self.inner.put(key, data, **kw)
+            if key != LEASE_KEY:
+                fence(self.inner, run_id="run-a", holder="secondary")
+            return info
+
+    with pytest.raises(StopFailover):
+        guarded_commit(FencedDuringPut(store), "ckpt/step-300/COMMIT", my_epoch=0, step=300)
+    assert list(store.list("ckpt/")) == []
+
+
+def test_certification_ignores_a_marker_written_under_an_older_epoch_after_the_fence(store):
+    lease = fence(store, run_id="run-a", holder="secondary", clock=lambda: T0)
+    before = marker_body(0, 100, clock=lambda: T0 - timedelta(minutes=5))
+    after = marker_body(0, 200, clock=lambda: T0 + timedelta(seconds=1))
+    current = marker_body(1, 300, clock=lambda: T0 + timedelta(minutes=5))
+    assert [marker_is_fenced_out(m, lease) for m in (before, after, current)] == [False, True, False]
+    assert marker_is_fenced_out(after, None) is False
+
+
+def test_primary_store_unreachable_still_fences_the_secondary(tmp_path):
+    from lifeboat.errors import ProviderUnavailable
+
+    class Down(LocalStore):
+        def head(self, key):
+            raise ProviderUnavailable("primary: connection refused")
+
+    secondary, primary = LocalStore(tmp_path / "s"), Down(tmp_path / "p")
+    lease, primary_lease = fence_job(secondary, primary, run_id="run-a", holder="secondary")
+    assert lease.epoch == 1 and primary_lease is None
+
+
+def test_fencing_both_stores_when_the_primary_answers(tmp_path):
+    secondary, primary = LocalStore(tmp_path / "s"), LocalStore(tmp_path / "p")
+    lease, primary_lease = fence_job(secondary, primary, run_id="run-a", holder="secondary")
+    assert lease.epoch == primary_lease.epoch == 1
+    assert fence_job(secondary, primary, run_id="run-a", holder="secondary") == (lease, primary_lease)
+
+
+def test_store_without_preconditions_cannot_fence(tmp_path):
+    class NoPreconditions(LocalStore):
+        capabilities = Capabilities(
+            crc32c_in_list=True, crc32c_in_head=True, conditional_writes=False, server_side_copy=False
+        )
+
+    with pytest.raises(ConfigError, match="conditional writes"):
+        fence(NoPreconditions(tmp_path), run_id="run-a", holder="secondary")

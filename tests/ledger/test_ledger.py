@@ -1,0 +1,103 @@
+from datetime import timedelta
+
+import pytest
+
+from lifeboat.errors import ConfigError
+from lifeboat.ledger import LedgerFile, LedgerStore, RtoLedger
+from lifeboat.timeline import entry_markdown, history_markdown, history_rows, phase_rows
+from providers.storage.local import LocalStore
+
+from .conftest import OUTAGE, replay_failover
+
+
+def _ledger(clock, **kw):
+    return RtoLedger(
+        "llama-pretrain",
+        kw.pop("run_id", "run-1"),
+        rto_target=timedelta(minutes=30),
+        rpo_target=timedelta(minutes=30),
+        clock=clock,
+        **kw,
+    )
+
+
+def test_rto_runs_from_outage_start_to_the_first_healthy_step(clock):
+    entry = replay_failover(_ledger(clock), clock)
+    assert entry.rto == entry.phases["first_step"] - OUTAGE == timedelta(seconds=520)
+    assert entry.rpo == timedelta(minutes=12)
+    assert entry.outcome == "completed" and not entry.needs_rca
+
+
+def test_rto_more_than_twenty_percent_over_target_flags_a_root_cause_analysis(clock):
+    entry = replay_failover(_ledger(clock), clock, provision_s=2000)  # RTO 37m > 1.2 x 30m
+    assert entry.rto_ratio > 1.2 and entry.needs_rca
+    assert entry.rca_reasons[0].startswith("RTO 37m") and "over its target 30m" in entry.rca_reasons[0]
+
+
+def test_slightly_over_target_is_reported_but_needs_no_rca(clock):
+    entry = replay_failover(_ledger(clock), clock, provision_s=1700)  # 32m: 1.07x
+    assert 1 < entry.rto_ratio <= 1.2 and not entry.needs_rca
+    assert "| RTO | 32m | 30m | 1.07× | over target |" in entry_markdown(entry)
+
+
+def test_failed_provisioning_is_recorded_with_its_error_and_needs_rca(clock):
+    entry = replay_failover(_ledger(clock), clock, fail_at="provisioned")
+    assert entry.outcome == "failed" and entry.rto is None
+    assert entry.rca_reasons == ["failed at provisioned: RuntimeError: no H100 capacity in any candidate"]
+    assert phase_rows(entry)[-1]["phase"] == "FAILED before provisioned"
+
+
+def test_re_marking_a_phase_keeps_the_first_time(clock):
+    ledger = _ledger(clock)
+    first = ledger.mark("fenced")
+    clock.advance(99)
+    assert ledger.mark("fenced") == first
+
+
+def test_unknown_phase_is_refused(clock):
+    with pytest.raises(ValueError, match="unknown ledger phase 'fencd'"):
+        _ledger(clock).mark("fencd")
+
+
+def test_concurrent_steps_span_from_their_own_start(clock):
+    entry = replay_failover(_ledger(clock), clock)
+    start, stop = entry.span("certified")
+    assert start == entry.phases["fenced"] and (stop - start) == timedelta(seconds=28)
+    assert entry.span("planned")[0] == entry.phases["fenced"]
+
+
+def test_every_snapshot_is_appended_and_the_last_one_per_run_wins(clock, tmp_path):
+    sink = LedgerFile(tmp_path / ".lifeboat" / "ledger.jsonl")
+    replay_failover(_ledger(clock, sink=sink), clock)
+    drill = _ledger(clock, sink=sink, run_id="drill-1", drill=True)
+    drill.mark("outage_start")
+    assert len(sink.path.read_text().splitlines()) > 2
+    entries = sink.read("llama-pretrain")
+    assert [(e.run_id, e.outcome, e.drill) for e in entries] == [
+        ("run-1", "completed", False),
+        ("drill-1", "in-progress", True),
+    ]
+    assert entries[0].rto == timedelta(seconds=520)
+    assert sink.read("other-job") == []
+
+
+def test_ledger_in_a_store_reads_back_like_the_file(clock, tmp_path):
+    sink = LedgerStore(LocalStore(tmp_path / "bucket"))
+    replay_failover(_ledger(clock, sink=sink), clock)
+    (entry,) = sink.read("llama-pretrain")
+    assert entry.rto == timedelta(seconds=520) and entry.notes["approved by"] == "U0ALICE via slack"
+
+
+def test_a_corrupt_ledger_line_names_its_file_and_line(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    path.write_text('{"runbook": "x"}\n')
+    with pytest.raises(ConfigError, match=r"ledger.jsonl:1: not a ledger entry"):
+        LedgerFile(path).read()
+
+
+def test_history_table_marks_drills_and_rca(clock):
+    done = replay_failover(_ledger(clock), clock, provision_s=2000)
+    rows = history_rows([done])
+    assert rows[0]["kind"] == "failover" and rows[0]["RCA"] == "yes" and rows[0]["RTO"] == "37m"
+    assert history_markdown([done]).splitlines()[0].startswith("| run | kind |")
+    assert history_markdown([]) == "No failovers or drills recorded yet.\n"

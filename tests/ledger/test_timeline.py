@@ -1,0 +1,20 @@
+from datetime import timedelta
+
+from lifeboat.ledger import RtoLedger
+from lifeboat.timeline import render_timeline
+
+from .conftest import replay_failover
+
+
+def test_timeline_picture_is_a_png_with_every_step(clock, tmp_path):
+    ledger = RtoLedger(
+        "llama-pretrain",
+        "run-1",
+        rto_target=timedelta(minutes=15),
+        rpo_target=timedelta(minutes=30),
+        clock=clock,
+    )
+    entry = replay_failover(ledger, clock)
+    out = render_timeline(entry, tmp_path / "timeline.png")
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
