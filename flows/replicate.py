@@ -50,8 +50,8 @@ def record_lag(rb, report: ReplicationReport, lag_log: str | None) -> int:
 
 
 @task(cache_policy=NO_CACHE)
-def apply_retention(rb, secondary, protect: list[str], dry_run: bool):
-    return retention_for(rb, secondary, protect=protect, dry_run=dry_run)
+def apply_retention(rb, primary, secondary, protect: list[str], dry_run: bool):
+    return retention_for(rb, secondary, primary, protect=protect, dry_run=dry_run)
 
 
 @flow(name="replicate", log_prints=True)
@@ -73,7 +73,7 @@ def replicate(
         summary.update(copied_bytes=report.bytes_copied, failed=report.failed)
         if not dry_run:
             summary["lag_exceeded"] = record_lag(rb, report, lag_log)
-    kept = apply_retention(rb, secondary, protect or [], dry_run)
+    kept = apply_retention(rb, primary, secondary, protect or [], dry_run)
     summary["deleted"] = kept.deleted
     create_markdown_artifact(key=f"replicate-{rb.name}", markdown=_markdown(summary, dry_run))
     if summary["failed"]:  # after lag and retention: the run fails visibly, a rerun resumes

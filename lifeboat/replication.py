@@ -167,43 +167,47 @@ def default_lag_log(rb) -> Path:
     return Path(".lifeboat") / rb.name / "replication-lag.jsonl"
 
 
+def stored_checkpoints(store: Store, layout: str = "auto") -> list[StoredCheckpoint]:
+    """Checkpoints in `store` by its layout (top-level directories), newest step first, each
+    marked complete or not (lifeboat.checkpoints.layouts)."""
+    from lifeboat.checkpoints.layouts import discover, incomplete_reason
+
+    found = discover(store, layout)
+    return [
+        StoredCheckpoint(d.name, d.step, complete=incomplete_reason(store, found.layout, d) is None)
+        for d in found.checkpoints
+    ]
+
+
 def committed_checkpoints(store: Store, layout: str = "auto") -> list[StoredCheckpoint]:
-    """Committed checkpoints in `store`, newest step first.
-
-    TODO(certify): delegate to lifeboat.certify's layout discovery once merged; until then
-    only Lifeboat-manifest checkpoints are recognised (step = trailing digits of the folder)."""
-    import re
-
-    from lifeboat.checkpoints.manifest import MANIFEST_NAME
-
-    found = []
-    for info in store.list():
-        folder, _, name = info.key.rpartition("/")
-        if name == MANIFEST_NAME and folder:
-            digits = re.search(r"(\d+)$", folder)
-            found.append(StoredCheckpoint(folder, int(digits.group(1)) if digits else 0))
-    return sorted(found, key=lambda c: (c.step, c.prefix), reverse=True)
+    """The complete (committed) checkpoints in `store`, newest step first."""
+    return [c for c in stored_checkpoints(store, layout) if c.complete]
 
 
-def newest_certified(store: Store, layout: str = "auto") -> str | None:
-    """Prefix of the newest checkpoint that certifies on `store`.
+def newest_certified_prefix(secondary: Store, primary: Store | None, layout: str = "auto") -> str | None:
+    """Prefix on the secondary of the newest checkpoint that certifies (lifeboat.certify)."""
+    from lifeboat.certify import newest_certified
 
-    TODO(certify): delegate to lifeboat.certify once merged."""
-    found = committed_checkpoints(store, layout)
-    return found[0].prefix if found else None
+    certified = newest_certified(secondary, primary, layout=layout)
+    if certified is None:
+        return None
+    return certified.uri[len(secondary.uri.rstrip("/")) + 1 :]
 
 
-def retention_for(rb, secondary: Store, *, protect: Iterable[str] = (), dry_run: bool = False):
+def retention_for(
+    rb, secondary: Store, primary: Store | None, *, protect: Iterable[str] = (), dry_run: bool = False
+):
     """Apply the runbook's retention to the secondary store, keeping the newest certified
-    checkpoint and every prefix in `protect` (checkpoints a running failover uses)."""
+    checkpoint (certified against `primary`, or its manifests when None or down) and every
+    prefix in `protect` (checkpoints a running failover uses). Incomplete ones are kept."""
     from lifeboat.retention import apply_retention
 
     layout = rb.checkpoint.layout.value
     protected = dict.fromkeys((p.strip("/") for p in protect), "protected: in use by a failover")
-    certified = newest_certified(secondary, layout)
+    certified = newest_certified_prefix(secondary, primary, layout)
     if certified is not None:
         protected[certified] = "newest certified checkpoint"
-    present = committed_checkpoints(secondary, layout)
+    present = stored_checkpoints(secondary, layout)
     verdicts = plan_retention(
         present,
         keep_last=rb.checkpoint.retention.keep_last,

@@ -87,14 +87,14 @@ def run(args) -> int:
             )
         if not args.dry_run:
             LagLog(args.lag_log or default_lag_log(rb)).append(report.lags)
-    _retention(rb, secondary, args)
+    _retention(rb, primary, secondary, args)
     return 1 if failed else 0
 
 
-def _retention(rb, secondary, args) -> None:
+def _retention(rb, primary, secondary, args) -> None:
     from lifeboat.replication import retention_for
 
-    result = retention_for(rb, secondary, protect=args.protect, dry_run=args.dry_run)
+    result = retention_for(rb, secondary, primary, protect=args.protect, dry_run=args.dry_run)
     verb = "would delete" if args.dry_run else "deleted"
     for v in result.verdicts:
         if v.keep:

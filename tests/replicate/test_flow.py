@@ -37,7 +37,7 @@ def test_a_replica_later_than_the_rpo_target_raises_a_lag_exceeded_event(
 
     runbook_file.write_text(runbook_file.read_text().replace("rpo: 30m", "rpo: 1ms"))
     for step in (100, 200, 300):
-        write_checkpoint(primary, f"run/step-{step:06d}", step)
+        write_checkpoint(primary, f"step-{step:06d}", step)
     lag_log = tmp_path / "lag.jsonl"
     with prefect_test_harness(server_startup_timeout=120):
         summary = replicate(str(runbook_file), lag_log=str(lag_log))
@@ -46,9 +46,9 @@ def test_a_replica_later_than_the_rpo_target_raises_a_lag_exceeded_event(
 
     assert summary["failed"] == {} and summary["lag_exceeded"] == 3  # 300, 200 newest; 100 every 100th
     assert {e["payload"]["checkpoint"] for e in events} == {
-        "run/step-000300",
-        "run/step-000200",
-        "run/step-000100",
+        "step-000300",
+        "step-000200",
+        "step-000100",
     }
     assert all(e["resource"]["prefect.resource.id"] == "lifeboat.runbook.trainer" for e in events)
     assert [r.step for r in LagLog(lag_log).read()] == [300, 200, 100]

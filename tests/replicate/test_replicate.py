@@ -14,7 +14,7 @@ STEPS = (50, 100, 150, 200)
 
 
 def prefix(step: int) -> str:
-    return f"run/step-{step:06d}"
+    return f"step-{step:06d}"
 
 
 def write_run(store, write_checkpoint, steps=STEPS) -> None:
@@ -108,3 +108,16 @@ def test_a_failed_replication_exits_1_and_names_the_checkpoint(
     assert main(["replicate", str(runbook_file)]) == 1
     assert f"FAILED {prefix(100)}" in capsys.readouterr().err
     assert not [i.key for i in secondary.list() if i.key.endswith(MANIFEST_NAME)]
+
+
+def test_retention_keeps_the_newest_certified_checkpoint_when_newer_replicas_are_corrupt(
+    runbook_file, primary, secondary, write_checkpoint, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    write_run(secondary, write_checkpoint, steps=(10, 20, 30, 40))
+    for step in (30, 40):  # bit rot on the two newest replicas: their shards contradict the manifest
+        secondary.put(f"{prefix(step)}/shard-001.bin", b"rotten" * 500)
+    assert main(["replicate", str(runbook_file), "--retention-only"]) == 0
+    out = capsys.readouterr().out
+    assert f"keep {prefix(20)} (step 20): newest certified checkpoint" in out
+    assert {i.key.rsplit("/", 1)[0] for i in secondary.list()} == {prefix(20), prefix(30), prefix(40)}
