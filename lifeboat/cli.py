@@ -20,6 +20,7 @@ COMMANDS = (
     "advise",
     "approve",
     "report",
+    "plan",
     "certify",
     "manifest",
     "replicate",
