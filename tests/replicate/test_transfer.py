@@ -250,3 +250,45 @@ def test_dry_run_plans_the_copy_and_writes_nothing(primary, secondary, faults, w
     watched = faults.Proxy(secondary)
     report = copy_prefix(primary, watched, CKPT, CKPT, dry_run=True)
     assert report.planned == [MANIFEST_NAME, "shard-000.bin"] and watched.calls == []
+
+
+class Recorder:
+    def __init__(self):
+        self.total, self.moved = None, 0
+
+    def planned(self, objects: int, nbytes: int) -> None:
+        self.total = nbytes
+
+    def advance(self, nbytes: int) -> None:
+        self.moved += nbytes
+
+
+def test_progress_counts_each_byte_once_even_when_attempts_are_retried(
+    object_path, primary, secondary, faults, write_checkpoint, no_sleep
+):
+    write_checkpoint(primary, CKPT, 100)
+    progress = Recorder()
+    report = copy_prefix(
+        primary, faults.Throttling(secondary, every=2), CKPT, CKPT, progress=progress, retry=no_sleep
+    )
+    assert report.retries >= 2
+    assert progress.total == progress.moved == report.bytes_copied == sum(i.size for i in primary.list(CKPT))
+
+
+def test_a_shard_above_the_whole_object_limit_streams_in_bounded_chunks(
+    primary, secondary, faults, write_checkpoint, monkeypatch
+):
+    monkeypatch.setattr("lifeboat.transfer.WHOLE_OBJECT_LIMIT", 1 << 20)
+    write_checkpoint(primary, CKPT, 100, shards=1, size=3 << 20)
+    chunks: list[int] = []
+
+    class Measuring(faults.Proxy):
+        def put(self, key, data, **kw):
+            if key.endswith(".bin"):
+                assert not isinstance(data, bytes)  # an iterator: never the whole object
+                data = (chunks.append(len(c)) or c for c in data)
+            return super().put(key, data, **kw)
+
+    copy_prefix(primary, Measuring(secondary), CKPT, CKPT)
+    assert sum(chunks) == 3 << 20 and max(chunks) <= 1 << 20
+    assert_replica_matches(primary, secondary)
