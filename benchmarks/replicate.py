@@ -106,7 +106,7 @@ def main() -> None:
             def engine(src):
                 def run(dst):
                     report = copy_prefix(src, dst, "step-001000", "step-001000", concurrency=CONCURRENCY)
-                    assert report.complete and not report.unverified
+                    assert report.complete and not report.hashed
                     return report
 
                 return run

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -112,7 +112,7 @@ class TransferReport:
     server_copied: list[str] = field(default_factory=list)  # copied inside the provider
     skipped: list[str] = field(default_factory=list)  # already present with same size + CRC32C
     failed: dict[str, str] = field(default_factory=dict)  # key -> last error
-    unverified: list[str] = field(default_factory=list)  # no CRC32C on either side to compare
+    hashed: list[str] = field(default_factory=list)  # source had no CRC32C: hashed by an extra read
     markers: list[str] = field(default_factory=list)  # commit markers written last
     planned: list[str] = field(default_factory=list)  # what had to move (a dry run stops here)
     source_written: datetime | None = None  # newest write among the source objects
@@ -236,7 +236,7 @@ def copy_prefix(
                 (report.server_copied if how == "server" else report.copied).append(item.rel)
                 report.bytes_copied += item.src.size
                 if item.expected_crc is None:
-                    report.unverified.append(item.rel)
+                    report.hashed.append(item.rel)
 
         list(pool.map(copy_one, data))
 
@@ -247,7 +247,7 @@ def copy_prefix(
             if report.failed:
                 break
             report.markers.append(item.rel)
-    for names in (report.copied, report.server_copied, report.skipped, report.unverified):
+    for names in (report.copied, report.server_copied, report.skipped, report.hashed):
         names.sort()
     report.seconds = time.monotonic() - started
     if report.failed:
@@ -269,6 +269,10 @@ def _copy_object(
     progress: Progress | None,
 ) -> str:
     """One attempt at one object; raises ChecksumMismatch / ProviderUnavailable to retry."""
+    if item.expected_crc is None:
+        # Unverifiable by metadata: a first read gives the reference the copy is checked
+        # against (a flipped byte in either read fails the attempt; never a silent pass).
+        item = replace(item, expected_crc=crc32c_of(src.read(item.src.key)))
     if server_side and dst.capabilities.server_side_copy:
         info = dst.server_copy(src, item.src.key, dst_key)
         if info is not None:
@@ -354,14 +358,20 @@ def _same(
 ) -> bool:
     if have is None or have.size != item.src.size:
         return False
+    if item.expected_crc is None:
+        # No CRC32C for the source (e.g. S3's default CRC64NVME, no manifest): hashing it on
+        # every run would read the whole checkpoint each time. A same-size copy written after
+        # the source's last write was verified when it was made (see _copy_object), and
+        # checkpoint objects are immutable, so it stands.
+        return have.updated >= item.src.updated
     crc = have.crc32c
     if crc is None and dst.capabilities.crc32c_in_head:
         try:
             crc = retry.call(lambda: dst.head(dst_key), on_retry).crc32c
         except NotFound:
             return False
-    # Without a CRC32C on both sides "same size" proves nothing: copy again.
-    return crc is not None and item.expected_crc is not None and crc == item.expected_crc
+    # Without a CRC32C on the destination "same size" proves nothing: copy again.
+    return crc is not None and crc == item.expected_crc
 
 
 def _manifest_shards(

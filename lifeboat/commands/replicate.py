@@ -123,8 +123,8 @@ def _print_transfer(t, dry_run: bool) -> None:
         line += f", {len(t.server_copied)} server-side"
     if t.retries:
         line += f", {t.retries} retries"
-    if t.unverified:
-        line += f", {len(t.unverified)} UNVERIFIED (no CRC32C on the source)"
+    if t.hashed:
+        line += f", {len(t.hashed)} hashed first (no CRC32C on the source)"
     print(line)
 
 

@@ -35,7 +35,7 @@ def test_a_checkpoint_replicates_across_providers_verified_and_once(
     src, dst = make_store(src_kind), make_store(dst_kind)
     write_checkpoint(src, CKPT, 300, shards=3, size=20_000)
     report = copy_prefix(src, dst, CKPT, CKPT)
-    assert report.markers == [MANIFEST_NAME] and not report.unverified
+    assert report.markers == [MANIFEST_NAME] and not report.hashed
     if src_kind == dst_kind:
         assert len(report.server_copied) == 4  # CopyObject / rewrite: no bytes through us
     for info in src.list(CKPT + "/"):

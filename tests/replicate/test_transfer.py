@@ -3,6 +3,8 @@ corruption in transit, and the commit marker written last."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from lifeboat.checkpoints.manifest import MANIFEST_NAME, Manifest
@@ -40,7 +42,7 @@ def test_a_checkpoint_is_copied_whole_and_a_rerun_copies_nothing(
     write_checkpoint(primary, CKPT, 100)
     first = copy_prefix(primary, faults.Proxy(secondary), CKPT, CKPT)
     assert sorted(first.copied) == sorted([MANIFEST_NAME, *(k.rsplit("/", 1)[1] for k in SHARDS)])
-    assert first.markers == [MANIFEST_NAME] and not first.unverified
+    assert first.markers == [MANIFEST_NAME] and not first.hashed
     assert_replica_matches(primary, secondary)
 
     again = copy_prefix(primary, faults.Proxy(secondary), CKPT, CKPT)
@@ -292,3 +294,27 @@ def test_a_shard_above_the_whole_object_limit_streams_in_bounded_chunks(
     copy_prefix(primary, Measuring(secondary), CKPT, CKPT)
     assert sum(chunks) == 3 << 20 and max(chunks) <= 1 << 20
     assert_replica_matches(primary, secondary)
+
+
+def test_a_source_without_checksums_is_hashed_first_so_a_flipped_byte_is_still_caught(
+    object_path, primary, secondary, faults, write_checkpoint, no_sleep
+):
+    # S3 objects written with the default CRC64NVME and no manifest: no CRC32C by metadata
+    for i in range(3):
+        primary.put(f"raw/part-{i}.bin", bytes([i]) * 50_000)
+
+    class NoChecksums(faults.Flipping):
+        def list(self, prefix=""):
+            return (replace(i, crc32c=None) for i in self.inner.list(prefix))
+
+        def head(self, key):
+            return replace(self.inner.head(key), crc32c=None)
+
+    flaky = NoChecksums(primary, {"raw/part-1.bin"}, times=1)  # the two reads disagree
+    report = copy_prefix(flaky, secondary, "raw", "raw", retry=no_sleep)
+    assert report.hashed == ["part-0.bin", "part-1.bin", "part-2.bin"] and report.retries >= 1
+    for i in range(3):
+        assert body(secondary, f"raw/part-{i}.bin") == bytes([i]) * 50_000
+
+    again = copy_prefix(NoChecksums(primary, set()), secondary, "raw", "raw")
+    assert again.bytes_copied == 0 and len(again.skipped) == 3  # same size, copied after the write
