@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -37,7 +38,12 @@ def register(subparsers) -> None:
         metavar="FILE",
         help="JSON lines lag log (default .lifeboat/<name>/replication-lag.jsonl)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (default when not a terminal)")
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar with bytes/s on stderr (default: when stderr is a terminal)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -62,7 +68,7 @@ def run(args) -> int:
         sources = worth_replicating(rb, committed_checkpoints(primary, rb.checkpoint.layout.value))
         if not sources:
             print(f"{primary.uri}: no committed checkpoint to replicate")
-        show = not args.no_progress and sys.stderr.isatty() and not args.dry_run
+        show = (sys.stderr.isatty() if args.progress is None else args.progress) and not args.dry_run
         with _bars(show) as bars:
             report = replicate_checkpoints(
                 primary,

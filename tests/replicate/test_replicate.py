@@ -121,3 +121,13 @@ def test_retention_keeps_the_newest_certified_checkpoint_when_newer_replicas_are
     out = capsys.readouterr().out
     assert f"keep {prefix(20)} (step 20): newest certified checkpoint" in out
     assert {i.key.rsplit("/", 1)[0] for i in secondary.list()} == {prefix(20), prefix(30), prefix(40)}
+
+
+def test_the_progress_bar_shows_bytes_per_second(
+    runbook_file, primary, write_checkpoint, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    write_run(primary, write_checkpoint, steps=(100,))
+    assert main(["replicate", str(runbook_file), "--progress"]) == 0
+    err = capsys.readouterr().err
+    assert prefix(100) in err and "/s" in err and "12.4 kB" in err
