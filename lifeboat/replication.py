@@ -194,6 +194,23 @@ def newest_certified_prefix(secondary: Store, primary: Store | None, layout: str
     return certified.uri[len(secondary.uri.rstrip("/")) + 1 :]
 
 
+def failover_checkpoints(rb, secondary: Store, ledger_file: str | Path | None = None) -> dict[str, str]:
+    """Checkpoints on the secondary that an in-progress failover of this runbook resumes
+    from, by the RTO ledger (the local ledger file and the ledger objects in the secondary
+    store): prefix -> why. A failover that crashed leaves its entry in progress; its
+    checkpoint stays protected until the entry is finished."""
+    from lifeboat.ledger import DEFAULT_LEDGER, LedgerFile, LedgerStore
+
+    root = secondary.uri.rstrip("/") + "/"
+    entries = LedgerFile(ledger_file or DEFAULT_LEDGER).read(rb.name) + LedgerStore(secondary).read(rb.name)
+    found = {}
+    for entry in entries:
+        if entry.outcome == "in-progress" and entry.checkpoint and entry.checkpoint.startswith(root):
+            name = entry.checkpoint[len(root) :].strip("/").split("/")[0]
+            found[name] = f"in use by failover run {entry.run_id}"
+    return found
+
+
 def retention_for(
     rb, secondary: Store, primary: Store | None, *, protect: Iterable[str] = (), dry_run: bool = False
 ):
@@ -203,7 +220,8 @@ def retention_for(
     from lifeboat.retention import apply_retention
 
     layout = rb.checkpoint.layout.value
-    protected = dict.fromkeys((p.strip("/") for p in protect), "protected: in use by a failover")
+    protected = failover_checkpoints(rb, secondary)
+    protected.update(dict.fromkeys((p.strip("/") for p in protect), "protected: named with --protect"))
     certified = newest_certified_prefix(secondary, primary, layout)
     if certified is not None:
         protected[certified] = "newest certified checkpoint"

@@ -131,3 +131,26 @@ def test_the_progress_bar_shows_bytes_per_second(
     assert main(["replicate", str(runbook_file), "--progress"]) == 0
     err = capsys.readouterr().err
     assert prefix(100) in err and "/s" in err and "12.4 kB" in err
+
+
+def test_retention_spares_the_checkpoint_an_in_progress_failover_resumes_from(
+    runbook_file, primary, secondary, write_checkpoint, tmp_path, monkeypatch, capsys
+):
+    from datetime import UTC, datetime
+
+    from lifeboat.ledger import LedgerStore, RtoLedger
+    from runbooks.loader import load_runbook
+
+    monkeypatch.chdir(tmp_path)
+    write_run(secondary, write_checkpoint, steps=(10, 20, 30, 40))
+    rb = load_runbook(runbook_file)
+    ledger = RtoLedger.for_runbook(rb, "run-42", sink=LedgerStore(secondary))
+    ledger.checkpoint(f"{secondary.uri}/{prefix(10)}", datetime.now(UTC))  # resuming, not finished
+
+    assert main(["replicate", str(runbook_file), "--retention-only"]) == 0
+    assert f"keep {prefix(10)} (step 10): in use by failover run run-42" in capsys.readouterr().out
+    assert len(list(secondary.list(prefix(10) + "/"))) == 5
+
+    ledger.finish("completed")
+    assert main(["replicate", str(runbook_file), "--retention-only"]) == 0
+    assert not list(secondary.list(prefix(10) + "/"))
