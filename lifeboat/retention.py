@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from lifeboat.transfer import COMMIT_MARKERS
+from lifeboat.transfer import COMMIT_ORDER, commit_order
 from providers.storage.base import Store
 
 
@@ -87,7 +87,7 @@ def apply_retention(
     verdicts: Sequence[Verdict],
     *,
     dry_run: bool = False,
-    markers: frozenset[str] = COMMIT_MARKERS,
+    markers: tuple[str, ...] = COMMIT_ORDER,
 ) -> RetentionReport:
     """Delete what the verdicts drop (commit markers first); with `dry_run`, only count."""
     report = RetentionReport(verdicts=list(verdicts), dry_run=dry_run)
@@ -101,10 +101,12 @@ def apply_retention(
         report.bytes += sum(o.size for o in objects)
         if dry_run:
             continue
-        # markers first (deepest first), so an interrupted deletion is never "complete"
-        ordered = sorted(
-            objects, key=lambda o: (o.key.rsplit("/", 1)[-1] not in markers, -o.key.count("/"), o.key)
+        # markers first, in reverse commit order, so an interrupted deletion is never "complete"
+        marks = sorted(
+            (o for o in objects if o.key.rsplit("/", 1)[-1] in markers),
+            key=lambda o: commit_order(o.key, markers),
+            reverse=True,
         )
-        for obj in ordered:
+        for obj in [*marks, *(o for o in objects if o not in marks)]:
             store.delete(obj.key)
     return report

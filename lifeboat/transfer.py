@@ -10,8 +10,8 @@
             can (S3 CopyObject, GCS rewrite, local), otherwise streamed chunk by chunk with
             CRC32C computed on the fly. Objects up to WHOLE_OBJECT_LIMIT (one S3 part) are
             gathered and verified before one request; larger ones are never held whole.
-4. commit   commit markers (manifest, DCP `.metadata`, `latest` pointers) last, deepest
-            first, and only when every data object verified: a half-copied checkpoint is
+4. commit   commit markers (COMMIT_ORDER: manifest, DCP `.metadata`, `latest` pointers)
+            last, in commit order, and only when every data object verified: a half-copied checkpoint is
             never complete on the destination.
 
 Every object is checked against the source's CRC32C twice: over the bytes we read (a flipped
@@ -40,16 +40,30 @@ from providers.storage.base import ObjectInfo, Store, join
 if TYPE_CHECKING:
     from lifeboat.checkpoints.manifest import Shard
 
-# Basenames whose presence declares a checkpoint complete: copied last, deleted first.
-COMMIT_MARKERS = frozenset(
-    {
-        "lifeboat-manifest.json",  # Lifeboat manifest (lifeboat.checkpoints.manifest.MANIFEST_NAME)
-        ".metadata",  # PyTorch DCP, written last by rank 0
-        "latest",  # DeepSpeed pointer to global_stepN/
-        "latest_checkpointed_iteration.txt",  # Megatron / NeMo pointer to iter_NNNNNNN/
-        "model.safetensors.index.json",  # HF index naming its shards
-    }
+# Basenames whose presence declares a checkpoint (or part of one) complete, in the order they
+# are written: after every other object, deepest directory first, and within a directory the
+# decisive one last (a Megatron torch_dist `.metadata` after its `common.pt`, the Lifeboat
+# manifest after everything). Deletion goes the other way. They match what
+# lifeboat.checkpoints.layouts reads as completeness, so a reader never sees a partial copy
+# as complete.
+COMMIT_ORDER = (
+    "common.pt",  # Megatron torch_dist
+    "metadata.json",  # Megatron torch_dist
+    "trainer_state.json",  # HF Trainer
+    "model.safetensors",  # HF single-file checkpoint
+    "model.safetensors.index.json",  # HF index naming its shards
+    ".metadata",  # PyTorch DCP, written last by rank 0
+    "latest_checkpointed_iteration.txt",  # Megatron / NeMo pointer to iter_NNNNNNN/
+    "latest",  # DeepSpeed pointer to global_stepN/
+    "lifeboat-manifest.json",  # Lifeboat manifest (lifeboat.checkpoints.manifest.MANIFEST_NAME)
 )
+COMMIT_MARKERS = frozenset(COMMIT_ORDER)
+
+
+def commit_order(rel: str, markers: tuple[str, ...] = COMMIT_ORDER) -> tuple[int, int, str]:
+    """Sort key writing markers in commit order (reverse it to delete them)."""
+    return (-rel.count("/"), markers.index(_basename(rel)), rel)
+
 
 # Objects up to this size are gathered (and verified) before the put; larger ones stream
 # chunk by chunk. Memory in flight stays under concurrency x max(this, the store's part size).
@@ -146,7 +160,7 @@ def copy_prefix(
     concurrency: int = 8,
     progress: Progress | None = None,
     retry: RetryPolicy | None = None,
-    markers: frozenset[str] = COMMIT_MARKERS,
+    markers: tuple[str, ...] = COMMIT_ORDER,
     server_side: bool = True,
     dry_run: bool = False,
 ) -> TransferReport:
@@ -202,7 +216,7 @@ def copy_prefix(
         # Any data change re-commits every marker; otherwise only markers that differ.
         commit = sorted(
             (i for i, same in planned if _basename(i.rel) in markers and (data or not same)),
-            key=lambda i: (-i.rel.count("/"), i.rel),
+            key=lambda i: commit_order(i.rel, markers),
         )
         moving = {i.rel for i in data} | {i.rel for i in commit}
         report.planned = sorted(moving)
@@ -218,7 +232,8 @@ def copy_prefix(
 
         # 2. unmark: an existing marker must not vouch for data about to change
         if data:
-            for rel in sorted(r for r in present if _basename(r) in markers):
+            unmark = [r for r in present if _basename(r) in markers]
+            for rel in sorted(unmark, key=lambda r: commit_order(r, markers), reverse=True):
                 retry.call(lambda rel=rel: dst.delete(join(dst_prefix, rel)), count_retry)
 
         # 3. data, in parallel
@@ -375,7 +390,7 @@ def _same(
 
 
 def _manifest_shards(
-    src: Store, base: str, sources: list[ObjectInfo], markers: frozenset[str], retry: RetryPolicy
+    src: Store, base: str, sources: list[ObjectInfo], markers: tuple[str, ...], retry: RetryPolicy
 ) -> tuple[dict[str, Shard], dict[str, str]]:
     """Shards named by the Lifeboat manifests in the source (relative path -> Shard), and
     manifests that cannot be read (relative path -> why). A manifest gives the expected

@@ -318,3 +318,21 @@ def test_a_source_without_checksums_is_hashed_first_so_a_flipped_byte_is_still_c
 
     again = copy_prefix(NoChecksums(primary, set()), secondary, "raw", "raw")
     assert again.bytes_copied == 0 and len(again.skipped) == 3  # same size, copied after the write
+
+
+def test_markers_land_in_commit_order_deepest_first_decisive_last(primary, secondary, faults):
+    # a Megatron torch_dist checkpoint under a run with its `latest_checkpointed_iteration.txt`
+    for name in ("__0_0.distcp", "__1_0.distcp", "common.pt", "metadata.json", ".metadata"):
+        primary.put(f"run/iter_0000100/{name}", name.encode() * 100)
+    primary.put("run/latest_checkpointed_iteration.txt", b"100")
+    watched = faults.Proxy(secondary)
+    report = copy_prefix(primary, watched, "run", "run")
+    order = [key.removeprefix("run/") for _, key in watched.calls]
+    assert sorted(order[:2]) == ["iter_0000100/__0_0.distcp", "iter_0000100/__1_0.distcp"]
+    assert order[2:] == [
+        "iter_0000100/common.pt",
+        "iter_0000100/metadata.json",
+        "iter_0000100/.metadata",
+        "latest_checkpointed_iteration.txt",
+    ]
+    assert report.markers == order[2:]
