@@ -24,6 +24,7 @@ COMMANDS = (
     "manifest",
     "plan",
     "serve",
+    "replicate",
 )
 
 
