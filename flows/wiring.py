@@ -88,9 +88,8 @@ class RunbookSteps:
         now = self.clock()
         if self.evidence:  # the watch flow's quorum already confirmed it
             return Confirmation(self.outage_started_at or now, self.detected_at or now, self.evidence)
-        from lifeboat.detection.quorum import OutageState, QuorumPolicy, decide
-
         from flows.watch import build_probes
+        from lifeboat.detection.quorum import OutageState, QuorumPolicy, decide
 
         readings = [probe.check(None) for probe in build_probes(self.rb)]
         decision = decide(readings, now, QuorumPolicy.from_detection(self.rb.detection))
@@ -143,7 +142,9 @@ class RunbookSteps:
         return uri if "://" in uri else f"{self.p.secondary.uri.rstrip('/')}/{uri.strip('/')}"
 
     def plan(self) -> tuple[PlanOption, ...]:
-        ranked = self.p.compute.plan(candidates_from_runbook(self.rb), blocked=[self.rb.primary.infra])
+        # The failed region is blocked; `local` names no region, so there is nothing to block.
+        blocked = [] if self.rb.primary.infra == "local" else [self.rb.primary.infra]
+        ranked = self.p.compute.plan(candidates_from_runbook(self.rb), blocked=blocked)
         feasible = tuple(o for o in ranked if o.feasible)
         if not feasible:
             why = "; ".join(f"{o.infra}: {o.reason}" for o in ranked)
