@@ -17,6 +17,7 @@ COMMANDS = (
     "validate",
     "render",
     "schema",
+    "advise",
     "approve",
     "report",
 )

@@ -70,6 +70,9 @@ class Signal(StrEnum):
 
 
 class _Strict(BaseModel):
+    """Unknown keys are errors. A cross-field rule names its field first ("field.path: why")
+    so the loader can point at the right YAML line."""
+
     model_config = ConfigDict(extra="forbid", use_enum_values=False, validate_default=True)
 
 
@@ -148,7 +151,7 @@ class Site(_Strict):
     @model_validator(mode="after")
     def _endpoint_only_for_s3(self) -> Site:
         if self.endpoint_url and not self.store.startswith("s3://"):
-            raise ValueError("endpoint_url applies to s3:// stores only")
+            raise ValueError("endpoint_url: applies to s3:// stores only")
         return self
 
 
@@ -178,9 +181,9 @@ class ResumeArg(_Strict):
     @model_validator(mode="after")
     def _exactly_one(self) -> ResumeArg:
         if bool(self.env) == bool(self.arg):
-            raise ValueError("give exactly one of env or arg")
+            raise ValueError("env: give exactly one of env or arg")
         if self.arg and "{checkpoint}" not in self.arg:
-            raise ValueError("arg must contain {checkpoint}")
+            raise ValueError("arg: must contain {checkpoint}")
         return self
 
 
@@ -202,7 +205,7 @@ class Job(_Strict):
     @model_validator(mode="after")
     def _task_or_command(self) -> Job:
         if not (self.task or self.command):
-            raise ValueError("give a SkyPilot `task` YAML or a local `command`")
+            raise ValueError("task: give a SkyPilot `task` YAML or a local `command`")
         return self
 
 
@@ -265,9 +268,9 @@ class Approval(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> Approval:
         if self.required and not self.approvers:
-            raise ValueError("approval is required but no approvers are listed")
+            raise ValueError("approvers: approval is required but no approvers are listed")
         if self.on_timeout is OnTimeout.escalate and not self.escalation:
-            raise ValueError("on_timeout is escalate but no escalation approvers are given")
+            raise ValueError("escalation: on_timeout is escalate but no escalation approvers are given")
         return self
 
 
@@ -290,9 +293,9 @@ class Detection(_Strict):
     @model_validator(mode="after")
     def _quorum_reachable(self) -> Detection:
         if len(set(self.signals)) != len(self.signals):
-            raise ValueError("a signal is listed twice")
+            raise ValueError("signals: a signal is listed twice")
         if self.quorum > len(self.signals):
-            raise ValueError(f"quorum {self.quorum} can never be reached with {len(self.signals)} signal(s)")
+            raise ValueError(f"quorum: {self.quorum} can never be reached with {len(self.signals)} signal(s)")
         return self
 
 
@@ -315,6 +318,80 @@ class Verify(_Strict):
     )
 
 
+class FailoverPolicy(_Strict):
+    """How the failover flow runs its steps."""
+
+    retries: int = Field(
+        2, ge=0, description="Retries of a step that failed on a retryable provider error (throttling, 5xx)."
+    )
+    retry_delay: Duration = Field(timedelta(seconds=10), description="Wait between retries of a step.")
+    step_timeout: Duration = Field(
+        timedelta(minutes=30), description="Longest any one step may run before the failover stops."
+    )
+    expected_ready: Duration = Field(
+        timedelta(minutes=15),
+        description="Typical time from approval to the first healthy step (provision, load); the approval card's expected RTO uses it.",
+    )
+
+
+class Cluster(_Strict):
+    """The cluster's own numbers, for `lifeboat advise`: checkpoint interval and DR budget."""
+
+    gpus: int = Field(ge=1, description="GPUs the job runs on (count).")
+    gpu_hour_usd: float = Field(gt=0, description="Price of one GPU-hour, US dollars.")
+    mtbf: Duration | None = Field(
+        None, description="Cluster mean time between job-stopping failures, e.g. 8h. Give this or gpu_mtbf."
+    )
+    gpu_mtbf: Duration | None = Field(
+        None, description="One GPU's mean time between failures, e.g. 50000h; the cluster's is this / gpus."
+    )
+    checkpoint_write: Duration = Field(
+        description="Time the job is blocked writing one checkpoint (C), e.g. 90s."
+    )
+    restart: Duration = Field(
+        timedelta(0), description="Failure to training again: reschedule, load the checkpoint, warm up (R)."
+    )
+    checkpoint_size_gb: float | None = Field(
+        None, gt=0, description="Size of one checkpoint, GB (10^9 bytes)."
+    )
+    storage_usd_per_gb_month: float | None = Field(
+        None, ge=0, description="Checkpoint storage price on the secondary, US dollars per GB-month."
+    )
+    transfer_usd_per_gb: float | None = Field(
+        None, ge=0, description="Cross-region/provider transfer (egress) price, US dollars per GB."
+    )
+    replication: Duration = Field(
+        timedelta(0), description="Time to copy one checkpoint to the secondary; adds to the RPO."
+    )
+    standby: Literal["cold", "warm", "hot"] = Field(
+        "cold",
+        description="Standby tier: cold (provision on demand), warm (a slice of GPUs reserved), hot (a running replica).",
+    )
+    standby_fraction: float | None = Field(
+        None,
+        ge=0,
+        description="Share of the cluster's GPUs held on standby; default cold 0, warm 0.1, hot 1.",
+    )
+    standby_gpu_hour_usd: float | None = Field(
+        None,
+        ge=0,
+        description="Price of one standby GPU-hour, US dollars (reserved or discounted); default gpu_hour_usd.",
+    )
+    provision: Duration | None = Field(
+        None, description="Time to get the GPUs running on the secondary at this tier; gives the RTO floor."
+    )
+
+    @model_validator(mode="after")
+    def _one_failure_rate(self) -> Cluster:
+        if (self.mtbf is None) == (self.gpu_mtbf is None):
+            raise ValueError("mtbf: give exactly one of mtbf (cluster) or gpu_mtbf (per GPU)")
+        if (self.mtbf or self.gpu_mtbf) <= timedelta(0):
+            raise ValueError("mtbf: must be more than 0")
+        if self.checkpoint_write <= timedelta(0):
+            raise ValueError("checkpoint_write: must be more than 0")
+        return self
+
+
 class Runbook(_Strict):
     """A protected job and how to fail it over."""
 
@@ -333,17 +410,26 @@ class Runbook(_Strict):
     approval: Approval = Field(default_factory=lambda: Approval(required=False))
     detection: Detection = Field(default_factory=Detection)
     verify: Verify = Field(default_factory=Verify)
+    failover: FailoverPolicy = Field(
+        default_factory=FailoverPolicy, description="Retries and timeouts of the failover's steps."
+    )
+    cluster: Cluster | None = Field(
+        None,
+        description="The cluster's own numbers (GPUs, failure rate, checkpoint costs, prices, standby) for `lifeboat advise`.",
+    )
 
     _path: Path | None = PrivateAttr(None)
 
     @model_validator(mode="after")
     def _cross_field(self) -> Runbook:
         if self.primary.store.rstrip("/") == self.secondary.store.rstrip("/"):
-            raise ValueError("secondary.store is the primary's store: a replica must live elsewhere")
+            raise ValueError("secondary.store: same as primary.store; a replica must live elsewhere")
         if self.secondary.infra == "local" and not self.job.command:
-            raise ValueError("the local provider runs job.command, which is missing")
+            raise ValueError(
+                "job.command: the local provider (secondary.infra: local) runs job.command, which is missing"
+            )
         if self.secondary.infra != "local" and not self.job.task:
-            raise ValueError("a SkyPilot secondary needs job.task (the task YAML)")
+            raise ValueError("job.task: a SkyPilot secondary needs job.task (the task YAML)")
         return self
 
     @property

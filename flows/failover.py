@@ -1,0 +1,217 @@
+"""The `failover` flow: confirm → fence → (certify ∥ plan ∥ prestage) → approval → provision →
+resume → prove → record. Thin: `flows.wiring` builds the steps from the runbook's providers,
+`execute` walks the step graph and keeps the ledger, the gate asks the humans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any, Protocol
+
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+from pydantic import Field
+
+from lifeboat.errors import ProviderUnavailable, StopFailover
+from lifeboat.failover import ApprovalCard, Certified, FailoverSteps, Provisioned, expected_rto
+from lifeboat.ledger import PHASES, LedgerEntry, RtoLedger
+from runbooks.model import Runbook
+
+
+class Decision(Protocol):
+    approved: bool
+    reason: str
+    approver: str
+
+
+class Gate(Protocol):
+    """Asks the humans (or the policy) and tells them how it went."""
+
+    def request(self, card: ApprovalCard) -> Decision: ...
+
+    def notify(self, text: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Timed:
+    value: Any
+    started: datetime
+    finished: datetime
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _retryable(task, task_run, state) -> bool:
+    """Retry a step only on errors the provider says are transient."""
+    try:
+        state.result()
+    except ProviderUnavailable:
+        return True
+    except BaseException:
+        return False
+    return False
+
+
+@task(cache_policy=NO_CACHE, persist_result=False)
+def _step(steps: FailoverSteps, name: str, *args) -> Timed:
+    started = _now()
+    value = getattr(steps, name)(*args)
+    return Timed(value, started, _now())
+
+
+def _task(rb: Runbook, name: str):
+    policy = rb.failover
+    return _step.with_options(
+        name=name,
+        retries=policy.retries,
+        retry_delay_seconds=policy.retry_delay.total_seconds(),
+        retry_condition_fn=_retryable,
+        timeout_seconds=policy.step_timeout.total_seconds(),
+    )
+
+
+def execute(
+    rb: Runbook,
+    steps: FailoverSteps,
+    ledger: RtoLedger,
+    gate: Gate,
+    *,
+    run_id: str,
+    drill: bool = False,
+    clock: Callable[[], datetime] = _now,
+) -> LedgerEntry:
+    """Walk the step graph inside a flow run; every phase lands in `ledger`."""
+    cluster: Provisioned | None = None
+    early = None
+    try:
+        confirmed = _task(rb, "confirm")(steps, "confirm")
+        ledger.mark("outage_start", confirmed.value.outage_started_at)
+        ledger.mark("detected", confirmed.value.detected_at)
+        ledger.mark("confirmed", confirmed.finished)
+
+        ledger.mark("fenced", _task(rb, "fence")(steps, "fence").finished)
+
+        branches = {name: _task(rb, name).submit(steps, name) for name in ("certify", "plan", "prestage")}
+        if rb.approval.provision_before_approval:
+            plan = branches["plan"].result()
+            early = _task(rb, "provision").submit(steps, "provision", plan.value)
+        done = {}
+        for name, milestone in (("certify", "certified"), ("plan", "planned"), ("prestage", "prestaged")):
+            done[name] = branches[name].result()
+            ledger.begin(milestone, done[name].started)
+            ledger.mark(milestone, done[name].finished)
+        checkpoint: Certified = done["certify"].value
+        ledger.checkpoint(checkpoint.uri, checkpoint.written_at)
+        options, readiness = done["plan"].value, done["prestage"].value
+
+        card = ApprovalCard(
+            runbook=rb.name,
+            run_id=run_id,
+            drill=drill,
+            evidence=confirmed.value.evidence,
+            checkpoint=checkpoint,
+            rpo=max(confirmed.value.outage_started_at - checkpoint.written_at, timedelta(0)),
+            rpo_target=rb.rpo_target,
+            options=tuple(options),
+            readiness=readiness,
+            expected_rto=expected_rto(confirmed.value.outage_started_at, clock(), rb.failover.expected_ready),
+            rto_target=rb.rto_target,
+            approvers=tuple(rb.approval.approvers),
+        )
+        ledger.mark("approval_requested")
+        decision = gate.request(card)
+        ledger.note("approval", f"{'approved' if decision.approved else 'rejected'} by {decision.approver}: {decision.reason}")
+        if not decision.approved:
+            if early is not None and (cluster := _settled(early)) is not None:
+                steps.teardown(cluster)  # provisioned while waiting: cheap to give back
+                cluster = None
+            ledger.fail("approval_granted", f"rejected by {decision.approver}: {decision.reason}", outcome="aborted")
+            return ledger.entry
+        ledger.mark("approval_granted")
+
+        provisioned = early.result() if early is not None else _task(rb, "provision")(steps, "provision", options)
+        cluster = provisioned.value
+        ledger.begin("provisioned", provisioned.started)
+        ledger.mark("provisioned", provisioned.finished)
+        ledger.note("cluster", f"{cluster.cluster} on {cluster.option.describe()}")
+
+        checkpoint = _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint)
+        ledger.mark("parity_passed")
+        return ledger.finish("completed")
+    except BaseException as e:
+        heading = next((p for p in PHASES if p not in ledger.entry.phases), PHASES[-1])
+        ledger.fail(heading, e)
+        gate.notify(f"Lifeboat failover of {rb.name} failed before {heading}: {e}")
+        if cluster is None and early is not None:
+            cluster = _settled(early)
+        if cluster is not None:
+            steps.teardown(cluster)
+            cluster = None
+        raise
+    finally:
+        if drill and cluster is not None:
+            steps.teardown(cluster)
+
+
+def _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint: Certified) -> Certified:
+    """Resume, then gate on loss parity; on failure roll back once or page, as the runbook says."""
+    for attempt in (1, 2):
+        resumed = _task(rb, "resume")(steps, "resume", cluster, checkpoint).value
+        ledger.mark("checkpoint_loaded", resumed.checkpoint_loaded_at)
+        ledger.mark("first_step", resumed.first_step_at)
+        parity = _task(rb, "prove")(steps, "prove", cluster, checkpoint).value
+        ledger.note("parity", parity.detail)
+        if parity.passed:
+            return checkpoint
+        if rb.verify.on_parity_failure == "page" or attempt == 2:
+            gate.notify(f"Lifeboat: loss parity failed for {rb.name} from {checkpoint.uri}: {parity.detail}")
+            raise StopFailover(f"loss parity failed from {checkpoint.uri}: {parity.detail}")
+        older = _task(rb, "certify")(steps, "certify", checkpoint.step).value
+        ledger.note("rollback", f"parity failed from step {checkpoint.step} ({parity.detail}); rolled back to step {older.step}")
+        ledger.checkpoint(older.uri, older.written_at)
+        checkpoint = older
+    raise AssertionError("unreachable")
+
+
+def _settled(future) -> Provisioned | None:
+    try:
+        return future.result().value
+    except BaseException:
+        return None
+
+
+@flow(name="failover", log_prints=True)
+def failover(
+    runbook: Annotated[str, Field(description="Path of the runbook YAML on the worker, e.g. runbooks/llama-70b-pretrain.yaml.")],
+    dry_run: Annotated[bool, Field(description="Run every step on fakes: no cloud, no GPUs, no Slack. For CI and rehearsals.")] = False,
+    outage_started_at: Annotated[
+        datetime | None, Field(description="When the outage began (from the alert); defaults to the first failing signal.")
+    ] = None,
+    evidence: Annotated[list[str] | None, Field(description="Signals that confirmed the outage, one line each (set by the automation).")] = None,
+    drill: Annotated[str | None, Field(description="Drill kind when this is a rehearsal: isolated names, guaranteed teardown.")] = None,
+) -> dict:
+    """Fail a protected job over to its secondary site and measure RTO and RPO."""
+    from prefect.runtime import flow_run
+
+    from flows.record import publish
+    from flows.wiring import build_gate, build_ledger, build_steps
+    from runbooks.loader import load_runbook
+
+    rb = load_runbook(runbook)
+    run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
+    steps = build_steps(rb, run_id=run_id, dry_run=dry_run, drill=drill, outage_started_at=outage_started_at, evidence=evidence)
+    ledger = build_ledger(rb, run_id=run_id, dry_run=dry_run, drill=drill)
+    try:
+        entry = execute(rb, steps, ledger, build_gate(rb, dry_run=dry_run), run_id=run_id, drill=bool(drill))
+    finally:
+        picture = publish(ledger.entry, Path(".lifeboat/timelines"))
+    return {"outcome": entry.outcome, "rto_s": _secs(entry.rto), "rpo_s": _secs(entry.rpo), "timeline": str(picture)}
+
+
+def _secs(td) -> float | None:
+    return None if td is None else td.total_seconds()

@@ -1,0 +1,39 @@
+"""`lifeboat validate FILE...`: check runbooks before an incident does."""
+
+from __future__ import annotations
+
+import sys
+
+from runbooks.loader import RunbookInvalid, load_runbook
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "validate",
+        help="check runbook files; one `file:line: field: message` line per problem",
+        description="Validate runbook YAML files. Exit 0 when all are valid, 1 otherwise.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="runbook YAML files")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    failed = False
+    for file in args.files:
+        try:
+            rb = load_runbook(file)
+        except RunbookInvalid as e:
+            failed = True
+            for problem in e.problems:
+                print(problem, file=sys.stderr)
+            continue
+        print(
+            f"{file}: ok ({rb.name}, {rb.workload.value}, RPO {_fmt(rb.rpo_target)}, RTO {_fmt(rb.rto_target)})"
+        )
+    return 1 if failed else 0
+
+
+def _fmt(td) -> str:
+    from lifeboat.durations import format_duration
+
+    return format_duration(td)

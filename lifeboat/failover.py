@@ -1,0 +1,171 @@
+"""The failover as a step graph: the results each step hands on, and what the flow drives.
+
+    confirm ─► fence ─┬─► certify ──┐
+                      ├─► plan ─────┼─► approval ─► provision ─► resume ─► prove ─► record
+                      └─► prestage ─┘
+
+`FailoverSteps` is what the `failover` flow needs from the world; `flows/wiring.py` builds
+it from a runbook's providers, benchmarks and tests script it. Nothing here imports Prefect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+# step -> the steps it waits for (approval waits for all three branches).
+STEP_GRAPH: Mapping[str, tuple[str, ...]] = {
+    "detect": (),
+    "confirm": ("detect",),
+    "fence": ("confirm",),
+    "certify": ("fence",),
+    "plan": ("fence",),
+    "prestage": ("fence",),
+    "approval": ("certify", "plan", "prestage"),
+    "provision": ("approval",),
+    "load": ("provision",),
+    "first_step": ("load",),
+}
+
+
+def critical_path(durations: Mapping[str, float], graph: Mapping[str, Sequence[str]] = STEP_GRAPH) -> float:
+    """Longest path through the step graph: the best RTO concurrency can give."""
+    finish: dict[str, float] = {}
+
+    def end(step: str) -> float:
+        if step not in finish:
+            finish[step] = max((end(d) for d in graph[step]), default=0.0) + durations.get(step, 0.0)
+        return finish[step]
+
+    return max(end(s) for s in graph)
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The outage as detection saw it."""
+
+    outage_started_at: datetime
+    detected_at: datetime
+    evidence: tuple[str, ...]  # one line per agreeing signal
+
+
+@dataclass(frozen=True)
+class Fenced:
+    epoch: int
+    stores: tuple[str, ...]  # where the lease was bumped
+    primary_stopped: bool
+
+
+@dataclass(frozen=True)
+class Certified:
+    """The checkpoint the secondary will resume from."""
+
+    uri: str
+    step: int
+    written_at: datetime
+    rejected: tuple[str, ...] = ()  # newer checkpoints refused, with the reason
+    mode: str = ""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One ranked place to provision, as the on-call reads it."""
+
+    infra: str
+    resources: str  # instance type and accelerators
+    hourly_usd: float | None
+    use_spot: bool = False
+
+    def describe(self) -> str:
+        price = f"${self.hourly_usd:,.2f}/h" if self.hourly_usd is not None else "price unknown"
+        return f"{self.infra} {self.resources}{' spot' if self.use_spot else ''} — {price}"
+
+
+@dataclass(frozen=True)
+class Readiness:
+    ready: bool
+    items: tuple[str, ...]  # "image X present with digest Y", "weights copied: 3/3"
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    cluster: str
+    option: Option
+    attempts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Resumed:
+    checkpoint_loaded_at: datetime
+    first_step_at: datetime
+    first_step: int
+
+
+@dataclass(frozen=True)
+class Parity:
+    passed: bool
+    compared: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class ApprovalCard:
+    """What an approver sees before GPUs are bought."""
+
+    runbook: str
+    run_id: str
+    drill: bool
+    evidence: tuple[str, ...]
+    checkpoint: Certified
+    rpo: timedelta
+    rpo_target: timedelta
+    options: tuple[Option, ...]
+    readiness: Readiness
+    expected_rto: timedelta
+    rto_target: timedelta
+    approvers: tuple[str, ...] = field(default=())
+
+
+class FailoverSteps(Protocol):
+    """The world as the failover flow needs it. Each call is one step of the graph."""
+
+    def confirm(self) -> Confirmation:
+        """Re-check the outage against the detection quorum; raise StopFailover if not confirmed."""
+        ...
+
+    def fence(self) -> Fenced:
+        """Bump the lease epoch (idempotent per run) and stop the primary job where reachable."""
+        ...
+
+    def certify(self, older_than: int | None = None) -> Certified:
+        """The newest certified replica checkpoint (older than `older_than` on rollback).
+
+        Raises StopFailover when none is certified."""
+        ...
+
+    def plan(self) -> tuple[Option, ...]:
+        """Ranked options on the secondary, the failed primary infra blocked."""
+        ...
+
+    def prestage(self) -> Readiness: ...
+
+    def provision(self, options: Sequence[Option]) -> Provisioned:
+        """Get capacity, falling back through `options` in order; idempotent by cluster name."""
+        ...
+
+    def resume(self, cluster: Provisioned, checkpoint: Certified) -> Resumed:
+        """Start the job from `checkpoint` and wait for its first healthy step."""
+        ...
+
+    def prove(self, cluster: Provisioned, checkpoint: Certified) -> Parity:
+        """Compare the first resumed steps' losses with the pre-failure log."""
+        ...
+
+    def teardown(self, cluster: Provisioned) -> None: ...
+
+
+def expected_rto(outage_started_at: datetime, now: datetime, expected_ready: timedelta) -> timedelta:
+    """Elapsed so far plus the runbook's typical approval-to-first-step time."""
+    return (now - outage_started_at) + expected_ready

@@ -1,0 +1,106 @@
+"""`ScriptedSteps`: a FailoverSteps whose steps take scripted times and give scripted results.
+
+For the failover benchmark (measured RTO against the step graph's critical path) and for
+tests of the flow's own logic: ordering, concurrency, rejection, rollback, teardown.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+from lifeboat.errors import StopFailover
+from lifeboat.failover import (
+    Certified,
+    Confirmation,
+    Fenced,
+    Option,
+    Parity,
+    Provisioned,
+    Readiness,
+    Resumed,
+)
+
+
+class ScriptedSteps:
+    """Each step sleeps `durations[step]` seconds. `parity` lists the outcome of each proof in
+    turn; `failing` maps a step to the exception it raises."""
+
+    def __init__(
+        self,
+        durations: Mapping[str, float],
+        *,
+        checkpoints: Sequence[int] = (300, 200, 100),
+        parity: Sequence[bool] = (True,),
+        failing: Mapping[str, BaseException] | None = None,
+        outage_started_at: datetime | None = None,
+    ):
+        self.durations = dict(durations)
+        self.checkpoints = sorted(checkpoints, reverse=True)
+        self.parity = list(parity)
+        self.failing = dict(failing or {})
+        self.outage_started_at = outage_started_at  # default: `detect` seconds before confirm starts
+        self.calls: list[tuple[str, float, float]] = []  # (step, start, end) in monotonic seconds
+        self.clusters: set[str] = set()
+        self._lock = threading.Lock()
+        self._epoch = 0
+
+    def _run(self, step: str) -> None:
+        start = time.monotonic()
+        time.sleep(self.durations.get(step, 0.0))
+        with self._lock:
+            self.calls.append((step, start, time.monotonic()))
+        if step in self.failing:
+            raise self.failing[step]
+
+    def confirm(self) -> Confirmation:
+        if self.outage_started_at is None:
+            self.outage_started_at = datetime.now(UTC) - timedelta(seconds=self.durations.get("detect", 0.0))
+        self._run("confirm")
+        detected = self.outage_started_at + timedelta(seconds=self.durations.get("detect", 0.0))
+        return Confirmation(self.outage_started_at, detected, ("scripted: provider unreachable", "scripted: stall"))
+
+    def fence(self) -> Fenced:
+        self._run("fence")
+        self._epoch = self._epoch or 2
+        return Fenced(self._epoch, ("memory://secondary",), primary_stopped=True)
+
+    def certify(self, older_than: int | None = None) -> Certified:
+        self._run("certify")
+        for step in self.checkpoints:
+            if older_than is None or step < older_than:
+                written = self.outage_started_at - timedelta(minutes=10 + (self.checkpoints[0] - step) / 10)
+                return Certified(f"memory://secondary/step-{step:06d}", step, written)
+        raise StopFailover(f"no certified checkpoint older than step {older_than}")
+
+    def plan(self) -> tuple[Option, ...]:
+        self._run("plan")
+        return (Option("gcp/us-central1", "a3-highgpu-8g H100:8", 88.49), Option("aws/us-west-2", "p5.48xlarge H100:8", 98.32))
+
+    def prestage(self) -> Readiness:
+        self._run("prestage")
+        return Readiness(True, ("image present with the expected digest",))
+
+    def provision(self, options: Sequence[Option]) -> Provisioned:
+        self._run("provision")
+        with self._lock:
+            self.clusters.add("scripted-dr")
+        return Provisioned("scripted-dr", options[0], (f"{options[0].infra}: ok",))
+
+    def resume(self, cluster: Provisioned, checkpoint: Certified) -> Resumed:
+        start = datetime.now(UTC)
+        self._run("load")
+        loaded = datetime.now(UTC)
+        self._run("first_step")
+        return Resumed(loaded if loaded > start else start, datetime.now(UTC), checkpoint.step + 1)
+
+    def prove(self, cluster: Provisioned, checkpoint: Certified) -> Parity:
+        self._run("prove")
+        passed = self.parity.pop(0) if self.parity else True
+        return Parity(passed, 5, "5 steps identical" if passed else "step 301: 2.31 vs 2.29")
+
+    def teardown(self, cluster: Provisioned) -> None:
+        with self._lock:
+            self.clusters.discard(cluster.cluster)

@@ -1,0 +1,211 @@
+"""A table of broken runbooks, each with the exact line an on-call would read."""
+
+import textwrap
+from datetime import timedelta
+
+import pytest
+
+from lifeboat.cli import main
+from lifeboat.durations import format_duration, parse_duration
+from runbooks.loader import RunbookInvalid, load_runbook
+
+GOOD = textwrap.dedent(
+    """\
+    name: job-a
+    workload: pretraining
+    primary:
+      infra: aws/us-east-1
+      store: s3://prim/ckpt
+    secondary:
+      infra: gcp/us-central1
+      store: gs://dr/ckpt
+      candidates:
+        - infra: gcp/us-central1
+          accelerators: H100:8
+    job:
+      task: task.yaml
+    checkpoint:
+      cadence: 30m
+    approval:
+      required: true
+      approvers: [U1]
+    """
+)
+
+
+def write(tmp_path, text, name="rb.yaml"):
+    (tmp_path / "task.yaml").write_text("run: echo\n")
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def problems(path):
+    with pytest.raises(RunbookInvalid) as e:
+        load_runbook(path)
+    return [str(p).removeprefix(f"{path}:") for p in e.value.problems]
+
+
+BROKEN = [
+    (
+        "unknown key",
+        ("  task: task.yaml\n", "  task: task.yaml\n  comand: x\n"),
+        ["14: job.comand: unknown key 'comand'; did you mean 'command'?"],
+    ),
+    (
+        "bad duration",
+        ("cadence: 30m", "cadence: 30 minutes"),
+        ["15: checkpoint.cadence: '30 minutes' is not a duration; write it like 90s, 15m, 2h or 1h30m"],
+    ),
+    (
+        "unknown workload",
+        ("workload: pretraining", "workload: training"),
+        [
+            "2: workload: Input should be 'pretraining', 'finetuning', 'batch-inference' or 'realtime-inference'"
+        ],
+    ),
+    (
+        "same store twice",
+        ("gs://dr/ckpt", "s3://prim/ckpt"),
+        ["8: secondary.store: same as primary.store; a replica must live elsewhere"],
+    ),
+    (
+        "approval without approvers",
+        ("approvers: [U1]", "approvers: []"),
+        ["18: approval.approvers: approval is required but no approvers are listed"],
+    ),
+    (
+        "empty candidates",
+        ("  candidates:\n    - infra: gcp/us-central1\n      accelerators: H100:8\n", "  candidates: []\n"),
+        ["9: secondary.candidates: the candidate list is empty: name at least one infra to fail over to"],
+    ),
+    (
+        "missing task file",
+        ("task: task.yaml", "task: missing.yaml"),
+        ["13: job.task: missing.yaml does not exist (relative to {path})"],
+    ),
+    (
+        "not a store URI",
+        ("store: s3://prim/ckpt", "store: hdfs://prim/ckpt"),
+        [
+            "5: primary.store: 'hdfs://prim/ckpt' is not a store URI; use s3://bucket/prefix, gs://bucket/prefix or file:///path"
+        ],
+    ),
+    (
+        "endpoint on GCS",
+        ("  store: gs://dr/ckpt\n", "  store: gs://dr/ckpt\n  endpoint_url: http://minio:9000\n"),
+        ["9: secondary.endpoint_url: applies to s3:// stores only"],
+    ),
+    (
+        "unreachable quorum",
+        ("checkpoint:", "detection:\n  signals: [provider]\n  quorum: 2\ncheckpoint:"),
+        ["16: detection.quorum: 2 can never be reached with 1 signal(s)"],
+    ),
+    (
+        "escalate with nobody",
+        ("approvers: [U1]", "approvers: [U1]\n  on_timeout: escalate"),
+        ["16: approval.escalation: on_timeout is escalate but no escalation approvers are given"],
+    ),
+    (
+        "resume arg without placeholder",
+        ("task: task.yaml", "task: task.yaml\n  resume:\n    arg: --resume"),
+        ["15: job.resume.arg: must contain {{checkpoint}}"],
+    ),
+    (
+        "missing cadence",
+        ("  cadence: 30m\n", "  layout: dcp\n"),
+        ["14: checkpoint.cadence: required, but missing"],
+    ),
+    (
+        "unknown layout",
+        ("  cadence: 30m\n", "  cadence: 30m\n  layout: orbax\n"),
+        ["16: checkpoint.layout: Input should be 'auto', 'dcp', 'deepspeed', 'megatron', 'hf' or 'manifest'"],
+    ),
+    (
+        "duplicate key",
+        ("workload: pretraining\n", "workload: pretraining\nworkload: finetuning\n"),
+        ["3: workload: duplicate key"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case, edit, expected", BROKEN, ids=[b[0] for b in BROKEN])
+def test_broken_runbook_names_line_field_and_reason(tmp_path, case, edit, expected):
+    old, new = edit
+    assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new, 1))
+    assert problems(path) == [e.format(path=path) for e in expected]
+
+
+def test_good_runbook_loads_with_workload_defaults(tmp_path):
+    rb = load_runbook(write(tmp_path, GOOD))
+    assert (rb.rpo_target, rb.rto_target) == (timedelta(hours=2), timedelta(minutes=30))
+
+
+def test_targets_override_the_workload_defaults(tmp_path):
+    rb = load_runbook(write(tmp_path, GOOD + "targets:\n  rto: 90s\n"))
+    assert (rb.rpo_target, rb.rto_target) == (timedelta(hours=2), timedelta(seconds=90))
+
+
+def test_validate_prints_one_line_per_problem_and_exits_1(tmp_path, capsys):
+    text = GOOD.replace("  task: task.yaml\n", "  task: task.yaml\n  comand: x\n").replace("30m", "soon")
+    path = write(tmp_path, text)
+    assert main(["validate", str(path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"{path}:14: job.comand: unknown key 'comand'; did you mean 'command'?",
+        f"{path}:16: checkpoint.cadence: 'soon' is not a duration; write it like 90s, 15m, 2h or 1h30m",
+    ]
+
+
+def test_yaml_syntax_error_gives_line_and_column(tmp_path, capsys):
+    path = write(tmp_path, "name: a\n  workload: [\n")
+    assert main(["validate", str(path)]) == 1
+    assert (
+        capsys.readouterr().err.strip()
+        == f"{path}:2: YAML syntax error at column 11: mapping values are not allowed here"
+    )
+
+
+def test_missing_file_says_so(tmp_path, capsys):
+    assert main(["validate", str(tmp_path / "nope.yaml")]) == 1
+    assert capsys.readouterr().err.strip() == f"{tmp_path / 'nope.yaml'}: no such file"
+
+
+def test_one_bad_file_fails_the_batch_but_every_file_is_checked(tmp_path, capsys):
+    good = write(tmp_path, GOOD, "good.yaml")
+    bad = write(tmp_path, "name: x\n", "bad.yaml")
+    assert main(["validate", str(bad), str(good)]) == 1
+    out = capsys.readouterr()
+    assert f"{good}: ok (job-a" in out.out
+    assert f"{bad}:1: workload: required, but missing" in out.err
+
+
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("90s", 90),
+        ("15m", 900),
+        ("2h", 7200),
+        ("1h30m", 5400),
+        ("0", 0),
+        ("250ms", 0.25),
+        (45, 45),
+        ("1d", 86400),
+    ],
+)
+def test_durations_read_as_people_write_them(text, seconds):
+    assert parse_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("text", ["", "2 hours", "h", "10x", "-5m", "1h 30m"])
+def test_nonsense_durations_are_refused(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    "seconds, text", [(90, "1m30s"), (7200, "2h"), (0.25, "250ms"), (0, "0s"), (5400, "1h30m")]
+)
+def test_durations_print_back_shortest(seconds, text):
+    assert format_duration(timedelta(seconds=seconds)) == text
