@@ -125,16 +125,23 @@ def execute(
         )
         ledger.mark("approval_requested")
         decision = gate.request(card)
-        ledger.note("approval", f"{'approved' if decision.approved else 'rejected'} by {decision.approver}: {decision.reason}")
+        ledger.note(
+            "approval",
+            f"{'approved' if decision.approved else 'rejected'} by {decision.approver}: {decision.reason}",
+        )
         if not decision.approved:
             if early is not None and (cluster := _settled(early)) is not None:
                 steps.teardown(cluster)  # provisioned while waiting: cheap to give back
                 cluster = None
-            ledger.fail("approval_granted", f"rejected by {decision.approver}: {decision.reason}", outcome="aborted")
+            ledger.fail(
+                "approval_granted", f"rejected by {decision.approver}: {decision.reason}", outcome="aborted"
+            )
             return ledger.entry
         ledger.mark("approval_granted")
 
-        provisioned = early.result() if early is not None else _task(rb, "provision")(steps, "provision", options)
+        provisioned = (
+            early.result() if early is not None else _task(rb, "provision")(steps, "provision", options)
+        )
         cluster = provisioned.value
         ledger.begin("provisioned", provisioned.started)
         ledger.mark("provisioned", provisioned.finished)
@@ -172,7 +179,10 @@ def _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint: Certified) -
             gate.notify(f"Lifeboat: loss parity failed for {rb.name} from {checkpoint.uri}: {parity.detail}")
             raise StopFailover(f"loss parity failed from {checkpoint.uri}: {parity.detail}")
         older = _task(rb, "certify")(steps, "certify", checkpoint.step).value
-        ledger.note("rollback", f"parity failed from step {checkpoint.step} ({parity.detail}); rolled back to step {older.step}")
+        ledger.note(
+            "rollback",
+            f"parity failed from step {checkpoint.step} ({parity.detail}); rolled back to step {older.step}",
+        )
         ledger.checkpoint(older.uri, older.written_at)
         checkpoint = older
     raise AssertionError("unreachable")
@@ -187,13 +197,26 @@ def _settled(future) -> Provisioned | None:
 
 @flow(name="failover", log_prints=True)
 def failover(
-    runbook: Annotated[str, Field(description="Path of the runbook YAML on the worker, e.g. runbooks/llama-70b-pretrain.yaml.")],
-    dry_run: Annotated[bool, Field(description="Run every step on fakes: no cloud, no GPUs, no Slack. For CI and rehearsals.")] = False,
+    runbook: Annotated[
+        str,
+        Field(description="Path of the runbook YAML on the worker, e.g. runbooks/llama-70b-pretrain.yaml."),
+    ],
+    dry_run: Annotated[
+        bool,
+        Field(description="Run every step on fakes: no cloud, no GPUs, no Slack. For CI and rehearsals."),
+    ] = False,
     outage_started_at: Annotated[
-        datetime | None, Field(description="When the outage began (from the alert); defaults to the first failing signal.")
+        datetime | None,
+        Field(description="When the outage began (from the alert); defaults to the first failing signal."),
     ] = None,
-    evidence: Annotated[list[str] | None, Field(description="Signals that confirmed the outage, one line each (set by the automation).")] = None,
-    drill: Annotated[str | None, Field(description="Drill kind when this is a rehearsal: isolated names, guaranteed teardown.")] = None,
+    evidence: Annotated[
+        list[str] | None,
+        Field(description="Signals that confirmed the outage, one line each (set by the automation)."),
+    ] = None,
+    drill: Annotated[
+        str | None,
+        Field(description="Drill kind when this is a rehearsal: isolated names, guaranteed teardown."),
+    ] = None,
 ) -> dict:
     """Fail a protected job over to its secondary site and measure RTO and RPO."""
     from prefect.runtime import flow_run
@@ -204,13 +227,25 @@ def failover(
 
     rb = load_runbook(runbook)
     run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
-    steps = build_steps(rb, run_id=run_id, dry_run=dry_run, drill=drill, outage_started_at=outage_started_at, evidence=evidence)
+    steps = build_steps(
+        rb,
+        run_id=run_id,
+        dry_run=dry_run,
+        drill=drill,
+        outage_started_at=outage_started_at,
+        evidence=evidence,
+    )
     ledger = build_ledger(rb, run_id=run_id, dry_run=dry_run, drill=drill)
     try:
         entry = execute(rb, steps, ledger, build_gate(rb, dry_run=dry_run), run_id=run_id, drill=bool(drill))
     finally:
         picture = publish(ledger.entry, Path(".lifeboat/timelines"))
-    return {"outcome": entry.outcome, "rto_s": _secs(entry.rto), "rpo_s": _secs(entry.rpo), "timeline": str(picture)}
+    return {
+        "outcome": entry.outcome,
+        "rto_s": _secs(entry.rto),
+        "rpo_s": _secs(entry.rpo),
+        "timeline": str(picture),
+    }
 
 
 def _secs(td) -> float | None:

@@ -108,7 +108,8 @@ def test_signed_slack_click_resumes_the_paused_run_with_the_decision(tmp_path, s
 
     with get_client(sync_client=True) as client:
         (artifact,) = client.read_artifacts(
-            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(run_id)])))
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(run_id)]))
+        )
     assert "| decided | U0BOB | approved via slack: approved in Slack |" in artifact.data
 
 
@@ -199,14 +200,20 @@ def console_gate_flow(runbook_doc: dict, mode: str) -> dict:
     ledger = RtoLedger.for_runbook(rb, str(current_run.id))
     out = io.StringIO()
     decision = await_approval(rb, make_card(run_id=""), ConsoleChat(mode, out=out), ledger=ledger)
-    return {"decision": decision.model_dump(mode="json"), "console": out.getvalue(),
-            "phases": sorted(ledger.entry.phases)}
+    return {
+        "decision": decision.model_dump(mode="json"),
+        "console": out.getvalue(),
+        "phases": sorted(ledger.entry.phases),
+    }
 
 
 def test_console_backend_auto_approves_a_dry_run_without_pausing(tmp_path, prefect_server):
     out = console_gate_flow(make_runbook(tmp_path).model_dump(mode="json"), "approve")
     assert out["decision"]["approved"] is True and out["decision"]["via"] == "cli"
-    assert "Approve failover of llama-pretrain?" in out["console"] and "Approved by console via cli" in out["console"]
+    assert (
+        "Approve failover of llama-pretrain?" in out["console"]
+        and "Approved by console via cli" in out["console"]
+    )
     assert out["phases"] == ["approval_granted", "approval_requested"]
 
 
@@ -222,8 +229,11 @@ def _paused_run_ids() -> list[str]:
     from prefect.client.schemas.objects import StateType
 
     with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
-            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))))
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))
+            )
+        )
     return [str(r.id) for r in runs]
 
 
@@ -234,7 +244,33 @@ def test_slack_down_during_the_incident_still_lets_the_ui_decide(tmp_path, slack
     rb = make_runbook(tmp_path)
     t = in_thread(gate_flow, rb.model_dump(mode="json"), slack_stub.base_url, str(tmp_path / "ledger.jsonl"))
     (run_id,) = wait_until(_paused_run_ids)
-    resume_flow_run(UUID(run_id), run_input={"approved": True, "reason": "Slack is down, approving in the UI"})
+    resume_flow_run(
+        UUID(run_id), run_input={"approved": True, "reason": "Slack is down, approving in the UI"}
+    )
     out = _finish(t)
     assert out["decision"]["approved"] is True and out["decision"]["via"] == "ui"
     assert out["entry"]["notes"]["approval card"].startswith("not posted: Slack chat_postMessage")
+
+
+@flow(name="approval-chat-gate", persist_result=False)
+def chat_gate_flow(runbook_doc: dict) -> dict:
+    import io
+
+    from flows.approval import ChatGate
+    from providers.chat.console import ConsoleChat
+
+    from .test_chat import _failover_card
+
+    out = io.StringIO()
+    gate = ChatGate(Runbook.model_validate(runbook_doc), ConsoleChat("reject", approver="dave", out=out))
+    decision = gate.request(_failover_card())
+    gate.notify("failover aborted")
+    return {"decision": decision.model_dump(mode="json"), "console": out.getvalue()}
+
+
+def test_the_failover_flows_gate_asks_through_chat_and_returns_the_decision(tmp_path, prefect_server):
+    out = chat_gate_flow(make_runbook(tmp_path).model_dump(mode="json"))
+    assert out["decision"]["approved"] is False and out["decision"]["approver"] == "dave"
+    assert "DRILL: Approve failover" in out["console"] and out["console"].rstrip().endswith(
+        "failover aborted"
+    )
