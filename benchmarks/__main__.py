@@ -1,6 +1,7 @@
 """Run every benchmark (or those named on the command line) and print their results."""
 
 import importlib
+import os
 import pkgutil
 import sys
 import time
@@ -8,6 +9,8 @@ from pathlib import Path
 
 
 def main(names: list[str]) -> int:
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
     here = Path(__file__).parent
     found = sorted(m.name for m in pkgutil.iter_modules([str(here)]) if not m.name.startswith("_"))
     for name in names or found:

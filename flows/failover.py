@@ -16,8 +16,9 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
 from lifeboat.errors import ProviderUnavailable, StopFailover
-from lifeboat.failover import ApprovalCard, Certified, FailoverSteps, Provisioned, expected_rto
+from lifeboat.failover import Certified, FailoverSteps, Option, Provisioned, Readiness, expected_rto
 from lifeboat.ledger import PHASES, LedgerEntry, RtoLedger
+from providers.chat.base import ApprovalCard
 from runbooks.model import Runbook
 
 
@@ -30,7 +31,9 @@ class Decision(Protocol):
 class Gate(Protocol):
     """Asks the humans (or the policy) and tells them how it went."""
 
-    def request(self, card: ApprovalCard) -> Decision: ...
+    def request(self, card: ApprovalCard, ledger: RtoLedger) -> Decision:
+        """Post the card and wait; records approval_requested/granted (or the rejection)."""
+        ...
 
     def notify(self, text: str) -> None: ...
 
@@ -109,39 +112,15 @@ def execute(
         ledger.checkpoint(checkpoint.uri, checkpoint.written_at)
         options, readiness = done["plan"].value, done["prestage"].value
 
-        card = ApprovalCard(
-            runbook=rb.name,
-            run_id=run_id,
-            drill=drill,
-            evidence=confirmed.value.evidence,
-            checkpoint=checkpoint,
-            rpo=max(confirmed.value.outage_started_at - checkpoint.written_at, timedelta(0)),
-            rpo_target=rb.rpo_target,
-            options=tuple(options),
-            readiness=readiness,
-            expected_rto=expected_rto(confirmed.value.outage_started_at, clock(), rb.failover.expected_ready),
-            rto_target=rb.rto_target,
-            approvers=tuple(rb.approval.approvers),
-        )
-        ledger.mark("approval_requested")
-        decision = gate.request(card)
-        ledger.note(
-            "approval",
-            f"{'approved' if decision.approved else 'rejected'} by {decision.approver}: {decision.reason}",
-        )
+        card = _card(rb, run_id, confirmed.value, checkpoint, options, readiness, clock())
+        decision = gate.request(card, ledger)
         if not decision.approved:
             if early is not None and (cluster := _settled(early)) is not None:
                 steps.teardown(cluster)  # provisioned while waiting: cheap to give back
                 cluster = None
-            ledger.fail(
-                "approval_granted", f"rejected by {decision.approver}: {decision.reason}", outcome="aborted"
-            )
-            return ledger.entry
-        ledger.mark("approval_granted")
+            return ledger.finish("aborted")
 
-        provisioned = (
-            early.result() if early is not None else _task(rb, "provision")(steps, "provision", options)
-        )
+        provisioned = early.result() if early is not None else _task(rb, "provision")(steps, "provision", options)
         cluster = provisioned.value
         ledger.begin("provisioned", provisioned.started)
         ledger.mark("provisioned", provisioned.finished)
@@ -165,6 +144,26 @@ def execute(
             steps.teardown(cluster)
 
 
+def _card(rb: Runbook, run_id, confirmed, checkpoint: Certified, options, readiness: Readiness, now) -> ApprovalCard:
+    first: Option | None = options[0] if options else None
+    then = f" (then {', '.join(o.infra for o in options[1:3])})" if len(options) > 1 else ""
+    return ApprovalCard(
+        runbook=rb.name,
+        run_id=run_id,
+        channel=rb.approval.channel,
+        evidence=list(confirmed.evidence),
+        checkpoint=f"{checkpoint.uri} (step {checkpoint.step}, written {checkpoint.written_at:%Y-%m-%d %H:%M:%S}Z)",
+        rpo=max(confirmed.outage_started_at - checkpoint.written_at, timedelta(0)),
+        rpo_target=rb.rpo_target,
+        plan=f"{first.infra} {first.resources}{' spot' if first.use_spot else ''}{then}" if first else None,
+        cost_per_hour=first.hourly_usd if first else None,
+        prestage=[("ready: " if readiness.ready else "NOT READY: ") + "; ".join(readiness.items)],
+        expected_rto=expected_rto(confirmed.outage_started_at, now, rb.failover.expected_ready),
+        rto_target=rb.rto_target,
+        approvers=list(rb.approval.approvers),
+    )
+
+
 def _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint: Certified) -> Certified:
     """Resume, then gate on loss parity; on failure roll back once or page, as the runbook says."""
     for attempt in (1, 2):
@@ -179,10 +178,7 @@ def _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint: Certified) -
             gate.notify(f"Lifeboat: loss parity failed for {rb.name} from {checkpoint.uri}: {parity.detail}")
             raise StopFailover(f"loss parity failed from {checkpoint.uri}: {parity.detail}")
         older = _task(rb, "certify")(steps, "certify", checkpoint.step).value
-        ledger.note(
-            "rollback",
-            f"parity failed from step {checkpoint.step} ({parity.detail}); rolled back to step {older.step}",
-        )
+        ledger.note("rollback", f"parity failed from step {checkpoint.step} ({parity.detail}); rolled back to step {older.step}")
         ledger.checkpoint(older.uri, older.written_at)
         checkpoint = older
     raise AssertionError("unreachable")
@@ -197,26 +193,13 @@ def _settled(future) -> Provisioned | None:
 
 @flow(name="failover", log_prints=True)
 def failover(
-    runbook: Annotated[
-        str,
-        Field(description="Path of the runbook YAML on the worker, e.g. runbooks/llama-70b-pretrain.yaml."),
-    ],
-    dry_run: Annotated[
-        bool,
-        Field(description="Run every step on fakes: no cloud, no GPUs, no Slack. For CI and rehearsals."),
-    ] = False,
+    runbook: Annotated[str, Field(description="Path of the runbook YAML on the worker, e.g. runbooks/llama-70b-pretrain.yaml.")],
+    dry_run: Annotated[bool, Field(description="Run every step on fakes: no cloud, no GPUs, no Slack. For CI and rehearsals.")] = False,
     outage_started_at: Annotated[
-        datetime | None,
-        Field(description="When the outage began (from the alert); defaults to the first failing signal."),
+        datetime | None, Field(description="When the outage began (from the alert); defaults to the first failing signal.")
     ] = None,
-    evidence: Annotated[
-        list[str] | None,
-        Field(description="Signals that confirmed the outage, one line each (set by the automation)."),
-    ] = None,
-    drill: Annotated[
-        str | None,
-        Field(description="Drill kind when this is a rehearsal: isolated names, guaranteed teardown."),
-    ] = None,
+    evidence: Annotated[list[str] | None, Field(description="Signals that confirmed the outage, one line each (set by the automation).")] = None,
+    drill: Annotated[str | None, Field(description="Drill kind when this is a rehearsal: isolated names, guaranteed teardown.")] = None,
 ) -> dict:
     """Fail a protected job over to its secondary site and measure RTO and RPO."""
     from prefect.runtime import flow_run
@@ -227,25 +210,13 @@ def failover(
 
     rb = load_runbook(runbook)
     run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
-    steps = build_steps(
-        rb,
-        run_id=run_id,
-        dry_run=dry_run,
-        drill=drill,
-        outage_started_at=outage_started_at,
-        evidence=evidence,
-    )
+    steps = build_steps(rb, run_id=run_id, dry_run=dry_run, drill=drill, outage_started_at=outage_started_at, evidence=evidence)
     ledger = build_ledger(rb, run_id=run_id, dry_run=dry_run, drill=drill)
     try:
         entry = execute(rb, steps, ledger, build_gate(rb, dry_run=dry_run), run_id=run_id, drill=bool(drill))
     finally:
         picture = publish(ledger.entry, Path(".lifeboat/timelines"))
-    return {
-        "outcome": entry.outcome,
-        "rto_s": _secs(entry.rto),
-        "rpo_s": _secs(entry.rpo),
-        "timeline": str(picture),
-    }
+    return {"outcome": entry.outcome, "rto_s": _secs(entry.rto), "rpo_s": _secs(entry.rpo), "timeline": str(picture)}
 
 
 def _secs(td) -> float | None:

@@ -11,7 +11,7 @@ it from a runbook's providers, benchmarks and tests script it. Nothing here impo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -28,6 +28,14 @@ STEP_GRAPH: Mapping[str, tuple[str, ...]] = {
     "load": ("provision",),
     "first_step": ("load",),
 }
+
+
+def step_graph(provision_before_approval: bool = False) -> Mapping[str, tuple[str, ...]]:
+    """The graph the flow walks; with early provisioning, GPUs are sought once planned and
+    the job loads when both the GPUs and the approval are there."""
+    if not provision_before_approval:
+        return STEP_GRAPH
+    return {**STEP_GRAPH, "provision": ("plan",), "load": ("provision", "approval")}
 
 
 def critical_path(durations: Mapping[str, float], graph: Mapping[str, Sequence[str]] = STEP_GRAPH) -> float:
@@ -108,24 +116,6 @@ class Parity:
     passed: bool
     compared: int
     detail: str
-
-
-@dataclass(frozen=True)
-class ApprovalCard:
-    """What an approver sees before GPUs are bought."""
-
-    runbook: str
-    run_id: str
-    drill: bool
-    evidence: tuple[str, ...]
-    checkpoint: Certified
-    rpo: timedelta
-    rpo_target: timedelta
-    options: tuple[Option, ...]
-    readiness: Readiness
-    expected_rto: timedelta
-    rto_target: timedelta
-    approvers: tuple[str, ...] = field(default=())
 
 
 class FailoverSteps(Protocol):

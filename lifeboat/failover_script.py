@@ -60,9 +60,7 @@ class ScriptedSteps:
             self.outage_started_at = datetime.now(UTC) - timedelta(seconds=self.durations.get("detect", 0.0))
         self._run("confirm")
         detected = self.outage_started_at + timedelta(seconds=self.durations.get("detect", 0.0))
-        return Confirmation(
-            self.outage_started_at, detected, ("scripted: provider unreachable", "scripted: stall")
-        )
+        return Confirmation(self.outage_started_at, detected, ("scripted: provider unreachable", "scripted: stall"))
 
     def fence(self) -> Fenced:
         self._run("fence")
@@ -79,10 +77,7 @@ class ScriptedSteps:
 
     def plan(self) -> tuple[Option, ...]:
         self._run("plan")
-        return (
-            Option("gcp/us-central1", "a3-highgpu-8g H100:8", 88.49),
-            Option("aws/us-west-2", "p5.48xlarge H100:8", 98.32),
-        )
+        return (Option("gcp/us-central1", "a3-highgpu-8g H100:8", 88.49), Option("aws/us-west-2", "p5.48xlarge H100:8", 98.32))
 
     def prestage(self) -> Readiness:
         self._run("prestage")

@@ -15,7 +15,11 @@ RUNBOOK = {
     "name": "job-a",
     "workload": "finetuning",
     "primary": {"infra": "aws/us-east-1", "store": "s3://p/ck"},
-    "secondary": {"infra": "gcp/us-central1", "store": "gs://s/ck", "candidates": [{"infra": "gcp/us-central1"}]},
+    "secondary": {
+        "infra": "gcp/us-central1",
+        "store": "gs://s/ck",
+        "candidates": [{"infra": "gcp/us-central1"}],
+    },
     "job": {"task": "task.yaml"},
     "checkpoint": {"cadence": "30m"},
     "failover": {"retries": 0},
@@ -26,8 +30,13 @@ class Gate:
     def __init__(self, approve=True):
         self.approve, self.cards, self.notes = approve, [], []
 
-    def request(self, card):
+    def request(self, card, ledger):
         self.cards.append(card)
+        ledger.mark("approval_requested")
+        if self.approve:
+            ledger.mark("approval_granted")
+        else:
+            ledger.fail("approval_granted", "rejected by U1", outcome="aborted")
         return type("D", (), {"approved": self.approve, "reason": "looks right", "approver": "U1"})()
 
     def notify(self, text):
@@ -68,13 +77,26 @@ def test_certify_plan_and_prestage_run_concurrently_after_fencing():
 def test_ledger_has_every_phase_in_order_and_the_card_shows_rpo_and_plan():
     gate = Gate()
     entry, _ = run(ScriptedSteps({}), gate)
-    order = ["outage_start", "detected", "confirmed", "fenced", "approval_requested", "approval_granted",
-             "provisioned", "checkpoint_loaded", "first_step", "parity_passed"]
+    order = [
+        "outage_start",
+        "detected",
+        "confirmed",
+        "fenced",
+        "approval_requested",
+        "approval_granted",
+        "provisioned",
+        "checkpoint_loaded",
+        "first_step",
+        "parity_passed",
+    ]
     times = [entry.phases[p] for p in order]
     assert times == sorted(times)
     card = gate.cards[0]
-    assert card.checkpoint.step == 300 and card.rpo == timedelta(minutes=10)
-    assert card.options[0].describe() == "gcp/us-central1 a3-highgpu-8g H100:8 — $88.49/h"
+    assert card.checkpoint.startswith("memory://secondary/step-000300 (step 300, written ")
+    assert card.rpo == timedelta(minutes=10)
+    assert (
+        dict(card.facts())["Plan"] == "gcp/us-central1 a3-highgpu-8g H100:8 (then aws/us-west-2) — $88.49/h"
+    )
     assert entry.checkpoint == "memory://secondary/step-000300" and entry.rpo == timedelta(minutes=10)
 
 
@@ -120,7 +142,9 @@ def test_drills_always_tear_down():
 
 
 def test_provision_before_approval_starts_early_and_is_torn_down_on_rejection():
-    rb = Runbook.model_validate({**RUNBOOK, "approval": {"required": False, "provision_before_approval": True}})
+    rb = Runbook.model_validate(
+        {**RUNBOOK, "approval": {"required": False, "provision_before_approval": True}}
+    )
     steps = ScriptedSteps({"provision": 0.2})
     entry, _ = run(steps, Gate(approve=False), rb=rb)
     assert entry.outcome == "aborted"
@@ -132,3 +156,12 @@ def test_outage_start_comes_from_detection():
     start = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
     entry, _ = run(ScriptedSteps({}, outage_started_at=start), Gate())
     assert entry.phases["outage_start"] == start
+
+
+def test_critical_path_follows_the_graph_and_early_provisioning_shortens_it():
+    from lifeboat.failover import critical_path, step_graph
+
+    d = {"detect": 1, "confirm": 1, "fence": 1, "certify": 5, "plan": 1, "prestage": 3,
+         "approval": 4, "provision": 6, "load": 2, "first_step": 1}  # fmt: skip
+    assert critical_path(d) == 1 + 1 + 1 + 5 + 4 + 6 + 2 + 1
+    assert critical_path(d, step_graph(provision_before_approval=True)) == 3 + max(5 + 4, 1 + 6) + 2 + 1
