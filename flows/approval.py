@@ -205,45 +205,16 @@ def _record(process: ApprovalProcess, runbook, ledger, ref: CardRef | None, card
     return decision
 
 
-def chat_card(card, channel: str | None = None) -> ApprovalCard:
-    """The failover flow's card (`lifeboat.failover.ApprovalCard`) as the chat card."""
-    best = card.options[0] if card.options else None
-    ckpt = card.checkpoint
-    readiness = [
-        *card.readiness.items,
-        "ready" if card.readiness.ready else "NOT ready: provisioning will wait",
-    ]
-    return ApprovalCard(
-        runbook=card.runbook,
-        run_id=card.run_id,
-        channel=channel,
-        evidence=list(card.evidence),
-        checkpoint=f"{ckpt.uri} (step {ckpt.step}, written {ckpt.written_at.isoformat(timespec='seconds')})",
-        rpo=card.rpo,
-        rpo_target=card.rpo_target,
-        plan=(f"{best.infra} {best.resources}{' spot' if best.use_spot else ''}" if best else None),
-        cost_per_hour=best.hourly_usd if best else None,
-        prestage=readiness,
-        expected_rto=card.expected_rto,
-        rto_target=card.rto_target,
-        approvers=list(card.approvers),
-        drill=card.drill,
-    )
-
-
 class ChatGate:
-    """The failover flow's `Gate`: the card in chat, the run paused for the decision.
-
-    The flow's `execute` keeps the ledger itself, so this gate records only the approval
-    trail (artifact). `await_kw` passes through to `await_approval` (clock, grace_s)."""
+    """The failover flow's `Gate`: the card in chat, the run paused for the decision,
+    `approval_requested` / `approval_granted` (or the rejection) kept in the flow's ledger.
+    `await_kw` passes through to `await_approval` (clock, grace_s)."""
 
     def __init__(self, runbook, chat: Chat, **await_kw):
         self.runbook, self.chat, self.await_kw = runbook, chat, await_kw
 
-    def request(self, card) -> ApprovalDecision:
-        return await_approval(
-            self.runbook, chat_card(card, self.runbook.approval.channel), self.chat, **self.await_kw
-        )
+    def request(self, card: ApprovalCard, ledger=None) -> ApprovalDecision:
+        return await_approval(self.runbook, card, self.chat, ledger=ledger, **self.await_kw)
 
     def notify(self, text: str) -> None:
         try:

@@ -259,18 +259,23 @@ def chat_gate_flow(runbook_doc: dict) -> dict:
     from flows.approval import ChatGate
     from providers.chat.console import ConsoleChat
 
-    from .test_chat import _failover_card
-
+    rb = Runbook.model_validate(runbook_doc)
+    ledger = RtoLedger.for_runbook(rb, str(current_run.id))
     out = io.StringIO()
-    gate = ChatGate(Runbook.model_validate(runbook_doc), ConsoleChat("reject", approver="dave", out=out))
-    decision = gate.request(_failover_card())
+    gate = ChatGate(rb, ConsoleChat("reject", approver="dave", out=out))
+    decision = gate.request(make_card(run_id="", drill=True), ledger)
     gate.notify("failover aborted")
-    return {"decision": decision.model_dump(mode="json"), "console": out.getvalue()}
+    return {
+        "decision": decision.model_dump(mode="json"),
+        "console": out.getvalue(),
+        "outcome": ledger.entry.outcome,
+    }
 
 
-def test_the_failover_flows_gate_asks_through_chat_and_returns_the_decision(tmp_path, prefect_server):
+def test_the_failover_flows_gate_asks_through_chat_and_keeps_the_ledger(tmp_path, prefect_server):
     out = chat_gate_flow(make_runbook(tmp_path).model_dump(mode="json"))
     assert out["decision"]["approved"] is False and out["decision"]["approver"] == "dave"
+    assert out["outcome"] == "aborted"
     assert "DRILL: Approve failover" in out["console"] and out["console"].rstrip().endswith(
         "failover aborted"
     )
