@@ -167,3 +167,54 @@ def test_serve_builds_slack_settings_from_the_environment_and_runbook_files():
     )
     assert "llama-70b-pretrain" in settings.approvers
     assert "xoxb-1" not in repr(settings) and settings.bot_token.get_secret_value() == "xoxb-1"
+
+
+def test_the_click_is_acked_before_the_run_is_resumed_over_real_http(slack_stub, tmp_path):
+    """Slack wants the ack within 3 s; resuming (a Prefect API call) happens after it."""
+    import asyncio
+    import threading
+    import urllib.request
+
+    import uvicorn
+
+    resume_may_finish, resumed = threading.Event(), threading.Event()
+
+    def slow_resume(run_id, run_input):
+        resume_may_finish.wait(30)
+        resumed.set()
+
+    settings = SlackSettings.from_runbooks(
+        [make_runbook(tmp_path)],
+        signing_secret=SecretStr(SIGNING_SECRET),
+        bot_token=SecretStr("xoxb-test"),
+        base_url=slack_stub.base_url,
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(slack_routes(settings, resume=slow_resume)),
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            lifespan="off",
+            ws="none",
+        )
+    )
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        headers, body = signed_click(click_payload(card_blocks(make_card(run_id=RUN)), run_id=RUN))
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/slack/actions", data=body.encode(), headers=headers, method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+        assert not resumed.is_set()  # acked while the resume is still waiting
+        resume_may_finish.set()
+        assert resumed.wait(10)
+    finally:
+        resume_may_finish.set()
+        server.should_exit = True
+        thread.join(10)
