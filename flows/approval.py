@@ -151,6 +151,7 @@ def await_approval(
             on_escalate=(lambda a: ledger.note("approval escalated to", ", ".join(a.approvers)))
             if ledger
             else None,
+            channel=card.channel or "",
         )
         timeout = math.ceil((process.final_deadline - clock()).total_seconds() + grace_s)
         timer.start()
