@@ -219,6 +219,6 @@ class ChatGate:
 
     def notify(self, text: str) -> None:
         try:
-            self.chat.post(self.runbook.approval.channel or "", text)
-        except LifeboatError as e:  # a notice is a courtesy
-            log.warning("could not notify the channel: %s", e)
+            self.chat.post(self.runbook.approval.channel or "console", text)
+        except Exception as e:  # a failed page must not hide the failure it reports
+            log.warning("could not notify: %s", e)

@@ -13,7 +13,9 @@ from lifeboat.timeline import entry_markdown, phase_rows, render_timeline
 def publish(entry: LedgerEntry, folder: Path) -> Path | None:
     """Attach the run's phases and verdict to the flow run; draw its Gantt chart into `folder`."""
     key = f"failover-{entry.runbook}"
-    create_table_artifact(table=phase_rows(entry), key=f"{key}-phases", description=f"Phases of {entry.run_id}")
+    create_table_artifact(
+        table=phase_rows(entry), key=f"{key}-phases", description=f"Phases of {entry.run_id}"
+    )
     picture = None
     if entry.phases:
         picture = render_timeline(entry, folder / f"{entry.runbook}-{entry.run_id}.png")

@@ -20,6 +20,8 @@ COMMANDS = (
     "advise",
     "approve",
     "report",
+    "plan",
+    "serve",
 )
 
 

@@ -58,30 +58,6 @@ class SlackSettings(BaseModel):
                 channels[rb.name] = a.channel
         return cls(approvers=approvers, channels=channels, **kw)
 
-    @classmethod
-    def from_env(cls, runbook_paths, environ=None) -> SlackSettings | None:
-        """Settings for `lifeboat serve` from `LIFEBOAT_SLACK_SIGNING_SECRET` and
-        `LIFEBOAT_SLACK_BOT_TOKEN` (optional `LIFEBOAT_SLACK_BASE_URL`) and the runbook
-        files; None when no signing secret is set (the server then takes no Slack actions)."""
-        import os
-
-        from lifeboat.errors import ConfigError
-        from runbooks.loader import load_runbook
-
-        env = os.environ if environ is None else environ
-        secret = env.get("LIFEBOAT_SLACK_SIGNING_SECRET")
-        if not secret:
-            return None
-        token = env.get("LIFEBOAT_SLACK_BOT_TOKEN")
-        if not token:
-            raise ConfigError("LIFEBOAT_SLACK_SIGNING_SECRET is set but LIFEBOAT_SLACK_BOT_TOKEN is not")
-        return cls.from_runbooks(
-            [load_runbook(p) for p in runbook_paths],
-            signing_secret=SecretStr(secret),
-            bot_token=SecretStr(token),
-            base_url=env.get("LIFEBOAT_SLACK_BASE_URL") or None,
-        )
-
 
 def _prefect_resume(run_id: str, run_input: dict[str, Any]) -> None:
     from uuid import UUID

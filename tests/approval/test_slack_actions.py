@@ -153,22 +153,6 @@ def test_the_signing_secret_never_reaches_the_logs(endpoint, caplog):
     )
 
 
-def test_serve_builds_slack_settings_from_the_environment_and_runbook_files():
-    from pathlib import Path
-
-    from lifeboat.errors import ConfigError
-
-    runbook = Path(__file__).parents[2] / "runbooks" / "llama-70b-pretrain.yaml"
-    assert SlackSettings.from_env([runbook], environ={}) is None
-    with pytest.raises(ConfigError, match="LIFEBOAT_SLACK_BOT_TOKEN is not"):
-        SlackSettings.from_env([runbook], environ={"LIFEBOAT_SLACK_SIGNING_SECRET": "s"})
-    settings = SlackSettings.from_env(
-        [runbook], environ={"LIFEBOAT_SLACK_SIGNING_SECRET": "s", "LIFEBOAT_SLACK_BOT_TOKEN": "xoxb-1"}
-    )
-    assert "llama-70b-pretrain" in settings.approvers
-    assert "xoxb-1" not in repr(settings) and settings.bot_token.get_secret_value() == "xoxb-1"
-
-
 def test_the_click_is_acked_before_the_run_is_resumed_over_real_http(slack_stub, tmp_path):
     """Slack wants the ack within 3 s; resuming (a Prefect API call) happens after it."""
     import asyncio

@@ -1,0 +1,62 @@
+"""The `prestage` flow: keep a warm standby warm. Scheduled in prefect.yaml.
+
+Stage the runbook's weights into the secondary store, check images and weights where the
+secondary pulls from, publish the readiness as an artifact and an event
+(`lifeboat.prestage.ready` / `lifeboat.prestage.not-ready`) that an automation can page on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.events import emit_event
+
+from lifeboat.prestage import PrestageReadiness, readiness_for, readiness_markdown, stage_runbook_weights
+
+
+@task(retries=2, retry_delay_seconds=10)
+def stage(runbook_path: str) -> list[str]:
+    from providers.storage import open_store
+    from runbooks.loader import load_runbook
+
+    return sorted(stage_runbook_weights(load_runbook(runbook_path), open_store))
+
+
+@task(retries=1, retry_delay_seconds=5)
+def check(runbook_path: str, mirrors: dict[str, str] | None) -> PrestageReadiness:
+    from providers.registry import OciRegistry
+    from providers.storage import open_store
+    from runbooks.loader import load_runbook
+
+    return readiness_for(load_runbook(runbook_path), OciRegistry(mirror=mirrors), open_store)
+
+
+@flow(name="prestage", log_prints=True)
+def prestage(runbook: str, stage_weights: bool = True, mirrors: dict[str, str] | None = None) -> dict:
+    """Stage weights (unless `stage_weights` is false), then report readiness."""
+    from runbooks.loader import load_runbook
+
+    rb = load_runbook(runbook)
+    if stage_weights and rb.prestage.weights:
+        stage(runbook)
+    readiness = check(runbook, mirrors)
+    create_markdown_artifact(
+        key=f"prestage-{rb.name}",
+        markdown=readiness_markdown(rb.name, readiness),
+        description=f"Prestage readiness of {rb.name}",
+    )
+    emit_event(
+        event=f"lifeboat.prestage.{'ready' if readiness.ready else 'not-ready'}",
+        resource={"prefect.resource.id": f"lifeboat.runbook.{rb.name}"},
+        payload={"items": list(readiness.items)},
+    )
+    print(readiness.summary())
+    return {
+        "runbook": rb.name,
+        "ready": readiness.ready,
+        "items": list(readiness.items),
+        "images": [asdict(c) for c in readiness.images],
+        "weights": [asdict(c) for c in readiness.weights],
+    }

@@ -1,0 +1,114 @@
+"""`lifeboat plan RUNBOOK [--block INFRA] [--json]`: where the secondary would run, and at what price.
+
+The runbook's candidates in fallback order, priced by SkyPilot's own optimizer with the
+failed primary blocked (always) plus any `--block`. Offline by default: the optimizer runs
+over the catalog shipped in providers/compute/catalog/v8, with no network and no
+credentials; `--live` uses your SkyPilot setup's enabled clouds and catalogs instead.
+Exit 0 when at least one candidate is feasible, 1 when none is.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+
+from lifeboat.errors import ConfigError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "plan",
+        help="rank the secondary's candidates with $/h, the failed primary blocked",
+        description=__doc__.split("\n\n", 1)[1],
+    )
+    p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
+    p.add_argument(
+        "--block",
+        action="append",
+        default=[],
+        metavar="INFRA",
+        help="also block this infra (aws, aws/us-west-2, gcp/us-central1); repeatable",
+    )
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument(
+        "--live", action="store_true", help="use your SkyPilot setup instead of the shipped catalog"
+    )
+    p.set_defaults(handler=run)
+
+
+def build_plan(rb, extra_blocks: list[str], *, live: bool = False) -> dict:
+    """The plan as plain data: what `lifeboat plan` prints and the failover's `plan` step uses."""
+    from providers.compute import compute_for_runbook
+    from providers.compute.base import candidates_from_runbook
+
+    blocked = [b for b in dict.fromkeys([rb.primary.infra, *extra_blocks]) if b and b != "local"]
+    candidates = candidates_from_runbook(rb)
+    compute = compute_for_runbook(rb, live=live)
+    options = compute.plan(candidates, blocked)
+    if rb.secondary.infra == "local":
+        source = "local provider (no price)"
+    else:
+        source = "SkyPilot optimizer, " + ("your enabled clouds" if live else "shipped offline catalog")
+    nodes = getattr(compute, "num_nodes", 1)
+    feasible = [o for o in options if o.feasible]
+    cheapest = min(
+        (o for o in feasible if o.hourly_usd is not None), key=lambda o: o.hourly_usd, default=None
+    )
+    return {
+        "runbook": rb.name,
+        "blocked": blocked,
+        "source": source,
+        "num_nodes": nodes,
+        "cheapest_rank": cheapest.rank if cheapest else None,
+        "options": [asdict(o) for o in options],
+    }
+
+
+def run(args) -> int:
+    from runbooks.loader import load_runbook
+
+    rb = load_runbook(args.runbook)
+    try:
+        plan = build_plan(rb, args.block, live=args.live)
+    except ImportError as e:  # pragma: no cover - skypilot is a project dependency
+        raise ConfigError(f"cannot plan: {e}") from None
+    if args.json:
+        print(json.dumps(plan, indent=2))
+    else:
+        print(render(plan))
+    if not any(o["feasible"] for o in plan["options"]):
+        print(f"lifeboat plan: no feasible candidate for {rb.name}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def render(plan: dict) -> str:
+    blocked = ", ".join(plan["blocked"]) or "nothing"
+    lines = [
+        f"{plan['runbook']}: secondary candidates in fallback order (blocked: {blocked})",
+        f"{plan['source']}, {plan['num_nodes']} node(s) per cluster",
+        "",
+    ]
+    rows = [("#", "INFRA", "INSTANCE", "GPUS", "SPOT", "$/HOUR", "")]
+    for o in plan["options"]:
+        price = f"{o['hourly_usd']:,.2f}" if o["hourly_usd"] is not None else "-"
+        note = "cheapest" if o["rank"] == plan["cheapest_rank"] else ""
+        if not o["feasible"]:
+            note = o["reason"]
+        rows.append(
+            (
+                str(o["rank"] + 1) if o["feasible"] else "-",
+                o["infra"],
+                o["instance_type"] or "-",
+                o["accelerators"] or "-",
+                "yes" if o["use_spot"] else "no",
+                price if o["feasible"] else "-",
+                note,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    for r in rows:
+        cells = [r[i].rjust(widths[i]) if i == 5 else r[i].ljust(widths[i]) for i in range(6)]
+        lines.append("  ".join(cells + [r[6]]).rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,293 @@
+"""Resume on the secondary and prove it: first healthy step, then loss parity.
+
+A resumed job is trusted only once it (1) loads the certified checkpoint and logs a finite
+loss for a step after it, within `verify.first_step_timeout`, and (2) logs, for the first
+`verify.parity_steps` steps after the checkpoint, losses equal to the pre-failure run's at
+the same steps within `verify.parity_tolerance` (relative). A deterministic job resumed from
+the right weights reproduces them; wrong weights, a wrong data order or a silent
+corruption do not. On a failed gate the runbook says: roll back to the previous certified
+checkpoint, or stop and page.
+
+Losses are read as JSON lines `{"step": int, "loss": float, ...}` from any text (the job's
+log, a loss-log file); other lines are ignored. Plain functions over plain data, plus one
+loop (`resume_and_prove`) over the `Compute` interface.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from lifeboat.errors import StopFailover
+
+
+class ResumeFailed(StopFailover):
+    """The resumed job died, or never logged a healthy step in time."""
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """A certified checkpoint, as the certification core reports it."""
+
+    uri: str
+    step: int
+
+
+def parse_losses(text: str) -> dict[int, float]:
+    """`step -> loss` from JSON lines in `text`; the last line for a step wins (a restarted
+    primary re-logs the steps after its checkpoint, and the latest lineage is the one that
+    produced the replicated checkpoints)."""
+    out: dict[int, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not (line.startswith("{") and '"loss"' in line):
+            continue
+        try:
+            rec = json.loads(line)
+            out[int(rec["step"])] = float(rec["loss"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+@dataclass(frozen=True)
+class FirstStep:
+    step: int
+    loss: float
+    at: datetime  # when we saw it
+    waited_s: float
+
+
+def wait_first_step(
+    read_log: Callable[[], str],
+    after_step: int,
+    *,
+    timeout_s: float,
+    job_alive: Callable[[], bool] = lambda: True,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    poll_s: float = 0.5,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> FirstStep:
+    """Wait for the first step after `after_step` with a finite loss.
+
+    Raises `ResumeFailed` when the job stops without one, logs a NaN/inf loss first, or the
+    timeout passes (a hung NCCL init, a checkpoint that takes forever to load)."""
+    start = clock()
+    while True:
+        alive = job_alive()  # read before the log: a job that exits after logging still counts
+        losses = {s: v for s, v in parse_losses(read_log()).items() if s > after_step}
+        if losses:
+            step = min(losses)
+            if not math.isfinite(losses[step]):
+                raise ResumeFailed(f"first resumed step {step} logged a non-finite loss ({losses[step]})")
+            return FirstStep(step, losses[step], now(), clock() - start)
+        if not alive:
+            raise ResumeFailed(f"the resumed job stopped before logging a step after {after_step}")
+        if clock() - start >= timeout_s:
+            raise ResumeFailed(f"no healthy step after {after_step} within {timeout_s:g}s")
+        sleep(poll_s)
+
+
+@dataclass(frozen=True)
+class ParityResult:
+    passed: bool
+    compared: int  # steps present in both logs
+    detail: str
+    worst_step: int | None = None
+    worst_rel_diff: float = 0.0
+    missing: tuple[int, ...] = ()  # expected steps the resumed job has not logged
+
+
+def loss_parity(
+    pre_failure: Mapping[int, float],
+    resumed: Mapping[int, float],
+    resumed_from: int,
+    steps: int,
+    tolerance: float,
+) -> ParityResult:
+    """Compare steps `resumed_from+1 .. resumed_from+steps` where the pre-failure log has them.
+
+    Relative difference |a-b| / max(|a|, 1e-12). Steps the primary never reached are not
+    compared (it died first); when none remain, parity is not provable and the result
+    says so while passing, since there is nothing the resumed run could contradict."""
+    if steps <= 0:
+        return ParityResult(True, 0, "loss parity disabled (parity_steps: 0)")
+    window = range(resumed_from + 1, resumed_from + steps + 1)
+    expected = [s for s in window if s in pre_failure]
+    if not expected:
+        return ParityResult(
+            True,
+            0,
+            f"parity not provable: the pre-failure log has no step in {window.start}..{window.stop - 1}",
+        )
+    missing = tuple(s for s in expected if s not in resumed)
+    worst_step, worst = None, 0.0
+    for s in expected:
+        if s in resumed:
+            a, b = pre_failure[s], resumed[s]
+            rel = abs(a - b) / max(abs(a), 1e-12) if math.isfinite(b) else math.inf
+            if worst_step is None or rel > worst:
+                worst_step, worst = s, rel
+    compared = len(expected) - len(missing)
+    if missing:
+        return ParityResult(
+            False, compared, f"resumed log lacks step(s) {list(missing)}", worst_step, worst, missing
+        )
+    if worst > tolerance:
+        return ParityResult(
+            False,
+            compared,
+            f"step {worst_step}: loss {resumed[worst_step]!r} vs {pre_failure[worst_step]!r} before the "
+            f"failure, {worst:.3g} relative > tolerance {tolerance:g}",
+            worst_step,
+            worst,
+        )
+    return ParityResult(
+        True,
+        compared,
+        f"{compared} step(s) within {tolerance:g} (worst {worst:.3g} at step {worst_step})",
+        worst_step,
+        worst,
+    )
+
+
+@dataclass(frozen=True)
+class ParityDecision:
+    action: Literal["proceed", "rollback", "page"]
+    rollback_to: CheckpointRef | None
+    detail: str
+
+
+def decide_on_parity(
+    result: ParityResult,
+    policy: Literal["rollback", "page"],
+    current: CheckpointRef,
+    certified: Sequence[CheckpointRef],
+) -> ParityDecision:
+    """What to do after the gate: proceed; roll back to the newest certified checkpoint older
+    than `current`; or page (the runbook says so, or there is nothing older to roll back to)."""
+    if result.passed:
+        return ParityDecision("proceed", None, result.detail)
+    if policy == "page":
+        return ParityDecision(
+            "page", None, f"loss parity failed: {result.detail}; the runbook says stop and page"
+        )
+    older = sorted((c for c in certified if c.step < current.step), key=lambda c: c.step)
+    if not older:
+        return ParityDecision(
+            "page",
+            None,
+            f"loss parity failed: {result.detail}; no certified checkpoint older than step {current.step}",
+        )
+    target = older[-1]
+    return ParityDecision(
+        "rollback", target, f"loss parity failed: {result.detail}; rolling back to step {target.step}"
+    )
+
+
+class ParityFailed(StopFailover):
+    """The gate failed and the runbook says page (or nothing older is certified)."""
+
+    def __init__(self, message: str, history: Sequence[ResumeTry]):
+        super().__init__(message)
+        self.history = tuple(history)
+
+
+@dataclass(frozen=True)
+class ResumeTry:
+    checkpoint: CheckpointRef
+    first_step: FirstStep | None
+    parity: ParityResult | None
+    decision: ParityDecision | None
+
+
+@dataclass(frozen=True)
+class ResumeOutcome:
+    checkpoint: CheckpointRef  # the one the job now runs from
+    first_step: FirstStep
+    parity: ParityResult
+    history: tuple[ResumeTry, ...] = field(default=())
+
+
+def resume_and_prove(
+    compute,
+    cluster: str,
+    option,
+    job,
+    checkpoint: CheckpointRef,
+    certified: Sequence[CheckpointRef],
+    pre_failure: Mapping[int, float],
+    *,
+    first_step_timeout_s: float,
+    parity_steps: int,
+    tolerance: float,
+    on_parity_failure: Literal["rollback", "page"],
+    parity_timeout_s: float | None = None,
+    poll_s: float = 0.5,
+) -> ResumeOutcome:
+    """Start `job` on `cluster` from `checkpoint`, wait for its first step, gate on parity,
+    and roll back through older certified checkpoints as the runbook says.
+
+    Rolling back restarts the job (teardown + launch: `launch` is idempotent by name, so a
+    restart must release the old job first). The caller owns teardown of the final cluster."""
+    from providers.compute.base import JobState
+
+    history: list[ResumeTry] = []
+    while True:
+        compute.launch(cluster, option, job.resuming_from(checkpoint.uri))
+
+        def alive() -> bool:
+            return not compute.status(cluster).job.finished
+
+        first = wait_first_step(
+            lambda: compute.logs(cluster),
+            checkpoint.step,
+            timeout_s=first_step_timeout_s,
+            job_alive=alive,
+            poll_s=poll_s,
+        )
+        wanted = [
+            s for s in range(checkpoint.step + 1, checkpoint.step + parity_steps + 1) if s in pre_failure
+        ]
+        deadline = time.monotonic() + (
+            parity_timeout_s if parity_timeout_s is not None else first_step_timeout_s
+        )
+        while True:  # wait until the resumed job has logged every step the gate compares
+            resumed = parse_losses(compute.logs(cluster))
+            if all(s in resumed for s in wanted) or time.monotonic() >= deadline:
+                break
+            if compute.status(cluster).job in (JobState.FAILED, JobState.SUCCEEDED):
+                resumed = parse_losses(compute.logs(cluster))
+                break
+            time.sleep(poll_s)
+        parity = loss_parity(pre_failure, resumed, checkpoint.step, parity_steps, tolerance)
+        decision = decide_on_parity(parity, on_parity_failure, checkpoint, certified)
+        history.append(ResumeTry(checkpoint, first, parity, decision))
+        if decision.action == "proceed":
+            return ResumeOutcome(checkpoint, first, parity, tuple(history))
+        if decision.action == "page":
+            raise ParityFailed(decision.detail, history)
+        compute.teardown(cluster)
+        checkpoint = decision.rollback_to
+
+
+__all__ = [
+    "CheckpointRef",
+    "FirstStep",
+    "ParityDecision",
+    "ParityFailed",
+    "ParityResult",
+    "ResumeFailed",
+    "ResumeOutcome",
+    "decide_on_parity",
+    "loss_parity",
+    "parse_losses",
+    "resume_and_prove",
+    "wait_first_step",
+]

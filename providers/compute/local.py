@@ -1,0 +1,200 @@
+"""`local`: the job's command as a local process group. See base.py.
+
+A cluster is a state directory `<root>/<cluster>/` (state.json, job.log, exit code) plus the
+process group of `sh -c '<command>'`. State lives on disk, so another process (a CLI, a
+re-run flow) sees and tears down clusters it did not start. Teardown kills the whole group:
+a trainer's children die with it, which is what a preempted VM would do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from lifeboat.errors import ConfigError, NotFound
+from providers.compute.base import ClusterState, ClusterStatus, JobSpec, JobState, PlanOption, is_blocked
+
+_EXIT = "exit-code"
+
+
+class LocalCompute:
+    def __init__(self, root: str | Path):
+        self.root = Path(root).resolve()
+        self._children: dict[str, subprocess.Popen] = {}  # reaped by us, so no zombies linger
+
+    def _dir(self, cluster: str) -> Path:
+        if not cluster or "/" in cluster or cluster.startswith("."):
+            raise ConfigError(f"{cluster!r} is not a cluster name")
+        return self.root / cluster
+
+    def plan(self, candidates: Sequence[PlanOption], blocked: Sequence[str] = ()) -> list[PlanOption]:
+        out = []
+        for c in candidates:
+            if is_blocked(c.infra, blocked):
+                out.append(replace(c, feasible=False, reason=f"{c.infra} is blocked"))
+            elif c.infra != "local":
+                out.append(replace(c, feasible=False, reason="the local provider runs only infra `local`"))
+            else:
+                out.append(replace(c, feasible=True, reason="", hourly_usd=0.0))
+        return sorted(out, key=lambda o: (not o.feasible, o.rank))
+
+    def launch(self, cluster: str, option: PlanOption, job: JobSpec) -> ClusterStatus:
+        if not job.command:
+            raise ConfigError("the local provider runs job.command, which is missing")
+        d = self._dir(cluster)
+        if (d / "state.json").exists():
+            st = self.status(cluster)
+            if st.state is ClusterState.UP:
+                return st
+            self.teardown(cluster)  # a dead leftover: start afresh
+        d.mkdir(parents=True, exist_ok=True)
+        exit_file = d / _EXIT
+        command = job.command + job.resume_suffix()
+        # The wrapping shell records the exit code only when the command returns, so a
+        # SIGKILLed group leaves no exit file: a failed job, as on a lost VM.
+        script = f"(\n{command}\n)\necho $? > {shlex.quote(str(exit_file))}"
+        env = {**os.environ, **job.resume_envs(), "LIFEBOAT_CLUSTER": cluster}
+        with open(d / "job.log", "ab") as log:
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", script],
+                cwd=job.workdir or None,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its own process group: teardown kills all of it
+            )
+        self._children[cluster] = proc
+        state = {
+            "pid": proc.pid,
+            "command": command,
+            "option": asdict(option),
+            "launched_at": datetime.now(UTC).isoformat(),
+        }
+        tmp = d / "state.json.tmp"
+        tmp.write_text(json.dumps(state))
+        tmp.replace(d / "state.json")
+        return self.status(cluster)
+
+    def _alive(self, cluster: str, pid: int) -> bool:
+        child = self._children.get(cluster)
+        if child is not None and child.pid == pid:
+            return child.poll() is None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        try:  # a zombie whose parent has not reaped it has finished
+            return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+        except (OSError, IndexError):
+            return True
+
+    def status(self, cluster: str) -> ClusterStatus:
+        d = self._dir(cluster)
+        try:
+            state = json.loads((d / "state.json").read_text())
+        except FileNotFoundError:
+            raise NotFound(f"local cluster {cluster!r} does not exist") from None
+        option = PlanOption(**state["option"])
+        launched = datetime.fromisoformat(state["launched_at"])
+        alive = self._alive(cluster, state["pid"])
+        returncode = None
+        if alive:
+            job = JobState.RUNNING
+        else:
+            try:
+                returncode = int((d / _EXIT).read_text())
+                job = JobState.SUCCEEDED if returncode == 0 else JobState.FAILED
+            except (FileNotFoundError, ValueError):
+                job = JobState.FAILED  # killed before the shell could record an exit code
+        return ClusterStatus(
+            name=cluster,
+            state=ClusterState.UP,
+            option=option,
+            job=job,
+            launched_at=launched,
+            returncode=returncode,
+            detail=f"pid {state['pid']}",
+        )
+
+    def logs(self, cluster: str) -> str:
+        path = self._dir(cluster) / "job.log"
+        if not path.exists():
+            raise NotFound(f"local cluster {cluster!r} does not exist")
+        return path.read_text(errors="replace")
+
+    def preempt(self, cluster: str) -> None:
+        """SIGKILL the job's whole process group, as a lost VM would: nothing gets to clean up."""
+        pid = json.loads((self._dir(cluster) / "state.json").read_text())["pid"]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        child = self._children.get(cluster)
+        if child is not None:
+            child.wait()
+
+    def teardown(self, cluster: str) -> None:
+        d = self._dir(cluster)
+        try:
+            pid = json.loads((d / "state.json").read_text())["pid"]
+        except (FileNotFoundError, ValueError, KeyError):
+            pid = None
+        child = self._children.pop(cluster, None)
+        if pid is not None:
+            _kill_group(pid, child)
+        if child is not None:
+            child.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+    def clusters(self) -> list[str]:
+        if not self.root.exists():
+            return []
+        return sorted(p.parent.name for p in self.root.glob("*/state.json"))
+
+
+def _kill_group(pid: int, child: subprocess.Popen | None, grace: float = 2.0) -> None:
+    """SIGTERM the group, then SIGKILL whatever is still there after `grace` seconds."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if child is not None:
+            child.poll()  # reap our own leader
+        if not _group_alive(pid):
+            return
+        time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs. Orphaned members turn into zombies that
+    only init reaps, and `killpg(pgid, 0)` counts those: read /proc where there is one."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False

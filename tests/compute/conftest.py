@@ -1,0 +1,38 @@
+"""Compute fixtures: each backend of the contract suite is one small factory."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import pytest
+
+from providers.compute.base import JobSpec, PlanOption
+from providers.compute.fake import FakeCompute
+from providers.compute.local import LocalCompute
+
+PY = sys.executable
+
+# SkyPilot fixes its catalog paths when first imported: give this test process its own
+# runtime dir (the shipped offline catalog is copied there), never the user's ~/.sky.
+os.environ.setdefault("LIFEBOAT_SKY_RUNTIME_DIR", tempfile.mkdtemp(prefix="lifeboat-sky-"))
+
+
+@pytest.fixture(params=["local", "fake"])
+def compute(request, tmp_path):
+    """Every backend that must pass the contract; nothing may be left running after a test."""
+    backend = LocalCompute(tmp_path / "clusters") if request.param == "local" else FakeCompute()
+    yield backend
+    for name in backend.clusters():
+        backend.teardown(name)
+
+
+@pytest.fixture
+def local_option():
+    return PlanOption(infra="local", instance_type=None, accelerators=None, use_spot=False, hourly_usd=0.0)
+
+
+@pytest.fixture
+def echo_job(tmp_path):
+    return JobSpec(name="contract", command="echo lifeboat-contract-ok", workdir=tmp_path)

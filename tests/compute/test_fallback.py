@@ -1,0 +1,118 @@
+"""Ordered fallback through the candidates on capacity errors, and teardown that always happens."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.compute.base import ClusterState, JobSpec, PlanOption
+from providers.compute.fake import FakeClock, FakeCompute
+from providers.compute.fallback import FallbackExhausted, launch_with_fallback, torn_down
+
+JOB = JobSpec(name="llm", command="train.sh", resume_env="RESUME_FROM", checkpoint="s3://b/ckpt/step-40")
+
+
+def _options(*infras: str) -> list[PlanOption]:
+    return [
+        PlanOption(
+            infra=i, instance_type=None, accelerators="H100:8", use_spot=False, hourly_usd=None, rank=n
+        )
+        for n, i in enumerate(infras)
+    ]
+
+
+def _fake(**kw) -> FakeCompute:
+    clock = FakeClock()
+    return FakeCompute(clock=clock, **kw)
+
+
+def _launch(fake: FakeCompute, options, **kw):
+    return launch_with_fallback(
+        fake, "llm-failover", options, JOB, clock=fake.clock, sleep=fake.clock.sleep, **kw
+    )
+
+
+def test_capacity_error_in_first_region_falls_back_to_the_next_and_records_both(tmp_path):
+    fake = _fake(no_capacity={"aws/us-west-2": -1}, launch_seconds=40)
+    result = _launch(fake, _options("aws/us-west-2", "gcp/us-central1"))
+    assert result.cluster.option.infra == "gcp/us-central1"
+    assert [(a.option.infra, a.ok) for a in result.attempts] == [
+        ("aws/us-west-2", False),
+        ("gcp/us-central1", True),
+    ]
+    assert "CapacityError" in result.attempts[0].error and result.attempts[0].seconds == 40
+    assert fake.clusters() == ["llm-failover"]
+
+
+def test_every_region_out_of_capacity_raises_with_all_attempts_and_leaves_nothing(tmp_path):
+    fake = _fake(no_capacity={"aws": -1, "gcp": -1})
+    with pytest.raises(FallbackExhausted) as err:
+        _launch(fake, _options("aws/us-west-2", "aws/us-east-2", "gcp/us-central1"))
+    assert [a.option.infra for a in err.value.attempts] == [
+        "aws/us-west-2",
+        "aws/us-east-2",
+        "gcp/us-central1",
+    ]
+    assert fake.clusters() == []
+
+
+def test_budget_stops_the_search_before_the_last_candidates(tmp_path):
+    fake = _fake(no_capacity={"aws": -1}, launch_seconds=600)
+    with pytest.raises(FallbackExhausted) as err:
+        _launch(
+            fake,
+            _options("aws/us-west-2", "aws/us-east-2", "aws/us-east-1", "gcp/us-central1"),
+            budget_s=1000,
+        )
+    assert len(err.value.attempts) == 2  # the third would start after the 1000 s budget
+    assert fake.launch_calls == [("llm-failover", "aws/us-west-2"), ("llm-failover", "aws/us-east-2")]
+
+
+def test_max_attempts_bounds_the_search(tmp_path):
+    fake = _fake(no_capacity={"aws": -1})
+    with pytest.raises(FallbackExhausted) as err:
+        _launch(fake, _options("aws/us-west-2", "aws/us-east-2", "gcp/us-central1"), max_attempts=1)
+    assert len(err.value.attempts) == 1
+
+
+def test_a_boot_slower_than_the_timeout_is_torn_down_and_the_next_region_tried(tmp_path):
+    fake = _fake(boot_seconds={"aws/us-west-2": 3600, "gcp": 120})
+    result = _launch(fake, _options("aws/us-west-2", "gcp/us-central1"), boot_timeout_s=600, poll_s=30)
+    assert result.cluster.state is ClusterState.UP and result.cluster.option.infra == "gcp/us-central1"
+    assert "JobTimeout" in result.attempts[0].error
+    assert fake.clusters() == ["llm-failover"]
+
+
+def test_transient_capacity_clears_on_a_later_candidate_of_the_same_cloud(tmp_path):
+    fake = _fake(no_capacity={"aws": 1})
+    result = _launch(fake, _options("aws/us-west-2", "aws/us-east-2"))
+    assert result.cluster.option.infra == "aws/us-east-2"
+
+
+def test_blocked_and_infeasible_candidates_are_skipped_without_a_launch(tmp_path):
+    fake = _fake(prices={"aws": 98.32, "gcp": 88.25})
+    plan = fake.plan(_options("aws/us-east-1", "gcp/us-central1"), blocked=["aws/us-east-1"])
+    result = _launch(fake, plan)
+    assert fake.launch_calls == [("llm-failover", "gcp/us-central1")]
+    assert result.cluster.option.hourly_usd == 88.25
+
+
+def test_preempted_spot_cluster_is_relaunched_by_the_same_idempotent_call(tmp_path):
+    fake = _fake()
+    first = _launch(fake, _options("gcp/us-central1"))
+    fake.preempt("llm-failover")
+    assert fake.status("llm-failover").state is ClusterState.PREEMPTED
+    again = _launch(fake, _options("gcp/us-central1"))
+    assert again.cluster.state is ClusterState.UP and first.cluster.name == again.cluster.name
+
+
+def test_drill_tears_down_even_when_it_succeeds_and_a_failed_failover_leaves_no_cluster(tmp_path):
+    fake = _fake()
+    with torn_down(fake, "llm-drill", always=True):
+        launch_with_fallback(fake, "llm-drill", _options("gcp/us-central1"), JOB)
+        assert fake.clusters() == ["llm-drill"]
+    assert fake.clusters() == []
+
+    with pytest.raises(RuntimeError), torn_down(fake, "llm-failover"):
+        _launch(fake, _options("gcp/us-central1"))
+        raise RuntimeError("loss parity failed and the runbook says stop")
+    assert fake.clusters() == []
