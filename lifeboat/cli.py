@@ -20,8 +20,11 @@ COMMANDS = (
     "advise",
     "approve",
     "report",
+    "certify",
+    "manifest",
     "plan",
     "serve",
+    "replicate",
 )
 
 

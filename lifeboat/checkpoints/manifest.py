@@ -12,7 +12,10 @@ an uncommitted (incomplete) checkpoint, never a wrong one. Format (JSON):
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -96,3 +99,81 @@ def write_manifest(directory: str | Path, step: int) -> Manifest:
     manifest = build_manifest(store, directory.name, step)
     commit_manifest(store, directory.name, manifest)
     return manifest
+
+
+def iter_manifest(chunks: Iterable[bytes], where: str = "manifest") -> tuple[dict, Iterator[Shard]]:
+    """Parse a manifest incrementally: its header now, its shards as a stream.
+
+    Memory stays flat however many shards it lists (a 100,000-shard manifest is ~7 MB of
+    JSON). Manifests written by `Manifest.to_json` put `shards` last, which this relies on;
+    any other key order falls back to parsing the whole document."""
+    it = _text(chunks)
+    buf = ""
+    decoder = json.JSONDecoder()
+    while True:
+        m = re.search(r'"shards"\s*:\s*\[', buf)
+        if m:
+            break
+        chunk = next(it, None)
+        if chunk is None:  # no shards key: let the strict parser explain
+            return _whole(buf.encode(), where)
+        buf += chunk
+    head_text = buf[: m.start()].rstrip().rstrip(",") + "}"
+    try:
+        header = json.loads(head_text)
+        header = {"format": header["format"], "step": int(header["step"]), "created": header["created"]}
+        header["created"] = datetime.fromisoformat(header["created"])
+    except (ValueError, KeyError, TypeError):  # another key order: parse the whole document
+        return _whole((buf + "".join(it)).encode(), where)
+    if header.pop("format") != FORMAT:
+        return _whole((buf + "".join(it)).encode(), where)  # the strict parser names the problem
+    rest = buf[m.end() :]
+
+    def shards() -> Iterator[Shard]:
+        nonlocal rest
+        pos = 0
+        while True:
+            while True:  # skip separators, refilling the buffer as needed
+                while pos < len(rest) and rest[pos] in " \t\r\n,":
+                    pos += 1
+                if pos < len(rest):
+                    break
+                chunk = next(it, None)
+                if chunk is None:
+                    raise ConfigError(f"{where}: not a valid Lifeboat manifest: truncated shard list")
+                rest, pos = rest[pos:] + chunk, 0
+            if rest[pos] == "]":
+                return
+            try:
+                obj, end = decoder.raw_decode(rest, pos)
+            except json.JSONDecodeError:
+                chunk = next(it, None)
+                if chunk is None:
+                    raise ConfigError(f"{where}: not a valid Lifeboat manifest: truncated shard") from None
+                rest, pos = rest[pos:] + chunk, 0
+                continue
+            try:
+                yield Shard(path=obj["path"], size=int(obj["size"]), crc32c=int(obj["crc32c"], 16))
+            except (KeyError, TypeError, ValueError) as e:
+                raise ConfigError(
+                    f"{where}: not a valid Lifeboat manifest: bad shard {obj!r} ({e})"
+                ) from None
+            pos = end
+            if pos > 1 << 16:  # drop what is parsed
+                rest, pos = rest[pos:], 0
+
+    return header, shards()
+
+
+def _text(chunks: Iterable[bytes]) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    for chunk in chunks:
+        yield decoder.decode(bytes(chunk))
+    yield decoder.decode(b"", final=True)
+
+
+def _whole(data: bytes, where: str) -> tuple[dict, Iterator[Shard]]:
+    manifest = Manifest.from_json(data, where)
+    return {"step": manifest.step, "created": manifest.created}, iter(
+        sorted(manifest.shards, key=lambda s: s.path)
+    )

@@ -1,0 +1,48 @@
+"""`lifeboat manifest write DIR [--step N]`: commit a local checkpoint for Lifeboat.
+
+Run by the training job after every shard is written: records each shard's size and
+CRC32C and writes `lifeboat-manifest.json` create-only, last, as the commit point. The same
+as `lifeboat.checkpoints.manifest.write_manifest(DIR, step)`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from lifeboat.errors import ConfigError, PreconditionFailed
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "manifest",
+        help="write the Lifeboat manifest (sizes + CRC32C) that commits a checkpoint",
+        description="Checkpoint manifests: per-shard size and CRC32C, written last as the commit.",
+    )
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    w = sub.add_parser("write", help="commit the checkpoint directory DIR")
+    w.add_argument("directory", metavar="DIR", help="local checkpoint directory, shards already written")
+    w.add_argument("--step", type=int, default=None, help="training step (default: the number in DIR's name)")
+    w.set_defaults(handler=run_write)
+
+
+def run_write(args) -> int:
+    from lifeboat.checkpoints.manifest import MANIFEST_NAME, write_manifest
+
+    directory = Path(args.directory)
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: not a directory")
+    step = args.step
+    if step is None:
+        digits = re.findall(r"\d+", directory.resolve().name)
+        if not digits:
+            raise ConfigError(f"{directory}: no step number in the name; pass --step N")
+        step = int(digits[-1])
+    try:
+        manifest = write_manifest(directory, step)
+    except PreconditionFailed:
+        raise ConfigError(
+            f"{directory / MANIFEST_NAME} exists: this checkpoint is already committed"
+        ) from None
+    total = sum(s.size for s in manifest.shards)
+    print(f"committed {directory / MANIFEST_NAME}: step {step}, {len(manifest.shards)} shards, {total} bytes")
+    return 0

@@ -1,0 +1,156 @@
+"""Real protocol peers on loopback for tests and benchmarks: moto S3, the GCS emulator, and a
+throttling proxy. Nothing here runs at import; each helper starts a server and stops it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import random
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """A moto S3 server on 127.0.0.1 (real HTTP); yields its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    for k, v in _AWS_ENV.items():
+        os.environ.setdefault(k, v)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@contextmanager
+def gcs_emulator() -> Iterator[str]:
+    """gcp-storage-emulator in-process, in memory; yields its endpoint URL and sets
+    STORAGE_EMULATOR_HOST while it runs."""
+    from gcp_storage_emulator.server import create_server
+
+    server = create_server("127.0.0.1", 0, in_memory=True)
+    server.start()
+    port = server._api._httpd.server_address[1]  # port 0: the OS picked one
+    url = f"http://127.0.0.1:{port}"
+    old = os.environ.get("STORAGE_EMULATOR_HOST")
+    os.environ["STORAGE_EMULATOR_HOST"] = url
+    try:
+        yield url
+    finally:
+        server.stop()
+        if old is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        else:
+            os.environ["STORAGE_EMULATOR_HOST"] = old
+
+
+def new_s3_bucket(endpoint_url: str, name: str | None = None) -> str:
+    import boto3
+
+    name = name or f"b-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=endpoint_url, region_name="us-east-1").create_bucket(Bucket=name)
+    return name
+
+
+def new_gcs_bucket(endpoint_url: str, name: str | None = None) -> str:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    name = name or f"b-{uuid.uuid4().hex[:12]}"
+    client = storage.Client(
+        project="lifeboat", credentials=AnonymousCredentials(), client_options={"api_endpoint": endpoint_url}
+    )
+    client.create_bucket(name)
+    return name
+
+
+class ThrottlingProxy:
+    """A loopback HTTP proxy in front of a real server that answers the next `fail` requests
+    with `status` (503 SlowDown by default, as S3 does under load), then forwards faithfully;
+    `rate` throttles that fraction of the others at random. `seen` counts the requests it
+    received, `throttled` those it refused."""
+
+    def __init__(self, upstream: str, seed: int = 0):
+        self.upstream = upstream.removeprefix("http://")
+        self.fail = 0
+        self.rate = 0.0  # also throttle this fraction of requests at random (seeded)
+        self.status = 503
+        self.seen = 0
+        self.throttled = 0
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _handle(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                with proxy._lock:
+                    proxy.seen += 1
+                    throttle = proxy.fail > 0 or proxy._random.random() < proxy.rate
+                    if proxy.fail > 0:
+                        proxy.fail -= 1
+                    proxy.throttled += throttle
+                if throttle:
+                    code = "SlowDown" if proxy.status == 503 else "TooManyRequests"
+                    msg = (
+                        f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code>"
+                        "<Message>Please reduce your request rate.</Message></Error>"
+                    ).encode()
+                    self.send_response(proxy.status)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(msg)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(msg)
+                    return
+                conn = http.client.HTTPConnection(proxy.upstream, timeout=30)
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                # a HEAD response has no body but announces the object's length
+                length = resp.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", length or str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> ThrottlingProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()

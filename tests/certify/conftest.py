@@ -1,0 +1,49 @@
+"""Source and replica stores for certification tests: memory fakes by default (fast,
+injectable clock), moto S3 and the GCS emulator where a test is about those services."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from providers.storage.memory import MemoryStore
+from providers.storage.testing import gcs_emulator, moto_server
+
+T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self):
+        self.now = T0
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, **kw):
+        self.now += timedelta(**kw)
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def source(clock):
+    return MemoryStore("primary", clock=clock)
+
+
+@pytest.fixture
+def replica(clock):
+    return MemoryStore("secondary", clock=clock)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def gcs_endpoint():
+    with gcs_emulator() as url:
+        yield url

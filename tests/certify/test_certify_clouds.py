@@ -1,0 +1,110 @@
+"""Certification across real protocol peers: moto S3 and the GCS emulator on loopback."""
+
+import boto3
+import pytest
+
+from lifeboat.certify import UNVERIFIABLE, certify_replica
+from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
+from lifeboat.errors import NotFound
+from providers.storage.gcs import GcsStore
+from providers.storage.s3 import S3Store
+from providers.storage.testing import ThrottlingProxy, new_gcs_bucket, new_s3_bucket
+
+
+def _s3(url, prefix="run"):
+    store = S3Store(new_s3_bucket(url), prefix, endpoint_url=url)
+    store.backoff_base = 0.01
+    return store
+
+
+def test_s3_replica_of_a_gcs_source_is_certified_by_crc32c_metadata_alone(s3_endpoint, gcs_endpoint):
+    source = GcsStore(new_gcs_bucket(gcs_endpoint), "run", endpoint_url=gcs_endpoint)
+    replica = _s3(s3_endpoint)
+    d = write_checkpoint(source, "dcp", 100)
+    replicate(source, replica, d)  # across services: streamed, written with CRC32C
+    report = certify_replica(replica, source, layout="dcp")
+    assert report.certified.step == 100 and report.mode == "metadata"
+    assert report.object_bytes_read == 0
+    assert report.calls["replica.head"] == 5  # S3 list has no checksums: one HEAD per object
+    assert report.certified.verified_by == {"metadata": 5}
+
+
+def test_s3_to_s3_single_part_copies_verify_by_etag_without_heads(s3_endpoint):
+    source, replica = _s3(s3_endpoint), _s3(s3_endpoint)
+    replicate(source, replica, write_checkpoint(source, "hf", 100))
+    report = certify_replica(replica, source, layout="hf")
+    assert report.certified.verified_by == {"etag-md5": 5}
+    assert "replica.head" not in report.calls and report.object_bytes_read == 0
+
+
+def _replace_with_composite_multipart(store: S3Store, key: str, data: bytes):
+    s3 = boto3.client("s3", endpoint_url=store.endpoint_url, region_name="us-east-1")
+    k = f"{store.prefix}/{key}"
+    up = s3.create_multipart_upload(
+        Bucket=store.bucket, Key=k, ChecksumAlgorithm="CRC32C", ChecksumType="COMPOSITE"
+    )
+    r = s3.upload_part(
+        Bucket=store.bucket,
+        Key=k,
+        UploadId=up["UploadId"],
+        PartNumber=1,
+        Body=data,
+        ChecksumAlgorithm="CRC32C",
+    )
+    s3.complete_multipart_upload(
+        Bucket=store.bucket,
+        Key=k,
+        UploadId=up["UploadId"],
+        MultipartUpload={
+            "Parts": [{"PartNumber": 1, "ETag": r["ETag"], "ChecksumCRC32C": r["ChecksumCRC32C"]}]
+        },
+    )
+
+
+def test_composite_multipart_object_is_unverifiable_without_streaming(s3_endpoint, gcs_endpoint):
+    source = GcsStore(new_gcs_bucket(gcs_endpoint), "run", endpoint_url=gcs_endpoint)
+    replica = _s3(s3_endpoint)
+    d = write_checkpoint(source, "dcp", 100)
+    replicate(source, replica, d)
+    key = f"{d}/__1_0.distcp"
+    _replace_with_composite_multipart(replica, key, b"".join(source.read(key)))
+    refused = certify_replica(replica, source, layout="dcp", stream=False)
+    assert refused.certified is None
+    assert refused.rejected[0].reason == UNVERIFIABLE
+    assert refused.rejected[0].detail.startswith(
+        f"unverifiable {key}: the replica reports no comparable CRC32C"
+    )
+    streamed = certify_replica(replica, source, layout="dcp")
+    assert streamed.certified.step == 100 and streamed.mode == "streaming"
+    assert streamed.object_bytes_read == 256  # only the object metadata could not vouch for
+    assert streamed.certified.verified_by == {"metadata": 4, "streamed": 1}
+
+
+def test_s3_source_down_certifies_the_s3_replica_on_its_manifest(s3_endpoint):
+    source, replica = _s3(s3_endpoint), _s3(s3_endpoint)
+    replicate(source, replica, write_checkpoint(source, "manifest", 100))
+    dead = S3Store(source.bucket, "run", endpoint_url="http://127.0.0.1:9")
+    dead.backoff_base, dead.max_attempts = 0.01, 2
+    report = certify_replica(replica, dead, layout="manifest")
+    assert report.mode == "manifest-only-source-down"
+    assert "after 2 attempts" in report.source_error
+    assert report.certified.step == 100 and report.certified.verified_by == {"manifest": 4}
+    assert report.object_bytes_read == 0
+
+
+def test_a_throttled_replica_is_retried_and_still_certified(s3_endpoint):
+    source, replica = _s3(s3_endpoint), _s3(s3_endpoint)
+    replicate(source, replica, write_checkpoint(source, "dcp", 100, manifest=True))
+    with ThrottlingProxy(s3_endpoint) as proxy:
+        throttled = S3Store(replica.bucket, "run", endpoint_url=proxy.url)
+        throttled.backoff_base = 0.01
+        proxy.fail = 3  # SlowDown on the first three requests
+        report = certify_replica(throttled, source, layout="dcp")
+    assert report.certified.step == 100
+    assert throttled.calls["ListObjectsV2"] == 4  # 3 throttled + 1 answered
+
+
+def test_missing_replica_bucket_is_a_clear_error_naming_the_store(s3_endpoint):
+    missing = S3Store("no-such-replica", "run", endpoint_url=s3_endpoint)
+    with pytest.raises(NotFound, match="s3://no-such-replica/run: bucket 'no-such-replica' does not exist"):
+        certify_replica(missing, None, layout="dcp")

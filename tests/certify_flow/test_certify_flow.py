@@ -1,0 +1,80 @@
+"""The `certify` flow on a real (test-harness) Prefect server: RPO artifact and breach event."""
+
+import asyncio
+from pathlib import Path
+
+import yaml
+
+from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
+from providers.storage.local import LocalStore
+
+RUNBOOK = """\
+name: flow-test
+workload: finetuning
+targets: {{rpo: {rpo}}}
+primary: {{infra: local, store: "file://{primary}"}}
+secondary:
+  infra: local
+  store: "file://{secondary}"
+  candidates: [{{infra: local}}]
+job: {{command: "python train.py"}}
+checkpoint: {{layout: dcp, cadence: 10m}}
+"""
+
+
+def _runbook(tmp_path, rpo):
+    primary, secondary = LocalStore(tmp_path / "p"), LocalStore(tmp_path / "s")
+    replicate(primary, secondary, write_checkpoint(primary, "dcp", 100))
+    path = tmp_path / "rb.yaml"
+    path.write_text(RUNBOOK.format(rpo=rpo, primary=primary.root, secondary=secondary.root))
+    return str(path)
+
+
+async def _artifact(key):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    async with get_client() as client:
+        return await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+
+
+def test_certify_flow_records_the_rpo_as_a_table_artifact(prefect_server, tmp_path):
+    from flows.certify import certify
+
+    row = certify(_runbook(tmp_path, "1h"))
+    assert row["certified_step"] == 100 and row["breached"] is False and row["exit"] == 0
+    (artifact,) = asyncio.run(_artifact("rpo-flow-test"))
+    assert artifact.type == "table"
+    assert "certified_step" in str(artifact.data)
+
+
+def test_certify_flow_over_target_emits_the_breach_event(prefect_server, tmp_path):
+    from prefect.client.orchestration import get_client
+
+    from flows.certify import BREACH_EVENT, certify
+
+    row = certify(_runbook(tmp_path, "0"))  # any age exceeds a zero RPO target
+    assert row["breached"] is True and row["exit"] == 1
+    assert row["rpo_s"] > 0
+
+    async def breach_events():
+        async with get_client() as client:
+            for _ in range(100):  # events reach the server asynchronously
+                r = await client._client.post(
+                    "/events/filter", json={"filter": {"event": {"name": [BREACH_EVENT]}}, "limit": 10}
+                )
+                events = r.json()["events"]
+                if events:
+                    return events
+                await asyncio.sleep(0.1)
+            return []
+
+    (event,) = asyncio.run(breach_events())
+    assert event["resource"]["prefect.resource.id"] == "lifeboat.runbook.flow-test"
+    assert event["payload"]["certified_step"] == 100
+
+
+def test_prefect_yaml_schedules_the_certify_deployment():
+    doc = yaml.safe_load((Path(__file__).parents[2] / "prefect.yaml").read_text())
+    (dep,) = [d for d in doc["deployments"] if d["entrypoint"] == "flows/certify.py:certify"]
+    assert dep["schedules"] and dep["parameters"]["runbook"]

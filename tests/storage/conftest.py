@@ -1,0 +1,58 @@
+"""One store fixture over every backend: local dirs, moto S3, the GCS emulator, the memory fake.
+
+The servers are real HTTP peers on 127.0.0.1, started once per session and stopped after;
+each test gets a fresh bucket.
+"""
+
+import pytest
+
+from providers.storage.gcs import GcsStore
+from providers.storage.local import LocalStore
+from providers.storage.memory import MemoryStore
+from providers.storage.s3 import S3Store
+from providers.storage.testing import gcs_emulator, moto_server, new_gcs_bucket, new_s3_bucket
+
+BACKENDS = ["local", "s3", "gcs", "memory"]
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def gcs_endpoint():
+    with gcs_emulator() as url:
+        yield url
+
+
+@pytest.fixture
+def make_store(request, tmp_path):
+    """`make_store(backend)` -> a fresh, empty store on that backend."""
+    count = iter(range(1000))
+
+    def make(backend: str, prefix: str = "ckpt"):
+        if backend == "local":
+            return LocalStore(tmp_path / f"store{next(count)}" / prefix)
+        if backend == "s3":
+            url = request.getfixturevalue("s3_endpoint")
+            return S3Store(new_s3_bucket(url), prefix, endpoint_url=url)
+        if backend == "gcs":
+            url = request.getfixturevalue("gcs_endpoint")
+            return GcsStore(new_gcs_bucket(url), prefix, endpoint_url=url)
+        if backend == "memory":
+            return MemoryStore()
+        raise ValueError(backend)
+
+    return make
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+@pytest.fixture
+def store(backend, make_store):
+    return make_store(backend)

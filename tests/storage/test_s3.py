@@ -1,0 +1,133 @@
+"""S3-only behaviour on a real moto server: throttling, missing buckets, credentials,
+checksums S3 cannot compare with GCS, multipart puts and copies."""
+
+import boto3
+import pytest
+
+from lifeboat.crc32c import crc32c
+from lifeboat.errors import ConfigError, NotFound, ProviderUnavailable
+from providers.storage import s3 as s3mod
+from providers.storage.s3 import S3Store
+from providers.storage.testing import ThrottlingProxy, new_s3_bucket
+
+
+@pytest.fixture
+def bucket(s3_endpoint):
+    return new_s3_bucket(s3_endpoint)
+
+
+def _raw(endpoint):
+    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+
+
+def test_slowdown_is_retried_with_backoff_then_succeeds(s3_endpoint, bucket):
+    with ThrottlingProxy(s3_endpoint) as proxy:
+        store = S3Store(bucket, "ckpt", endpoint_url=proxy.url)
+        store.backoff_base = 0.01
+        store.put("shard", b"data")
+        store.calls.clear()
+        proxy.fail = 2  # the next two requests get 503 SlowDown
+        assert store.head("shard").crc32c == crc32c(b"data")
+        assert store.calls["HeadObject"] == 3
+
+
+def test_429_is_retried_like_slowdown(s3_endpoint, bucket):
+    with ThrottlingProxy(s3_endpoint) as proxy:
+        store = S3Store(bucket, "", endpoint_url=proxy.url)
+        store.backoff_base = 0.01
+        proxy.status, proxy.fail = 429, 1
+        assert list(store.list()) == []
+        assert store.calls["ListObjectsV2"] == 2
+
+
+def test_throttling_that_never_ends_gives_up_as_provider_unavailable(s3_endpoint, bucket):
+    with ThrottlingProxy(s3_endpoint) as proxy:
+        store = S3Store(bucket, "ckpt", endpoint_url=proxy.url)
+        store.backoff_base, store.max_attempts = 0.01, 3
+        proxy.fail = 100
+        with pytest.raises(ProviderUnavailable, match="after 3 attempts.*503"):
+            store.head("shard")
+        assert proxy.seen == 3
+
+
+def test_missing_bucket_names_the_store(s3_endpoint):
+    store = S3Store("no-such-bucket", "ckpt", endpoint_url=s3_endpoint)
+    with pytest.raises(NotFound, match=r"s3://no-such-bucket/ckpt: bucket 'no-such-bucket' does not exist"):
+        list(store.list())
+
+
+def test_missing_credentials_is_a_config_error_naming_the_store(s3_endpoint, monkeypatch, tmp_path):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    store = S3Store("bucket", "ckpt", endpoint_url=s3_endpoint)
+    with pytest.raises(ConfigError, match="s3://bucket/ckpt: no usable S3 credentials"):
+        store.head("x")
+
+
+def test_unreachable_endpoint_is_provider_unavailable():
+    store = S3Store("bucket", "", endpoint_url="http://127.0.0.1:9")
+    store.backoff_base, store.max_attempts = 0.01, 2
+    with pytest.raises(ProviderUnavailable, match="s3://bucket"):
+        store.head("x")
+
+
+def test_large_streamed_put_is_multipart_with_a_full_object_crc32c(s3_endpoint, bucket):
+    store = S3Store(bucket, "ckpt", endpoint_url=s3_endpoint)
+    part = b"\x01" * (1 << 20)
+    chunks = [part] * 9 + [b"tail"]  # 9 MiB + 4 B: two parts at 8 MiB
+    info = store.put("big", iter(chunks))
+    assert store.calls["UploadPart"] == 2
+    assert info.size == 9 * (1 << 20) + 4
+    assert info.crc32c == crc32c(b"".join(chunks))
+
+
+def test_composite_multipart_checksum_is_unverifiable_by_metadata(s3_endpoint, bucket):
+    s3 = _raw(s3_endpoint)
+    up = s3.create_multipart_upload(
+        Bucket=bucket, Key="c", ChecksumAlgorithm="CRC32C", ChecksumType="COMPOSITE"
+    )
+    r = s3.upload_part(
+        Bucket=bucket,
+        Key="c",
+        UploadId=up["UploadId"],
+        PartNumber=1,
+        Body=b"x" * 10,
+        ChecksumAlgorithm="CRC32C",
+    )
+    s3.complete_multipart_upload(
+        Bucket=bucket,
+        Key="c",
+        UploadId=up["UploadId"],
+        MultipartUpload={
+            "Parts": [{"PartNumber": 1, "ETag": r["ETag"], "ChecksumCRC32C": r["ChecksumCRC32C"]}]
+        },
+    )
+    assert S3Store(bucket, "", endpoint_url=s3_endpoint).head("c").crc32c is None
+
+
+def test_crc64nvme_only_object_is_unverifiable_by_metadata(s3_endpoint, bucket):
+    _raw(s3_endpoint).put_object(Bucket=bucket, Key="n", Body=b"abc", ChecksumAlgorithm="CRC64NVME")
+    info = S3Store(bucket, "", endpoint_url=s3_endpoint).head("n")
+    assert (info.size, info.crc32c) == (3, None)
+
+
+def test_large_server_copy_uses_upload_part_copy_and_keeps_full_object_crc32c(
+    s3_endpoint, bucket, monkeypatch
+):
+    monkeypatch.setattr(s3mod, "COPY_LIMIT", 1 << 20)
+    monkeypatch.setattr(s3mod, "COPY_PART_SIZE", 5 << 20)
+    src = S3Store(bucket, "src", endpoint_url=s3_endpoint)
+    dst = S3Store(new_s3_bucket(s3_endpoint), "dst", endpoint_url=s3_endpoint)
+    data = b"\x07" * (6 << 20)
+    src.put("w", data)
+    copied = dst.server_copy(src, "w", "w")
+    assert dst.calls["UploadPartCopy"] == 2
+    assert (copied.size, copied.crc32c) == (len(data), crc32c(data))
+
+
+def test_copy_from_another_endpoint_declines(s3_endpoint, bucket):
+    here = S3Store(bucket, "", endpoint_url=s3_endpoint)
+    elsewhere = S3Store("other", "", endpoint_url="http://127.0.0.1:9")
+    assert here.server_copy(elsewhere, "a", "a") is None
