@@ -1,6 +1,7 @@
 """Fencing and approval-ack costs, each against a bare baseline.
 
-- fence(): read + conditional write of the lease, vs one unconditional put of the same bytes;
+- fence(): read + conditional write of the lease, vs one unconditional put of the same bytes
+  (LocalStore, MemoryStore, S3 on moto);
 - a 16-writer race round (threads), vs 16 bare puts from 16 threads;
 - /slack/actions: signature check + allow-list + background resume, vs a bare Starlette route.
 Prints ratios; nothing here asserts a speed."""
@@ -8,6 +9,7 @@ Prints ratios; nothing here asserts a speed."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import statistics
 import tempfile
 import threading
@@ -35,19 +37,38 @@ def _race_round(store, trial: int, work) -> None:
         t.join()
 
 
+BODY = b'{"acquired_at": "2026-11-30T08:00:00+00:00", "epoch": 1, "holder": "secondary", "run_id": "r"}'
+
+
+def _fence_vs_put(name: str, store, bare, n: int) -> None:
+    from lifeboat.fencing import LEASE_KEY, fence
+
+    fence_ms = _median_ms(lambda i: fence(store, run_id=f"run-{i}", holder="secondary"), n)
+    put_ms = _median_ms(lambda i: bare.put(LEASE_KEY, BODY), n)
+    print(
+        f"fence() on {name}: {fence_ms:.3f} ms median vs bare put {put_ms:.3f} ms ({fence_ms / put_ms:.1f}x)"
+    )
+
+
 def _fencing(root: Path) -> None:
     from lifeboat.errors import StopFailover
-    from lifeboat.fencing import LEASE_KEY, fence
+    from lifeboat.fencing import fence
     from providers.storage.local import LocalStore
+    from providers.storage.memory import MemoryStore
+    from providers.storage.s3 import S3Store
+    from providers.storage.testing import moto_server, new_s3_bucket
 
-    store = LocalStore(root / "fence")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
     bare = LocalStore(root / "bare")
-    body = b'{"acquired_at": "2026-11-30T08:00:00+00:00", "epoch": 1, "holder": "secondary", "run_id": "r"}'
-    fence_ms = _median_ms(lambda i: fence(store, run_id=f"run-{i}", holder="secondary"), 200)
-    put_ms = _median_ms(lambda i: bare.put(LEASE_KEY, body), 200)
-    print(
-        f"fence() on LocalStore: {fence_ms:.3f} ms median vs bare put {put_ms:.3f} ms ({fence_ms / put_ms:.1f}x)"
-    )
+    _fence_vs_put("LocalStore", LocalStore(root / "fence"), bare, 200)
+    _fence_vs_put("MemoryStore", MemoryStore(), MemoryStore(), 200)
+    with moto_server() as url:
+        _fence_vs_put(
+            "S3 (moto, loopback)",
+            S3Store(new_s3_bucket(url), "fence", endpoint_url=url),
+            S3Store(new_s3_bucket(url), "bare", endpoint_url=url),
+            40,
+        )
 
     def racer(s, trial, i):
         with contextlib.suppress(StopFailover):
@@ -55,7 +76,7 @@ def _fencing(root: Path) -> None:
 
     race_store = LocalStore(root / "race")
     race_ms = _median_ms(lambda t: _race_round(race_store, t, racer), 20)
-    bare_ms = _median_ms(lambda t: _race_round(bare, t, lambda s, trial, i: s.put(f"k{i}", body)), 20)
+    bare_ms = _median_ms(lambda t: _race_round(bare, t, lambda s, trial, i: s.put(f"k{i}", BODY)), 20)
     print(
         f"16-writer race round: {race_ms:.2f} ms median vs 16 bare puts {bare_ms:.2f} ms ({race_ms / bare_ms:.1f}x)"
     )
