@@ -104,6 +104,17 @@ def test_signed_slack_click_resumes_the_paused_run_with_the_decision(tmp_path, s
     assert {"approval_requested", "approval_granted"} <= set(out["entry"]["phases"])
     assert _state(run_id) == "COMPLETED"
     assert "Approved by U0BOB via slack" in slack_stub.called("chat.update")[0]["text"]
+
+    # lifeboat serve restarted (its memory of decided runs gone): Prefect still refuses a second resume
+    settings = SlackSettings.from_runbooks(
+        [make_runbook(tmp_path)],
+        signing_secret=SecretStr(SIGNING_SECRET),
+        bot_token=SecretStr("xoxb-test"),
+        base_url=slack_stub.base_url,
+    )
+    _click(TestClient(create_app(slack_routes(settings))), blocks, run_id, user="U0ALICE", approve=False)
+    assert _state(run_id) == "COMPLETED" and len(slack_stub.called("chat.update")) == 1
+    assert "no longer waiting" in slack_stub.called("chat.postEphemeral")[-1]["text"]
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
     with get_client(sync_client=True) as client:
@@ -130,8 +141,15 @@ def test_bad_signature_old_timestamp_or_unknown_user_leave_the_run_paused(tmp_pa
 
 def test_ui_style_resume_with_run_input_decides(tmp_path, slack_stub, prefect_server):
     from prefect.flow_runs import resume_flow_run
+    from prefect.input.actions import read_flow_run_input
+    from prefect.input.run_input import keyset_from_paused_state
 
     _, t, run_id, _ = _start(tmp_path, slack_stub)
+    with get_client(sync_client=True) as client:
+        paused = client.read_flow_run(UUID(run_id)).state
+    form = read_flow_run_input(keyset_from_paused_state(paused)["schema"], flow_run_id=UUID(run_id))
+    assert form["required"] == ["approved", "reason"]  # the UI form the on-call fills in
+    assert all(field.get("description") for field in form["properties"].values())
     resume_flow_run(
         UUID(run_id), run_input={"approved": True, "reason": "capacity confirmed", "approver": "ops-lead"}
     )

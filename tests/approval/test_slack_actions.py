@@ -27,8 +27,11 @@ class NotPausedError(Exception):
 def endpoint(slack_stub, tmp_path):
     resumed: list[tuple[str, dict]] = []
     paused = {RUN}
+    prefect_down: list[Exception] = []  # errors the next resumes raise, as an unreachable API would
 
     def resume(run_id, run_input):
+        if prefect_down:
+            raise prefect_down.pop(0)
         if run_id not in paused:
             raise NotPausedError("Cannot resume a run that isn't paused!")
         paused.discard(run_id)
@@ -41,7 +44,7 @@ def endpoint(slack_stub, tmp_path):
         base_url=slack_stub.base_url,
     )
     client = TestClient(create_app(slack_routes(settings, resume=resume)))
-    client.resumed, client.paused = resumed, paused
+    client.resumed, client.paused, client.prefect_down = resumed, paused, prefect_down
     return client
 
 
@@ -135,9 +138,20 @@ def test_a_click_after_the_run_stopped_waiting_changes_nothing(endpoint, slack_s
     endpoint.paused.clear()
     _click(endpoint, user="U0ALICE")
     assert slack_stub.called("chat.update") == []
-    assert "Nothing changed" in slack_stub.called("chat.postEphemeral")[0]["text"]
+    assert (
+        "Nothing changed: this run is no longer waiting" in slack_stub.called("chat.postEphemeral")[0]["text"]
+    )
     _click(endpoint, user="U0BOB")
     assert "no longer waiting" in slack_stub.called("chat.postEphemeral")[1]["text"]
+
+
+def test_prefect_unreachable_lets_the_approver_try_again(endpoint, slack_stub):
+    endpoint.prefect_down.append(ConnectionError("connection refused"))
+    _click(endpoint, user="U0ALICE")
+    assert "could not reach Prefect" in slack_stub.called("chat.postEphemeral")[0]["text"]
+    assert endpoint.resumed == []
+    _click(endpoint, user="U0ALICE")
+    assert len(endpoint.resumed) == 1 and len(slack_stub.called("chat.update")) == 1
 
 
 def test_the_signing_secret_never_reaches_the_logs(endpoint, caplog):
