@@ -187,9 +187,16 @@ def _gcs():
         (both, _), (s, r) = _best(
             loop, lambda: certify_replica(replica, source, layout="dcp"), repeat=GCS_REPEAT
         )
-        print(f"{'bare list_blobs, both buckets':<34} {both * 1000:8.1f} ms  1.00x")
         calls = {f"replica.{k}": v // GCS_REPEAT for k, v in replica.calls.items()}
         calls |= {f"source.{k}": v // GCS_REPEAT for k, v in source.calls.items()}
+        (floor, _), (base2, _) = _best(
+            lambda: sum(1 for st in (source, replica) for _ in st.list()), loop, repeat=GCS_REPEAT
+        )
+        print(f"{'bare list_blobs, both buckets':<34} {both * 1000:8.1f} ms  1.00x")
+        print(
+            f"{'GcsStore.list() both (adapter floor)':<34} {floor * 1000:8.1f} ms  {floor / base2:5.2f}x"
+            "  (ObjectInfo per object, no certification)"
+        )
         return {"gcs metadata": _row("gcs metadata (list crc32c)", s, both, r, calls)}
 
 
