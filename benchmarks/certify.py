@@ -154,6 +154,15 @@ def _s3():
         base, s, r, c = run(bare([source.bucket, replica.bucket]), source, deep=True)
         print(f"{'bare list_objects_v2, both buckets':<34} {base * 1000:8.1f} ms  1.00x")
         _row("s3 deep (stream both sides)", s, base, r, c)
+
+        from lifeboat.checkpoints.receipt import write_receipt
+
+        t = time.perf_counter()
+        write_receipt(replica, DIR)  # at replication time: the HEADs move out of the incident
+        print(f"{'(receipt written after the copy)':<34} {(time.perf_counter() - t) * 1000:8.1f} ms")
+        base, s, r, c = run(bare([replica.bucket]), None)
+        print(f"{'bare list_objects_v2, replica only':<34} {base * 1000:8.1f} ms  1.00x")
+        ratios["s3 manifest + receipt"] = _row("s3 manifest + receipt (no source)", s, base, r, c)
         return ratios
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from lifeboat.checkpoints.manifest import MANIFEST_NAME
+from lifeboat.checkpoints.receipt import RECEIPT_NAME
 from lifeboat.errors import ConfigError, NotFound
 from providers.storage.base import ObjectInfo, Store
 
@@ -38,6 +39,7 @@ _MARKERS = {
     "model.safetensors",
     "trainer_state.json",
     MANIFEST_NAME,
+    RECEIPT_NAME,
     "metadata.json",
     "common.pt",
 }
