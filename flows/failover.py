@@ -114,7 +114,7 @@ def execute(
         ledger.checkpoint(checkpoint.uri, checkpoint.written_at)
         options, readiness = done["plan"].value, done["prestage"].value
 
-        card = _card(rb, run_id, confirmed.value, checkpoint, options, readiness, clock())
+        card = _card(rb, run_id, drill, confirmed.value, checkpoint, options, readiness, clock())
         decision = gate.request(card, ledger)
         if not decision.approved:
             if early is not None and (cluster := _settled(early)) is not None:
@@ -149,13 +149,21 @@ def execute(
 
 
 def _card(
-    rb: Runbook, run_id, confirmed, checkpoint: Certified, options, readiness: PrestageReadiness, now
+    rb: Runbook,
+    run_id,
+    drill: bool,
+    confirmed,
+    checkpoint: Certified,
+    options,
+    readiness: PrestageReadiness,
+    now,
 ) -> ApprovalCard:
     first: PlanOption | None = options[0] if options else None
     then = f" (then {', '.join(o.infra for o in options[1:3])})" if len(options) > 1 else ""
     return ApprovalCard(
         runbook=rb.name,
         run_id=run_id,
+        drill=drill,
         channel=rb.approval.channel,
         evidence=list(confirmed.evidence),
         checkpoint=f"{checkpoint.uri} (step {checkpoint.step}, written {checkpoint.written_at:%Y-%m-%d %H:%M:%S}Z)",
@@ -245,18 +253,25 @@ def failover(
     from prefect.runtime import flow_run
 
     from flows.record import publish
-    from flows.sandbox import sandboxed
-    from flows.wiring import build_gate, build_ledger, build_steps
+    from flows.sandbox import sandbox_images, sandboxed
+    from flows.wiring import Providers, build_gate, build_ledger, build_steps
+    from providers.registry import FakeRegistry
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
     run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
-    if dry_run:
-        rb, evidence, force = sandboxed(rb, run_id), evidence or ["dry run: simulated outage"], True
+    providers = None
+    if dry_run:  # the same steps over a sandboxed copy: local stores and compute, a fake registry
+        registry = FakeRegistry(sandbox_images(rb))
+        rb = sandboxed(rb, run_id)
+        providers = Providers.for_runbook(rb, registry=registry)
+        evidence, force = evidence or ["dry run: simulated outage"], True
+        approval = "approve" if approval == "wait" else approval
     steps = build_steps(
         rb,
         run_id=run_id,
         drill=drill,
+        providers=providers,
         outage_started_at=outage_started_at,
         detected_at=detected_at,
         evidence=evidence,

@@ -24,6 +24,8 @@ COMMANDS = (
     "manifest",
     "plan",
     "serve",
+    "replicate",
+    "failover",
 )
 
 

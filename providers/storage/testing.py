@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import random
 import threading
 import uuid
 from collections.abc import Iterator
@@ -80,14 +81,18 @@ def new_gcs_bucket(endpoint_url: str, name: str | None = None) -> str:
 
 class ThrottlingProxy:
     """A loopback HTTP proxy in front of a real server that answers the next `fail` requests
-    with `status` (503 SlowDown by default, as S3 does under load), then forwards faithfully.
-    `seen` counts the requests it received."""
+    with `status` (503 SlowDown by default, as S3 does under load), then forwards faithfully;
+    `rate` throttles that fraction of the others at random. `seen` counts the requests it
+    received, `throttled` those it refused."""
 
-    def __init__(self, upstream: str):
+    def __init__(self, upstream: str, seed: int = 0):
         self.upstream = upstream.removeprefix("http://")
         self.fail = 0
+        self.rate = 0.0  # also throttle this fraction of requests at random (seeded)
         self.status = 503
         self.seen = 0
+        self.throttled = 0
+        self._random = random.Random(seed)
         self._lock = threading.Lock()
         proxy = self
 
@@ -102,9 +107,10 @@ class ThrottlingProxy:
                 body = self.rfile.read(length) if length else b""
                 with proxy._lock:
                     proxy.seen += 1
-                    throttle = proxy.fail > 0
-                    if throttle:
+                    throttle = proxy.fail > 0 or proxy._random.random() < proxy.rate
+                    if proxy.fail > 0:
                         proxy.fail -= 1
+                    proxy.throttled += throttle
                 if throttle:
                     code = "SlowDown" if proxy.status == 503 else "TooManyRequests"
                     msg = (
@@ -127,7 +133,9 @@ class ThrottlingProxy:
                 for k, v in resp.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                         self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
+                # a HEAD response has no body but announces the object's length
+                length = resp.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", length or str(len(data)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)

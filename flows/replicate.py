@@ -1,0 +1,90 @@
+"""The `replicate` flow: committed checkpoints to the secondary store, lag events, retention.
+
+Thin on purpose: every step is a core function (lifeboat.replication, lifeboat.retention);
+the flow adds scheduling, retries, an artifact and the `lifeboat.replication.lag_exceeded`
+event (resource `lifeboat.runbook.<name>`) that an automation can page on.
+"""
+
+from __future__ import annotations
+
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.events import emit_event
+
+from lifeboat.errors import ProviderUnavailable
+from lifeboat.replication import (
+    LAG_EVENT,
+    LagLog,
+    ReplicationReport,
+    committed_checkpoints,
+    default_lag_log,
+    open_sites,
+    replicate_checkpoints,
+    retention_for,
+    worth_replicating,
+)
+from runbooks.loader import load_runbook
+
+
+@task(cache_policy=NO_CACHE)
+def find_sources(rb, primary) -> list:
+    return worth_replicating(rb, committed_checkpoints(primary, rb.checkpoint.layout.value))
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=30)
+def copy_checkpoints(rb, primary, secondary, sources, dry_run: bool) -> ReplicationReport:
+    return replicate_checkpoints(primary, secondary, sources, rpo_target=rb.rpo_target, dry_run=dry_run)
+
+
+@task(cache_policy=NO_CACHE)
+def record_lag(rb, report: ReplicationReport, lag_log: str | None) -> int:
+    LagLog(lag_log or default_lag_log(rb)).append(report.lags)
+    for lag in report.exceeded:
+        emit_event(
+            event=LAG_EVENT,
+            resource={"prefect.resource.id": f"lifeboat.runbook.{rb.name}", "prefect.resource.name": rb.name},
+            payload=lag.to_dict(),
+        )
+    return len(report.exceeded)
+
+
+@task(cache_policy=NO_CACHE)
+def apply_retention(rb, primary, secondary, protect: list[str], dry_run: bool):
+    return retention_for(rb, secondary, primary, protect=protect, dry_run=dry_run)
+
+
+@flow(name="replicate", log_prints=True)
+def replicate(
+    runbook: str,
+    dry_run: bool = False,
+    retention_only: bool = False,
+    protect: list[str] | None = None,
+    lag_log: str | None = None,
+) -> dict:
+    """Replicate a runbook's checkpoints to its secondary store, then apply retention.
+
+    `protect`: checkpoint prefixes a running failover resumes from (never deleted)."""
+    rb = load_runbook(runbook)
+    primary, secondary = open_sites(rb)
+    summary: dict = {"runbook": rb.name, "copied_bytes": 0, "failed": {}, "lag_exceeded": 0}
+    if not retention_only:
+        report = copy_checkpoints(rb, primary, secondary, find_sources(rb, primary), dry_run)
+        summary.update(copied_bytes=report.bytes_copied, failed=report.failed)
+        if not dry_run:
+            summary["lag_exceeded"] = record_lag(rb, report, lag_log)
+    kept = apply_retention(rb, primary, secondary, protect or [], dry_run)
+    summary["deleted"] = kept.deleted
+    create_markdown_artifact(key=f"replicate-{rb.name}", markdown=_markdown(summary, dry_run))
+    if summary["failed"]:  # after lag and retention: the run fails visibly, a rerun resumes
+        raise ProviderUnavailable(f"checkpoints not replicated: {', '.join(summary['failed'])}")
+    return summary
+
+
+def _markdown(summary: dict, dry_run: bool) -> str:
+    lines = [f"# Replication of `{summary['runbook']}`{' (dry run)' if dry_run else ''}", ""]
+    lines.append(f"- bytes copied: {summary['copied_bytes']}")
+    lines.append(f"- replicas over the RPO target: {summary['lag_exceeded']}")
+    lines += [f"- FAILED `{p}`: {e}" for p, e in summary["failed"].items()]
+    lines += [f"- {'would delete' if dry_run else 'deleted'} `{p}`" for p in summary["deleted"]]
+    return "\n".join(lines) + "\n"

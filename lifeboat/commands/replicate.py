@@ -1,0 +1,197 @@
+"""`lifeboat replicate RUNBOOK`: copy committed checkpoints to the secondary, then apply retention."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lifeboat.durations import format_duration
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "replicate",
+        help="copy committed checkpoints to the secondary store (newest first), then apply retention",
+        description=(
+            "Copy the primary's committed checkpoints to the secondary store, newest first: only "
+            "what is missing or differs (size + CRC32C), verified end to end, commit marker last. "
+            "Then delete what the runbook's retention drops (never the newest certified checkpoint). "
+            "Exit 1 when a checkpoint failed to replicate (a rerun resumes it)."
+        ),
+    )
+    p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
+    p.add_argument(
+        "--dry-run", action="store_true", help="list what would be copied and deleted; change nothing"
+    )
+    p.add_argument("--retention-only", action="store_true", help="skip copying; only apply retention")
+    p.add_argument("--concurrency", type=int, default=8, metavar="N", help="objects in flight (default 8)")
+    p.add_argument(
+        "--protect",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="a checkpoint prefix retention must keep (e.g. one a running failover resumes from); repeatable",
+    )
+    p.add_argument(
+        "--lag-log",
+        metavar="FILE",
+        help="JSON lines lag log (default .lifeboat/<name>/replication-lag.jsonl)",
+    )
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar with bytes/s on stderr (default: when stderr is a terminal)",
+    )
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from lifeboat.errors import ConfigError
+    from lifeboat.replication import (
+        LagLog,
+        committed_checkpoints,
+        default_lag_log,
+        open_sites,
+        replicate_checkpoints,
+        worth_replicating,
+    )
+    from runbooks.loader import load_runbook
+
+    if args.concurrency < 1:
+        raise ConfigError(f"--concurrency must be at least 1, not {args.concurrency}")
+    rb = load_runbook(args.runbook)
+    primary, secondary = open_sites(rb)
+    failed = False
+    if not args.retention_only:
+        sources = worth_replicating(rb, committed_checkpoints(primary, rb.checkpoint.layout.value))
+        if not sources:
+            print(f"{primary.uri}: no committed checkpoint to replicate")
+        show = (sys.stderr.isatty() if args.progress is None else args.progress) and not args.dry_run
+        with _bars(show) as bars:
+            report = replicate_checkpoints(
+                primary,
+                secondary,
+                sources,
+                rpo_target=rb.rpo_target,
+                concurrency=args.concurrency,
+                progress=bars,
+                dry_run=args.dry_run,
+            )
+        for t in report.transfers:
+            _print_transfer(t, args.dry_run)
+        for prefix, error in report.failed.items():
+            print(f"FAILED {prefix}: {error}", file=sys.stderr)
+        failed = bool(report.failed)
+        for lag in report.lags:
+            state = "replicated" if lag.complete else "NOT replicated yet"
+            over = " — OVER the RPO target" if lag.exceeded else ""
+            print(
+                f"lag {lag.checkpoint}: {format_duration(lag.lag)} {state} "
+                f"(RPO target {format_duration(lag.rpo_target)}){over}"
+            )
+        if not args.dry_run:
+            LagLog(args.lag_log or default_lag_log(rb)).append(report.lags)
+    _retention(rb, primary, secondary, args)
+    return 1 if failed else 0
+
+
+def _retention(rb, primary, secondary, args) -> None:
+    from lifeboat.replication import retention_for
+
+    result = retention_for(rb, secondary, primary, protect=args.protect, dry_run=args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    for v in result.verdicts:
+        if v.keep:
+            print(f"keep {v.checkpoint.prefix} (step {v.checkpoint.step}): {v.reason}")
+        else:
+            print(f"{verb} {v.checkpoint.prefix} (step {v.checkpoint.step}): {v.reason}")
+    if result.deleted:
+        print(
+            f"retention {verb} {len(result.deleted)} checkpoint(s), {result.objects} objects, {_size(result.bytes)}"
+        )
+
+
+def _print_transfer(t, dry_run: bool) -> None:
+    if dry_run:
+        print(f"{t.dst}: would copy {len(t.planned)} object(s), {len(t.skipped)} already there")
+        return
+    moved = len(t.copied) + len(t.server_copied)
+    if not moved:
+        print(f"{t.dst}: up to date ({len(t.skipped)} objects)")
+        return
+    line = f"{t.dst}: copied {moved} object(s) ({_size(t.bytes_copied)}"
+    if t.seconds and t.bytes_copied:
+        line += f", {_size(t.bytes_per_second)}/s"
+    line += f"), {len(t.skipped)} already there"
+    if t.server_copied:
+        line += f", {len(t.server_copied)} server-side"
+    if t.retries:
+        line += f", {t.retries} retries"
+    if t.hashed:
+        line += f", {len(t.hashed)} hashed first (no CRC32C on the source)"
+    print(line)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
+
+
+class _bars:
+    """A rich progress bar per checkpoint (bytes, bytes/s), or nothing when not shown."""
+
+    def __init__(self, show: bool):
+        self.show = show
+        self.progress = None
+
+    def __enter__(self):
+        if not self.show:
+            return None
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=_stderr_console(),
+        )
+        self.progress.start()
+        return self._for_checkpoint
+
+    def __exit__(self, *exc) -> None:
+        if self.progress:
+            self.progress.stop()
+
+    def _for_checkpoint(self, ckpt):
+        return _Bar(self.progress, self.progress.add_task(Path(ckpt.prefix).name, total=None))
+
+
+class _Bar:
+    def __init__(self, progress, task):
+        self.progress, self.task = progress, task
+
+    def planned(self, objects: int, nbytes: int) -> None:
+        self.progress.update(self.task, total=nbytes)
+
+    def advance(self, nbytes: int) -> None:
+        self.progress.advance(self.task, nbytes)
+
+
+def _stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
