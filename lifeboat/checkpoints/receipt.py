@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import json
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from lifeboat.errors import ConfigError
@@ -33,16 +34,23 @@ class ReceiptEntry:
 def write_receipt(replica: Store, directory: str) -> int:
     """HEAD every object of `directory/` on the replica and record it; returns the count.
     Objects without a comparable CRC32C are left out (certification HEADs or streams them)."""
-    lines = []
-    for info in replica.list(f"{directory.rstrip('/')}/"):
-        rel = info.key[len(directory.rstrip("/")) + 1 :]
-        if rel == RECEIPT_NAME:
-            continue
+    plen = len(directory.rstrip("/")) + 1
+    infos = [i for i in replica.list(f"{directory.rstrip('/')}/") if i.key[plen:] != RECEIPT_NAME]
+
+    def line(info) -> str | None:
         head = info if info.crc32c is not None and info.etag else replica.head(info.key)
         if head.crc32c is None or not head.etag:
-            continue
-        entry = {"path": rel, "size": head.size, "etag": head.etag, "crc32c": f"{head.crc32c:08x}"}
-        lines.append(json.dumps(entry, separators=(",", ":")))
+            return None
+        entry = {
+            "path": info.key[plen:],
+            "size": head.size,
+            "etag": head.etag,
+            "crc32c": f"{head.crc32c:08x}",
+        }
+        return json.dumps(entry, separators=(",", ":"))
+
+    with ThreadPoolExecutor(16) as pool:  # one HEAD per object (S3), in flight together
+        lines = [x for x in pool.map(line, infos) if x is not None]
     replica.put(join(directory, RECEIPT_NAME), ("\n".join(lines) + "\n").encode())
     return len(lines)
 
