@@ -96,3 +96,14 @@ def test_a_large_shard_streams_in_parts_and_a_corrupt_attempt_is_aborted_not_com
     assert report.retries == 1 and report.markers == [MANIFEST_NAME]
     assert dst.calls["AbortMultipartUpload"] == 1 and dst.calls["CompleteMultipartUpload"] == 1
     assert dst.head(f"{CKPT}/shard-000.bin").crc32c == src.head(f"{CKPT}/shard-000.bin").crc32c
+
+
+def test_a_periodic_run_over_a_replicated_s3_checkpoint_heads_only_its_markers(make_store, write_checkpoint):
+    src, dst = make_store("s3"), make_store("s3")
+    write_checkpoint(src, CKPT, 300, shards=6, size=2_000)
+    copy_prefix(src, dst, CKPT, CKPT)
+    src.calls.clear()
+    dst.calls.clear()
+    report = copy_prefix(src, dst, CKPT, CKPT)
+    assert len(report.skipped) == 7 and report.bytes_copied == 0
+    assert src.calls["HeadObject"] == dst.calls["HeadObject"] == 1  # the manifest, not the shards
