@@ -190,3 +190,20 @@ def _record(process: ApprovalProcess, runbook, ledger, ref: CardRef | None, card
     except Exception as e:  # artifacts are a record, never a reason to fail the gate
         log.warning("could not record the approval artifact: %s", e)
     return decision
+
+
+class ChatGate:
+    """The failover flow's gate over a chat backend: `await_approval` for the card,
+    plain messages for what happens next."""
+
+    def __init__(self, runbook, chat: Chat):
+        self.runbook, self.chat = runbook, chat
+
+    def request(self, card: ApprovalCard, ledger) -> ApprovalDecision:
+        return await_approval(self.runbook, card, self.chat, ledger=ledger)
+
+    def notify(self, text: str) -> None:
+        try:
+            self.chat.post(self.runbook.approval.channel or "console", text)
+        except Exception as e:  # a failed page must not hide the failure it reports
+            log.warning("could not notify: %s", e)

@@ -9,16 +9,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
 from lifeboat.errors import ProviderUnavailable, StopFailover
-from lifeboat.failover import Certified, FailoverSteps, Option, Provisioned, Readiness, expected_rto
+from lifeboat.failover import Certified, FailoverSteps, Provisioned, expected_rto
 from lifeboat.ledger import PHASES, LedgerEntry, RtoLedger
+from lifeboat.prestage import PrestageReadiness
 from providers.chat.base import ApprovalCard
+from providers.compute.base import PlanOption
 from runbooks.model import Runbook
 
 
@@ -120,7 +122,9 @@ def execute(
                 cluster = None
             return ledger.finish("aborted")
 
-        provisioned = early.result() if early is not None else _task(rb, "provision")(steps, "provision", options)
+        provisioned = (
+            early.result() if early is not None else _task(rb, "provision")(steps, "provision", options)
+        )
         cluster = provisioned.value
         ledger.begin("provisioned", provisioned.started)
         ledger.mark("provisioned", provisioned.finished)
@@ -144,8 +148,10 @@ def execute(
             steps.teardown(cluster)
 
 
-def _card(rb: Runbook, run_id, confirmed, checkpoint: Certified, options, readiness: Readiness, now) -> ApprovalCard:
-    first: Option | None = options[0] if options else None
+def _card(
+    rb: Runbook, run_id, confirmed, checkpoint: Certified, options, readiness: PrestageReadiness, now
+) -> ApprovalCard:
+    first: PlanOption | None = options[0] if options else None
     then = f" (then {', '.join(o.infra for o in options[1:3])})" if len(options) > 1 else ""
     return ApprovalCard(
         runbook=rb.name,
@@ -155,9 +161,8 @@ def _card(rb: Runbook, run_id, confirmed, checkpoint: Certified, options, readin
         checkpoint=f"{checkpoint.uri} (step {checkpoint.step}, written {checkpoint.written_at:%Y-%m-%d %H:%M:%S}Z)",
         rpo=max(confirmed.outage_started_at - checkpoint.written_at, timedelta(0)),
         rpo_target=rb.rpo_target,
-        plan=f"{first.infra} {first.resources}{' spot' if first.use_spot else ''}{then}" if first else None,
-        cost_per_hour=first.hourly_usd if first else None,
-        prestage=[("ready: " if readiness.ready else "NOT READY: ") + "; ".join(readiness.items)],
+        plan=f"{first.describe()}{then}" if first else None,
+        prestage=[readiness.summary(), *readiness.items],
         expected_rto=expected_rto(confirmed.outage_started_at, now, rb.failover.expected_ready),
         rto_target=rb.rto_target,
         approvers=list(rb.approval.approvers),
@@ -178,7 +183,10 @@ def _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint: Certified) -
             gate.notify(f"Lifeboat: loss parity failed for {rb.name} from {checkpoint.uri}: {parity.detail}")
             raise StopFailover(f"loss parity failed from {checkpoint.uri}: {parity.detail}")
         older = _task(rb, "certify")(steps, "certify", checkpoint.step).value
-        ledger.note("rollback", f"parity failed from step {checkpoint.step} ({parity.detail}); rolled back to step {older.step}")
+        ledger.note(
+            "rollback",
+            f"parity failed from step {checkpoint.step} ({parity.detail}); rolled back to step {older.step}",
+        )
         ledger.checkpoint(older.uri, older.written_at)
         checkpoint = older
     raise AssertionError("unreachable")
@@ -193,30 +201,81 @@ def _settled(future) -> Provisioned | None:
 
 @flow(name="failover", log_prints=True)
 def failover(
-    runbook: Annotated[str, Field(description="Path of the runbook YAML on the worker, e.g. runbooks/llama-70b-pretrain.yaml.")],
-    dry_run: Annotated[bool, Field(description="Run every step on fakes: no cloud, no GPUs, no Slack. For CI and rehearsals.")] = False,
+    runbook: Annotated[
+        str,
+        Field(description="Path of the runbook YAML on the worker, e.g. runbooks/llama-70b-pretrain.yaml."),
+    ],
+    dry_run: Annotated[
+        bool,
+        Field(
+            description="Rehearse in a sandbox: local stores and compute, the tiny trainer as the job. No cloud, no GPUs, no Slack."
+        ),
+    ] = False,
     outage_started_at: Annotated[
-        datetime | None, Field(description="When the outage began (from the alert); defaults to the first failing signal.")
+        datetime | None,
+        Field(description="When the outage began (set by the automation from the watch flow's quorum)."),
     ] = None,
-    evidence: Annotated[list[str] | None, Field(description="Signals that confirmed the outage, one line each (set by the automation).")] = None,
-    drill: Annotated[str | None, Field(description="Drill kind when this is a rehearsal: isolated names, guaranteed teardown.")] = None,
+    detected_at: Annotated[
+        datetime | None, Field(description="When detection confirmed it (set by the automation).")
+    ] = None,
+    evidence: Annotated[
+        list[str] | None,
+        Field(
+            description="The agreeing signals, one line each (set by the automation). Empty: check the quorum now."
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        Field(description="Fail over even if the quorum does not confirm an outage right now: a human has."),
+    ] = False,
+    approval: Annotated[
+        Literal["wait", "approve", "reject"],
+        Field(
+            description="Without Slack: wait for the Prefect UI or `lifeboat approve`, or decide at once (demos, drills)."
+        ),
+    ] = "wait",
+    drill: Annotated[
+        str | None,
+        Field(
+            description="Drill kind when this is a rehearsal: its own cluster name, guaranteed teardown, marked in the ledger."
+        ),
+    ] = None,
 ) -> dict:
-    """Fail a protected job over to its secondary site and measure RTO and RPO."""
+    """Fail a protected job over to its secondary site; measure and record RTO and RPO."""
     from prefect.runtime import flow_run
 
     from flows.record import publish
+    from flows.sandbox import sandboxed
     from flows.wiring import build_gate, build_ledger, build_steps
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
     run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
-    steps = build_steps(rb, run_id=run_id, dry_run=dry_run, drill=drill, outage_started_at=outage_started_at, evidence=evidence)
-    ledger = build_ledger(rb, run_id=run_id, dry_run=dry_run, drill=drill)
+    if dry_run:
+        rb, evidence, force = sandboxed(rb, run_id), evidence or ["dry run: simulated outage"], True
+    steps = build_steps(
+        rb,
+        run_id=run_id,
+        drill=drill,
+        outage_started_at=outage_started_at,
+        detected_at=detected_at,
+        evidence=evidence,
+        force=force,
+    )
+    ledger = build_ledger(rb, run_id=run_id, drill=drill or ("dry-run" if dry_run else None))
     try:
-        entry = execute(rb, steps, ledger, build_gate(rb, dry_run=dry_run), run_id=run_id, drill=bool(drill))
+        entry = execute(
+            rb, steps, ledger, build_gate(rb, console=approval), run_id=run_id, drill=bool(drill or dry_run)
+        )
     finally:
         picture = publish(ledger.entry, Path(".lifeboat/timelines"))
-    return {"outcome": entry.outcome, "rto_s": _secs(entry.rto), "rpo_s": _secs(entry.rpo), "timeline": str(picture)}
+    return {
+        "outcome": entry.outcome,
+        "rto_s": _secs(entry.rto),
+        "rpo_s": _secs(entry.rpo),
+        "checkpoint": entry.checkpoint,
+        "timeline": str(picture) if picture else None,
+    }
 
 
 def _secs(td) -> float | None:

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from lifeboat.checkpoints.layouts import CheckpointDir, Discovery, discover, incomplete_reason, pointer_notes
 from lifeboat.checkpoints.manifest import MANIFEST_NAME, iter_manifest
 from lifeboat.crc32c import crc32c
-from lifeboat.errors import LifeboatError, NotFound, ProviderUnavailable
+from lifeboat.errors import NotFound, ProviderUnavailable
 from providers.storage.base import ObjectInfo, Store
 
 BATCH = 256  # objects compared per batch: bounds memory and in-flight requests
@@ -162,6 +162,8 @@ class _Certifier:
 
     # -- the run ------------------------------------------------------------------------
 
+    older_than: int | None = None
+
     def run(self) -> Iterator[Certified | Rejection]:
         self.found = discover(self.replica, self.layout, cache_limit=self.cache_limit)
         self.notes.extend(pointer_notes(self.found))
@@ -174,7 +176,8 @@ class _Certifier:
             except (ProviderUnavailable, NotFound) as e:
                 self._source_down(e)
         for ckpt in self.found.checkpoints:
-            yield self._certify(ckpt)
+            if self.older_than is None or ckpt.step < self.older_than:
+                yield self._certify(ckpt)
 
     def _uri(self, ckpt: CheckpointDir) -> str:
         return f"{self.replica.uri.rstrip('/')}/{ckpt.name}"
@@ -209,7 +212,7 @@ class _Certifier:
         if src_dir is not None:
             # The source's listing is the truth; the manifest only fills CRC32Cs it lacks (S3),
             # and is read only if one is needed.
-            expected = _with_manifest_crcs(_from_source(src_dir, self.source), manifest)
+            expected = _from_source(src_dir, self.source)
         elif manifest is not None:
             expected = (_Expected(s.path, s.size, s.crc32c, None, "manifest") for s in manifest.shards())
         else:
@@ -222,7 +225,8 @@ class _Certifier:
                 ckpt, [(UNVERIFIABLE, f"{ckpt.name}: {why} and it has no {MANIFEST_NAME}")], 1
             )
         try:
-            problems, total, methods = self._compare(ckpt, expected, src_dir is not None)
+            filler = _ManifestFiller(manifest) if src_dir is not None and manifest is not None else None
+            problems, total, methods = self._compare(ckpt, expected, src_dir is not None, filler)
         except ProviderUnavailable as e:
             if src_dir is None or self.source_error:
                 raise
@@ -241,7 +245,7 @@ class _Certifier:
             return src_dir.newest, "source"
         return ckpt.newest, "replica (copy time: RPO may be understated)"
 
-    def _compare(self, ckpt, expected, source_up: bool):
+    def _compare(self, ckpt, expected, source_up: bool, filler: _ManifestFiller | None = None):
         """Merge the expected shards with the replica's listing, both sorted by key."""
         problems: list[tuple[str, str]] = []
         total = 0
@@ -253,8 +257,12 @@ class _Certifier:
         last_rel = ""
         with ThreadPoolExecutor(self.max_workers) as pool:
             for exp in expected:
-                if exp.rel < last_rel:
-                    raise LifeboatError(f"{self._uri(ckpt)}: shard list is not sorted at {exp.rel!r}")
+                if exp.rel < last_rel:  # a hand-made manifest: a merge would miss shards
+                    return (
+                        [(UNVERIFIABLE, f"{ckpt.name}: shard list is not sorted at {exp.rel!r}")],
+                        1,
+                        methods,
+                    )
                 last_rel = exp.rel
                 while rep is not None and rep.key[plen:] < exp.rel:
                     rep = next(replica_files, None)
@@ -268,6 +276,11 @@ class _Certifier:
                         (SIZE, f"size mismatch {key}: replica {rep.size} bytes, {exp.basis} {exp.size} bytes")
                     )
                 elif not problems:
+                    if source_up and not self.deep and _same_md5_etag(exp.etag, rep.etag):
+                        methods["etag-md5"] += 1  # both plain single-part MD5s, equal: same bytes
+                        continue
+                    if exp.crc is None and filler is not None:
+                        filler.fill(exp)  # the source list lacks CRC32C (S3): the manifest has it
                     batch.append((exp, rep))
                 if len(problems) > MAX_PROBLEMS:
                     problems = problems[:MAX_PROBLEMS]
@@ -289,7 +302,7 @@ class _Certifier:
             outcomes += pool.map(lambda pair: self._check_one(ckpt, *pair, source_up), remote)
         for outcome in outcomes:
             kind, detail = outcome
-            if kind in (CRC, UNVERIFIABLE):
+            if kind in (CRC, UNVERIFIABLE, MISSING):
                 found += 1
                 if len(problems) < MAX_PROBLEMS:
                     problems.append((kind, detail))
@@ -299,6 +312,12 @@ class _Certifier:
 
     def _check_one(self, ckpt, exp: _Expected, rep: ObjectInfo, source_up: bool) -> tuple[str, str]:
         """Compare one object; returns (method, "") when equal, else (problem kind, detail)."""
+        try:
+            return self._compare_one(exp, rep, source_up)
+        except NotFound:  # deleted between the listing and the HEAD or read
+            return MISSING, f"missing shard {rep.key} (vanished during certification)"
+
+    def _compare_one(self, exp: _Expected, rep: ObjectInfo, source_up: bool) -> tuple[str, str]:
         key = rep.key
         src = self.source if source_up else None
         if self.deep:
@@ -306,14 +325,6 @@ class _Certifier:
             exp_crc = self._stream_crc(src, key) if src is not None else exp.crc
             method = "streamed"
         else:
-            if (
-                src is not None
-                and exp.etag
-                and rep.etag
-                and _PLAIN_MD5.match(exp.etag)
-                and exp.etag == rep.etag
-            ):
-                return "etag-md5", ""  # both plain single-part MD5s, equal: same bytes
             rep_crc, exp_crc, method = (
                 rep.crc32c,
                 exp.crc,
@@ -418,21 +429,26 @@ class _LazyManifest:
         return shards
 
 
-def _with_manifest_crcs(expected: Iterator[_Expected], manifest: _LazyManifest | None) -> Iterator[_Expected]:
-    """Fill CRC32Cs the source list lacks (S3) from the manifest, where sizes agree."""
-    shards, shard = None, None
-    for exp in expected:
-        if exp.crc is not None or manifest is None:
-            yield exp
-            continue
-        if shards is None:
-            shards = manifest.shards()
-            shard = next(shards, None)
-        while shard is not None and shard.path < exp.rel:
-            shard = next(shards, None)
+class _ManifestFiller:
+    """Fills CRC32Cs the source list lacks (S3) from the manifest, where sizes agree. Keys
+    arrive in sorted order, so the manifest is streamed once, and only opened if needed."""
+
+    def __init__(self, manifest: _LazyManifest):
+        self._manifest, self._shards, self._shard = manifest, None, None
+
+    def fill(self, exp: _Expected) -> None:
+        if self._shards is None:
+            self._shards = self._manifest.shards()
+            self._shard = next(self._shards, None)
+        while self._shard is not None and self._shard.path < exp.rel:
+            self._shard = next(self._shards, None)
+        shard = self._shard
         if shard is not None and shard.path == exp.rel and shard.size == exp.size:
             exp.crc, exp.basis = shard.crc32c, "manifest"
-        yield exp
+
+
+def _same_md5_etag(a: str | None, b: str | None) -> bool:
+    return bool(a and a == b and _PLAIN_MD5.match(a))
 
 
 def certify_replica(
@@ -445,13 +461,15 @@ def certify_replica(
     stream: bool = True,
     max_workers: int = 16,
     cache_limit: int = 20_000,
+    older_than: int | None = None,
 ) -> CertifyReport:
     """Find the newest checkpoint on `replica` that is safe to resume from.
 
     `source` is the primary's store (None, or unreachable: manifests alone are used and the
     mode says so). `at` is the reference time for RPO (the outage; default now). `deep`
     streams every object; `stream=False` refuses to read shard bytes, so objects without a
-    comparable checksum reject their checkpoint as unverifiable."""
+    comparable checksum reject their checkpoint as unverifiable. `older_than=step` looks
+    only at checkpoints below that step (rolling back past one that failed to resume)."""
     at = at or datetime.now(UTC)
     c = _Certifier(
         replica,
@@ -463,6 +481,7 @@ def certify_replica(
         max_workers=max_workers,
         cache_limit=cache_limit,
     )
+    c.older_than = older_than
     outcomes = []
     for outcome in c.run():
         outcomes.append(outcome)

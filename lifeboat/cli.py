@@ -20,9 +20,10 @@ COMMANDS = (
     "advise",
     "approve",
     "report",
-    "plan",
     "certify",
     "manifest",
+    "plan",
+    "serve",
     "replicate",
 )
 

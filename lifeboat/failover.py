@@ -5,7 +5,8 @@
                       └─► prestage ─┘
 
 `FailoverSteps` is what the `failover` flow needs from the world; `flows/wiring.py` builds
-it from a runbook's providers, benchmarks and tests script it. Nothing here imports Prefect.
+it from a runbook's providers, benchmarks and tests script it. Nothing here imports Prefect
+or a cloud SDK.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
+
+from lifeboat.prestage import PrestageReadiness
+from providers.compute.base import PlanOption
 
 # step -> the steps it waits for (approval waits for all three branches).
 STEP_GRAPH: Mapping[str, tuple[str, ...]] = {
@@ -78,30 +82,10 @@ class Certified:
 
 
 @dataclass(frozen=True)
-class Option:
-    """One ranked place to provision, as the on-call reads it."""
-
-    infra: str
-    resources: str  # instance type and accelerators
-    hourly_usd: float | None
-    use_spot: bool = False
-
-    def describe(self) -> str:
-        price = f"${self.hourly_usd:,.2f}/h" if self.hourly_usd is not None else "price unknown"
-        return f"{self.infra} {self.resources}{' spot' if self.use_spot else ''} — {price}"
-
-
-@dataclass(frozen=True)
-class Readiness:
-    ready: bool
-    items: tuple[str, ...]  # "image X present with digest Y", "weights copied: 3/3"
-
-
-@dataclass(frozen=True)
 class Provisioned:
     cluster: str
-    option: Option
-    attempts: tuple[str, ...] = ()
+    option: PlanOption
+    attempts: tuple[str, ...] = ()  # one line per launch try, for the ledger
 
 
 @dataclass(frozen=True)
@@ -135,18 +119,19 @@ class FailoverSteps(Protocol):
         Raises StopFailover when none is certified."""
         ...
 
-    def plan(self) -> tuple[Option, ...]:
+    def plan(self) -> tuple[PlanOption, ...]:
         """Ranked options on the secondary, the failed primary infra blocked."""
         ...
 
-    def prestage(self) -> Readiness: ...
+    def prestage(self) -> PrestageReadiness: ...
 
-    def provision(self, options: Sequence[Option]) -> Provisioned:
-        """Get capacity, falling back through `options` in order; idempotent by cluster name."""
+    def provision(self, options: Sequence[PlanOption]) -> Provisioned:
+        """Get GPUs, falling back through `options` in order; idempotent by cluster name.
+        Starts no job: that waits for the approval."""
         ...
 
     def resume(self, cluster: Provisioned, checkpoint: Certified) -> Resumed:
-        """Start the job from `checkpoint` and wait for its first healthy step."""
+        """(Re)start the job from `checkpoint` on the cluster and wait for its first healthy step."""
         ...
 
     def prove(self, cluster: Provisioned, checkpoint: Certified) -> Parity:

@@ -12,16 +12,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from lifeboat.errors import StopFailover
-from lifeboat.failover import (
-    Certified,
-    Confirmation,
-    Fenced,
-    Option,
-    Parity,
-    Provisioned,
-    Readiness,
-    Resumed,
-)
+from lifeboat.failover import Certified, Confirmation, Fenced, Parity, Provisioned, Resumed
+from lifeboat.prestage import PrestageReadiness
+from providers.compute.base import PlanOption
 
 
 class ScriptedSteps:
@@ -60,9 +53,7 @@ class ScriptedSteps:
             self.outage_started_at = datetime.now(UTC) - timedelta(seconds=self.durations.get("detect", 0.0))
         self._run("confirm")
         detected = self.outage_started_at + timedelta(seconds=self.durations.get("detect", 0.0))
-        return Confirmation(
-            self.outage_started_at, detected, ("scripted: provider unreachable", "scripted: stall")
-        )
+        return Confirmation(self.outage_started_at, detected, ("scripted: provider unreachable", "scripted: stall"))
 
     def fence(self) -> Fenced:
         self._run("fence")
@@ -77,18 +68,18 @@ class ScriptedSteps:
                 return Certified(f"memory://secondary/step-{step:06d}", step, written)
         raise StopFailover(f"no certified checkpoint older than step {older_than}")
 
-    def plan(self) -> tuple[Option, ...]:
+    def plan(self) -> tuple[PlanOption, ...]:
         self._run("plan")
         return (
-            Option("gcp/us-central1", "a3-highgpu-8g H100:8", 88.49),
-            Option("aws/us-west-2", "p5.48xlarge H100:8", 98.32),
+            PlanOption("gcp/us-central1", "a3-highgpu-8g", "H100:8", False, 88.49, rank=0),
+            PlanOption("aws/us-west-2", "p5.48xlarge", "H100:8", False, 98.32, rank=1),
         )
 
-    def prestage(self) -> Readiness:
+    def prestage(self) -> PrestageReadiness:
         self._run("prestage")
-        return Readiness(True, ("image present with the expected digest",))
+        return PrestageReadiness(True, (), ())
 
-    def provision(self, options: Sequence[Option]) -> Provisioned:
+    def provision(self, options: Sequence[PlanOption]) -> Provisioned:
         self._run("provision")
         with self._lock:
             self.clusters.add("scripted-dr")

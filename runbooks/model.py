@@ -140,6 +140,10 @@ class Site(_Strict):
     endpoint_url: str | None = Field(
         None, description="S3-compatible endpoint (Cloudflare R2, MinIO); only for s3:// stores."
     )
+    cluster: str | None = Field(
+        None,
+        description="Name of the job's cluster on this site (SkyPilot); fencing stops it when it answers.",
+    )
 
     @field_validator("infra")
     @classmethod

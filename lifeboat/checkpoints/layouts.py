@@ -41,11 +41,12 @@ _MARKERS = {
     "metadata.json",
     "common.pt",
 }
-_FLAGS = {
-    "distcp": re.compile(r"\.distcp$"),
-    "model_states": re.compile(r"(^|/)[^/]*model_states\.pt$"),
-    "model_optim_rng": re.compile(r"(^|/)mp_rank_[0-9_]+/model_optim_rng\.pt$"),
+_FLAGS = {  # flag -> (cheap suffix test, exact pattern)
+    "distcp": (".distcp", re.compile(r"\.distcp$")),
+    "model_states": ("model_states.pt", re.compile(r"(^|/)[^/]*model_states\.pt$")),
+    "model_optim_rng": ("/model_optim_rng.pt", re.compile(r"(^|/)mp_rank_[0-9_]+/model_optim_rng\.pt$")),
 }
+_SUFFIXES = tuple(suffix for suffix, _ in _FLAGS.values())
 _DIR_STEP = {
     "deepspeed": re.compile(r"^global_step(\d+)$"),
     "megatron": re.compile(r"^iter_(\d+)$"),
@@ -105,9 +106,10 @@ def discover(store: Store, layout: str = "auto", *, cache_limit: int = 20_000) -
         d.newest = info.updated if d.newest is None or info.updated > d.newest else d.newest
         if rest in _MARKERS:
             d.markers[rest] = info
-        for flag, pattern in _FLAGS.items():
-            if flag not in d.flags and pattern.search(rest):
-                d.flags.add(flag)
+        if rest.endswith(_SUFFIXES):
+            for flag, (suffix, pattern) in _FLAGS.items():
+                if flag not in d.flags and rest.endswith(suffix) and pattern.search(rest):
+                    d.flags.add(flag)
         if not overflow:
             if cached < cache_limit:
                 d.objects.append(info)

@@ -121,13 +121,12 @@ def iter_manifest(chunks: Iterable[bytes], where: str = "manifest") -> tuple[dic
     head_text = buf[: m.start()].rstrip().rstrip(",") + "}"
     try:
         header = json.loads(head_text)
-        if header.get("format") != FORMAT:
-            raise ValueError(f"format is {header.get('format')!r}, expected {FORMAT!r}")
-        header = {"step": int(header["step"]), "created": datetime.fromisoformat(header["created"])}
-    except (ValueError, KeyError, TypeError) as e:
-        if "format" in str(e) and "expected" in str(e):
-            raise ConfigError(f"{where}: not a valid Lifeboat manifest: {e}") from None
+        header = {"format": header["format"], "step": int(header["step"]), "created": header["created"]}
+        header["created"] = datetime.fromisoformat(header["created"])
+    except (ValueError, KeyError, TypeError):  # another key order: parse the whole document
         return _whole((buf + "".join(it)).encode(), where)
+    if header.pop("format") != FORMAT:
+        return _whole((buf + "".join(it)).encode(), where)  # the strict parser names the problem
     rest = buf[m.end() :]
 
     def shards() -> Iterator[Shard]:

@@ -204,3 +204,43 @@ def test_metadata_certification_lists_each_side_once_and_reads_no_bytes(source, 
     assert report.calls == {"replica.list": 1, "source.list": 1}
     assert report.object_bytes_read == 0 and report.metadata_bytes_read == 0
     assert report.certified.written_at_basis == "source"
+
+
+def test_rollback_certifies_the_newest_checkpoint_older_than_the_one_that_failed(source, replica, clock):
+    _train(source, replica, clock, "dcp", [100, 200, 300])
+    report = certify_replica(replica, source, layout="dcp", at=clock.now, older_than=300)
+    assert report.certified.step == 200 and report.rpo == timedelta(minutes=10)
+
+
+def test_plain_files_a_training_job_wrote_are_verified_by_streaming_against_its_manifest(tmp_path):
+    import shutil
+
+    from lifeboat.checkpoints.manifest import write_manifest
+    from providers.storage.local import LocalStore
+
+    ckpt = tmp_path / "primary" / "step_500"
+    ckpt.mkdir(parents=True)
+    (ckpt / "model.bin").write_bytes(b"m" * 3000)
+    (ckpt / "optim.bin").write_bytes(b"o" * 5000)
+    write_manifest(ckpt, 500)
+    shutil.copytree(tmp_path / "primary", tmp_path / "replica")  # replicated by a plain copy: no checksums
+    replica = LocalStore(tmp_path / "replica")
+    report = certify_replica(replica, None, layout="manifest")
+    assert report.certified.step == 500 and report.mode == "streaming"
+    assert report.certified.verified_by == {"streamed": 2}
+    assert report.object_bytes_read == 8000
+    (tmp_path / "replica" / "step_500" / "optim.bin").write_bytes(b"x" * 5000)
+    assert certify_replica(replica, None, layout="manifest").rejected[0].reason == CRC
+
+
+def test_a_hand_made_manifest_out_of_order_is_unverifiable_not_half_checked(replica):
+    replica.put("step_1/a.bin", b"a")
+    replica.put("step_1/b.bin", b"b")
+    replica.put(
+        "step_1/lifeboat-manifest.json",
+        b'{"format": "lifeboat-manifest/1", "step": 1, "created": "2026-11-30T08:00:00+00:00", "shards": ['
+        b'{"path": "b.bin", "size": 1, "crc32c": "00000000"}, {"path": "a.bin", "size": 1, "crc32c": "00000000"}]}',
+    )
+    report = certify_replica(replica, None, layout="manifest")
+    assert report.certified is None
+    assert report.rejected[0].reason == UNVERIFIABLE and "not sorted" in report.rejected[0].detail

@@ -77,4 +77,4 @@ def test_certify_flow_over_target_emits_the_breach_event(prefect_server, tmp_pat
 def test_prefect_yaml_schedules_the_certify_deployment():
     doc = yaml.safe_load((Path(__file__).parents[2] / "prefect.yaml").read_text())
     (dep,) = [d for d in doc["deployments"] if d["entrypoint"] == "flows/certify.py:certify"]
-    assert dep["schedules"] and dep["parameters"]["runbook"].endswith(".yaml")
+    assert dep["schedules"] and dep["parameters"]["runbook"]

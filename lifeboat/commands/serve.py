@@ -1,0 +1,83 @@
+"""`lifeboat serve`: one web app for the outside world's callbacks.
+
+Mounted when their credentials are present: `POST /alerts/alertmanager` (Alertmanager
+webhooks: LIFEBOAT_ALERTMANAGER_TOKEN, or _USER and _PASSWORD, or --token-secret) and
+`POST /slack/actions` (approval card clicks: SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN).
+Events and resumes go to PREFECT_API_URL. The signal log (LIFEBOAT_STATE_DIR, default
+`.lifeboat/detect`) must be the one the watch flow writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from lifeboat.errors import ConfigError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="Receive Alertmanager webhooks and Slack approval clicks.",
+        description=__doc__.split("\n\n", 1)[1],
+    )
+    p.add_argument("runbooks", nargs="*", type=Path, help="Runbook files this server guards.")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8900)
+    p.add_argument("--default-runbook", help="Runbook name for alerts without a lifeboat_runbook label.")
+    p.add_argument("--token-secret", help="Prefect Secret block holding the Alertmanager bearer token.")
+    p.set_defaults(handler=serve)
+
+
+def routes(args: argparse.Namespace) -> list:
+    """Every route `lifeboat serve` exposes, in one list."""
+    mounted = []
+    alerts = _alert_settings(args)
+    if alerts.bearer_token or (alerts.basic_username and alerts.basic_password):
+        from providers.alerts.alertmanager import alertmanager_routes
+
+        mounted += alertmanager_routes(alerts)
+    if os.environ.get("SLACK_SIGNING_SECRET") and os.environ.get("SLACK_BOT_TOKEN"):
+        from providers.chat.slack_actions import SlackSettings, slack_routes
+        from runbooks.loader import load_runbook
+
+        slack = SlackSettings.from_runbooks(
+            [load_runbook(p) for p in args.runbooks],
+            signing_secret=os.environ["SLACK_SIGNING_SECRET"],
+            bot_token=os.environ["SLACK_BOT_TOKEN"],
+        )
+        mounted += slack_routes(slack)
+    if not mounted:
+        raise ConfigError(
+            "nothing to serve: the Alertmanager receiver needs credentials (LIFEBOAT_ALERTMANAGER_TOKEN, "
+            "or LIFEBOAT_ALERTMANAGER_USER and _PASSWORD) and Slack actions need "
+            "SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN"
+        )
+    return mounted
+
+
+def _alert_settings(args: argparse.Namespace):
+    from providers.alerts.alertmanager import AlertmanagerSettings
+
+    extra = {}
+    if args.token_secret:
+        extra["bearer_token"] = AlertmanagerSettings.token_from_prefect_secret(args.token_secret)
+    return AlertmanagerSettings.from_env(
+        runbooks=args.runbooks, default_runbook=args.default_runbook, **extra
+    )
+
+
+def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from lifeboat.server import create_app
+
+    mounted = routes(args)
+    print(
+        f"lifeboat serve: {', '.join(r.path for r in mounted)} on http://{args.host}:{args.port}",
+        file=sys.stderr,
+    )
+    uvicorn.run(create_app(mounted), host=args.host, port=args.port, log_level="info")
+    return 0

@@ -1,0 +1,12 @@
+"""Outage detection: probes turn observations into readings, the quorum decides.
+
+Pure core: no Prefect, no SDK. `signals` (Reading), `probes` (training progress,
+checkpoint freshness, GPU health), `provider` (control plane), `alerts` (Alertmanager
+payloads), `quorum` (decide), `log` (the per-runbook signal log), `events` (decisions
+as Prefect events).
+"""
+
+from lifeboat.detection.quorum import Decision, OutageState, QuorumPolicy, decide
+from lifeboat.detection.signals import Reading, Status
+
+__all__ = ["Decision", "OutageState", "QuorumPolicy", "Reading", "Status", "decide"]

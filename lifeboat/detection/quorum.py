@@ -1,0 +1,211 @@
+"""The quorum: an outage is confirmed only when enough independent signals agree.
+
+`decide(readings, now, policy, previous)` is a pure function. Rules, in the words of the
+on-call who has been woken by a flaky control plane once too often:
+
+- A *signal* (gpu_health, provider, ...) votes when the latest live reading of any of its
+  sources is failing. Several sources of one signal (NVML and a DCGM alert) are one vote.
+- A reading is live for `window` after it was taken, or until its `expires` (a firing alert
+  stays true until resolved). Votes therefore agree within the window.
+- A signal whose status changed `flap_changes` times within `flap_window` is flapping: it
+  is shown in the evidence but never votes, so one flapping signal never fails over.
+- `quorum` votes confirm. Once confirmed, the outage stays confirmed until no signal has
+  failed for `recover_after` (hysteresis): a failover is not called off by one good ping.
+- Every decision carries the readings it was made from.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from lifeboat.detection.signals import Reading, Status, iso, parse_time
+from lifeboat.durations import format_duration
+
+
+class OutageState(StrEnum):
+    healthy = "healthy"
+    suspected = "suspected"  # at least one signal fails, fewer than the quorum
+    confirmed = "confirmed"
+
+
+@dataclass(frozen=True)
+class QuorumPolicy:
+    signals: tuple[str, ...]  # the runbook's detection.signals: only these vote
+    quorum: int = 2
+    window: timedelta = timedelta(minutes=5)
+    flap_changes: int = 4
+    flap_window: timedelta | None = None  # default: 3 x window
+    recover_after: timedelta | None = None  # default: window
+
+    @property
+    def flap_span(self) -> timedelta:
+        return self.flap_window or 3 * self.window
+
+    @property
+    def recovery(self) -> timedelta:
+        return self.recover_after if self.recover_after is not None else self.window
+
+    @property
+    def memory(self) -> timedelta:
+        """How far back readings matter; older ones may be forgotten."""
+        return max(self.window, self.flap_span, self.recovery) * 2
+
+    @classmethod
+    def from_detection(cls, detection: Any) -> QuorumPolicy:
+        """From a `runbooks.model.Detection`."""
+        return cls(
+            signals=tuple(str(getattr(s, "value", s)) for s in detection.signals),
+            quorum=detection.quorum,
+            window=detection.window,
+        )
+
+
+@dataclass(frozen=True)
+class Decision:
+    state: OutageState
+    previous: OutageState
+    at: datetime
+    quorum: int
+    voting: tuple[str, ...]  # signals that say "outage" now
+    evidence: tuple[Reading, ...]  # the failing readings behind every vote
+    ignored: tuple[tuple[str, str], ...] = ()  # (signal, why it did not vote)
+    outage_started_at: datetime | None = None  # earliest failure of this episode
+    last_failing_at: datetime | None = None  # last time any signal voted (for hysteresis)
+    summary: str = ""
+    episode: int = 0  # how many times this runbook's outage has been confirmed
+
+    @property
+    def changed(self) -> bool:
+        return self.state is not self.previous
+
+    def episode_id(self, runbook: str) -> uuid.UUID:
+        """Stable id of this outage episode: the same confirmation emitted twice is one event."""
+        moment = iso(self.outage_started_at or self.at)
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"lifeboat:{runbook}:{self.state}:{self.episode}:{moment}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state.value,
+            "previous": self.previous.value,
+            "at": iso(self.at),
+            "quorum": self.quorum,
+            "voting": list(self.voting),
+            "evidence": [r.to_dict() for r in self.evidence],
+            "ignored": [list(i) for i in self.ignored],
+            "outage_started_at": iso(self.outage_started_at),
+            "last_failing_at": iso(self.last_failing_at),
+            "summary": self.summary,
+            "episode": self.episode,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Decision:
+        return cls(
+            state=OutageState(d["state"]),
+            previous=OutageState(d["previous"]),
+            at=parse_time(d["at"]),
+            quorum=d["quorum"],
+            voting=tuple(d["voting"]),
+            evidence=tuple(Reading.from_dict(r) for r in d["evidence"]),
+            ignored=tuple(tuple(i) for i in d["ignored"]),
+            outage_started_at=parse_time(d.get("outage_started_at")),
+            last_failing_at=parse_time(d.get("last_failing_at")),
+            summary=d.get("summary", ""),
+            episode=d.get("episode", 0),
+        )
+
+
+def is_live(r: Reading, now: datetime, window: timedelta) -> bool:
+    if r.at > now:
+        return False
+    return now < r.expires if r.expires is not None else now - r.at <= window
+
+
+def _changes(readings: list[Reading], since: datetime) -> int:
+    """Status changes of one source since `since` (unknown readings do not count)."""
+    known = [r.status for r in readings if r.status is not Status.unknown and r.at >= since]
+    return sum(a is not b for a, b in zip(known, known[1:], strict=False))
+
+
+def _since(r: Reading) -> datetime:
+    return parse_time(r.evidence.get("since")) or r.at
+
+
+def decide(
+    readings: Iterable[Reading], now: datetime, policy: QuorumPolicy, previous: Decision | None = None
+) -> Decision:
+    by_signal: dict[str, dict[str, list[Reading]]] = defaultdict(lambda: defaultdict(list))
+    for r in sorted(readings, key=lambda r: (r.at, r.source)):
+        if r.at <= now:
+            by_signal[r.signal][r.source].append(r)
+
+    voting: list[str] = []
+    evidence: list[Reading] = []
+    ignored: list[tuple[str, str]] = []
+    for signal in sorted(by_signal):
+        sources = by_signal[signal]
+        failing = [
+            rs[-1] for rs in sources.values() if rs[-1].failing and is_live(rs[-1], now, policy.window)
+        ]
+        if not failing:
+            continue
+        if signal not in policy.signals:
+            ignored.append((signal, "not one of this runbook's detection signals"))
+            continue
+        flaps = max(_changes(rs, now - policy.flap_span) for rs in sources.values())
+        if flaps >= policy.flap_changes:
+            ignored.append((signal, f"flapping: {flaps} changes in {format_duration(policy.flap_span)}"))
+            evidence.extend(failing)
+            continue
+        voting.append(signal)
+        evidence.extend(failing)
+
+    before = previous.state if previous else OutageState.healthy
+    last_failing = now if voting else (previous.last_failing_at if previous else None)
+    if len(voting) >= policy.quorum:
+        state = OutageState.confirmed
+    elif before is OutageState.confirmed and last_failing and now - last_failing < policy.recovery:
+        state = OutageState.confirmed  # hysteresis: hold until quiet for recover_after
+    elif voting:
+        state = OutageState.suspected
+    else:
+        state = OutageState.healthy
+
+    episode = previous.episode if previous else 0
+    if state is OutageState.confirmed and before is not OutageState.confirmed:
+        episode += 1
+    started = None
+    if state is not OutageState.healthy:
+        candidates = [_since(r) for r in evidence]
+        if previous and before is not OutageState.healthy and previous.outage_started_at:
+            candidates.append(previous.outage_started_at)
+        started = min(candidates) if candidates else None
+
+    if state is OutageState.confirmed and len(voting) < policy.quorum:
+        summary = (
+            f"confirmed (holding): {len(voting)} signal(s) still failing; recovers after "
+            f"{format_duration(policy.recovery)} without failures"
+        )
+    elif state is OutageState.healthy:
+        summary = "healthy: no signal failing" + (f" ({len(ignored)} ignored)" if ignored else "")
+    else:
+        summary = f"{state}: {len(voting)} of {policy.quorum} signal(s) agree ({', '.join(voting)})"
+    return Decision(
+        state=state,
+        previous=before,
+        at=now,
+        quorum=policy.quorum,
+        voting=tuple(voting),
+        evidence=tuple(evidence),
+        ignored=tuple(ignored),
+        outage_started_at=started,
+        last_failing_at=last_failing,
+        summary=summary,
+        episode=episode,
+    )

@@ -1,0 +1,1 @@
+"""Alert receivers: `alertmanager_routes(settings)` for `lifeboat serve`."""

@@ -1,0 +1,284 @@
+"""`POST /alerts/alertmanager`: the Alertmanager webhook receiver, as Starlette routes.
+
+    app = create_app([*alertmanager_routes(AlertmanagerSettings.from_env(runbooks=[...]))])
+
+What one request does, in order: authenticate (bearer or basic, else 401), refuse bodies
+over `max_body_bytes` (413), validate the webhook v4 schema (400, naming the fields), then
+for every alert: emit `lifeboat.alert.{firing,resolved}` once per groupKey + fingerprint +
+firing (duplicates are counted, not emitted), record its reading in the runbook's signal
+log and let the quorum decide; a decision that changes state is emitted as
+`lifeboat.outage.*`, which is what the failover automation listens for. When resolved
+alerts leave fewer than `quorum` signals failing, pending failover runs of that runbook
+(Scheduled, Pending, or Paused waiting for approval) are cancelled; a Running one never is.
+
+Event ids are derived from the alert (or the outage episode), and the Prefect server
+ignores an event id it has seen in the last 30 minutes, so two receivers, or a receiver
+restarted mid-storm, still trigger one failover. Alertmanager side:
+
+    receivers:
+      - name: lifeboat
+        webhook_configs:
+          - url: http://lifeboat.internal:8900/alerts/alertmanager
+            send_resolved: true          # resolution is what cancels a pending failover
+            max_alerts: 50               # the rest arrive as truncatedAlerts
+            http_config:
+              authorization: {credentials_file: /etc/alertmanager/lifeboat-token}
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from lifeboat.detection.alerts import (
+    AlertmanagerWebhook,
+    Seen,
+    alert_event_id,
+    alert_reading,
+    dedupe_key,
+    runbook_of,
+)
+from lifeboat.detection.events import EventSpec, emit, outage_event, runbook_resource
+from lifeboat.detection.log import SignalLog
+from lifeboat.detection.quorum import QuorumPolicy
+from lifeboat.detection.signals import Clock, utc_now
+from lifeboat.errors import ConfigError
+
+log = logging.getLogger("lifeboat.alerts")
+
+PENDING_STATES = ("SCHEDULED", "PENDING", "PAUSED")
+
+
+class AlertmanagerSettings(BaseModel):
+    """How the receiver authenticates and which runbooks it guards. Secrets are never logged."""
+
+    bearer_token: SecretStr | None = Field(
+        None, description="Token Alertmanager sends as `Authorization: Bearer` (http_config.authorization)."
+    )
+    basic_username: str | None = Field(None, description="User for HTTP basic auth (http_config.basic_auth).")
+    basic_password: SecretStr | None = Field(None, description="Password for HTTP basic auth.")
+    max_body_bytes: int = Field(1 << 20, gt=0, description="Larger webhook bodies are refused with 413.")
+    runbooks: list[Path] = Field(default_factory=list, description="Runbook files this receiver guards.")
+    default_runbook: str | None = Field(
+        None, description="Runbook name for alerts without a `lifeboat_runbook` label."
+    )
+    state_dir: Path | None = Field(None, description="Signal log folder (default LIFEBOAT_STATE_DIR).")
+    alert_hold: timedelta = Field(
+        timedelta(hours=4, minutes=15),
+        description="A firing alert counts this long without being re-sent: keep Alertmanager's "
+        "repeat_interval (default 4h) below it.",
+    )
+    failover_deployment: str = Field(
+        "failover/failover", description="`flow/deployment` whose pending runs a resolved alert cancels."
+    )
+
+    @classmethod
+    def from_env(cls, **fields: Any) -> AlertmanagerSettings:
+        """Credentials from LIFEBOAT_ALERTMANAGER_TOKEN or _USER/_PASSWORD, unless given."""
+        env = os.environ
+        fields.setdefault("bearer_token", env.get("LIFEBOAT_ALERTMANAGER_TOKEN") or None)
+        fields.setdefault("basic_username", env.get("LIFEBOAT_ALERTMANAGER_USER") or None)
+        fields.setdefault("basic_password", env.get("LIFEBOAT_ALERTMANAGER_PASSWORD") or None)
+        return cls(**fields)
+
+    @staticmethod
+    def token_from_prefect_secret(block_name: str) -> SecretStr:
+        """The bearer token from a Prefect `Secret` block (loaded once, at start-up)."""
+        from prefect.blocks.system import Secret
+
+        return SecretStr(str(Secret.load(block_name).get()))
+
+
+CancelFn = Callable[[str, str, list[str], str], Awaitable[list[str]]]
+
+
+def alertmanager_routes(
+    settings: AlertmanagerSettings,
+    *,
+    emit_event: Callable[[EventSpec], None] = emit,
+    cancel: CancelFn | None = None,
+    clock: Clock = utc_now,
+) -> list[Route]:
+    """The receiver's routes. `emit_event` and `cancel` default to the Prefect API."""
+    if not settings.bearer_token and not (settings.basic_username and settings.basic_password):
+        raise ConfigError(
+            "the Alertmanager receiver needs credentials: set LIFEBOAT_ALERTMANAGER_TOKEN "
+            "(or LIFEBOAT_ALERTMANAGER_USER and LIFEBOAT_ALERTMANAGER_PASSWORD)"
+        )
+    guarded = _load_runbooks(settings.runbooks)
+    cancel = cancel or cancel_pending_failovers
+    seen = Seen(clock=clock)
+
+    async def receive(request: Request) -> JSONResponse:
+        if not _authorized(request.headers.get("authorization", ""), settings):
+            return JSONResponse(
+                {"error": "unauthorized"}, 401, headers={"WWW-Authenticate": 'Bearer, Basic realm="lifeboat"'}
+            )
+        body = await _read_capped(request, settings.max_body_bytes)
+        if body is None:
+            return JSONResponse({"error": f"body over {settings.max_body_bytes} bytes"}, 413)
+        try:
+            group = AlertmanagerWebhook.model_validate(json.loads(body))
+        except json.JSONDecodeError as e:
+            return JSONResponse({"error": f"body is not JSON: {e}"}, 400)
+        except ValidationError as e:
+            problems = [f"{'.'.join(map(str, err['loc'])) or 'body'}: {err['msg']}" for err in e.errors()]
+            return JSONResponse({"error": "not an Alertmanager v4 webhook", "problems": problems}, 400)
+
+        now = clock()
+        result: dict[str, Any] = {
+            "events": 0,
+            "duplicates": 0,
+            "ignored": [],
+            "runbooks": {},
+            "cancelled": [],
+        }
+        if group.truncatedAlerts:
+            log.warning("%s: %d alert(s) truncated by Alertmanager", group.groupKey, group.truncatedAlerts)
+            result["truncated"] = group.truncatedAlerts
+        per_runbook: dict[str, list] = {}
+        for alert in group.alerts:
+            name = runbook_of(alert, group, settings.default_runbook)
+            if name not in guarded:
+                result["ignored"].append(
+                    {"fingerprint": alert.fingerprint, "why": f"no runbook {name!r} here"}
+                )
+                continue
+            reading = alert_reading(alert, group, now, settings.alert_hold)
+            per_runbook.setdefault(name, []).append(reading)
+            key = dedupe_key(group, alert)
+            if not seen.first(key):
+                result["duplicates"] += 1
+                continue
+            emit_event(
+                EventSpec(
+                    f"lifeboat.alert.{alert.status}",
+                    runbook_resource(name, guarded[name][1]),
+                    {"reading": reading.to_dict(), "receiver": group.receiver},
+                    alert_event_id(key),
+                    now,
+                )
+            )
+            result["events"] += 1
+
+        for name, readings in per_runbook.items():
+            policy, path = guarded[name]
+            signal_log = SignalLog(name, settings.state_dir, clock=clock)
+            decision = await run_in_threadpool(signal_log.observe, readings, policy)
+            result["runbooks"][name] = decision.summary
+            spec = outage_event(decision, name, path)
+            if spec:
+                emit_event(spec)
+                result["events"] += 1
+            resolved = any(not r.failing for r in readings)
+            if resolved and len(decision.voting) < policy.quorum:
+                why = f"alert resolved; {decision.summary}"
+                cancelled = await cancel(settings.failover_deployment, name, _aliases(path), why)
+                if cancelled:  # called off before approval: a renewed quorum must fail over again
+                    await run_in_threadpool(signal_log.stand_down, why)
+                result["cancelled"] += cancelled
+        return JSONResponse(result)
+
+    return [Route("/alerts/alertmanager", receive, methods=["POST"])]
+
+
+def _load_runbooks(paths: list[Path]) -> dict[str, tuple[QuorumPolicy, str]]:
+    from runbooks.loader import load_runbook
+
+    out = {}
+    for p in paths:
+        rb = load_runbook(p)
+        out[rb.name] = (QuorumPolicy.from_detection(rb.detection), str(p))
+    return out
+
+
+def _aliases(path: str) -> list[str]:
+    return sorted({path, str(Path(path).resolve())})
+
+
+def _authorized(header: str, s: AlertmanagerSettings) -> bool:
+    scheme, _, value = header.partition(" ")
+    scheme, value = scheme.lower(), value.strip()
+    if scheme == "bearer" and s.bearer_token:
+        return hmac.compare_digest(value.encode(), s.bearer_token.get_secret_value().encode())
+    if scheme == "basic" and s.basic_username and s.basic_password:
+        try:
+            user, _, password = base64.b64decode(value, validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        expected = s.basic_password.get_secret_value().encode()
+        return hmac.compare_digest(user.encode(), s.basic_username.encode()) & hmac.compare_digest(
+            password.encode(), expected
+        )
+    return False
+
+
+async def _read_capped(request: Request, limit: int) -> bytes | None:
+    """The body, or None once it passes `limit` (declared or streamed)."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+async def cancel_pending_failovers(
+    deployment: str, runbook: str, aliases: list[str], reason: str
+) -> list[str]:
+    """Cancel this runbook's failover runs that have not started (not yet approved).
+
+    A run whose state is Running (or later) is never touched: the failover is under way
+    and only a human stops it."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.exceptions import ObjectNotFound
+    from prefect.states import Cancelled
+
+    pending = [StateType(s) for s in PENDING_STATES]
+    cancelled: list[str] = []
+    async with get_client() as client:
+        try:
+            dep = await client.read_deployment_by_name(deployment)
+        except ObjectNotFound:
+            return []
+        runs = await client.read_flow_runs(
+            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[dep.id])),
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=pending))
+            ),
+        )
+        for run in runs:
+            if str(run.parameters.get("runbook")) not in {runbook, *aliases}:
+                continue
+            current = await client.read_flow_run(run.id)  # re-read: it may have started meanwhile
+            if current.state is None or current.state.type not in pending:
+                continue
+            await client.set_flow_run_state(run.id, Cancelled(message=reason))
+            log.info("cancelled pending failover run %s of %s: %s", run.id, runbook, reason)
+            cancelled.append(str(run.id))
+    return cancelled

@@ -1,0 +1,54 @@
+"""Real control planes for the provider signal (see lifeboat/detection/provider.py).
+
+`StoreControlPlane` asks the primary's object store about a key that need not exist: an
+answer, even NotFound, means the region's API is up; a timeout or 5xx means it is not.
+It works for every store scheme without one more cloud SDK. `HttpControlPlane` pings any
+URL (a cloud API endpoint, a Kubernetes API server's /readyz).
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from lifeboat.detection.provider import Attempt
+from lifeboat.errors import LifeboatError, NotFound, ProviderUnavailable
+
+CAPACITY_MARKERS = ("InsufficientInstanceCapacity", "ZONE_RESOURCE_POOL_EXHAUSTED", "out of capacity")
+
+
+class StoreControlPlane:
+    def __init__(self, store: Any, probe_key: str = ".lifeboat-probe"):
+        self.store, self.key, self.name = store, probe_key, store.uri
+
+    def ping(self) -> Attempt:
+        started = time.perf_counter()
+        try:
+            self.store.head(self.key)
+        except NotFound:
+            pass
+        except (ProviderUnavailable, LifeboatError, OSError) as e:
+            return Attempt(False, time.perf_counter() - started, f"{type(e).__name__}: {e}")
+        return Attempt(True, time.perf_counter() - started)
+
+
+class HttpControlPlane:
+    def __init__(self, url: str, *, timeout_s: float = 5.0):
+        self.url, self.timeout_s, self.name = url, timeout_s, url
+
+    def ping(self) -> Attempt:
+        started = time.perf_counter()
+        try:
+            with urllib.request.urlopen(self.url, timeout=self.timeout_s):
+                pass
+        except urllib.error.HTTPError as e:
+            body = e.read(2048).decode(errors="replace")
+            if e.code < 500:  # it answered: auth or not-found still means the API is up
+                return Attempt(True, time.perf_counter() - started)
+            capacity = any(m in body for m in CAPACITY_MARKERS)
+            return Attempt(False, time.perf_counter() - started, f"HTTP {e.code}", capacity=capacity)
+        except (urllib.error.URLError, TimeoutError, OSError) as e:
+            return Attempt(False, time.perf_counter() - started, f"unreachable: {getattr(e, 'reason', e)}")
+        return Attempt(True, time.perf_counter() - started)

@@ -1,0 +1,102 @@
+"""Discovery and completeness per layout, and the streaming manifest reader."""
+
+import pytest
+
+from lifeboat.certify import certify_replica
+from lifeboat.checkpoints.layouts import discover, incomplete_reason, pointer_notes
+from lifeboat.checkpoints.manifest import Manifest, Shard, iter_manifest
+from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
+from lifeboat.errors import ConfigError
+from providers.storage.memory import MemoryStore
+
+
+def test_an_empty_store_has_no_checkpoints_and_no_layout():
+    found = discover(MemoryStore(), "auto")
+    assert (found.layout, found.checkpoints) == (None, [])
+
+
+def test_a_store_of_unrecognisable_directories_asks_for_the_layout():
+    store = MemoryStore("odd")
+    store.put("logs/run.txt", b"x")
+    with pytest.raises(ConfigError, match="memory://odd: no checkpoint layout recognised"):
+        discover(store, "auto")
+
+
+def test_dcp_ignores_directories_that_are_not_checkpoints():
+    store = MemoryStore()
+    write_checkpoint(store, "dcp", 5)
+    store.put("tokenizer/vocab.json", b"{}")
+    assert [d.name for d in discover(store, "dcp").checkpoints] == ["step_0000005"]
+
+
+def test_megatron_torch_dist_checkpoint_is_complete():
+    store = MemoryStore()
+    for name in (".metadata", "metadata.json", "__0_0.distcp"):
+        store.put(f"iter_0000100/{name}", b"x")
+    found = discover(store, "auto")
+    (ckpt,) = found.checkpoints
+    assert found.layout == "megatron" and incomplete_reason(store, "megatron", ckpt) is None
+
+
+def test_a_pointer_to_a_checkpoint_that_is_not_there_is_reported_not_followed():
+    store = MemoryStore()
+    write_checkpoint(store, "megatron", 100)
+    store.put("latest_checkpointed_iteration.txt", b"200")
+    notes = pointer_notes(discover(store, "megatron"))
+    assert notes == [
+        "pointer latest_checkpointed_iteration.txt names '200', which is not in the store (not trusted)"
+    ]
+
+
+def test_checkpoints_are_ordered_by_step_not_by_name():
+    store = MemoryStore()
+    for step in (900, 1000, 80):
+        write_checkpoint(store, "deepspeed", step)
+    assert [d.step for d in discover(store, "deepspeed").checkpoints] == [1000, 900, 80]
+
+
+def test_past_the_cache_limit_certification_relists_and_still_finds_a_missing_shard():
+    source, replica = MemoryStore(), MemoryStore()
+    for step in (1, 2):
+        replicate(source, replica, write_checkpoint(source, "dcp", step, shards=5))
+    replica.delete("step_0000002/__3_0.distcp")
+    found = discover(replica, "dcp", cache_limit=3)
+    assert all(d.objects is None for d in found.checkpoints)
+    report = certify_replica(replica, source, layout="dcp", cache_limit=3)
+    assert report.rejected[0].detail == "missing shard step_0000002/__3_0.distcp"
+    assert report.certified.step == 1
+    assert report.calls["replica.list"] == 3  # discovery, then each checkpoint examined
+
+
+def _manifest(n=50):
+    shards = tuple(Shard(f"dir/shärd-{i:04d}.bin", i * 7, i * 2654435761 & 0xFFFFFFFF) for i in range(n))
+    return Manifest.from_json(
+        Manifest(step=42, created=__import__("datetime").datetime.now().astimezone(), shards=shards).to_json()
+    )
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
+def test_streaming_manifest_reader_matches_the_whole_document(chunk):
+    m = _manifest()
+    data = m.to_json()
+    header, shards = iter_manifest(data[i : i + chunk] for i in range(0, len(data), chunk))
+    assert header == {"step": 42, "created": m.created}
+    assert tuple(shards) == m.shards
+
+
+def test_truncated_manifest_is_refused():
+    data = _manifest().to_json()[:-40]
+    _, shards = iter_manifest([data], where="step_42/lifeboat-manifest.json")
+    with pytest.raises(ConfigError, match="step_42/lifeboat-manifest.json: not a valid Lifeboat manifest"):
+        list(shards)
+
+
+def test_foreign_manifest_format_is_refused():
+    with pytest.raises(ConfigError, match="format is 'other/1'"):
+        iter_manifest([b'{"format": "other/1", "step": 1, "created": "2026-01-01T00:00:00", "shards": []}'])
+
+
+def test_manifest_with_shards_first_falls_back_to_the_whole_document():
+    doc = b'{"shards": [{"path": "b", "size": 1, "crc32c": "00000001"}, {"path": "a", "size": 2, "crc32c": "00000002"}], "format": "lifeboat-manifest/1", "step": 3, "created": "2026-01-01T00:00:00+00:00"}'
+    header, shards = iter_manifest([doc])
+    assert header["step"] == 3 and [s.path for s in shards] == ["a", "b"]
