@@ -245,18 +245,25 @@ def failover(
     from prefect.runtime import flow_run
 
     from flows.record import publish
-    from flows.sandbox import sandboxed
-    from flows.wiring import build_gate, build_ledger, build_steps
+    from flows.sandbox import sandbox_images, sandboxed
+    from flows.wiring import Providers, build_gate, build_ledger, build_steps
+    from providers.registry import FakeRegistry
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
     run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
-    if dry_run:
-        rb, evidence, force = sandboxed(rb, run_id), evidence or ["dry run: simulated outage"], True
+    providers = None
+    if dry_run:  # the same steps over a sandboxed copy: local stores and compute, a fake registry
+        registry = FakeRegistry(sandbox_images(rb))
+        rb = sandboxed(rb, run_id)
+        providers = Providers.for_runbook(rb, registry=registry)
+        evidence, force = evidence or ["dry run: simulated outage"], True
+        approval = "approve" if approval == "wait" else approval
     steps = build_steps(
         rb,
         run_id=run_id,
         drill=drill,
+        providers=providers,
         outage_started_at=outage_started_at,
         detected_at=detected_at,
         evidence=evidence,

@@ -9,7 +9,9 @@ corruption do not. On a failed gate the runbook says: roll back to the previous 
 checkpoint, or stop and page.
 
 Losses are read as JSON lines `{"step": int, "loss": float, ...}` from any text (the job's
-log, a loss-log file); other lines are ignored. Plain functions over plain data, plus one
+log, a loss-log file); other lines are ignored. A job may also log
+`{"event": "loaded", "step": int, "ts": epoch}` once its resume checkpoint is loaded
+(the demo trainer does), which `parse_loaded` reads for the RTO ledger. Plain functions over plain data, plus one
 loop (`resume_and_prove`) over the `Compute` interface.
 """
 
@@ -53,6 +55,24 @@ def parse_losses(text: str) -> dict[int, float]:
         except (ValueError, KeyError, TypeError):
             continue
     return out
+
+
+def parse_loaded(text: str) -> tuple[int, datetime] | None:
+    """`(step, when)` of the last `{"event": "loaded", ...}` line in `text`, or None when the
+    job has not said it loaded a checkpoint (yet, or ever: not every job logs it). The last
+    line wins: a restarted job (a rollback) loads again."""
+    found = None
+    for line in text.splitlines():
+        line = line.strip()
+        if not (line.startswith("{") and '"loaded"' in line):
+            continue
+        try:
+            rec = json.loads(line)
+            if rec.get("event") == "loaded":
+                found = (int(rec["step"]), datetime.fromtimestamp(float(rec["ts"]), UTC))
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, OSError):
+            continue
+    return found
 
 
 @dataclass(frozen=True)
@@ -234,13 +254,15 @@ def resume_and_prove(
     """Start `job` on `cluster` from `checkpoint`, wait for its first step, gate on parity,
     and roll back through older certified checkpoints as the runbook says.
 
-    Rolling back restarts the job (teardown + launch: `launch` is idempotent by name, so a
-    restart must release the old job first). The caller owns teardown of the final cluster."""
+    The cluster is launched once (a cluster provisioned before approval is reused, idle);
+    the job is started, and restarted on a rollback, with `compute.run` on that same
+    cluster, so a rollback keeps the GPUs. The caller owns teardown of the final cluster."""
     from providers.compute.base import JobState
 
     history: list[ResumeTry] = []
+    compute.launch(cluster, option)
     while True:
-        compute.launch(cluster, option, job.resuming_from(checkpoint.uri))
+        compute.run(cluster, job.resuming_from(checkpoint.uri))
 
         def alive() -> bool:
             return not compute.status(cluster).job.finished
@@ -273,7 +295,6 @@ def resume_and_prove(
             return ResumeOutcome(checkpoint, first, parity, tuple(history))
         if decision.action == "page":
             raise ParityFailed(decision.detail, history)
-        compute.teardown(cluster)
         checkpoint = decision.rollback_to
 
 
@@ -287,6 +308,7 @@ __all__ = [
     "ResumeOutcome",
     "decide_on_parity",
     "loss_parity",
+    "parse_loaded",
     "parse_losses",
     "resume_and_prove",
     "wait_first_step",

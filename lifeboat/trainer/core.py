@@ -120,14 +120,20 @@ class Trainer:
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         self.loss_log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.loss_log, "a") as log:
+
+            def emit(record: dict) -> None:
+                line = json.dumps(record)
+                log.write(line + "\n")
+                log.flush()
+                if self.echo:  # the job log then carries it too (SkyPilot logs, LocalCompute)
+                    print(line, flush=True)
+
+            if resume:  # the failover timestamps "checkpoint loaded" from this line
+                emit({"event": "loaded", "step": state.step, "ts": time.time()})
             while state.step < steps:
                 loss = self.step(state)
                 now = time.time()
-                line = json.dumps({"step": state.step, "loss": loss, "ts": now})
-                log.write(line + "\n")
-                log.flush()
-                if self.echo:  # the job log then carries the losses too (SkyPilot logs, LocalCompute)
-                    print(line, flush=True)
+                emit({"step": state.step, "loss": loss, "ts": now})
                 self._beat(state.step, now, loss)
                 if every and state.step % every == 0:
                     self.save(state)

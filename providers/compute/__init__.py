@@ -48,6 +48,7 @@ def compute_for_runbook(rb, *, live: bool = False, state_dir=None, **kwargs: Any
     from providers.compute.skypilot import SkyPilotCompute, task_nodes
 
     task = rb.resolve(rb.job.task)
+    kwargs.setdefault("store_uri", rb.store_uri(rb.secondary.store))
     return SkyPilotCompute(offline=not live, task_yaml=task, num_nodes=task_nodes(task), **kwargs)
 
 

@@ -8,6 +8,12 @@ this module: no backend hands out SDK objects.
 A *cluster* is named by the caller (`<runbook>-failover`, `<runbook>-drill-<id>`), which
 makes `launch` idempotent: launching a name that is already up returns it and starts
 nothing new, so a flow re-run after a crash never pays for two clusters.
+
+Provisioning and starting the job are apart: `launch(cluster, option)` without a job only
+acquires the cluster (its job state is `IDLE`), so GPUs can be held while a human approves
+without the job writing a single checkpoint; `run(cluster, job)` then starts the job, and
+restarts it (from an older checkpoint, after a failed loss-parity gate) on the same cluster.
+`launch(cluster, option, job)` does both, as a single call.
 """
 
 from __future__ import annotations
@@ -109,6 +115,7 @@ class ClusterState(StrEnum):
 
 
 class JobState(StrEnum):
+    IDLE = "idle"  # the cluster holds no job: provisioned by `launch` without one
     PENDING = "pending"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -159,13 +166,24 @@ class Compute(Protocol):
         with `feasible=False` and a `reason`, so the on-call sees why a choice is missing."""
         ...
 
-    def launch(self, cluster: str, option: PlanOption, job: JobSpec) -> ClusterStatus:
-        """Provision `cluster` on `option` and start `job` on it; idempotent by name.
+    def launch(self, cluster: str, option: PlanOption, job: JobSpec | None = None) -> ClusterStatus:
+        """Provision `cluster` on `option` and, given a `job`, start it there; idempotent by name.
 
-        A name that is already provisioning or up is returned as is, even when its job has
-        finished: restarting a job (a rollback) is teardown then launch. Raises `CapacityError`
-        when the option has no capacity (nothing is left behind), `ProviderUnavailable` for
-        other retryable failures."""
+        Without a job the cluster is only acquired and its job state is `IDLE`. A name that
+        is already provisioning or up is returned as is, its job untouched (even a finished
+        one: restarting is `run`); the one exception is an `IDLE` cluster given a job, which
+        starts it, so `launch(c, o)` then `launch(c, o, job)` equals `launch(c, o, job)`.
+        Raises `CapacityError` when the option has no capacity (nothing is left behind),
+        `ProviderUnavailable` for other retryable failures."""
+        ...
+
+    def run(self, cluster: str, job: JobSpec) -> ClusterStatus:
+        """Start `job` on the up `cluster`; a job still running there is stopped first (its
+        whole process tree, as teardown would) and the new one replaces it: a restart from
+        another checkpoint keeps the GPUs. `logs` then shows the new job's output only.
+
+        Raises `NotFound` for an unknown cluster, `PreconditionFailed` when it is not up
+        (still provisioning, preempted)."""
         ...
 
     def status(self, cluster: str) -> ClusterStatus:
@@ -173,7 +191,8 @@ class Compute(Protocol):
         ...
 
     def logs(self, cluster: str) -> str:
-        """Everything the job has written to stdout/stderr so far. Raises `NotFound`."""
+        """Everything the job started last has written to stdout/stderr so far ("" while
+        the cluster is idle). Raises `NotFound`."""
         ...
 
     def teardown(self, cluster: str) -> None:

@@ -3,7 +3,8 @@
 It behaves like a cloud seen through SkyPilot: launches cost (virtual) time, some infras
 have no capacity for the next N tries, a cluster may boot slowly, spot capacity may be
 reclaimed. Time is an injected clock, so tests script hours of trouble in microseconds.
-It passes the same contract suite as `LocalCompute`.
+It passes the same contract suite as `LocalCompute`. `run` replaces the job on the cluster
+(the old one stops at once); a preempted cluster is gone until launched again.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from lifeboat.errors import NotFound, ProviderUnavailable
+from lifeboat.errors import NotFound, PreconditionFailed, ProviderUnavailable
 from providers.compute.base import (
     CapacityError,
     ClusterState,
@@ -41,11 +42,11 @@ class FakeClock:
 @dataclass
 class _Cluster:
     option: PlanOption
-    job: JobSpec
     launched: float
     up_at: float
-    finishes_at: float | None
-    exit_code: int
+    job: JobSpec | None = None  # None: idle, launched without a job
+    finishes_at: float | None = None  # None: runs forever (or no job)
+    exit_code: int = 0
     preempted: bool = False
     log: list[str] = field(default_factory=list)
 
@@ -77,6 +78,7 @@ class FakeCompute:
         self.launch_seconds = launch_seconds
         self.unavailable = unavailable  # infra -> True: the API itself is down (retryable)
         self.launch_calls: list[tuple[str, str]] = []  # (cluster, infra), in order
+        self.run_calls: list[str] = []  # clusters `run` (re)started a job on, in order
         self._clusters: dict[str, _Cluster] = {}
         self._epoch = datetime(2026, 1, 1, tzinfo=UTC)
         self._ids = itertools.count(1)
@@ -100,10 +102,12 @@ class FakeCompute:
                 out.append(replace(c, feasible=True, reason="", hourly_usd=price))
         return sorted(out, key=lambda o: (not o.feasible, o.rank))
 
-    def launch(self, cluster: str, option: PlanOption, job: JobSpec) -> ClusterStatus:
+    def launch(self, cluster: str, option: PlanOption, job: JobSpec | None = None) -> ClusterStatus:
         self.launch_calls.append((cluster, option.infra))
         existing = self._clusters.get(cluster)
         if existing is not None and not existing.preempted:
+            if job is not None and existing.job is None:
+                self._start(cluster, existing, job)  # provisioned earlier: start the job now
             return self.status(cluster)
         self.clock.sleep(self.launch_seconds)
         if self.unavailable and self.unavailable(option.infra):
@@ -114,20 +118,30 @@ class FakeCompute:
                 f"{option.infra}: no capacity for {option.accelerators or 'the job'} (scripted)"
             )
         now = self.clock()
-        up_at = now + self._boot(option.infra)
-        finishes = None if self.job_seconds is None else up_at + self.job_seconds
+        c = _Cluster(option=option, launched=now, up_at=now + self._boot(option.infra))
+        self._clusters[cluster] = c
+        if job is not None:
+            self._start(cluster, c, job)
+        return self.status(cluster)
+
+    def run(self, cluster: str, job: JobSpec) -> ClusterStatus:
+        c = self._get(cluster)
+        st = self.status(cluster)
+        if st.state is not ClusterState.UP:
+            raise PreconditionFailed(f"fake cluster {cluster!r} is {st.state}, not up: cannot run a job")
+        self.run_calls.append(cluster)
+        self._start(cluster, c, job)  # a running job is simply replaced: it stops here
+        return self.status(cluster)
+
+    def _start(self, cluster: str, c: _Cluster, job: JobSpec) -> None:
+        """The job starts once the cluster is up (now, or at the end of a slow boot)."""
+        begins = max(self.clock(), c.up_at)
+        c.job = job
+        c.finishes_at = None if self.job_seconds is None else begins + self.job_seconds
+        c.exit_code = self.exit_code
         argv = (job.command or str(job.task_yaml)) + job.resume_suffix()
         envs = " ".join(f"{k}={v}" for k, v in sorted(job.resume_envs().items()))
-        self._clusters[cluster] = _Cluster(
-            option=option,
-            job=job,
-            launched=now,
-            up_at=up_at,
-            finishes_at=finishes,
-            exit_code=self.exit_code,
-            log=[f"fake job {next(self._ids)} on {option.infra}: {argv} {envs}".rstrip()],
-        )
-        return self.status(cluster)
+        c.log = [f"fake job {next(self._ids)} on {c.option.infra}: {argv} {envs}".rstrip()]
 
     def _scripted_capacity(self, infra: str) -> bool:
         for key in sorted(self.no_capacity, key=len, reverse=True):
@@ -157,9 +171,11 @@ class FakeCompute:
         now = self.clock()
         rc = None
         if c.preempted:
-            state, job = ClusterState.PREEMPTED, JobState.FAILED
+            state, job = ClusterState.PREEMPTED, JobState.FAILED if c.job else JobState.IDLE
         elif now < c.up_at:
-            state, job = ClusterState.PROVISIONING, JobState.PENDING
+            state, job = ClusterState.PROVISIONING, JobState.PENDING if c.job else JobState.IDLE
+        elif c.job is None:
+            state, job = ClusterState.UP, JobState.IDLE
         elif c.finishes_at is None or now < c.finishes_at:
             state, job = ClusterState.UP, JobState.RUNNING
         else:
@@ -176,7 +192,8 @@ class FakeCompute:
         )
 
     def logs(self, cluster: str) -> str:
-        return "\n".join(self._get(cluster).log) + "\n"
+        log = self._get(cluster).log
+        return "\n".join(log) + "\n" if log else ""
 
     def teardown(self, cluster: str) -> None:
         self._clusters.pop(cluster, None)

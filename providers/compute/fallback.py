@@ -33,7 +33,7 @@ def launch_with_fallback(
     compute: Compute,
     cluster: str,
     options: Sequence[PlanOption],
-    job: JobSpec,
+    job: JobSpec | None = None,
     *,
     budget_s: float = 1800.0,
     max_attempts: int | None = None,
@@ -42,7 +42,8 @@ def launch_with_fallback(
     sleep: Callable[[float], None] = time.sleep,
     poll_s: float = 1.0,
 ) -> LaunchResult:
-    """Try the feasible `options` in order until one is up.
+    """Try the feasible `options` in order until one is up (with `job` started on it, or
+    idle when `job` is None: provisioning ahead of approval; `run` starts the job later).
 
     A capacity error, another retryable provider error, or a boot slower than
     `boot_timeout_s` moves on to the next option after tearing down whatever the try left.

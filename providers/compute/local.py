@@ -1,7 +1,8 @@
 """`local`: the job's command as a local process group. See base.py.
 
 A cluster is a state directory `<root>/<cluster>/` (state.json, job.log, exit code) plus the
-process group of `sh -c '<command>'`. State lives on disk, so another process (a CLI, a
+process group of `sh -c '<command>'`; a cluster launched without a job is the directory
+alone (state.json with `"pid": null`), and `run` spawns the group into it. State lives on disk, so another process (a CLI, a
 re-run flow) sees and tears down clusters it did not start. Teardown kills the whole group:
 a trainer's children die with it, which is what a preempted VM would do.
 """
@@ -48,23 +49,40 @@ class LocalCompute:
                 out.append(replace(c, feasible=True, reason="", hourly_usd=0.0))
         return sorted(out, key=lambda o: (not o.feasible, o.rank))
 
-    def launch(self, cluster: str, option: PlanOption, job: JobSpec) -> ClusterStatus:
-        if not job.command:
-            raise ConfigError("the local provider runs job.command, which is missing")
+    def launch(self, cluster: str, option: PlanOption, job: JobSpec | None = None) -> ClusterStatus:
+        _need_command(job)
         d = self._dir(cluster)
         if (d / "state.json").exists():
             st = self.status(cluster)
             if st.state is ClusterState.UP:
-                return st
+                return self.run(cluster, job) if job is not None and st.job is JobState.IDLE else st
             self.teardown(cluster)  # a dead leftover: start afresh
         d.mkdir(parents=True, exist_ok=True)
+        self._write_state(d, {"pid": None, "option": asdict(option), "launched_at": _now()})
+        return self.status(cluster) if job is None else self.run(cluster, job)
+
+    def run(self, cluster: str, job: JobSpec) -> ClusterStatus:
+        _need_command(job)
+        d = self._dir(cluster)
+        state = self._state(cluster)
+        child = self._children.pop(cluster, None)
+        if state.get("pid") is not None:  # a restart: the old job's whole group goes first
+            _kill_group(state["pid"], child)
+        if child is not None:
+            child.wait()
+        self._spawn(cluster, d, state, job)
+        return self.status(cluster)
+
+    def _spawn(self, cluster: str, d: Path, state: dict, job: JobSpec) -> None:
+        """Start `job` as a new process group with a fresh job.log, and record its pid."""
         exit_file = d / _EXIT
+        exit_file.unlink(missing_ok=True)
         command = job.command + job.resume_suffix()
         # The wrapping shell records the exit code only when the command returns, so a
         # SIGKILLed group leaves no exit file: a failed job, as on a lost VM.
         script = f"(\n{command}\n)\necho $? > {shlex.quote(str(exit_file))}"
         env = {**os.environ, **job.resume_envs(), "LIFEBOAT_CLUSTER": cluster}
-        with open(d / "job.log", "ab") as log:
+        with open(d / "job.log", "wb") as log:  # `logs` shows the job started last
             proc = subprocess.Popen(
                 ["/bin/sh", "-c", script],
                 cwd=job.workdir or None,
@@ -75,16 +93,19 @@ class LocalCompute:
                 start_new_session=True,  # its own process group: teardown kills all of it
             )
         self._children[cluster] = proc
-        state = {
-            "pid": proc.pid,
-            "command": command,
-            "option": asdict(option),
-            "launched_at": datetime.now(UTC).isoformat(),
-        }
+        self._write_state(d, {**state, "pid": proc.pid, "command": command, "started_at": _now()})
+
+    @staticmethod
+    def _write_state(d: Path, state: dict) -> None:
         tmp = d / "state.json.tmp"
         tmp.write_text(json.dumps(state))
         tmp.replace(d / "state.json")
-        return self.status(cluster)
+
+    def _state(self, cluster: str) -> dict:
+        try:
+            return json.loads((self._dir(cluster) / "state.json").read_text())
+        except FileNotFoundError:
+            raise NotFound(f"local cluster {cluster!r} does not exist") from None
 
     def _alive(self, cluster: str, pid: int) -> bool:
         child = self._children.get(cluster)
@@ -103,15 +124,14 @@ class LocalCompute:
 
     def status(self, cluster: str) -> ClusterStatus:
         d = self._dir(cluster)
-        try:
-            state = json.loads((d / "state.json").read_text())
-        except FileNotFoundError:
-            raise NotFound(f"local cluster {cluster!r} does not exist") from None
+        state = self._state(cluster)
         option = PlanOption(**state["option"])
         launched = datetime.fromisoformat(state["launched_at"])
-        alive = self._alive(cluster, state["pid"])
+        pid = state.get("pid")
         returncode = None
-        if alive:
+        if pid is None:
+            job = JobState.IDLE
+        elif self._alive(cluster, pid):
             job = JobState.RUNNING
         else:
             try:
@@ -126,18 +146,19 @@ class LocalCompute:
             job=job,
             launched_at=launched,
             returncode=returncode,
-            detail=f"pid {state['pid']}",
+            detail=f"pid {pid}" if pid is not None else "idle",
         )
 
     def logs(self, cluster: str) -> str:
+        self._state(cluster)
         path = self._dir(cluster) / "job.log"
-        if not path.exists():
-            raise NotFound(f"local cluster {cluster!r} does not exist")
-        return path.read_text(errors="replace")
+        return path.read_text(errors="replace") if path.exists() else ""
 
     def preempt(self, cluster: str) -> None:
         """SIGKILL the job's whole process group, as a lost VM would: nothing gets to clean up."""
-        pid = json.loads((self._dir(cluster) / "state.json").read_text())["pid"]
+        pid = self._state(cluster).get("pid")
+        if pid is None:
+            return  # nothing runs on an idle local "cluster"
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
         child = self._children.get(cluster)
@@ -147,8 +168,8 @@ class LocalCompute:
     def teardown(self, cluster: str) -> None:
         d = self._dir(cluster)
         try:
-            pid = json.loads((d / "state.json").read_text())["pid"]
-        except (FileNotFoundError, ValueError, KeyError):
+            pid = json.loads((d / "state.json").read_text()).get("pid")
+        except (FileNotFoundError, ValueError, AttributeError):
             pid = None
         child = self._children.pop(cluster, None)
         if pid is not None:
@@ -161,6 +182,15 @@ class LocalCompute:
         if not self.root.exists():
             return []
         return sorted(p.parent.name for p in self.root.glob("*/state.json"))
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _need_command(job: JobSpec | None) -> None:
+    if job is not None and not job.command:
+        raise ConfigError("the local provider runs job.command, which is missing")
 
 
 def _kill_group(pid: int, child: subprocess.Popen | None, grace: float = 2.0) -> None:

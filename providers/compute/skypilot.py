@@ -6,9 +6,17 @@ inject a launcher that records the built `sky.Task` and raises SkyPilot's own
 `ResourcesUnavailableError`, so the task building and error mapping here are the code that
 runs in production. Nothing in the test suite launches a machine.
 
+Provisioning apart from the job: `launch` without a job launches the user's task with its
+`run:` removed (setup, workdir and file mounts kept, the secondary store mounted), because
+`sky exec` later skips setup and file mounts; without a task YAML it is the resources alone.
+`run` is `sky exec` of the task on that cluster, after cancelling a job still running there.
+SkyPilot runs setup as a job of its own: this process remembers that job id, so the cluster
+reads `IDLE` once setup succeeded; another process sees it as a finished job.
+
 Managed-job mode (`managed=True`) hands the task to SkyPilot's jobs controller with
 `job_recovery` set, so SkyPilot itself relaunches a preempted spot job; the cluster name
-becomes the managed job's name.
+becomes the managed job's name. A managed job is provisioned and run as one: `launch`
+without a job and `run` raise `ConfigError` there.
 """
 
 from __future__ import annotations
@@ -19,11 +27,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import yaml
 
-from lifeboat.errors import ConfigError, NotFound, ProviderUnavailable
+from lifeboat.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
 from providers.compute.base import (
     CapacityError,
     ClusterState,
@@ -77,7 +85,16 @@ class SkyLauncher(Protocol):
     """The seam between Lifeboat and a SkyPilot API server. Raises SkyPilot's exceptions."""
 
     def launch(self, task: Any, cluster: str) -> int | None:
-        """Provision and run `task` (a sky.Task) as `cluster`; returns the job id."""
+        """Provision and run `task` (a sky.Task) as `cluster`; returns the job id (None when
+        the task has neither setup nor run: nothing was submitted)."""
+        ...
+
+    def exec(self, task: Any, cluster: str) -> int | None:
+        """Run `task` on the existing, up `cluster` (`sky exec`); returns the job id."""
+        ...
+
+    def cancel(self, cluster: str, job_id: int) -> None:
+        """Cancel one job on `cluster`; the cluster stays up."""
         ...
 
     def info(self, cluster: str) -> SkyClusterInfo | None:
@@ -93,22 +110,38 @@ class SkyLauncher(Protocol):
     def clusters(self) -> list[str]: ...
 
 
+Stage = Literal["launch", "provision", "exec"]
+
+
 def build_task(
-    job: JobSpec, option: PlanOption, *, job_recovery: Mapping[str, Any] | str | None = None
+    job: JobSpec,
+    option: PlanOption | None,
+    *,
+    job_recovery: Mapping[str, Any] | str | None = None,
+    stage: Stage = "launch",
 ) -> Any:
     """The user's task YAML with the candidate's resources, the resume checkpoint and the
-    secondary store mounted. The user's other resource fields (disk, cpus, ports) are kept."""
+    secondary store mounted. The user's other resource fields (disk, cpus, ports) are kept.
+
+    `stage="provision"`: no `run:` (the cluster only; a missing task YAML gives the
+    resources alone). `stage="exec"`: no setup and no file mounts, which `sky exec` skips.
+    `option=None` keeps the task's own resources (a cluster another process launched)."""
     sky = import_sky()
-    if job.task_yaml is None:
+    if job.task_yaml is None and stage != "provision":
         raise ConfigError("the SkyPilot provider needs job.task (the task YAML)")
     try:
-        config = yaml.safe_load(Path(job.task_yaml).read_text()) or {}
+        config = (yaml.safe_load(Path(job.task_yaml).read_text()) or {}) if job.task_yaml else {}
     except FileNotFoundError:
         raise ConfigError(f"{job.task_yaml}: task YAML not found") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{job.task_yaml}: not valid YAML: {e}") from None
     if not isinstance(config, dict):
         raise ConfigError(f"{job.task_yaml}: a SkyPilot task YAML is a mapping")
+    if stage == "provision":
+        config.pop("run", None)
+    elif stage == "exec":
+        config.pop("setup", None)
+        config.pop("file_mounts", None)
     workdir = config.get("workdir")
     if isinstance(workdir, str) and not Path(workdir).expanduser().is_absolute():
         config["workdir"] = str((Path(job.task_yaml).parent / workdir).resolve())
@@ -117,7 +150,7 @@ def build_task(
         if not config.get("run"):
             raise ConfigError(f"{job.task_yaml}: job.resume.arg needs a `run:` command to append to")
         config["run"] = str(config["run"]).rstrip() + job.resume_suffix()
-    if job.store_uri and job.store_uri.startswith(_MOUNTABLE):
+    if stage != "exec" and job.store_uri and job.store_uri.startswith(_MOUNTABLE):
         mounts = dict(config.get("file_mounts") or {})
         mounts[job.store_mount] = {"source": job.store_uri, "mode": "MOUNT"}
         config["file_mounts"] = mounts
@@ -125,14 +158,17 @@ def build_task(
         task = sky.Task.from_yaml_config(config)
     except ValueError as e:
         raise ConfigError(f"{job.task_yaml}: SkyPilot rejected the task: {e}") from None
-    override: dict[str, Any] = {"infra": option.infra, "use_spot": option.use_spot}
-    if option.accelerators:
-        override["accelerators"] = option.accelerators
-    if option.instance_type:
-        override["instance_type"] = option.instance_type
+    override: dict[str, Any] = {}
+    if option is not None:
+        override = {"infra": option.infra, "use_spot": option.use_spot}
+        if option.accelerators:
+            override["accelerators"] = option.accelerators
+        if option.instance_type:
+            override["instance_type"] = option.instance_type
     if job_recovery is not None:
         override["job_recovery"] = job_recovery
-    task.set_resources_override(override)
+    if override:
+        task.set_resources_override(override)
     if not task.name:
         task.name = job.name
     return task
@@ -173,8 +209,11 @@ class SkyPilotCompute:
         num_nodes: int = 1,
         managed: bool = False,
         job_recovery: Mapping[str, Any] | str | None = None,
+        store_uri: str | None = None,
     ):
         self.offline = offline
+        self.task_yaml = task_yaml  # what `launch` without a job provisions (less its run:)
+        self.store_uri = store_uri  # the secondary store, mounted when provisioning
         self.catalog = catalog
         self.defaults = task_defaults(task_yaml) if task_yaml else {}
         self.num_nodes = num_nodes
@@ -184,6 +223,7 @@ class SkyPilotCompute:
             self.job_recovery = {"strategy": "FAILOVER", "max_restarts_on_errors": 3}
         self._launcher = launcher
         self._options: dict[str, PlanOption] = {}
+        self._setup_jobs: dict[str, int | None] = {}  # clusters launched without a job
         if offline:
             use_offline_catalog(catalog)
 
@@ -199,18 +239,25 @@ class SkyPilotCompute:
         with offline_clouds(self.catalog):
             return optimize(candidates, blocked, defaults=self.defaults, num_nodes=self.num_nodes)
 
-    def launch(self, cluster: str, option: PlanOption, job: JobSpec) -> ClusterStatus:
+    def launch(self, cluster: str, option: PlanOption, job: JobSpec | None = None) -> ClusterStatus:
+        if job is None and self.managed:
+            raise ConfigError("managed-job mode provisions and runs together: launch needs the job")
         info = self._info(cluster)
         if info is not None and _CLUSTER_STATES.get(info.status) in (
             ClusterState.PROVISIONING,
             ClusterState.UP,
         ):
-            return self.status(cluster)
-        task = build_task(job, option, job_recovery=self.job_recovery)
+            st = self.status(cluster)
+            return self.run(cluster, job) if job is not None and st.job is JobState.IDLE else st
+        if job is None:
+            bare = JobSpec(name=cluster, task_yaml=self.task_yaml, store_uri=self.store_uri)
+            task = build_task(bare, option, stage="provision")
+        else:
+            task = build_task(job, option, job_recovery=self.job_recovery)
         from sky import exceptions as sky_exceptions
 
         try:
-            self.launcher.launch(task, cluster)
+            job_id = self.launcher.launch(task, cluster)
         except sky_exceptions.ResourcesUnavailableError as e:
             self._down_quietly(cluster)  # SkyPilot may leave an INIT record behind
             raise CapacityError(
@@ -219,6 +266,32 @@ class SkyPilotCompute:
         except (sky_exceptions.ApiServerConnectionError, ConnectionError, TimeoutError) as e:
             raise ProviderUnavailable(f"SkyPilot API server unreachable: {e}") from e
         self._options[cluster] = option
+        if job is None:
+            self._setup_jobs[cluster] = job_id
+        else:
+            self._setup_jobs.pop(cluster, None)
+        return self.status(cluster)
+
+    def run(self, cluster: str, job: JobSpec) -> ClusterStatus:
+        if self.managed:
+            raise ConfigError("managed-job mode cannot run a job on an existing cluster: relaunch it")
+        info = self._info(cluster)
+        if info is None:
+            raise NotFound(f"SkyPilot cluster {cluster!r} does not exist")
+        if _CLUSTER_STATES.get(info.status) is not ClusterState.UP:
+            raise PreconditionFailed(f"SkyPilot cluster {cluster!r} is {info.status}, not UP")
+        task = build_task(job, self._options.get(cluster), stage="exec")
+        from sky import exceptions as sky_exceptions
+
+        try:
+            running = _JOB_STATES.get(info.job_status or "", JobState.FAILED)
+            is_setup = cluster in self._setup_jobs and info.job_id == self._setup_jobs[cluster]
+            if info.job_id is not None and not running.finished and not is_setup:
+                self.launcher.cancel(cluster, info.job_id)  # else sky exec would queue behind it
+            self.launcher.exec(task, cluster)
+        except (sky_exceptions.ApiServerConnectionError, ConnectionError, TimeoutError) as e:
+            raise ProviderUnavailable(f"SkyPilot API server unreachable: {e}") from e
+        self._setup_jobs.pop(cluster, None)
         return self.status(cluster)
 
     def _info(self, cluster: str) -> SkyClusterInfo | None:
@@ -244,6 +317,14 @@ class SkyPilotCompute:
         )
         state = _CLUSTER_STATES.get(info.status, ClusterState.TERMINATED)
         job = _JOB_STATES.get(info.job_status or "PENDING", JobState.FAILED)
+        if cluster in self._setup_jobs and info.job_id == self._setup_jobs[cluster]:
+            # the setup job: idle once it succeeded, failed if it failed, pending until then
+            if info.job_status in (None, "SUCCEEDED"):
+                job = JobState.IDLE
+            elif not job.finished:
+                job = JobState.PENDING
+        elif info.job_status is None and state is ClusterState.UP and not self.managed:
+            job = JobState.IDLE  # up, and no job was ever submitted
         launched = datetime.fromtimestamp(info.launched_at or 0, UTC)
         return ClusterStatus(
             name=cluster,
@@ -263,6 +344,7 @@ class SkyPilotCompute:
     def teardown(self, cluster: str) -> None:
         self.launcher.down(cluster)
         self._options.pop(cluster, None)
+        self._setup_jobs.pop(cluster, None)
 
     def clusters(self) -> list[str]:
         return sorted(self.launcher.clusters())
@@ -286,6 +368,13 @@ class SdkLauncher:
             return job_ids[0] if job_ids else None
         job_id, _ = sky.stream_and_get(sky.launch(task, cluster_name=cluster, retry_until_up=False))
         return job_id
+
+    def exec(self, task: Any, cluster: str) -> int | None:
+        job_id, _ = self.sky.stream_and_get(self.sky.exec(task, cluster_name=cluster))
+        return job_id
+
+    def cancel(self, cluster: str, job_id: int) -> None:
+        self.sky.get(self.sky.cancel(cluster, job_ids=[job_id]))
 
     def info(self, cluster: str) -> SkyClusterInfo | None:
         sky = self.sky

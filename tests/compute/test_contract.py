@@ -118,3 +118,66 @@ def test_runbook_job_section_becomes_the_job_spec(tmp_path):
     assert spec.resume_suffix() == " --resume file:///dr/step-00000040" and spec.resume_envs() == {}
     assert spec.store_uri.startswith("file:///") and spec.store_uri.endswith("/secondary")
     assert JobSpec.from_runbook(rb).resume_suffix() == ""  # a fresh start passes nothing
+
+
+# --- provisioning apart from the job: GPUs held before approval, restarts on the same cluster
+
+
+def test_cluster_provisioned_before_approval_runs_nothing_until_run(compute, local_option, echo_job):
+    held = compute.launch("rb-failover", local_option)
+    assert held.state is ClusterState.UP and held.job is JobState.IDLE
+    assert compute.logs("rb-failover") == "" and compute.clusters() == ["rb-failover"]
+    started = compute.run("rb-failover", echo_job)
+    assert started.launched_at == held.launched_at  # the same cluster, not a new one
+    done = _finished(compute, "rb-failover")
+    assert done.job is JobState.SUCCEEDED and "lifeboat-contract-ok" in compute.logs("rb-failover")
+
+
+def test_launch_with_the_job_starts_it_on_a_cluster_provisioned_idle(compute, local_option, echo_job):
+    compute.launch("rb-failover", local_option)
+    compute.launch("rb-failover", local_option, echo_job)  # a re-run flow that never called run
+    assert _finished(compute, "rb-failover").job is JobState.SUCCEEDED
+    assert "lifeboat-contract-ok" in compute.logs("rb-failover")
+    assert compute.clusters() == ["rb-failover"]
+
+
+def test_run_restarts_a_running_job_from_another_checkpoint(compute, local_option, tmp_path):
+    job = JobSpec(
+        name="rb", command="echo from=$RESUME_FROM; sleep 30", workdir=tmp_path, resume_env="RESUME_FROM"
+    )
+    scripted = hasattr(compute, "job_seconds")  # the fake's script for "runs until stopped"
+    if scripted:
+        compute.job_seconds = None
+    first = compute.launch("rb-failover", local_option, job.resuming_from("ckpt/step-30"))
+    assert first.job is JobState.RUNNING
+    if scripted:
+        compute.job_seconds = 0.0
+    rollback = JobSpec(
+        name="rb", command="echo from=$RESUME_FROM", workdir=tmp_path, resume_env="RESUME_FROM"
+    )
+    again = compute.run("rb-failover", rollback.resuming_from("ckpt/step-20"))
+    assert (
+        again.launched_at == first.launched_at
+        and again.detail != ""
+        and compute.clusters() == ["rb-failover"]
+    )
+    done = _finished(compute, "rb-failover")  # the 30 s sleeper is gone, or this would not finish
+    assert done.job is JobState.SUCCEEDED
+    log = compute.logs("rb-failover")
+    assert "ckpt/step-20" in log and "step-30" not in log  # logs show the job started last
+    compute.teardown("rb-failover")
+    assert compute.clusters() == []
+
+
+def test_run_on_an_unknown_cluster_is_not_found(compute, echo_job):
+    with pytest.raises(NotFound):
+        compute.run("never-launched", echo_job)
+    assert compute.clusters() == []
+
+
+def test_teardown_of_a_cluster_that_never_ran_a_job(compute, local_option):
+    compute.launch("rb-held", local_option)
+    compute.teardown("rb-held")
+    assert compute.clusters() == []
+    with pytest.raises(NotFound):
+        compute.status("rb-held")

@@ -116,3 +116,49 @@ def test_drill_tears_down_even_when_it_succeeds_and_a_failed_failover_leaves_no_
         _launch(fake, _options("gcp/us-central1"))
         raise RuntimeError("loss parity failed and the runbook says stop")
     assert fake.clusters() == []
+
+
+def test_gpus_acquired_before_approval_start_the_job_only_when_run(tmp_path):
+    from lifeboat.errors import PreconditionFailed
+    from providers.compute.base import JobState
+
+    fake = _fake(no_capacity={"aws/us-west-2": -1}, boot_seconds={"gcp": 300}, job_seconds=None)
+    result = launch_with_fallback(
+        fake,
+        "llm-failover",
+        _options("aws/us-west-2", "gcp/us-central1"),
+        None,
+        clock=fake.clock,
+        sleep=fake.clock.sleep,
+        poll_s=30,
+    )
+    assert result.cluster.state is ClusterState.UP and result.cluster.job is JobState.IDLE
+    assert [a.ok for a in result.attempts] == [False, True] and fake.logs("llm-failover") == ""
+    fake.clock.sleep(3600)  # the approver takes an hour: still nothing runs
+    assert fake.status("llm-failover").job is JobState.IDLE and fake.run_calls == []
+
+    assert fake.run("llm-failover", JOB).job is JobState.RUNNING
+    assert "RESUME_FROM=s3://b/ckpt/step-40" in fake.logs("llm-failover")
+    rollback = fake.run("llm-failover", JOB.resuming_from("s3://b/ckpt/step-30"))
+    assert rollback.job is JobState.RUNNING and "step-40" not in fake.logs("llm-failover")
+    assert fake.run_calls == ["llm-failover", "llm-failover"] and len(fake.launch_calls) == 2
+
+    fake.preempt("llm-failover")
+    with pytest.raises(PreconditionFailed):
+        fake.run("llm-failover", JOB)  # the spot cluster is gone: relaunch, not run
+
+
+def test_a_slow_booting_idle_cluster_refuses_run_until_up_but_launch_with_the_job_waits(tmp_path):
+    from lifeboat.errors import PreconditionFailed
+    from providers.compute.base import JobState
+
+    fake = _fake(boot_seconds={"gcp": 300}, job_seconds=60)
+    (option,) = _options("gcp/us-central1")
+    assert fake.launch("llm-failover", option).state is ClusterState.PROVISIONING
+    with pytest.raises(PreconditionFailed):
+        fake.run("llm-failover", JOB)
+    assert fake.launch("llm-failover", option, JOB).job is JobState.PENDING
+    fake.clock.sleep(300)
+    assert fake.status("llm-failover").job is JobState.RUNNING
+    fake.clock.sleep(60)
+    assert fake.status("llm-failover").job is JobState.SUCCEEDED

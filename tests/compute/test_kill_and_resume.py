@@ -21,7 +21,8 @@ def _losses(path: Path) -> dict[int, float]:
     out = {}
     for line in path.read_text().splitlines():
         rec = json.loads(line)
-        out[rec["step"]] = rec["loss"]
+        if "loss" in rec:  # the trainer also logs {"event": "loaded", ...} when it resumes
+            out[rec["step"]] = rec["loss"]
     return out
 
 

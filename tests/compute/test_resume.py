@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 import shutil
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,7 @@ from lifeboat.resume import (
     ResumeFailed,
     decide_on_parity,
     loss_parity,
+    parse_loaded,
     parse_losses,
     resume_and_prove,
     wait_first_step,
@@ -80,6 +83,30 @@ def test_failed_gate_rolls_back_to_the_newest_older_certified_checkpoint():
 def test_parse_losses_skips_noise_and_keeps_the_latest_line_per_step():
     text = 'loading...\n{"step": 3, "loss": 2.5}\nnot json {"loss"\n{"step": 3, "loss": 2.25, "ts": 1}\n'
     assert parse_losses(text) == {3: 2.25}
+
+
+def test_parse_loaded_timestamps_the_last_checkpoint_load_and_ignores_noise():
+    text = (
+        'NCCL init\n{"event": "loaded", "step": 30, "ts": 1767225600.5}\n{"step": 31, "loss": 1.0}\n'
+        '{"event": "loaded", "step": "x", "ts": 1}\n{"event": "loaded", "step": 20, "ts": 1767225660}\n'
+    )
+    step, at = parse_loaded(text)
+    assert step == 20 and at == datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
+    assert parse_loaded('{"step": 31, "loss": 1.0}\n') is None
+    assert parse_losses(text) == {31: 1.0}  # the event line is not a loss
+
+
+def test_trainer_says_when_it_has_loaded_its_resume_checkpoint(tmp_path):
+    Trainer(tmp_path / "ckpt", tmp_path / "loss.jsonl").run(10, 5)
+    assert parse_loaded((tmp_path / "loss.jsonl").read_text()) is None  # a fresh start loads nothing
+    Trainer(tmp_path / "ckpt", tmp_path / "loss.jsonl").run(
+        8, 5, resume=str(tmp_path / "ckpt" / "step-00000005")
+    )
+    step, at = parse_loaded((tmp_path / "loss.jsonl").read_text())
+    lines = (tmp_path / "loss.jsonl").read_text().splitlines()
+    loaded = next(i for i, x in enumerate(lines) if '"loaded"' in x)
+    assert step == 5 and json.loads(lines[loaded + 1])["step"] == 6  # before the first resumed step
+    assert at.timestamp() <= json.loads(lines[loaded + 1])["ts"]
 
 
 def test_first_step_wait_times_out_on_a_hung_job():
@@ -173,10 +200,15 @@ def test_corrupt_newest_checkpoint_fails_parity_and_rolls_back_to_the_previous_o
         )
     finally:
         clusters = compute.clusters()
+        job_log = compute.logs("demo-failover") if clusters else ""
         for name in clusters:
             compute.teardown(name)
     assert clusters == ["demo-failover"] and compute.clusters() == []
     assert [t.decision.action for t in outcome.history] == ["rollback", "proceed"]
+    # Both tries ran on the one cluster (`run` restarted the job); its log is the last try's.
+    loss_log = (tmp_path / "secondary.jsonl").read_text()
+    assert [json.loads(x)["step"] for x in loss_log.splitlines() if '"loaded"' in x] == [30, 20]
+    assert parse_loaded(job_log)[0] == 20 and job_log.count('"loaded"') == 1
     assert outcome.history[0].parity.worst_step in (31, 32, 33)
     assert outcome.checkpoint.step == 20 and outcome.first_step.step == 21
     assert outcome.parity.passed and outcome.parity.compared == 3

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lifeboat.errors import ConfigError, NotFound
-from providers.compute.base import CapacityError, ClusterState, JobSpec, PlanOption
+from providers.compute.base import CapacityError, ClusterState, JobSpec, JobState, PlanOption
 from providers.compute.fallback import launch_with_fallback
 from providers.compute.skypilot import SkyClusterInfo, SkyPilotCompute, build_task
 from providers.compute.skyplan import SHIPPED_CATALOG
@@ -150,6 +150,8 @@ class RecordingLauncher:
         self.no_capacity = no_capacity
         self.launched: list[tuple[str, object]] = []
         self.downs: list[str] = []
+        self.execs: list[tuple[str, object]] = []
+        self.cancels: list[tuple[str, int]] = []
         self._up: dict[str, SkyClusterInfo] = {}
 
     def launch(self, task, cluster):
@@ -163,8 +165,22 @@ class RecordingLauncher:
             raise exceptions.ResourcesUnavailableError(
                 f"Failed to acquire resources in {infra} (InsufficientInstanceCapacity)"
             )
-        self._up[cluster] = SkyClusterInfo("UP", "RUNNING", infra, time.time(), len(self.launched))
+        if task.run is None and task.setup is None:  # SkyPilot submits no job at all
+            self._up[cluster] = SkyClusterInfo("UP", None, infra, time.time(), None)
+            return None
+        status = "RUNNING" if task.run else "SUCCEEDED"  # no run: the setup job only
+        self._up[cluster] = SkyClusterInfo("UP", status, infra, time.time(), len(self.launched))
         return len(self.launched)
+
+    def exec(self, task, cluster):
+        self.execs.append((cluster, task))
+        info = self._up[cluster]
+        job_id = (info.job_id or 0) + 1
+        self._up[cluster] = SkyClusterInfo("UP", "RUNNING", info.infra, info.launched_at, job_id)
+        return job_id
+
+    def cancel(self, cluster, job_id):
+        self.cancels.append((cluster, job_id))
 
     def info(self, cluster):
         return self._up.get(cluster)
@@ -214,6 +230,56 @@ def test_sky_capacity_error_maps_to_capacity_error(task_yaml):
     with pytest.raises(CapacityError):
         compute.launch("x", _opt(0, "gcp/us-central1"), JobSpec(name="x", task_yaml=task_yaml))
     assert compute.clusters() == []
+
+
+def test_gpus_held_before_approval_get_setup_and_the_store_but_run_nothing(task_yaml):
+    launcher = RecordingLauncher(no_capacity=set())
+    compute = SkyPilotCompute(launcher=launcher, task_yaml=task_yaml, store_uri="s3://dr-bucket/ckpt")
+    held = compute.launch("llm-failover", _opt(0, "gcp/us-central1", acc="H100:8"))
+    assert held.state is ClusterState.UP and held.job is JobState.IDLE
+    (_, task) = launcher.launched[-1]
+    # sky exec skips setup and file mounts, so provisioning does them; only `run:` waits.
+    assert task.run is None and task.setup == "pip install -r requirements.txt"
+    assert task.storage_mounts["/lifeboat/checkpoints"].source == "s3://dr-bucket/ckpt"
+    (res,) = list(task.resources)
+    assert res.infra.region == "us-central1" and res.accelerators == {"H100": 8}
+    assert "RESUME_FROM" not in task.envs
+
+    job = JobSpec(name="llm", task_yaml=task_yaml, resume_env="RESUME_FROM", store_uri="s3://dr-bucket/ckpt")
+    started = compute.run("llm-failover", job.resuming_from("s3://dr-bucket/ckpt/step-40"))
+    assert started.job is JobState.RUNNING and launcher.cancels == []  # the setup job is left alone
+    (_, ran) = launcher.execs[-1]
+    assert ran.run == "torchrun --nproc-per-node 8 train.py" and ran.setup is None and not ran.storage_mounts
+    assert ran.envs["RESUME_FROM"] == "s3://dr-bucket/ckpt/step-40"
+    assert list(ran.resources)[0].accelerators == {"H100": 8}  # the cluster's, not the task's A100
+
+    compute.run("llm-failover", job.resuming_from("s3://dr-bucket/ckpt/step-30"))  # a rollback
+    assert launcher.cancels == [("llm-failover", 2)]  # the running job stops first
+    assert launcher.execs[-1][1].envs["RESUME_FROM"].endswith("step-30") and len(launcher.launched) == 1
+    compute.teardown("llm-failover")
+    assert compute.clusters() == []
+
+
+def test_resources_only_cluster_when_there_is_no_task_yaml_and_run_needs_a_known_cluster(task_yaml):
+    launcher = RecordingLauncher(no_capacity=set())
+    compute = SkyPilotCompute(launcher=launcher)
+    assert compute.launch("bare", _opt(0, "aws/us-west-2", acc="H100:8")).job is JobState.IDLE
+    (_, task) = launcher.launched[-1]
+    assert task.run is None and task.setup is None and list(task.resources)[0].accelerators == {"H100": 8}
+    with pytest.raises(NotFound):
+        compute.run("never-launched", JobSpec(name="x", task_yaml=task_yaml))
+    compute.teardown("bare")
+    assert compute.clusters() == []
+
+
+def test_managed_jobs_cannot_be_provisioned_apart_from_their_run(task_yaml):
+    compute = SkyPilotCompute(
+        launcher=RecordingLauncher(no_capacity=set()), managed=True, task_yaml=task_yaml
+    )
+    with pytest.raises(ConfigError, match="managed"):
+        compute.launch("llm", _opt(0, "aws/us-west-2"))
+    with pytest.raises(ConfigError, match="managed"):
+        compute.run("llm", JobSpec(name="llm", task_yaml=task_yaml))
 
 
 def test_offline_catalog_refuses_a_second_runtime_dir_once_sky_is_imported(sky_compute, tmp_path):

@@ -95,7 +95,8 @@ def test_ledger_has_every_phase_in_order_and_the_card_shows_rpo_and_plan():
     assert card.checkpoint.startswith("memory://secondary/step-000300 (step 300, written ")
     assert card.rpo == timedelta(minutes=10)
     assert (
-        dict(card.facts())["Plan"] == "gcp/us-central1 a3-highgpu-8g H100:8 on-demand $88.49/h (then aws/us-west-2)"
+        dict(card.facts())["Plan"]
+        == "gcp/us-central1 a3-highgpu-8g H100:8 on-demand $88.49/h (then aws/us-west-2)"
     )
     assert entry.checkpoint == "memory://secondary/step-000300" and entry.rpo == timedelta(minutes=10)
 

@@ -1,0 +1,107 @@
+"""A sandbox for rehearsals: any runbook, rewritten onto this machine.
+
+`sandboxed(rb, name)` keeps the runbook's policy (targets, approval, detection, verify) and
+swaps its outside world for embedded counterparts under `.lifeboat/sandbox/<name>/`: `file://`
+stores for both sites, local compute, and the tiny deterministic trainer as the job, which
+checkpoints in Lifeboat's manifest layout. `seed` then plays the pre-failure history: the
+trainer runs on the "primary", its checkpoints are replicated to the "secondary", its losses
+are logged for the parity gate. Dry runs and drills go through the real failover code path
+on top of it.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from lifeboat.trainer.core import Trainer
+from runbooks.model import Runbook
+
+SANDBOX_ROOT = Path(".lifeboat/sandbox")
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    root: Path
+
+    @property
+    def primary(self) -> Path:
+        return self.root / "primary"
+
+    @property
+    def secondary(self) -> Path:
+        return self.root / "secondary"
+
+    @property
+    def pre_failure_log(self) -> Path:
+        return self.root / "primary-loss.jsonl"
+
+    @property
+    def weights(self) -> Path:
+        return self.root / "weights"
+
+
+def sandbox_of(name: str, root: Path = SANDBOX_ROOT) -> Sandbox:
+    return Sandbox((root / name).resolve())
+
+
+def sandboxed(
+    rb: Runbook, name: str, *, steps: int = 40, every: int = 5, root: Path = SANDBOX_ROOT
+) -> Runbook:
+    """The runbook rewritten into a fresh sandbox folder, with its history already played."""
+    box = sandbox_of(name, root)
+    if box.root.exists():
+        shutil.rmtree(box.root)
+    box.root.mkdir(parents=True)
+    command = " ".join(
+        [
+            shlex.quote(sys.executable),
+            "-m lifeboat.trainer",
+            f"--steps {steps + 2 * every}",
+            f"--every {every}",
+            f"--ckpt-dir {shlex.quote(str(box.secondary))}",
+            f"--loss-log {shlex.quote(str(box.root / 'secondary-loss.jsonl'))}",
+            f"--heartbeat {shlex.quote(str(box.root / 'secondary-heartbeat.json'))}",
+        ]
+    )
+    weights = []
+    for i, uri in enumerate(rb.prestage.weights):
+        folder = box.weights / f"w{i}"
+        folder.mkdir(parents=True)
+        (folder / "SOURCE").write_text(f"sandbox stand-in for {uri}\n")
+        weights.append(f"file://{folder}")
+    doc = rb.model_dump(mode="json", exclude={"job"})
+    doc["primary"] = {"infra": "local", "store": f"file://{box.primary}"}
+    doc["secondary"] = {
+        "infra": "local",
+        "store": f"file://{box.secondary}",
+        "candidates": [{"infra": "local"}],
+    }
+    doc["job"] = {"command": command, "resume": {"arg": "--resume {checkpoint}"}}
+    doc["checkpoint"] = {**doc["checkpoint"], "layout": "manifest"}
+    doc["prestage"] = {**doc["prestage"], "weights": weights}
+    doc["verify"] = {**doc["verify"], "loss_log": str(box.pre_failure_log)}
+    doc["detection"] = {**doc["detection"], "heartbeat": None}
+    sandbox = Runbook.model_validate(doc)
+    sandbox._path = box.root / f"{rb.name}.yaml"
+    seed(sandbox, box, steps=steps, every=every)
+    return sandbox
+
+
+def seed(rb: Runbook, box: Sandbox, *, steps: int, every: int) -> None:
+    """Train on the primary, log the losses, replicate every committed checkpoint."""
+    from lifeboat.replication import open_sites, replicate_checkpoints, stored_checkpoints
+
+    Trainer(box.primary, box.pre_failure_log, heartbeat=box.root / "primary-heartbeat.json").run(steps, every)
+    primary, secondary = open_sites(rb)
+    replicate_checkpoints(
+        primary, secondary, stored_checkpoints(primary, "manifest"), rpo_target=rb.rpo_target
+    )
+
+
+def sandbox_images(rb: Runbook) -> dict[str, str]:
+    """What a sandbox registry holds: every prestaged image, at its expected digest."""
+    return {i.image: i.digest or "sha256:" + "0" * 64 for i in rb.prestage.images}
