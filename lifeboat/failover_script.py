@@ -53,7 +53,9 @@ class ScriptedSteps:
             self.outage_started_at = datetime.now(UTC) - timedelta(seconds=self.durations.get("detect", 0.0))
         self._run("confirm")
         detected = self.outage_started_at + timedelta(seconds=self.durations.get("detect", 0.0))
-        return Confirmation(self.outage_started_at, detected, ("scripted: provider unreachable", "scripted: stall"))
+        return Confirmation(
+            self.outage_started_at, detected, ("scripted: provider unreachable", "scripted: stall")
+        )
 
     def fence(self) -> Fenced:
         self._run("fence")
