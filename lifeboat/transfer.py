@@ -126,7 +126,7 @@ class TransferReport:
     server_copied: list[str] = field(default_factory=list)  # copied inside the provider
     skipped: list[str] = field(default_factory=list)  # already present with same size + CRC32C
     failed: dict[str, str] = field(default_factory=dict)  # key -> last error
-    hashed: list[str] = field(default_factory=list)  # source had no CRC32C: hashed by an extra read
+    hashed: list[str] = field(default_factory=list)  # streamed with no source CRC32C: hashed first
     markers: list[str] = field(default_factory=list)  # commit markers written last
     planned: list[str] = field(default_factory=list)  # what had to move (a dry run stops here)
     source_written: datetime | None = None  # newest write among the source objects
@@ -262,7 +262,7 @@ def copy_prefix(
             with lock:
                 (report.server_copied if how == "server" else report.copied).append(item.rel)
                 report.bytes_copied += item.src.size
-                if item.expected_crc is None:
+                if item.expected_crc is None and how == "stream":
                     report.hashed.append(item.rel)
 
         list(pool.map(copy_one, data))
@@ -295,11 +295,10 @@ def _copy_object(
     server_side: bool,
     progress: Progress | None,
 ) -> str:
-    """One attempt at one object; raises ChecksumMismatch / ProviderUnavailable to retry."""
-    if item.expected_crc is None:
-        # Unverifiable by metadata: a first read gives the reference the copy is checked
-        # against (a flipped byte in either read fails the attempt; never a silent pass).
-        item = replace(item, expected_crc=crc32c_of(src.read(item.src.key)))
+    """One attempt at one object; raises ChecksumMismatch / ProviderUnavailable to retry.
+
+    A server-side copy never passes bytes through us; without a source CRC32C it rests on
+    the provider's own copy (S3 keeps the source's checksum, GCS rewrite its crc32c)."""
     if server_side and dst.capabilities.server_side_copy:
         info = dst.server_copy(src, item.src.key, dst_key)
         if info is not None:
@@ -307,6 +306,10 @@ def _copy_object(
             if progress:
                 progress.advance(item.src.size)
             return "server"
+    if item.expected_crc is None:
+        # Unverifiable by metadata: a first read gives the reference the copy is checked
+        # against (a flipped byte in either read fails the attempt; never a silent pass).
+        item = replace(item, expected_crc=crc32c_of(src.read(item.src.key)))
     seen = _Seen()
     try:
         chunks = _verified(src.read(item.src.key), item, seen, progress)
