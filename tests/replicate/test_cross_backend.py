@@ -107,3 +107,30 @@ def test_a_periodic_run_over_a_replicated_s3_checkpoint_heads_only_its_markers(m
     report = copy_prefix(src, dst, CKPT, CKPT)
     assert len(report.skipped) == 7 and report.bytes_copied == 0
     assert src.calls["HeadObject"] == dst.calls["HeadObject"] == 1  # the manifest, not the shards
+
+
+def test_lifeboat_replicate_copies_an_s3_primary_to_a_local_secondary(
+    s3_endpoint, make_store, write_checkpoint, tmp_path, monkeypatch, capsys
+):
+    from lifeboat.certify import newest_certified
+    from lifeboat.cli import main
+    from providers.storage.local import LocalStore
+
+    primary = make_store("s3")
+    for step in (100, 200):
+        write_checkpoint(primary, f"step-{step:06d}", step, shards=3, size=4_000)
+    (tmp_path / "rb.yaml").write_text(
+        f"""\
+name: s3-to-local
+workload: finetuning
+primary: {{infra: aws/us-east-1, store: "{primary.uri}", endpoint_url: "{s3_endpoint}"}}
+secondary: {{infra: local, store: "file://replica", candidates: [{{infra: local}}]}}
+job: {{command: "python train.py"}}
+checkpoint: {{layout: manifest, cadence: 10m}}
+"""
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["replicate", "rb.yaml"]) == 0
+    assert "step-000200: copied 4 object(s)" in capsys.readouterr().out
+    certified = newest_certified(LocalStore(tmp_path / "replica"), primary, layout="manifest")
+    assert certified is not None and certified.step == 200
