@@ -114,7 +114,7 @@ def execute(
         ledger.checkpoint(checkpoint.uri, checkpoint.written_at)
         options, readiness = done["plan"].value, done["prestage"].value
 
-        card = _card(rb, run_id, confirmed.value, checkpoint, options, readiness, clock())
+        card = _card(rb, run_id, drill, confirmed.value, checkpoint, options, readiness, clock())
         decision = gate.request(card, ledger)
         if not decision.approved:
             if early is not None and (cluster := _settled(early)) is not None:
@@ -149,13 +149,21 @@ def execute(
 
 
 def _card(
-    rb: Runbook, run_id, confirmed, checkpoint: Certified, options, readiness: PrestageReadiness, now
+    rb: Runbook,
+    run_id,
+    drill: bool,
+    confirmed,
+    checkpoint: Certified,
+    options,
+    readiness: PrestageReadiness,
+    now,
 ) -> ApprovalCard:
     first: PlanOption | None = options[0] if options else None
     then = f" (then {', '.join(o.infra for o in options[1:3])})" if len(options) > 1 else ""
     return ApprovalCard(
         runbook=rb.name,
         run_id=run_id,
+        drill=drill,
         channel=rb.approval.channel,
         evidence=list(confirmed.evidence),
         checkpoint=f"{checkpoint.uri} (step {checkpoint.step}, written {checkpoint.written_at:%Y-%m-%d %H:%M:%S}Z)",

@@ -92,10 +92,12 @@ def sandboxed(
 
 
 def seed(rb: Runbook, box: Sandbox, *, steps: int, every: int) -> None:
-    """Train on the primary, log the losses, replicate every committed checkpoint."""
+    """Train on the primary until it dies 3 steps after its last checkpoint (work the resumed
+    job must redo, and whose losses the parity gate compares), then replicate every
+    committed checkpoint."""
     from lifeboat.replication import open_sites, replicate_checkpoints, stored_checkpoints
 
-    Trainer(box.primary, box.pre_failure_log, heartbeat=box.root / "primary-heartbeat.json").run(steps, every)
+    Trainer(box.primary, box.pre_failure_log, heartbeat=box.root / "primary-heartbeat.json").run(steps + 3, every)
     primary, secondary = open_sites(rb)
     replicate_checkpoints(
         primary, secondary, stored_checkpoints(primary, "manifest"), rpo_target=rb.rpo_target

@@ -83,14 +83,20 @@ class RunbookSteps:
         self.run_id, self.cluster = run_id, cluster
         self.outage_started_at, self.detected_at = outage_started_at, detected_at
         self.evidence, self.force, self.clock = tuple(evidence or ()), force, clock
+        self.expected_epoch: int | None = None  # read by confirm()
 
     def confirm(self) -> Confirmation:
+        from lifeboat.fencing import read_lease
+
+        # The epoch seen at confirmation: if another failover fences first, ours stops
+        # instead of fencing *it* out.
+        current = read_lease(self.p.secondary)
+        self.expected_epoch = current[0].epoch if current else 0
         now = self.clock()
         if self.evidence:  # the watch flow's quorum already confirmed it
             return Confirmation(self.outage_started_at or now, self.detected_at or now, self.evidence)
-        from lifeboat.detection.quorum import OutageState, QuorumPolicy, decide
-
         from flows.watch import build_probes
+        from lifeboat.detection.quorum import OutageState, QuorumPolicy, decide
 
         readings = [probe.check(None) for probe in build_probes(self.rb)]
         decision = decide(readings, now, QuorumPolicy.from_detection(self.rb.detection))
@@ -106,7 +112,11 @@ class RunbookSteps:
         from lifeboat.fencing import fence_job
 
         lease, on_primary = fence_job(
-            self.p.secondary, self.p.primary, run_id=self.run_id, holder=f"lifeboat:{self.cluster}"
+            self.p.secondary,
+            self.p.primary,
+            run_id=self.run_id,
+            holder=f"lifeboat:{self.cluster}",
+            expect_epoch=self.expected_epoch,
         )
         stores = (self.p.secondary.uri,) + ((self.p.primary.uri,) if on_primary else ())
         stopped = False
@@ -143,7 +153,9 @@ class RunbookSteps:
         return uri if "://" in uri else f"{self.p.secondary.uri.rstrip('/')}/{uri.strip('/')}"
 
     def plan(self) -> tuple[PlanOption, ...]:
-        ranked = self.p.compute.plan(candidates_from_runbook(self.rb), blocked=[self.rb.primary.infra])
+        # The failed region is blocked; `local` names no region, so there is nothing to block.
+        blocked = [] if self.rb.primary.infra == "local" else [self.rb.primary.infra]
+        ranked = self.p.compute.plan(candidates_from_runbook(self.rb), blocked=blocked)
         feasible = tuple(o for o in ranked if o.feasible)
         if not feasible:
             why = "; ".join(f"{o.infra}: {o.reason}" for o in ranked)
@@ -262,7 +274,7 @@ def build_ledger(
 
 def build_gate(rb: Runbook, *, console: str = "wait"):
     """Slack when the runbook names a channel and a bot token is configured
-    (`LIFEBOAT_SLACK_BOT_TOKEN` or the Prefect Secret block `lifeboat-slack-bot-token`);
+    (`SLACK_BOT_TOKEN`, as for `lifeboat serve`, or the Prefect Secret block `lifeboat-slack-bot-token`);
     otherwise the console, which waits for the UI or `lifeboat approve` (`wait`), or decides
     at once (`approve` / `reject`, for demos and drills)."""
     from flows.approval import ChatGate
@@ -279,7 +291,7 @@ def build_gate(rb: Runbook, *, console: str = "wait"):
 def _slack_token():
     from pydantic import SecretStr
 
-    if value := os.environ.get("LIFEBOAT_SLACK_BOT_TOKEN"):
+    if value := os.environ.get("SLACK_BOT_TOKEN"):
         return SecretStr(value)
     try:
         from prefect.blocks.system import Secret

@@ -25,6 +25,7 @@ COMMANDS = (
     "plan",
     "serve",
     "replicate",
+    "failover",
 )
 
 

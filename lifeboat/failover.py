@@ -143,4 +143,4 @@ class FailoverSteps(Protocol):
 
 def expected_rto(outage_started_at: datetime, now: datetime, expected_ready: timedelta) -> timedelta:
     """Elapsed so far plus the runbook's typical approval-to-first-step time."""
-    return (now - outage_started_at) + expected_ready
+    return timedelta(seconds=round((now - outage_started_at).total_seconds())) + expected_ready

@@ -140,8 +140,15 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
     ax.set_yticks(range(len(bars)), [b[0] for b in bars])
     ax.invert_yaxis()
     ax.set_xlabel("seconds since outage start")
+    # Scale to what happened; a target far beyond it would squash every bar to a sliver.
+    end = max(
+        [(stop - origin).total_seconds() for _, (_, stop) in bars]
+        + [entry.rto.total_seconds() if entry.rto else 0]
+    )
+    target = entry.rto_target.total_seconds()
+    ax.set_xlim(0, max(end, target if target <= 2 * end else 0) * 1.08 or 1)
     for name, value, style in (("RTO target", entry.rto_target, "--"), ("RTO", entry.rto, "-")):
-        if value is not None:
+        if value is not None and value.total_seconds() <= ax.get_xlim()[1]:
             ax.axvline(value.total_seconds(), color="#2ca02c" if name == "RTO" else "#7f7f7f", ls=style, lw=1)
             ax.annotate(
                 name,
@@ -153,7 +160,7 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
             )
     kind = "drill" if entry.drill else "failover"
     ax.set_title(
-        f"{entry.runbook} {kind} {entry.run_id}: RTO {_fmt(entry.rto)} (target {_fmt(entry.rto_target)}), "
+        f"{entry.runbook} {kind} {entry.run_id} ({entry.outcome}): RTO {_fmt(entry.rto)} (target {_fmt(entry.rto_target)}), "
         f"RPO {_fmt(entry.rpo)} (target {_fmt(entry.rpo_target)})",
         fontsize=9,
         pad=14,

@@ -123,15 +123,6 @@ def click_payload(
     }
 
 
-@pytest.fixture(scope="session")
-def prefect_server():
-    """A real Prefect API (SQLite) for the session; pause/resume needs a server."""
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
-
 def in_thread(fn, *args, **kw):
     """Run `fn` in a thread that sees this test's Prefect settings (context variables)."""
     import contextvars

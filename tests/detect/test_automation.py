@@ -26,19 +26,14 @@ TOKEN = "integration-token"
 
 
 @pytest.fixture(scope="module")
-def prefect_server():
-    from prefect.testing.utilities import prefect_test_harness
+def failover_deployment(prefect_server):
+    """The real failover flow, deployed with the real trigger from prefect.yaml."""
+    from prefect.events.worker import EventsWorker
 
     from flows.failover import failover
 
-    with prefect_test_harness(server_startup_timeout=120):
-        # Another area's session-wide harness may still own the events worker, bound to its
-        # server: stop it so the next event goes to this one.
-        from prefect.events.worker import EventsWorker
-
-        EventsWorker.drain_all()
-        deployment_id = failover.to_deployment(name="failover", triggers=failover_triggers()).apply()
-        yield deployment_id
+    EventsWorker.drain_all()
+    return failover.to_deployment(name="failover", triggers=failover_triggers()).apply()
 
 
 def write_runbook(tmp_path, last_step_at: datetime):
@@ -120,7 +115,9 @@ async def stored_events(name: str):
         return page.events
 
 
-def test_a_stall_plus_a_posted_alert_fail_over_and_resolution_cancels(prefect_server, tmp_path, monkeypatch):
+def test_a_stall_plus_a_posted_alert_fail_over_and_resolution_cancels(
+    failover_deployment, tmp_path, monkeypatch
+):
     from prefect.client.orchestration import get_client
     from prefect.states import Running
 
@@ -138,12 +135,12 @@ def test_a_stall_plus_a_posted_alert_fail_over_and_resolution_cancels(prefect_se
         decision = await anyio.to_thread.run_sync(lambda: watch(str(runbook)))
         assert decision["state"] == "suspected" and decision["voting"] == ["training_progress"]
         await wait_for(lambda: stored_events("lifeboat.outage.suspected"))
-        assert await failover_runs(prefect_server) == []
+        assert await failover_runs(failover_deployment) == []
 
         # 2. Alertmanager says the nodes are NotReady: two signals agree -> automation -> run.
         r = await post(app, alert("firing", nodes_lost_at))
         assert r.json()["runbooks"]["itest"].startswith("confirmed: 2 of 2")
-        (run,) = await wait_for(lambda: failover_runs(prefect_server))
+        (run,) = await wait_for(lambda: failover_runs(failover_deployment))
         assert run.parameters["runbook"] == str(runbook)
         evidence = run.parameters["evidence"]
         assert [line.split(":")[0] for line in evidence] == ["alertmanager", "training_progress"]
@@ -155,7 +152,7 @@ def test_a_stall_plus_a_posted_alert_fail_over_and_resolution_cancels(prefect_se
         # 3. A second run that a worker already started must survive the resolution.
         async with get_client() as client:
             started = await client.create_flow_run_from_deployment(
-                prefect_server, parameters={"runbook": str(runbook)}
+                failover_deployment, parameters={"runbook": str(runbook)}
             )
             await client.set_flow_run_state(started.id, Running(), force=True)
 

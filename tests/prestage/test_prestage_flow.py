@@ -12,9 +12,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_prestage_flow_stages_weights_and_reports_ready(tmp_path):
-    from prefect.testing.utilities import prefect_test_harness
-
+def test_prestage_flow_stages_weights_and_reports_ready(tmp_path, prefect_server):
     from flows.prestage import prestage
 
     weights = tmp_path / "hub" / "tokenizer"
@@ -38,8 +36,7 @@ def test_prestage_flow_stages_weights_and_reports_ready(tmp_path):
             }
         )
     )
-    with prefect_test_harness(server_startup_timeout=120):
-        result = prestage(str(runbook))
+    result = prestage(str(runbook))
     assert result["ready"] and result["items"] == [
         f"weights file://{weights}: 1/1 objects staged in file://{tmp_path / 'secondary'}/prestage/{str(weights).strip('/')}"
     ]

@@ -27,10 +27,9 @@ def _events(name: str) -> list[dict]:
 
 
 def test_a_replica_later_than_the_rpo_target_raises_a_lag_exceeded_event(
-    runbook_file, primary, secondary, write_checkpoint, tmp_path
+    runbook_file, primary, secondary, write_checkpoint, tmp_path, prefect_server
 ):
     from prefect.events.worker import EventsWorker
-    from prefect.testing.utilities import prefect_test_harness
 
     from flows.replicate import replicate
     from lifeboat.replication import LAG_EVENT, LagLog
@@ -39,11 +38,9 @@ def test_a_replica_later_than_the_rpo_target_raises_a_lag_exceeded_event(
     for step in (100, 200, 300):
         write_checkpoint(primary, f"step-{step:06d}", step)
     lag_log = tmp_path / "lag.jsonl"
-    with prefect_test_harness(server_startup_timeout=120):
-        EventsWorker.drain_all()  # an events worker from an earlier server would carry our events there
-        summary = replicate(str(runbook_file), lag_log=str(lag_log))
-        EventsWorker.drain_all()
-        events = _events(LAG_EVENT)
+    summary = replicate(str(runbook_file), lag_log=str(lag_log))
+    EventsWorker.drain_all()
+    events = _events(LAG_EVENT)
 
     assert summary["failed"] == {} and summary["lag_exceeded"] == 3  # 300, 200 newest; 100 every 100th
     assert {e["payload"]["checkpoint"] for e in events} == {

@@ -1,0 +1,45 @@
+"""`lifeboat failover RUNBOOK`: run the failover flow from a terminal (or CI, with --dry-run)."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "failover",
+        help="fail a job over now (the failover flow, run in this process)",
+        description="Run the failover flow against the Prefect API in PREFECT_API_URL (a temporary "
+        "local server when unset). Prints the outcome, RTO, RPO and the timeline picture's path.",
+    )
+    p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
+    p.add_argument(
+        "--dry-run", action="store_true", help="rehearse in a sandbox: local stores and compute, no cloud"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="fail over even if the detection quorum does not confirm an outage",
+    )
+    p.add_argument(
+        "--approval",
+        choices=("wait", "approve", "reject"),
+        default="wait",
+        help="without Slack: wait for the UI or `lifeboat approve` (default), or decide at once",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from flows.failover import failover
+    from runbooks.loader import load_runbook
+
+    load_runbook(args.runbook)  # a bad runbook is a one-line error, not a failed flow run
+    result = failover(args.runbook, dry_run=args.dry_run, force=args.force, approval=args.approval)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for key, value in result.items():
+            print(f"{key:>10}: {value}")
+    return 0 if result["outcome"] == "completed" else 1

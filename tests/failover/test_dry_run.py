@@ -1,0 +1,47 @@
+"""`failover --dry-run`: every runbook's whole flow, rehearsed in a sandbox on a real server."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.failover import failover
+from lifeboat.ledger import LedgerFile
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def ledger_path(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv("LIFEBOAT_LEDGER", str(path))
+    monkeypatch.chdir(tmp_path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "runbook, parity",
+    [
+        ("llama-70b-pretrain", "3 step(s) within 0.01 (worst 0 at step 41)"),  # died 3 steps after step 40
+        ("batch-embed", "loss parity disabled (parity_steps: 0)"),
+    ],
+)
+def test_dry_run_fails_over_resumes_and_records_rto_and_rpo(prefect_server, ledger_path, runbook, parity):
+    result = failover(str(ROOT / "runbooks" / f"{runbook}.yaml"), dry_run=True)
+
+    assert result["outcome"] == "completed"
+    assert result["checkpoint"].endswith("step-00000040")  # the newest certified sandbox checkpoint
+    assert result["rto_s"] > 0 and result["rpo_s"] >= 0
+    assert Path(result["timeline"]).stat().st_size > 10_000  # a real PNG, not an empty file
+    (entry,) = LedgerFile(ledger_path).read(runbook)
+    assert entry.drill and entry.outcome == "completed"
+    for phase in ("confirmed", "fenced", "certified", "planned", "prestaged", "approval_granted",
+                  "provisioned", "checkpoint_loaded", "first_step", "parity_passed"):  # fmt: skip
+        assert phase in entry.phases, phase
+    assert entry.notes["parity"] == parity
+
+
+def test_dry_run_leaves_no_cluster_behind(prefect_server, ledger_path):
+    failover(str(ROOT / "runbooks" / "demo.yaml"), dry_run=True)
+    clusters = list(Path(".lifeboat/sandbox").glob("*/.lifeboat/clusters/*/state.json"))
+    assert clusters == [], [json.loads(c.read_text()) for c in clusters]
