@@ -318,7 +318,7 @@ class S3Store:
             # A source with a full-object CRC32C keeps it through CopyObject by default (no
             # recompute); only a source without one needs S3 to compute it.
             algo = {} if info.crc32c is not None else {"ChecksumAlgorithm": "CRC32C"}
-            self._call(
+            r = self._call(
                 "CopyObject",
                 dst_key,
                 Bucket=self.bucket,
@@ -326,6 +326,14 @@ class S3Store:
                 CopySource=src,
                 **algo,
             )
+            result = r.get("CopyObjectResult", {})
+            full = result.get("ChecksumType", "FULL_OBJECT") == "FULL_OBJECT" and "-" not in result.get(
+                "ChecksumCRC32C", "-"
+            )
+            if full and result.get("ETag") and result.get("LastModified"):
+                # The copy's own answer carries what a HEAD would: save the round trip.
+                crc = from_b64(result["ChecksumCRC32C"])
+                return self._info(dst_key, info.size, result["LastModified"], result["ETag"], crc)
             return self.head(dst_key)
         return self._copy_multipart(source, info, src, dst_key)
 
