@@ -34,7 +34,12 @@ def record_rpo(rb, report: CertifyReport) -> dict:
 
 @flow(name="certify")
 def certify(runbook: str, deep: bool = False) -> dict:
-    """Certify the newest replica checkpoint of RUNBOOK and record its RPO."""
+    """Certify the newest replica checkpoint and record its RPO; emit an event over target.
+
+    Args:
+        runbook: Path of the runbook YAML on the worker.
+        deep: Stream and checksum every object on both sides, even where metadata would do.
+    """
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)

@@ -9,11 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
-from pydantic import Field
 
 from lifeboat.errors import ProviderUnavailable, StopFailover
 from lifeboat.failover import Certified, FailoverSteps, Provisioned, expected_rto
@@ -222,47 +221,31 @@ def _settled(future) -> Provisioned | None:
 
 @flow(name="failover", log_prints=True)
 def failover(
-    runbook: Annotated[
-        str,
-        Field(description="Path of the runbook YAML on the worker, e.g. runbooks/llama-70b-pretrain.yaml."),
-    ],
-    dry_run: Annotated[
-        bool,
-        Field(
-            description="Rehearse in a sandbox: local stores and compute, the tiny trainer as the job. No cloud, no GPUs, no Slack."
-        ),
-    ] = False,
-    outage_started_at: Annotated[
-        datetime | None,
-        Field(description="When the outage began (set by the automation from the watch flow's quorum)."),
-    ] = None,
-    detected_at: Annotated[
-        datetime | None, Field(description="When detection confirmed it (set by the automation).")
-    ] = None,
-    evidence: Annotated[
-        list[str] | None,
-        Field(
-            description="The agreeing signals, one line each (set by the automation). Empty: check the quorum now."
-        ),
-    ] = None,
-    force: Annotated[
-        bool,
-        Field(description="Fail over even if the quorum does not confirm an outage right now: a human has."),
-    ] = False,
-    approval: Annotated[
-        Literal["wait", "approve", "reject"],
-        Field(
-            description="Without Slack: wait for the Prefect UI or `lifeboat approve`, or decide at once (demos, drills)."
-        ),
-    ] = "wait",
-    drill: Annotated[
-        str | None,
-        Field(
-            description="Drill kind when this is a rehearsal: its own cluster name, guaranteed teardown, marked in the ledger."
-        ),
-    ] = None,
+    runbook: str,
+    dry_run: bool = False,
+    outage_started_at: datetime | None = None,
+    detected_at: datetime | None = None,
+    evidence: list[str] | None = None,
+    force: bool = False,
+    approval: Literal["wait", "approve", "reject"] = "wait",
+    drill: str | None = None,
 ) -> dict:
-    """Fail a protected job over to its secondary site; measure and record RTO and RPO."""
+    """Fail a protected job over to its secondary site; measure and record RTO and RPO.
+
+    Args:
+        runbook: Path of the runbook YAML on the worker, e.g. runbooks/llama-70b-pretrain.yaml.
+        dry_run: Rehearse in a sandbox: local stores and compute, the tiny trainer as the job.
+            No cloud, no GPUs, no Slack.
+        outage_started_at: When the outage began (set by the automation from the watch flow's quorum).
+        detected_at: When detection confirmed it (set by the automation).
+        evidence: The agreeing signals, one line each (set by the automation). Empty: check the
+            quorum now.
+        force: Fail over even if the quorum does not confirm an outage right now: a human has.
+        approval: Without Slack: wait for the Prefect UI or `lifeboat approve`, or decide at once
+            (demos, drills).
+        drill: Drill kind when this is a rehearsal: its own cluster name, guaranteed teardown,
+            marked in the ledger.
+    """
     from prefect.runtime import flow_run
 
     from flows.record import publish

@@ -35,7 +35,13 @@ def check(runbook_path: str, mirrors: dict[str, str] | None) -> PrestageReadines
 
 @flow(name="prestage", log_prints=True)
 def prestage(runbook: str, stage_weights: bool = True, mirrors: dict[str, str] | None = None) -> dict:
-    """Stage weights (unless `stage_weights` is false), then report readiness."""
+    """Stage weights, then report readiness (images at their digests, weights staged).
+
+    Args:
+        runbook: Path of the runbook YAML on the worker.
+        stage_weights: Copy the runbook's weights to the secondary store first.
+        mirrors: Registry mirrors the secondary pulls from, registry host -> mirror host.
+    """
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)

@@ -64,8 +64,14 @@ def replicate(
 ) -> dict:
     """Replicate a runbook's checkpoints to its secondary store, then apply retention.
 
-    `protect`: checkpoint prefixes retention must keep, besides the newest certified one and
-    those in-progress failovers resume from (found in the RTO ledger)."""
+    Args:
+        runbook: Path of the runbook YAML on the worker.
+        dry_run: List what would be copied and deleted; change nothing.
+        retention_only: Skip copying; only apply the retention policy.
+        protect: Checkpoint prefixes retention must keep, besides the newest certified one and
+            those in-progress failovers resume from (found in the RTO ledger).
+        lag_log: Where to append the per-checkpoint replication lag (JSON lines).
+    """
     rb = load_runbook(runbook)
     primary, secondary = open_sites(rb)
     summary: dict = {"runbook": rb.name, "copied_bytes": 0, "failed": {}, "lag_exceeded": 0}

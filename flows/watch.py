@@ -85,7 +85,12 @@ def run_probe(probe: Probe, previous: Reading | None) -> Reading:
 
 @flow(name="watch", log_prints=True)
 def watch(runbook: str, xid_wait_ms: int = 0) -> dict:
-    """Probe `runbook`'s signals once and emit an outage event if the decision changed."""
+    """Probe `runbook`'s signals once and emit an outage event if the decision changed.
+
+    Args:
+        runbook: Path of the runbook YAML on the worker.
+        xid_wait_ms: How long to listen for GPU XID events (0: only what is already queued).
+    """
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
