@@ -1,0 +1,50 @@
+"""Re-running a crashed failover is idempotent; a second, concurrent failover stands down."""
+
+from pathlib import Path
+
+import pytest
+
+from flows.sandbox import sandboxed
+from flows.wiring import Providers, build_steps
+from lifeboat.errors import StopFailover
+from lifeboat.fencing import read_lease
+from providers.registry import FakeRegistry
+from runbooks.loader import load_runbook
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def world(tmp_path):
+    rb = sandboxed(load_runbook(ROOT / "runbooks" / "demo.yaml"), "rerun", root=tmp_path)
+    providers = Providers.for_runbook(rb, registry=FakeRegistry())
+    yield rb, providers
+    for name in providers.compute.clusters():
+        providers.compute.teardown(name)
+
+
+def steps_for(world, run_id):
+    rb, providers = world
+    steps = build_steps(rb, run_id=run_id, providers=providers, evidence=["test: outage"])
+    steps.confirm()
+    return steps
+
+
+def test_rerunning_the_same_failover_bumps_the_epoch_once_and_keeps_one_cluster(world):
+    first = steps_for(world, "run-A")
+    fenced = first.fence()
+    cluster = first.provision(first.plan())
+
+    again = steps_for(world, "run-A")  # the flow run crashed and is retried
+    assert again.fence().epoch == fenced.epoch == 1
+    assert again.provision(again.plan()).cluster == cluster.cluster
+    assert world[1].compute.clusters() == [cluster.cluster]
+
+
+def test_a_concurrent_second_failover_stands_down_instead_of_fencing_out_the_first(world):
+    late = steps_for(world, "run-B")  # confirmed at epoch 0 ...
+    steps_for(world, "run-A").fence()  # ... but run-A fenced first
+    with pytest.raises(StopFailover, match="another failover already fenced this job"):
+        late.fence()
+    lease, _ = read_lease(world[1].secondary)
+    assert (lease.epoch, lease.run_id) == (1, "run-A")
