@@ -300,9 +300,9 @@ def _prepare_process_kill(rig: Rig, options: Mapping[str, Any]) -> None:
     every, step_s = 5, float(options.get("step_seconds", 0.05))
     kill_at = rig.rng.randint(11, SANDBOX_JOB_STEPS - 16)  # room after it for the parity steps
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeboat.trainer", "--steps", "1000", "--every", str(every),
-         "--ckpt-dir", str(box.primary), "--loss-log", str(box.pre_failure_log),
-         "--heartbeat", str(heartbeat), "--step-seconds", str(step_s)],  # fmt: skip
+        [sys.executable, "-m", "lifeboat.trainer", "--steps", "1000", "--every", str(every)]
+        + ["--ckpt-dir", str(box.primary), "--loss-log", str(box.pre_failure_log)]
+        + ["--heartbeat", str(heartbeat), "--step-seconds", str(step_s)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": _repo_root() + os.pathsep + os.environ.get("PYTHONPATH", "")},
@@ -320,7 +320,9 @@ def _prepare_process_kill(rig: Rig, options: Mapping[str, Any]) -> None:
     rig.facts.update(kill_at=kill_at, killed_step=_last_step(box.pre_failure_log), returncode=proc.returncode)
 
     primary, secondary = open_sites(rig.rb)  # replication caught up to the kill
-    replicate_checkpoints(primary, secondary, stored_checkpoints(primary, "manifest"), rpo_target=rig.rb.rpo_target)
+    replicate_checkpoints(
+        primary, secondary, stored_checkpoints(primary, "manifest"), rpo_target=rig.rb.rpo_target
+    )
 
     decision, waited = _watch_until_confirmed(rig.rb, timeout_s=float(options.get("detect_timeout_s", 30)))
     rig.facts.update(decision=decision, detect_s=waited, killed_at=killed_at)
@@ -382,7 +384,9 @@ def _verify_process_kill(rig: Rig, outcome: Outcome) -> list[Check]:
     uninterrupted = parse_losses((box.root / "reference-loss.jsonl").read_text())
     log = box.root / "secondary-loss.jsonl"
     resumed = parse_losses(log.read_text()) if log.exists() else {}
-    checks.append(losses_equal(uninterrupted, resumed, getattr(certified, "step", 0), through=f["killed_step"]))
+    checks.append(
+        losses_equal(uninterrupted, resumed, getattr(certified, "step", 0), through=f["killed_step"])
+    )
     return checks
 
 
@@ -427,7 +431,9 @@ def _prepare_gpu_fault(rig: Rig, options: Mapping[str, Any]) -> None:
     signals = [str(getattr(s, "value", s)) for s in rig.rb.detection.signals]
     signals += [s for s in ("gpu_health", "training_progress") if s not in signals]
     stall = float(options.get("stall_s", 1.0))
-    rig.rb = amend(rig.rb, detection={"signals": signals, "heartbeat": str(heartbeat), "stall_after": f"{stall}s"})
+    rig.rb = amend(
+        rig.rb, detection={"signals": signals, "heartbeat": str(heartbeat), "stall_after": f"{stall}s"}
+    )
     rig.facts.update(gpu_fault_detection(rig.rb, heartbeat, xid=int(options.get("xid", 79)), stall_s=stall))
     decision = rig.facts["both"]
     rig.outage_started_at = decision.outage_started_at
@@ -635,9 +641,7 @@ def _prepare_corrupted_replica(rig: Rig, options: Mapping[str, Any]) -> None:
         raise RuntimeError(f"{secondary}: fewer than two committed replica checkpoints to drill with")
     corrupt = int(options.get("corrupt", 1))  # how many of the newest to corrupt (tests: 2)
     flipped = [flip_byte(_shards(d)[0], rig.rng) for d in committed[-corrupt:]]
-    rig.facts.update(
-        newest=_step_of(committed[-1]), previous=_step_of(committed[-2]), flipped=flipped
-    )
+    rig.facts.update(newest=_step_of(committed[-1]), previous=_step_of(committed[-2]), flipped=flipped)
     _simulated(rig)
 
 
@@ -796,7 +800,9 @@ def stale_writer_checks(primary, secondary, *, stale_epoch: int, new_epoch: int 
     checks = []
     try:
         check_lease(primary, stale_epoch)
-        checks.append(Check("check_lease tells the stale primary to stop", False, "its epoch is still current"))
+        checks.append(
+            Check("check_lease tells the stale primary to stop", False, "its epoch is still current")
+        )
     except StopFailover as e:
         checks.append(Check("check_lease tells the stale primary to stop", True, str(e)))
     for side, store in (("primary", primary), ("secondary", secondary)):
@@ -813,7 +819,9 @@ def stale_writer_checks(primary, secondary, *, stale_epoch: int, new_epoch: int 
         Check(
             "the secondary's checkpoints are untouched",
             before == after,
-            f"{len(after)} objects unchanged" if before == after else f"{len(before)} -> {len(after)} objects",
+            f"{len(after)} objects unchanged"
+            if before == after
+            else f"{len(before)} -> {len(after)} objects",
         )
     )
     if new_epoch is not None:  # control: the refusal is the epoch's doing, not a broken store

@@ -1,0 +1,91 @@
+"""The `audit` flow: a monthly checkpoint integrity audit (see lifeboat/audit.py).
+
+A random sample of the certified checkpoints on the secondary (seeded by the flow run, or
+by `seed`) is loaded on `<runbook>-audit` with the runbook's compute, runs `steps` steps
+from each, and must reproduce the recorded loss curve (`verify.loss_log`). Teardown is
+guaranteed; the report is a markdown artifact; a failed audit fails the run.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Annotated, Any
+
+from prefect import flow
+from pydantic import Field
+
+from lifeboat.errors import LifeboatError
+
+
+class AuditFailed(LifeboatError):
+    """A sampled checkpoint did not reproduce its loss curve (or the audit could not run)."""
+
+
+def run_audit(rb, *, sample_size: int, steps: int | None, seed: int | str, compute=None):
+    """Plain Python: the composition (stores, compute, recorded curve) and the audit."""
+    from flows.wiring import _read_text
+    from lifeboat.audit import AuditReport, audit_checkpoints, audit_cluster, choose_option, sample
+    from lifeboat.certify import certified_checkpoints
+    from lifeboat.errors import ConfigError
+    from lifeboat.replication import open_sites
+    from lifeboat.resume import parse_losses
+    from providers.compute import compute_for_runbook
+    from providers.compute.base import JobSpec, candidates_from_runbook
+    from providers.storage import open_store
+
+    if not rb.verify.loss_log:
+        raise ConfigError(f"{rb.name}: verify.loss_log is not set: there is no loss curve to audit against")
+    primary, secondary = open_sites(rb)
+    certified = list(certified_checkpoints(secondary, primary, layout=rb.checkpoint.layout.value))
+    recorded = parse_losses(_read_text(rb, rb.verify.loss_log, lambda uri: open_store(uri)))
+    report = AuditReport(rb.name, seed, len(certified), cluster=audit_cluster(rb.name))
+    compute = compute or compute_for_runbook(rb)
+    chosen = sample(certified, sample_size, seed)
+    with tempfile.TemporaryDirectory(prefix=f"lifeboat-audit-{rb.name}-") as scratch:
+        report.cases, report.torn_down, report.error = audit_checkpoints(
+            compute,
+            report.cluster,
+            choose_option(compute, candidates_from_runbook(rb)),
+            JobSpec.from_runbook(rb),
+            chosen,
+            recorded,
+            steps=steps or max(rb.verify.parity_steps, 1),
+            tolerance=rb.verify.parity_tolerance,
+            timeout_s=rb.verify.first_step_timeout.total_seconds(),
+            scratch=scratch,
+        )
+    return report
+
+
+@flow(name="audit", log_prints=True)
+def audit(
+    runbook: Annotated[str, Field(description="Path of the runbook YAML on the worker.")],
+    sample_size: Annotated[int, Field(ge=1, description="How many certified checkpoints to load.")] = 3,
+    steps: Annotated[
+        int | None, Field(ge=1, description="Steps to run from each (default: verify.parity_steps).")
+    ] = None,
+    seed: Annotated[
+        str | None, Field(description="Sampling seed; default: this flow run's id (repeatable from it).")
+    ] = None,
+) -> dict[str, Any]:
+    """Load a random sample of certified checkpoints, run a few steps, compare the loss curve."""
+    from prefect.artifacts import create_markdown_artifact
+    from prefect.runtime import flow_run
+
+    from runbooks.loader import load_runbook
+
+    rb = load_runbook(runbook)
+    report = run_audit(rb, sample_size=sample_size, steps=steps, seed=seed or str(flow_run.id))
+    print("\n".join(report.lines()))
+    try:
+        create_markdown_artifact(report.markdown(), key=f"audit-{rb.name}", description="Checkpoint audit")
+    except Exception as e:  # the record must not hide the verdict
+        print(f"could not record the audit artifact: {e}")
+    if not report.passed:
+        raise AuditFailed("\n".join(report.lines()))
+    return {
+        "passed": report.passed,
+        "seed": report.seed,
+        "checkpoints": [c.step for c in report.cases],
+        "cluster": report.cluster,
+    }
