@@ -41,6 +41,7 @@ def run_audit(rb, *, sample_size: int, steps: int | None, seed: int | str, compu
     report = AuditReport(rb.name, seed, len(certified), cluster=audit_cluster(rb.name))
     compute = compute or compute_for_runbook(rb)
     chosen = sample(certified, sample_size, seed)
+    before = _listing(secondary)
     with tempfile.TemporaryDirectory(prefix=f"lifeboat-audit-{rb.name}-") as scratch:
         report.cases, report.torn_down, report.error = audit_checkpoints(
             compute,
@@ -54,7 +55,13 @@ def run_audit(rb, *, sample_size: int, steps: int | None, seed: int | str, compu
             timeout_s=rb.verify.first_step_timeout.total_seconds(),
             scratch=scratch,
         )
+    if _listing(secondary) != before and not report.error:
+        report.error = f"the audited job wrote into {secondary.uri}: it must honour LIFEBOAT_AUDIT_DIR"
     return report
+
+
+def _listing(store) -> list[tuple[str, int, str]]:
+    return [(o.key, o.size, o.version) for o in store.list() if not o.key.startswith("_lifeboat/")]
 
 
 @flow(name="audit", log_prints=True)

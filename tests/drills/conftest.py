@@ -12,4 +12,5 @@ DEMO = ROOT / "runbooks" / "demo.yaml"
 def workdir(tmp_path, monkeypatch):
     monkeypatch.setenv("LIFEBOAT_LEDGER", str(tmp_path / "ledger.jsonl"))
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # jobs the drills start run this tree's code
     return tmp_path
