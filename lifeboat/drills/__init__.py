@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import random
 import secrets
+import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -90,9 +91,11 @@ def run_drill(
     seed: int | str | None = None,
     root: Path | None = None,
     options: Mapping[str, Any] | None = None,
+    keep: bool = False,
 ) -> DrillResult:
     """Sandbox `rb`, inject `kind`'s fault, run `failover`, check, tear down. Never raises
-    for what the drill finds: a broken failover is a failed check."""
+    for what the drill finds: a broken failover is a failed check. The sandbox folder is
+    removed after a pass (unless `keep`) and kept after a failure."""
     from flows.sandbox import SANDBOX_ROOT, sandbox_of
 
     if kind not in DRILLS:
@@ -117,9 +120,12 @@ def run_drill(
         for proc in rig.processes:
             stop_process(proc)
         checks.append(no_cluster_left(rig))
+    passed = all(c.ok for c in checks)
+    if passed and not keep:  # a failed drill's sandbox stays for the post-mortem
+        shutil.rmtree(box.root, ignore_errors=True)
     return DrillResult(
         kind=kind,
-        passed=bool(checks) and all(c.ok for c in checks),
+        passed=passed,
         checks=tuple(checks),
         run_id=drill_id,
         outcome=outcome.outcome if outcome else None,

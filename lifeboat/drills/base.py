@@ -174,7 +174,7 @@ def completed(outcome: Outcome) -> Check:
     detail = f"outcome {outcome.outcome}"
     if outcome.error is not None:
         detail += f" ({type(outcome.error).__name__}: {outcome.error})"
-    elif entry is not None and entry.rto is not None:
+    elif entry is not None and entry.rto is not None and entry.rpo is not None:
         detail += f", RTO {entry.rto.total_seconds():.1f}s, RPO {entry.rpo.total_seconds():.1f}s"
     return Check("failover completed", outcome.outcome == "completed", detail)
 

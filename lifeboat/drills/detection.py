@@ -73,8 +73,8 @@ def prepare_process_kill(rig: Rig, options: Mapping[str, Any]) -> None:
         primary, secondary, stored_checkpoints(primary, "manifest"), rpo_target=rig.rb.rpo_target
     )
 
-    decision, waited = _watch_until_confirmed(rig.rb, timeout_s=float(options.get("detect_timeout_s", 10)))
-    rig.facts.update(decision=decision, detect_s=waited, killed_at=killed_at)
+    decision = _watch_until_confirmed(rig.rb, timeout_s=float(options.get("detect_timeout_s", 10)))
+    rig.facts.update(decision=decision, detect_s=(decision.at - killed_at).total_seconds())
     # No evidence handed over: the failover's own confirm step runs the probes and quorum again.
 
 
@@ -92,9 +92,8 @@ def _watch_until_confirmed(rb: Runbook, *, timeout_s: float, poll_s: float = 0.2
             r = p.check(latest.get(p.source))
             latest[r.source] = r
         decision = decide(latest.values(), utcnow(), policy, decision)
-        waited = time.monotonic() - start
-        if decision.state is OutageState.confirmed or waited > timeout_s:
-            return decision, waited
+        if decision.state is OutageState.confirmed or time.monotonic() - start > timeout_s:
+            return decision
         time.sleep(poll_s)
 
 

@@ -20,7 +20,9 @@ def _sandboxed_runbook(workdir):
 
 
 def _listing(store_dir):
-    return sorted((p.relative_to(store_dir), p.stat().st_mtime_ns) for p in store_dir.rglob("*") if p.is_file())
+    return sorted(
+        (p.relative_to(store_dir), p.stat().st_mtime_ns) for p in store_dir.rglob("*") if p.is_file()
+    )
 
 
 def test_audit_flow_passes_and_leaves_the_checkpoints_and_no_cluster(prefect_server, workdir):

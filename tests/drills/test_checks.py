@@ -45,7 +45,10 @@ def test_gpu_fault_checks_fail_for_an_xid_that_is_the_applications_fault(heartbe
     rb = _with_detection(signals=["gpu_health", "training_progress"], quorum=2)
     facts = gpu_fault_detection(rb, heartbeat, xid=13, stall_s=0.2)  # 13: graphics engine exception
 
-    assert _failing(gpu_fault_checks(facts)) == ["XID 13 makes gpu_health fail", "XID + stalled heartbeat confirm"]
+    assert _failing(gpu_fault_checks(facts)) == [
+        "XID 13 makes gpu_health fail",
+        "XID + stalled heartbeat confirm",
+    ]
 
 
 def test_gpu_fault_checks_fail_when_one_signal_alone_confirms(heartbeat):

@@ -19,3 +19,16 @@ def test_lifeboat_drill_refuses_an_unknown_kind(capsys):
     with pytest.raises(SystemExit) as e:
         main(["drill", str(DEMO), "--kind", "meteor-strike"])
     assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_lifeboat_audit_exits_0_when_the_sample_reproduces_its_curve(prefect_server, workdir, capsys):
+    import yaml
+
+    from flows.sandbox import sandboxed
+    from runbooks.loader import load_runbook
+
+    rb = sandboxed(load_runbook(str(DEMO)), "audit")
+    rb.path.write_text(yaml.safe_dump(rb.model_dump(mode="json")))
+
+    assert main(["audit", str(rb.path), "--sample", "2", "--seed", "7"]) == 0
+    assert "audit passed: checkpoints" in capsys.readouterr().out
