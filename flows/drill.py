@@ -29,6 +29,8 @@ class _Recorder:
         self._steps, self.results = steps, {}
 
     def __getattr__(self, name: str):
+        if name.startswith("_"):  # never proxy private or special names (copy, pickle)
+            raise AttributeError(name)
         step = getattr(self._steps, name)
 
         def call(*args):

@@ -97,7 +97,9 @@ def seed(rb: Runbook, box: Sandbox, *, steps: int, every: int) -> None:
     committed checkpoint."""
     from lifeboat.replication import open_sites, replicate_checkpoints, stored_checkpoints
 
-    Trainer(box.primary, box.pre_failure_log, heartbeat=box.root / "primary-heartbeat.json").run(steps + 3, every)
+    Trainer(box.primary, box.pre_failure_log, heartbeat=box.root / "primary-heartbeat.json").run(
+        steps + 3, every
+    )
     primary, secondary = open_sites(rb)
     replicate_checkpoints(
         primary, secondary, stored_checkpoints(primary, "manifest"), rpo_target=rb.rpo_target

@@ -13,6 +13,19 @@ def test_lifeboat_drill_prints_each_check_and_exits_0(prefect_server, workdir, c
     assert "drill stale-primary: passed" in out
     assert "[PASS] stale commit refused on the secondary store" in out
     assert "[PASS] no cluster left behind" in out
+    (artifact,) = _artifacts("drill-demo-stale-primary")[:1]
+    assert "passed" in artifact.description and "stale commit refused" in artifact.data
+
+
+def _artifacts(key):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])), sort=ArtifactSort.CREATED_DESC
+        )
 
 
 def test_lifeboat_drill_refuses_an_unknown_kind(capsys):
