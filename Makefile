@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(BIN)/python -m lifeboat.demo
+	$(BIN)/python -m flows.demo $(DEMO_ARGS)
 
 test: setup
 	$(BIN)/python -m pytest -q

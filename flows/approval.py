@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from lifeboat.approval import ApprovalDecision, ApprovalProcess, Escalate, Via
-from lifeboat.errors import PreconditionFailed
+from lifeboat.errors import LifeboatError, PreconditionFailed
 from providers.chat.base import ApprovalCard, CardRef, Chat, outcome_text
 
 log = logging.getLogger("lifeboat.approval")
@@ -47,13 +47,15 @@ class PolicyTimer:
         process: ApprovalProcess,
         run_id: str,
         chat: Chat,
-        ref: CardRef,
+        ref: CardRef | None,
         *,
         resume: Callable[[str, dict], None] = _prefect_resume,
         clock: Callable[[], datetime] = _utcnow,
         on_escalate: Callable[[Escalate], None] | None = None,
+        channel: str = "",
     ):
         self.process, self.run_id, self.chat, self.ref = process, run_id, chat, ref
+        self.channel = channel
         self.resume, self.clock, self.on_escalate = resume, clock, on_escalate
         self._stop = threading.Event()
         # Prefect's settings (API URL) live in context variables: carry them into the thread.
@@ -74,15 +76,18 @@ class PolicyTimer:
                 return
             action = self.process.tick(self.clock())
             if isinstance(action, Escalate):
-                mentions = " ".join(f"<@{a}>" for a in action.approvers)
-                self.chat.post(
-                    self.ref.channel,
-                    f"Escalating: nobody approved yet. {mentions} please decide by "
-                    f"{action.until.isoformat(timespec='seconds')} (run {self.run_id}).",
-                    thread=self.ref,
-                )
                 if self.on_escalate:
                     self.on_escalate(action)
+                mentions = " ".join(f"<@{a}>" for a in action.approvers)
+                try:  # a chat outage must not stop the timer: the policy still has to resume the run
+                    self.chat.post(
+                        self.ref.channel if self.ref else self.channel,
+                        f"Escalating: nobody approved yet. {mentions} please decide by "
+                        f"{action.until.isoformat(timespec='seconds')} (run {self.run_id}).",
+                        thread=self.ref,
+                    )
+                except Exception as e:
+                    log.warning("could not post the escalation for run %s: %s", self.run_id, e)
             elif isinstance(action, ApprovalDecision):
                 try:
                     self.resume(self.run_id, action.model_dump(mode="json"))
@@ -124,7 +129,15 @@ def await_approval(
     card.deadline = process.final_deadline
     if ledger is not None:
         ledger.mark("approval_requested", process.requested_at)
-    ref = chat.post_card(card)
+    try:
+        ref = chat.post_card(card)
+    except LifeboatError as e:  # Slack down mid-incident: the UI and `lifeboat approve` still work
+        log.warning(
+            "could not post the approval card (decide in the Prefect UI or with lifeboat approve): %s", e
+        )
+        if ledger is not None:
+            ledger.note("approval card", f"not posted: {e}")
+        ref = None
 
     decision = chat.answer(card)
     if decision is None:
@@ -138,6 +151,7 @@ def await_approval(
             on_escalate=(lambda a: ledger.note("approval escalated to", ", ".join(a.approvers)))
             if ledger
             else None,
+            channel=card.channel or "",
         )
         timeout = math.ceil((process.final_deadline - clock()).total_seconds() + grace_s)
         timer.start()
@@ -193,14 +207,15 @@ def _record(process: ApprovalProcess, runbook, ledger, ref: CardRef | None, card
 
 
 class ChatGate:
-    """The failover flow's gate over a chat backend: `await_approval` for the card,
-    plain messages for what happens next."""
+    """The failover flow's `Gate`: the card in chat, the run paused for the decision,
+    `approval_requested` / `approval_granted` (or the rejection) kept in the flow's ledger.
+    `await_kw` passes through to `await_approval` (clock, grace_s)."""
 
-    def __init__(self, runbook, chat: Chat):
-        self.runbook, self.chat = runbook, chat
+    def __init__(self, runbook, chat: Chat, **await_kw):
+        self.runbook, self.chat, self.await_kw = runbook, chat, await_kw
 
-    def request(self, card: ApprovalCard, ledger) -> ApprovalDecision:
-        return await_approval(self.runbook, card, self.chat, ledger=ledger)
+    def request(self, card: ApprovalCard, ledger=None) -> ApprovalDecision:
+        return await_approval(self.runbook, card, self.chat, ledger=ledger, **self.await_kw)
 
     def notify(self, text: str) -> None:
         try:

@@ -69,15 +69,30 @@ def _step(steps: FailoverSteps, name: str, *args) -> Timed:
     return Timed(value, started, _now())
 
 
-def _task(rb: Runbook, name: str):
+def _start(rb: Runbook, name: str, steps: FailoverSteps, *args):
+    """Submit one step as a task run, with the runbook's retry policy."""
     policy = rb.failover
-    return _step.with_options(
+    task_ = _step.with_options(
         name=name,
         retries=policy.retries,
         retry_delay_seconds=policy.retry_delay.total_seconds(),
         retry_condition_fn=_retryable,
-        timeout_seconds=policy.step_timeout.total_seconds(),
     )
+    return task_.submit(steps, name, *args)
+
+
+def _wait(rb: Runbook, name: str, future) -> Timed:
+    """The step's result, or StopFailover once it outlives the runbook's step timeout.
+    (Prefect cannot interrupt a step in a worker thread; the flow stops waiting instead.)"""
+    limit = rb.failover.step_timeout.total_seconds()
+    try:
+        return future.result(timeout=limit)
+    except TimeoutError:
+        raise StopFailover(f"step {name} ran past {limit:g}s") from None
+
+
+def _run(rb: Runbook, name: str, steps: FailoverSteps, *args) -> Timed:
+    return _wait(rb, name, _start(rb, name, steps, *args))
 
 
 def execute(
@@ -94,27 +109,27 @@ def execute(
     cluster: Provisioned | None = None
     early = None
     try:
-        confirmed = _task(rb, "confirm")(steps, "confirm")
+        confirmed = _run(rb, "confirm", steps)
         ledger.mark("outage_start", confirmed.value.outage_started_at)
         ledger.mark("detected", confirmed.value.detected_at)
         ledger.mark("confirmed", confirmed.finished)
 
-        ledger.mark("fenced", _task(rb, "fence")(steps, "fence").finished)
+        ledger.mark("fenced", _run(rb, "fence", steps).finished)
 
-        branches = {name: _task(rb, name).submit(steps, name) for name in ("certify", "plan", "prestage")}
+        branches = {name: _start(rb, name, steps) for name in ("certify", "plan", "prestage")}
         if rb.approval.provision_before_approval:
-            plan = branches["plan"].result()
-            early = _task(rb, "provision").submit(steps, "provision", plan.value)
+            plan = _wait(rb, "plan", branches["plan"])
+            early = _start(rb, "provision", steps, plan.value)
         done = {}
         for name, milestone in (("certify", "certified"), ("plan", "planned"), ("prestage", "prestaged")):
-            done[name] = branches[name].result()
+            done[name] = _wait(rb, name, branches[name])
             ledger.begin(milestone, done[name].started)
             ledger.mark(milestone, done[name].finished)
         checkpoint: Certified = done["certify"].value
         ledger.checkpoint(checkpoint.uri, checkpoint.written_at)
         options, readiness = done["plan"].value, done["prestage"].value
 
-        card = _card(rb, run_id, confirmed.value, checkpoint, options, readiness, clock())
+        card = _card(rb, run_id, drill, confirmed.value, checkpoint, options, readiness, clock())
         decision = gate.request(card, ledger)
         if not decision.approved:
             if early is not None and (cluster := _settled(early)) is not None:
@@ -122,9 +137,7 @@ def execute(
                 cluster = None
             return ledger.finish("aborted")
 
-        provisioned = (
-            early.result() if early is not None else _task(rb, "provision")(steps, "provision", options)
-        )
+        provisioned = _wait(rb, "provision", early) if early is not None else _run(rb, "provision", steps, options)
         cluster = provisioned.value
         ledger.begin("provisioned", provisioned.started)
         ledger.mark("provisioned", provisioned.finished)
@@ -149,13 +162,21 @@ def execute(
 
 
 def _card(
-    rb: Runbook, run_id, confirmed, checkpoint: Certified, options, readiness: PrestageReadiness, now
+    rb: Runbook,
+    run_id,
+    drill: bool,
+    confirmed,
+    checkpoint: Certified,
+    options,
+    readiness: PrestageReadiness,
+    now,
 ) -> ApprovalCard:
     first: PlanOption | None = options[0] if options else None
     then = f" (then {', '.join(o.infra for o in options[1:3])})" if len(options) > 1 else ""
     return ApprovalCard(
         runbook=rb.name,
         run_id=run_id,
+        drill=drill,
         channel=rb.approval.channel,
         evidence=list(confirmed.evidence),
         checkpoint=f"{checkpoint.uri} (step {checkpoint.step}, written {checkpoint.written_at:%Y-%m-%d %H:%M:%S}Z)",
@@ -172,17 +193,17 @@ def _card(
 def _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint: Certified) -> Certified:
     """Resume, then gate on loss parity; on failure roll back once or page, as the runbook says."""
     for attempt in (1, 2):
-        resumed = _task(rb, "resume")(steps, "resume", cluster, checkpoint).value
+        resumed = _run(rb, "resume", steps, cluster, checkpoint).value
         ledger.mark("checkpoint_loaded", resumed.checkpoint_loaded_at)
         ledger.mark("first_step", resumed.first_step_at)
-        parity = _task(rb, "prove")(steps, "prove", cluster, checkpoint).value
+        parity = _run(rb, "prove", steps, cluster, checkpoint).value
         ledger.note("parity", parity.detail)
         if parity.passed:
             return checkpoint
         if rb.verify.on_parity_failure == "page" or attempt == 2:
             gate.notify(f"Lifeboat: loss parity failed for {rb.name} from {checkpoint.uri}: {parity.detail}")
             raise StopFailover(f"loss parity failed from {checkpoint.uri}: {parity.detail}")
-        older = _task(rb, "certify")(steps, "certify", checkpoint.step).value
+        older = _run(rb, "certify", steps, checkpoint.step).value
         ledger.note(
             "rollback",
             f"parity failed from step {checkpoint.step} ({parity.detail}); rolled back to step {older.step}",

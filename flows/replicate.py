@@ -50,7 +50,7 @@ def record_lag(rb, report: ReplicationReport, lag_log: str | None) -> int:
 
 
 @task(cache_policy=NO_CACHE)
-def apply_retention(rb, primary, secondary, protect: list[str], dry_run: bool):
+def trim_secondary(rb, primary, secondary, protect: list[str], dry_run: bool):
     return retention_for(rb, secondary, primary, protect=protect, dry_run=dry_run)
 
 
@@ -64,7 +64,8 @@ def replicate(
 ) -> dict:
     """Replicate a runbook's checkpoints to its secondary store, then apply retention.
 
-    `protect`: checkpoint prefixes a running failover resumes from (never deleted)."""
+    `protect`: checkpoint prefixes retention must keep, besides the newest certified one and
+    those in-progress failovers resume from (found in the RTO ledger)."""
     rb = load_runbook(runbook)
     primary, secondary = open_sites(rb)
     summary: dict = {"runbook": rb.name, "copied_bytes": 0, "failed": {}, "lag_exceeded": 0}
@@ -73,8 +74,8 @@ def replicate(
         summary.update(copied_bytes=report.bytes_copied, failed=report.failed)
         if not dry_run:
             summary["lag_exceeded"] = record_lag(rb, report, lag_log)
-    kept = apply_retention(rb, primary, secondary, protect or [], dry_run)
-    summary["deleted"] = kept.deleted
+    retention = trim_secondary(rb, primary, secondary, protect or [], dry_run)
+    summary["deleted"] = retention.deleted
     create_markdown_artifact(key=f"replicate-{rb.name}", markdown=_markdown(summary, dry_run))
     if summary["failed"]:  # after lag and retention: the run fails visibly, a rerun resumes
         raise ProviderUnavailable(f"checkpoints not replicated: {', '.join(summary['failed'])}")

@@ -83,8 +83,15 @@ class RunbookSteps:
         self.run_id, self.cluster = run_id, cluster
         self.outage_started_at, self.detected_at = outage_started_at, detected_at
         self.evidence, self.force, self.clock = tuple(evidence or ()), force, clock
+        self.expected_epoch: int | None = None  # read by confirm()
 
     def confirm(self) -> Confirmation:
+        from lifeboat.fencing import read_lease
+
+        # The epoch seen at confirmation: if another failover fences first, ours stops
+        # instead of fencing *it* out.
+        current = read_lease(self.p.secondary)
+        self.expected_epoch = current[0].epoch if current else 0
         now = self.clock()
         if self.evidence:  # the watch flow's quorum already confirmed it
             return Confirmation(self.outage_started_at or now, self.detected_at or now, self.evidence)
@@ -106,7 +113,11 @@ class RunbookSteps:
         from lifeboat.fencing import fence_job
 
         lease, on_primary = fence_job(
-            self.p.secondary, self.p.primary, run_id=self.run_id, holder=f"lifeboat:{self.cluster}"
+            self.p.secondary,
+            self.p.primary,
+            run_id=self.run_id,
+            holder=f"lifeboat:{self.cluster}",
+            expect_epoch=self.expected_epoch,
         )
         stores = (self.p.secondary.uri,) + ((self.p.primary.uri,) if on_primary else ())
         stopped = False
@@ -264,7 +275,7 @@ def build_ledger(
 
 def build_gate(rb: Runbook, *, console: str = "wait"):
     """Slack when the runbook names a channel and a bot token is configured
-    (`LIFEBOAT_SLACK_BOT_TOKEN` or the Prefect Secret block `lifeboat-slack-bot-token`);
+    (`SLACK_BOT_TOKEN`, as for `lifeboat serve`, or the Prefect Secret block `lifeboat-slack-bot-token`);
     otherwise the console, which waits for the UI or `lifeboat approve` (`wait`), or decides
     at once (`approve` / `reject`, for demos and drills)."""
     from flows.approval import ChatGate
@@ -281,7 +292,7 @@ def build_gate(rb: Runbook, *, console: str = "wait"):
 def _slack_token():
     from pydantic import SecretStr
 
-    if value := os.environ.get("LIFEBOAT_SLACK_BOT_TOKEN"):
+    if value := os.environ.get("SLACK_BOT_TOKEN"):
         return SecretStr(value)
     try:
         from prefect.blocks.system import Secret

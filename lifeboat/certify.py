@@ -22,11 +22,12 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from lifeboat.checkpoints.layouts import CheckpointDir, Discovery, discover, incomplete_reason, pointer_notes
 from lifeboat.checkpoints.manifest import MANIFEST_NAME, iter_manifest
+from lifeboat.checkpoints.receipt import RECEIPT_NAME, iter_receipt
 from lifeboat.crc32c import crc32c
 from lifeboat.errors import NotFound, ProviderUnavailable
 from providers.storage.base import ObjectInfo, Store
@@ -124,6 +125,7 @@ class _Expected:
     crc: int | None
     etag: str | None
     basis: str  # "source" or "manifest"
+    replica_basis: str | None = None  # "receipt" when the replica's CRC32C came from one
 
 
 class _Certifier:
@@ -226,7 +228,8 @@ class _Certifier:
             )
         try:
             filler = _ManifestFiller(manifest) if src_dir is not None and manifest is not None else None
-            problems, total, methods = self._compare(ckpt, expected, src_dir is not None, filler)
+            receipt = _ReceiptFiller(self, ckpt) if RECEIPT_NAME in ckpt.markers else None
+            problems, total, methods = self._compare(ckpt, expected, src_dir is not None, filler, receipt)
         except ProviderUnavailable as e:
             if src_dir is None or self.source_error:
                 raise
@@ -245,7 +248,7 @@ class _Certifier:
             return src_dir.newest, "source"
         return ckpt.newest, "replica (copy time: RPO may be understated)"
 
-    def _compare(self, ckpt, expected, source_up: bool, filler: _ManifestFiller | None = None):
+    def _compare(self, ckpt, expected, source_up: bool, filler=None, receipt=None):
         """Merge the expected shards with the replica's listing, both sorted by key."""
         problems: list[tuple[str, str]] = []
         total = 0
@@ -281,6 +284,8 @@ class _Certifier:
                         continue
                     if exp.crc is None and filler is not None:
                         filler.fill(exp)  # the source list lacks CRC32C (S3): the manifest has it
+                    if rep.crc32c is None and receipt is not None and not self.deep:
+                        rep = receipt.fill(exp, rep)  # S3 replica: the receipt saves a HEAD
                     batch.append((exp, rep))
                 if len(problems) > MAX_PROBLEMS:
                     problems = problems[:MAX_PROBLEMS]
@@ -325,11 +330,8 @@ class _Certifier:
             exp_crc = self._stream_crc(src, key) if src is not None else exp.crc
             method = "streamed"
         else:
-            rep_crc, exp_crc, method = (
-                rep.crc32c,
-                exp.crc,
-                "manifest" if exp.basis == "manifest" else "metadata",
-            )
+            rep_crc, exp_crc = rep.crc32c, exp.crc
+            method = exp.replica_basis or ("manifest" if exp.basis == "manifest" else "metadata")
             if rep_crc is None and self.replica.capabilities.crc32c_in_head:
                 rep_crc = self.replica.head(key).crc32c
             if exp_crc is None and src is not None and src.capabilities.crc32c_in_head:
@@ -445,6 +447,28 @@ class _ManifestFiller:
         shard = self._shard
         if shard is not None and shard.path == exp.rel and shard.size == exp.size:
             exp.crc, exp.basis = shard.crc32c, "manifest"
+
+
+class _ReceiptFiller:
+    """Gives a replica object the CRC32C its replication receipt recorded, when its listed
+    ETag and size are still the receipt's (see lifeboat/checkpoints/receipt.py)."""
+
+    def __init__(self, certifier: _Certifier, ckpt: CheckpointDir):
+        self._c, self._ckpt = certifier, ckpt
+        self._entries, self._entry = None, None
+
+    def fill(self, exp: _Expected, rep: ObjectInfo) -> ObjectInfo:
+        if self._entries is None:
+            key = f"{self._ckpt.name}/{RECEIPT_NAME}"
+            self._entries = iter_receipt(self._c._metadata_chunks(self._c.replica, key), where=key)
+            self._entry = next(self._entries, None)
+        while self._entry is not None and self._entry.path < exp.rel:
+            self._entry = next(self._entries, None)
+        e = self._entry
+        if e is not None and e.path == exp.rel and e.size == rep.size and rep.etag and e.etag == rep.etag:
+            exp.replica_basis = "receipt"
+            return replace(rep, crc32c=e.crc32c)
+        return rep
 
 
 def _same_md5_etag(a: str | None, b: str | None) -> bool:

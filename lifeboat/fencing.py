@@ -14,6 +14,12 @@ create-only marker write; a marker that lost the race is removed and the writer 
 stop, and `marker_is_fenced_out` lets certification ignore any stale-epoch marker that a
 crashed writer left behind.
 
+In a training loop (the epoch comes from the launcher, e.g. `LIFEBOAT_EPOCH`):
+
+    my_epoch = int(os.environ.get("LIFEBOAT_EPOCH", "0"))
+    ...write the shards of step N...
+    guarded_commit(store, f"ckpt/step-{N}/COMMIT", my_epoch, N)   # StopFailover: exit now
+
 Backends that do not honour preconditions (the GCS emulator ignores `ifGenerationMatch`)
 state it in `Capabilities.conditional_writes`; `fence` refuses them rather than pretend.
 """

@@ -114,12 +114,14 @@ def replicate_checkpoints(
     progress: Callable[[StoredCheckpoint], Progress | None] | None = None,
     retry: RetryPolicy | None = None,
     dry_run: bool = False,
+    trust_committed: bool = True,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> ReplicationReport:
     """Copy each checkpoint (newest step first) to the same prefix on the secondary.
 
     A failure on one checkpoint does not stop the older ones; it is reported in `failed`
-    and with a not-complete lag record. `progress(checkpoint)` may return a Progress."""
+    and with a not-complete lag record. `progress(checkpoint)` may return a Progress.
+    `trust_committed=False` compares every object of already-committed replicas again."""
     report = ReplicationReport(dry_run=dry_run)
     for ckpt in sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True):
         try:
@@ -132,6 +134,7 @@ def replicate_checkpoints(
                 progress=progress(ckpt) if progress else None,
                 retry=retry,
                 dry_run=dry_run,
+                trust_committed=trust_committed,
             )
         except TransferIncomplete as e:
             report.transfers.append(e.report)

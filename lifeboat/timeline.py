@@ -160,7 +160,7 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
             )
     kind = "drill" if entry.drill else "failover"
     ax.set_title(
-        f"{entry.runbook} {kind} {entry.run_id}: RTO {_fmt(entry.rto)} (target {_fmt(entry.rto_target)}), "
+        f"{entry.runbook} {kind} {entry.run_id} ({entry.outcome}): RTO {_fmt(entry.rto)} (target {_fmt(entry.rto_target)}), "
         f"RPO {_fmt(entry.rpo)} (target {_fmt(entry.rpo_target)})",
         fontsize=9,
         pad=14,

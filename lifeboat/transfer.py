@@ -126,7 +126,7 @@ class TransferReport:
     server_copied: list[str] = field(default_factory=list)  # copied inside the provider
     skipped: list[str] = field(default_factory=list)  # already present with same size + CRC32C
     failed: dict[str, str] = field(default_factory=dict)  # key -> last error
-    hashed: list[str] = field(default_factory=list)  # source had no CRC32C: hashed by an extra read
+    hashed: list[str] = field(default_factory=list)  # streamed with no source CRC32C: hashed first
     markers: list[str] = field(default_factory=list)  # commit markers written last
     planned: list[str] = field(default_factory=list)  # what had to move (a dry run stops here)
     source_written: datetime | None = None  # newest write among the source objects
@@ -163,13 +163,20 @@ def copy_prefix(
     markers: tuple[str, ...] = COMMIT_ORDER,
     server_side: bool = True,
     dry_run: bool = False,
+    trust_committed: bool = True,
 ) -> TransferReport:
     """Copy every object under `src_prefix/` of `src` to `dst_prefix/` of `dst`.
 
     Returns the report when every object is on the destination and verified; raises
     `TransferIncomplete` (retryable; carries the report) when some failed after retries,
     in which case no commit marker was written. `dry_run` plans (lists, HEADs) and stops:
-    `report.planned` names what would move."""
+    `report.planned` names what would move.
+
+    `trust_committed`: a destination that already holds the source's commit markers (same
+    size and CRC32C) and every object at its size is a replica this engine committed after
+    verifying each object; it is skipped without a HEAD per object (a periodic run over
+    replicated checkpoints costs two lists and a HEAD per marker). Rot at rest on the
+    destination is certification's to find; pass False to compare every object again."""
     retry = retry or RetryPolicy()
     report = TransferReport(src=_uri(src, src_prefix), dst=_uri(dst, dst_prefix))
     lock = threading.Lock()
@@ -189,6 +196,11 @@ def copy_prefix(
         info.key[len(dst_base) :]: info for info in retry.call(lambda: list(dst.list(dst_base)), count_retry)
     }
     report.source_written = max((i.updated for i in sources), default=None)
+    if trust_committed and _committed_replica(src, dst, src_base, sources, present, markers, retry):
+        report.skipped = sorted(i.key[len(src_base) :] for i in sources)
+        report.bytes_skipped = sum(i.size for i in sources)
+        report.seconds = time.monotonic() - started
+        return report
     manifest, broken = _manifest_shards(src, src_base, sources, markers, retry)
     report.failed.update(broken)
     listed = {info.key[len(src_base) :] for info in sources}
@@ -250,7 +262,7 @@ def copy_prefix(
             with lock:
                 (report.server_copied if how == "server" else report.copied).append(item.rel)
                 report.bytes_copied += item.src.size
-                if item.expected_crc is None:
+                if item.expected_crc is None and how == "stream":
                     report.hashed.append(item.rel)
 
         list(pool.map(copy_one, data))
@@ -283,11 +295,10 @@ def _copy_object(
     server_side: bool,
     progress: Progress | None,
 ) -> str:
-    """One attempt at one object; raises ChecksumMismatch / ProviderUnavailable to retry."""
-    if item.expected_crc is None:
-        # Unverifiable by metadata: a first read gives the reference the copy is checked
-        # against (a flipped byte in either read fails the attempt; never a silent pass).
-        item = replace(item, expected_crc=crc32c_of(src.read(item.src.key)))
+    """One attempt at one object; raises ChecksumMismatch / ProviderUnavailable to retry.
+
+    A server-side copy never passes bytes through us; without a source CRC32C it rests on
+    the provider's own copy (S3 keeps the source's checksum, GCS rewrite its crc32c)."""
     if server_side and dst.capabilities.server_side_copy:
         info = dst.server_copy(src, item.src.key, dst_key)
         if info is not None:
@@ -295,6 +306,10 @@ def _copy_object(
             if progress:
                 progress.advance(item.src.size)
             return "server"
+    if item.expected_crc is None:
+        # Unverifiable by metadata: a first read gives the reference the copy is checked
+        # against (a flipped byte in either read fails the attempt; never a silent pass).
+        item = replace(item, expected_crc=crc32c_of(src.read(item.src.key)))
     seen = _Seen()
     try:
         chunks = _verified(src.read(item.src.key), item, seen, progress)
@@ -355,6 +370,36 @@ def _check_landed(dst: Store, dst_key: str, info: ObjectInfo, item: _Item, crc: 
             f"{dst_key}: destination holds {info.size} bytes CRC32C {_hex(landed)}, "
             f"source {item.src.size} bytes CRC32C {_hex(crc)}"
         )
+
+
+def _committed_replica(
+    src: Store,
+    dst: Store,
+    src_base: str,
+    sources: list[ObjectInfo],
+    present: dict[str, ObjectInfo],
+    markers: tuple[str, ...],
+    retry: RetryPolicy,
+) -> bool:
+    """The destination holds every source object at its size and the very same commit markers."""
+    marks = [i for i in sources if _basename(i.key) in markers]
+    if not marks:
+        return False
+    for info in sources:
+        have = present.get(info.key[len(src_base) :])
+        if have is None or have.size != info.size:
+            return False
+    for info in marks:
+        have = present[info.key[len(src_base) :]]
+        src_crc = info.crc32c
+        if src_crc is None and src.capabilities.crc32c_in_head:
+            src_crc = retry.call(lambda info=info: src.head(info.key)).crc32c
+        dst_crc = have.crc32c
+        if dst_crc is None and dst.capabilities.crc32c_in_head:
+            dst_crc = retry.call(lambda have=have: dst.head(have.key)).crc32c
+        if src_crc is None or src_crc != dst_crc:
+            return False
+    return True
 
 
 def _contradicts(info: ObjectInfo, crc: int | None, shard: Shard | None) -> str | None:

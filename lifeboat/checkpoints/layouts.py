@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from lifeboat.checkpoints.manifest import MANIFEST_NAME
+from lifeboat.checkpoints.receipt import RECEIPT_NAME
 from lifeboat.errors import ConfigError, NotFound
 from providers.storage.base import ObjectInfo, Store
 
@@ -38,6 +39,7 @@ _MARKERS = {
     "model.safetensors",
     "trainer_state.json",
     MANIFEST_NAME,
+    RECEIPT_NAME,
     "metadata.json",
     "common.pt",
 }
@@ -46,6 +48,7 @@ _FLAGS = {  # flag -> (cheap suffix test, exact pattern)
     "model_states": ("model_states.pt", re.compile(r"(^|/)[^/]*model_states\.pt$")),
     "model_optim_rng": ("/model_optim_rng.pt", re.compile(r"(^|/)mp_rank_[0-9_]+/model_optim_rng\.pt$")),
 }
+_SUFFIXES = tuple(suffix for suffix, _ in _FLAGS.values())
 _DIR_STEP = {
     "deepspeed": re.compile(r"^global_step(\d+)$"),
     "megatron": re.compile(r"^iter_(\d+)$"),
@@ -105,9 +108,10 @@ def discover(store: Store, layout: str = "auto", *, cache_limit: int = 20_000) -
         d.newest = info.updated if d.newest is None or info.updated > d.newest else d.newest
         if rest in _MARKERS:
             d.markers[rest] = info
-        for flag, (suffix, pattern) in _FLAGS.items():
-            if rest.endswith(suffix) and flag not in d.flags and pattern.search(rest):
-                d.flags.add(flag)
+        if rest.endswith(_SUFFIXES):
+            for flag, (suffix, pattern) in _FLAGS.items():
+                if flag not in d.flags and rest.endswith(suffix) and pattern.search(rest):
+                    d.flags.add(flag)
         if not overflow:
             if cached < cache_limit:
                 d.objects.append(info)

@@ -86,11 +86,16 @@ def write_checkpoint(
     return d
 
 
-def replicate(source: Store, replica: Store, directory: str) -> int:
-    """Copy every object of `directory/` from source to replica; returns objects copied."""
+def replicate(source: Store, replica: Store, directory: str, *, receipt: bool = False) -> int:
+    """Copy every object of `directory/` from source to replica; returns objects copied.
+    `receipt=True` then writes the replication receipt (lifeboat/checkpoints/receipt.py)."""
     n = 0
     for info in source.list(f"{directory}/"):
         if replica.server_copy(source, info.key, info.key) is None:
             replica.put(info.key, source.read(info.key))
         n += 1
+    if receipt:
+        from lifeboat.checkpoints.receipt import write_receipt
+
+        write_receipt(replica, directory)
     return n

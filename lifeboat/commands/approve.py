@@ -36,6 +36,10 @@ def run(args) -> int:
     )
     from prefect.exceptions import FlowPauseTimeout, NotPausedError, ObjectNotFound
     from prefect.flow_runs import resume_flow_run
+    from prefect.settings import get_current_settings
+
+    if not get_current_settings().api.url:  # Prefect would start an empty temporary server instead
+        raise ConfigError("PREFECT_API_URL is not set: point it at the Prefect server running the failover")
 
     try:
         resume_flow_run(run_id, run_input=decision.model_dump(mode="json"), _sync=True)

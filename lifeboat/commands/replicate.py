@@ -24,6 +24,11 @@ def register(subparsers) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="list what would be copied and deleted; change nothing"
     )
+    p.add_argument(
+        "--recheck",
+        action="store_true",
+        help="compare every object of replicas already committed (size + CRC32C), not only their markers",
+    )
     p.add_argument("--retention-only", action="store_true", help="skip copying; only apply retention")
     p.add_argument("--concurrency", type=int, default=8, metavar="N", help="objects in flight (default 8)")
     p.add_argument(
@@ -78,6 +83,7 @@ def run(args) -> int:
                 concurrency=args.concurrency,
                 progress=bars,
                 dry_run=args.dry_run,
+                trust_committed=not args.recheck,
             )
         for t in report.transfers:
             _print_transfer(t, args.dry_run)

@@ -29,17 +29,8 @@ def _runbook_name(arg: str) -> str:
     path = Path(arg)
     if path.suffix not in (".yaml", ".yml"):
         return arg
-    if not path.exists():
-        raise ConfigError(f"{arg}: no such runbook file")
-    try:
-        from runbooks.loader import load_runbook
-    except ImportError:  # the loader is not there yet: read the name the plain way
-        import yaml
+    from runbooks.loader import load_runbook
 
-        doc = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(doc, dict) or "name" not in doc:
-            raise ConfigError(f"{arg}: a runbook needs a name") from None
-        return str(doc["name"])
     return load_runbook(path).name
 
 

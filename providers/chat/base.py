@@ -39,6 +39,7 @@ class ApprovalCard:
     approvers: list[str] = field(default_factory=list)
     deadline: datetime | None = None  # when the policy default applies
     run_url: str | None = None  # link to the run in the Prefect UI
+    drill: bool = False  # a rehearsal: said on the card so nobody panics
 
     def facts(self) -> list[tuple[str, str]]:
         """(label, value) lines shared by every rendering."""

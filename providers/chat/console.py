@@ -36,7 +36,8 @@ class ConsoleChat:
     def post_card(self, card: ApprovalCard) -> CardRef:
         ref = CardRef(card.channel or "console", str(next(self._ids)))
         width = max(len(label) for label, _ in card.facts())
-        lines = [f"== Approve failover of {card.runbook}? (run {card.run_id}) =="]
+        drill = "DRILL: " if card.drill else ""
+        lines = [f"== {drill}Approve failover of {card.runbook}? (run {card.run_id}) =="]
         lines += [f"  {label:<{width}}  {value}" for label, value in card.facts()]
         if card.approvers:
             lines.append(f"  {'Approvers':<{width}}  {', '.join(card.approvers)}")

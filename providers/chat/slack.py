@@ -36,7 +36,10 @@ def card_blocks(card: ApprovalCard) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = [
         {
             "type": "header",
-            "text": {"type": "plain_text", "text": f"Failover approval: {card.runbook}"[:150]},
+            "text": {
+                "type": "plain_text",
+                "text": f"{'DRILL — ' if card.drill else ''}Failover approval: {card.runbook}"[:150],
+            },
         },
         {
             "type": "section",

@@ -147,12 +147,18 @@ class SlackActions:
             self.resume(run_id, decision.model_dump(mode="json"))
         except Exception as e:  # the run is no longer paused, or Prefect is down
             log.warning("could not resume run %s: %s", run_id, e)
+            gone = type(e).__name__ in ("NotPausedError", "FlowPauseTimeout")
             with self._lock:
-                if type(e).__name__ == "NotPausedError":
+                if gone:
                     self.decided[run_id] = "the run is no longer waiting for approval"
                 else:
                     self.decided.pop(run_id, None)  # let a person try again
-            self.chat.ephemeral(ref.channel, decision.approver, f"Nothing changed: {e}")
+            text = (
+                "Nothing changed: this run is no longer waiting for approval (already decided, or finished)."
+                if gone
+                else f"Nothing changed: could not reach Prefect to resume the run ({e}); try again."
+            )
+            self.chat.ephemeral(ref.channel, decision.approver, text)
             return
         outcome = outcome_text(decision, self.clock())
         with self._lock:

@@ -16,6 +16,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, replace
@@ -81,7 +82,10 @@ class LocalCompute:
         # The wrapping shell records the exit code only when the command returns, so a
         # SIGKILLed group leaves no exit file: a failed job, as on a lost VM.
         script = f"(\n{command}\n)\necho $? > {shlex.quote(str(exit_file))}"
-        env = {**os.environ, **job.resume_envs(), "LIFEBOAT_CLUSTER": cluster}
+        # `python` in the command means Lifeboat's own interpreter (its venv), as on a VM
+        # whose image has the job's environment first on PATH.
+        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        env = {**os.environ, **job.resume_envs(), "LIFEBOAT_CLUSTER": cluster, "PATH": path}
         with open(d / "job.log", "wb") as log:  # `logs` shows the job started last
             proc = subprocess.Popen(
                 ["/bin/sh", "-c", script],

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from lifeboat.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
 from providers.storage.base import Capabilities, ObjectInfo, join
@@ -225,10 +225,7 @@ class GcsStore:
 
 def _utc(text: str) -> datetime:
     t = datetime.fromisoformat(text)  # RFC 3339 with Z: already UTC
-    return t if t.utcoffset() == _ZERO else t.astimezone(UTC)
-
-
-_ZERO = timedelta(0)
+    return t if t.tzinfo is UTC else t.astimezone(UTC)
 
 
 class _IterReader(io.RawIOBase):

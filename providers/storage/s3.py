@@ -199,8 +199,13 @@ class S3Store:
         except _EmptyRange:  # reading at or past the end of an object: nothing to stream
             return
         body = r["Body"]
+        _, botocore = _boto3()
+        from botocore.exceptions import BotoCoreError
+
         try:
             yield from body.iter_chunks(CHUNK)
+        except (BotoCoreError, OSError) as e:  # the connection broke mid-object
+            raise ProviderUnavailable(f"{self.uri}/{key}: read interrupted ({type(e).__name__}: {e})") from e
         finally:
             body.close()
 

@@ -93,3 +93,10 @@ def test_console_auto_approves_for_dry_runs_and_can_ask():
 def test_block_kit_limits_are_respected():
     blocks = card_blocks(make_card(evidence=["x" * 5000]))
     assert all(len(b["text"]["text"]) <= 3000 for b in blocks if b["type"] == "section" and "text" in b)
+
+
+def test_a_drill_card_says_so():
+    out = io.StringIO()
+    ConsoleChat(out=out).post_card(make_card(drill=True))
+    assert "DRILL: Approve failover of llama-pretrain?" in out.getvalue()
+    assert card_blocks(make_card(drill=True))[0]["text"]["text"].startswith("DRILL")

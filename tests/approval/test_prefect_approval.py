@@ -105,6 +105,24 @@ def test_signed_slack_click_resumes_the_paused_run_with_the_decision(tmp_path, s
     assert _state(run_id) == "COMPLETED"
     assert "Approved by U0BOB via slack" in slack_stub.called("chat.update")[0]["text"]
 
+    # lifeboat serve restarted (its memory of decided runs gone): Prefect still refuses a second resume
+    settings = SlackSettings.from_runbooks(
+        [make_runbook(tmp_path)],
+        signing_secret=SecretStr(SIGNING_SECRET),
+        bot_token=SecretStr("xoxb-test"),
+        base_url=slack_stub.base_url,
+    )
+    _click(TestClient(create_app(slack_routes(settings))), blocks, run_id, user="U0ALICE", approve=False)
+    assert _state(run_id) == "COMPLETED" and len(slack_stub.called("chat.update")) == 1
+    assert "no longer waiting" in slack_stub.called("chat.postEphemeral")[-1]["text"]
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(run_id)]))
+        )
+    assert "| decided | U0BOB | approved via slack: approved in Slack |" in artifact.data
+
 
 def test_bad_signature_old_timestamp_or_unknown_user_leave_the_run_paused(tmp_path, slack_stub, endpoint):
     _, t, run_id, blocks = _start(tmp_path, slack_stub)
@@ -113,7 +131,7 @@ def test_bad_signature_old_timestamp_or_unknown_user_leave_the_run_paused(tmp_pa
         _click(endpoint, blocks, run_id, user="U0ALICE", timestamp=int(time.time()) - 360).status_code == 401
     )
     assert _click(endpoint, blocks, run_id, user="U0MALLORY").status_code == 200
-    time.sleep(1.5)  # longer than the pause's poll interval: a wrongly resumed run would have moved
+    # TestClient returns after the background task ran: a wrongly resumed run would already be RUNNING
     assert _state(run_id) == "PAUSED" and slack_stub.called("chat.update") == []
     assert "not on the approver list" in slack_stub.called("chat.postEphemeral")[0]["text"]
     _click(endpoint, blocks, run_id, user="U0ALICE", approve=False)
@@ -123,8 +141,15 @@ def test_bad_signature_old_timestamp_or_unknown_user_leave_the_run_paused(tmp_pa
 
 def test_ui_style_resume_with_run_input_decides(tmp_path, slack_stub, prefect_server):
     from prefect.flow_runs import resume_flow_run
+    from prefect.input.actions import read_flow_run_input
+    from prefect.input.run_input import keyset_from_paused_state
 
     _, t, run_id, _ = _start(tmp_path, slack_stub)
+    with get_client(sync_client=True) as client:
+        paused = client.read_flow_run(UUID(run_id)).state
+    form = read_flow_run_input(keyset_from_paused_state(paused)["schema"], flow_run_id=UUID(run_id))
+    assert form["required"] == ["approved", "reason"]  # the UI form the on-call fills in
+    assert all(field.get("description") for field in form["properties"].values())
     resume_flow_run(
         UUID(run_id), run_input={"approved": True, "reason": "capacity confirmed", "approver": "ops-lead"}
     )
@@ -181,3 +206,94 @@ def test_timeout_with_abort_policy_records_the_rejection(tmp_path, slack_stub, p
     (entry,) = LedgerFile(tmp_path / "ledger.jsonl").read("llama-pretrain")
     assert entry.outcome == "aborted" and entry.failures[0].phase == "approval_granted"
     assert "Rejected by policy" in slack_stub.called("chat.update")[0]["text"]
+
+
+@flow(name="approval-gate-console", persist_result=False)
+def console_gate_flow(runbook_doc: dict, mode: str) -> dict:
+    import io
+
+    from providers.chat.console import ConsoleChat
+
+    rb = Runbook.model_validate(runbook_doc)
+    ledger = RtoLedger.for_runbook(rb, str(current_run.id))
+    out = io.StringIO()
+    decision = await_approval(rb, make_card(run_id=""), ConsoleChat(mode, out=out), ledger=ledger)
+    return {
+        "decision": decision.model_dump(mode="json"),
+        "console": out.getvalue(),
+        "phases": sorted(ledger.entry.phases),
+    }
+
+
+def test_console_backend_auto_approves_a_dry_run_without_pausing(tmp_path, prefect_server):
+    out = console_gate_flow(make_runbook(tmp_path).model_dump(mode="json"), "approve")
+    assert out["decision"]["approved"] is True and out["decision"]["via"] == "cli"
+    assert (
+        "Approve failover of llama-pretrain?" in out["console"]
+        and "Approved by console via cli" in out["console"]
+    )
+    assert out["phases"] == ["approval_granted", "approval_requested"]
+
+
+def test_runbook_without_required_approval_passes_the_gate_by_policy(tmp_path, prefect_server):
+    rb = make_runbook(tmp_path, required=False, approvers=[])
+    out = console_gate_flow(rb.model_dump(mode="json"), "wait")
+    assert out["decision"]["via"] == "policy" and out["decision"]["approved"] is True
+    assert out["console"] == ""  # no card: nobody is asked
+
+
+def _paused_run_ids() -> list[str]:
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.objects import StateType
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))
+            )
+        )
+    return [str(r.id) for r in runs]
+
+
+def test_slack_down_during_the_incident_still_lets_the_ui_decide(tmp_path, slack_stub, prefect_server):
+    from prefect.flow_runs import resume_flow_run
+
+    slack_stub.fail_next("chat.postMessage", "service_unavailable", status=503)
+    rb = make_runbook(tmp_path)
+    t = in_thread(gate_flow, rb.model_dump(mode="json"), slack_stub.base_url, str(tmp_path / "ledger.jsonl"))
+    (run_id,) = wait_until(_paused_run_ids)
+    resume_flow_run(
+        UUID(run_id), run_input={"approved": True, "reason": "Slack is down, approving in the UI"}
+    )
+    out = _finish(t)
+    assert out["decision"]["approved"] is True and out["decision"]["via"] == "ui"
+    assert out["entry"]["notes"]["approval card"].startswith("not posted: Slack chat_postMessage")
+
+
+@flow(name="approval-chat-gate", persist_result=False)
+def chat_gate_flow(runbook_doc: dict) -> dict:
+    import io
+
+    from flows.approval import ChatGate
+    from providers.chat.console import ConsoleChat
+
+    rb = Runbook.model_validate(runbook_doc)
+    ledger = RtoLedger.for_runbook(rb, str(current_run.id))
+    out = io.StringIO()
+    gate = ChatGate(rb, ConsoleChat("reject", approver="dave", out=out))
+    decision = gate.request(make_card(run_id="", drill=True), ledger)
+    gate.notify("failover aborted")
+    return {
+        "decision": decision.model_dump(mode="json"),
+        "console": out.getvalue(),
+        "outcome": ledger.entry.outcome,
+    }
+
+
+def test_the_failover_flows_gate_asks_through_chat_and_keeps_the_ledger(tmp_path, prefect_server):
+    out = chat_gate_flow(make_runbook(tmp_path).model_dump(mode="json"))
+    assert out["decision"]["approved"] is False and out["decision"]["approver"] == "dave"
+    assert out["outcome"] == "aborted"
+    assert "DRILL: Approve failover" in out["console"] and out["console"].rstrip().endswith(
+        "failover aborted"
+    )

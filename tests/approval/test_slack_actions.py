@@ -27,8 +27,11 @@ class NotPausedError(Exception):
 def endpoint(slack_stub, tmp_path):
     resumed: list[tuple[str, dict]] = []
     paused = {RUN}
+    prefect_down: list[Exception] = []  # errors the next resumes raise, as an unreachable API would
 
     def resume(run_id, run_input):
+        if prefect_down:
+            raise prefect_down.pop(0)
         if run_id not in paused:
             raise NotPausedError("Cannot resume a run that isn't paused!")
         paused.discard(run_id)
@@ -41,7 +44,7 @@ def endpoint(slack_stub, tmp_path):
         base_url=slack_stub.base_url,
     )
     client = TestClient(create_app(slack_routes(settings, resume=resume)))
-    client.resumed, client.paused = resumed, paused
+    client.resumed, client.paused, client.prefect_down = resumed, paused, prefect_down
     return client
 
 
@@ -135,9 +138,20 @@ def test_a_click_after_the_run_stopped_waiting_changes_nothing(endpoint, slack_s
     endpoint.paused.clear()
     _click(endpoint, user="U0ALICE")
     assert slack_stub.called("chat.update") == []
-    assert "Nothing changed" in slack_stub.called("chat.postEphemeral")[0]["text"]
+    assert (
+        "Nothing changed: this run is no longer waiting" in slack_stub.called("chat.postEphemeral")[0]["text"]
+    )
     _click(endpoint, user="U0BOB")
     assert "no longer waiting" in slack_stub.called("chat.postEphemeral")[1]["text"]
+
+
+def test_prefect_unreachable_lets_the_approver_try_again(endpoint, slack_stub):
+    endpoint.prefect_down.append(ConnectionError("connection refused"))
+    _click(endpoint, user="U0ALICE")
+    assert "could not reach Prefect" in slack_stub.called("chat.postEphemeral")[0]["text"]
+    assert endpoint.resumed == []
+    _click(endpoint, user="U0ALICE")
+    assert len(endpoint.resumed) == 1 and len(slack_stub.called("chat.update")) == 1
 
 
 def test_the_signing_secret_never_reaches_the_logs(endpoint, caplog):
@@ -151,3 +165,54 @@ def test_the_signing_secret_never_reaches_the_logs(endpoint, caplog):
         ).count(SIGNING_SECRET)
         == 0
     )
+
+
+def test_the_click_is_acked_before_the_run_is_resumed_over_real_http(slack_stub, tmp_path):
+    """Slack wants the ack within 3 s; resuming (a Prefect API call) happens after it."""
+    import asyncio
+    import threading
+    import urllib.request
+
+    import uvicorn
+
+    resume_may_finish, resumed = threading.Event(), threading.Event()
+
+    def slow_resume(run_id, run_input):
+        resume_may_finish.wait(30)
+        resumed.set()
+
+    settings = SlackSettings.from_runbooks(
+        [make_runbook(tmp_path)],
+        signing_secret=SecretStr(SIGNING_SECRET),
+        bot_token=SecretStr("xoxb-test"),
+        base_url=slack_stub.base_url,
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(slack_routes(settings, resume=slow_resume)),
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            lifespan="off",
+            ws="none",
+        )
+    )
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        headers, body = signed_click(click_payload(card_blocks(make_card(run_id=RUN)), run_id=RUN))
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/slack/actions", data=body.encode(), headers=headers, method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+        assert not resumed.is_set()  # acked while the resume is still waiting
+        resume_may_finish.set()
+        assert resumed.wait(10)
+    finally:
+        resume_may_finish.set()
+        server.should_exit = True
+        thread.join(10)

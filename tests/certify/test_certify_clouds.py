@@ -108,3 +108,23 @@ def test_missing_replica_bucket_is_a_clear_error_naming_the_store(s3_endpoint):
     missing = S3Store("no-such-replica", "run", endpoint_url=s3_endpoint)
     with pytest.raises(NotFound, match="s3://no-such-replica/run: bucket 'no-such-replica' does not exist"):
         certify_replica(missing, None, layout="dcp")
+
+
+def test_a_replication_receipt_certifies_an_s3_replica_without_a_head_per_object(s3_endpoint):
+    source, replica = _s3(s3_endpoint), _s3(s3_endpoint)
+    replicate(source, replica, write_checkpoint(source, "manifest", 100), receipt=True)
+    report = certify_replica(replica, None, layout="manifest")  # the source is gone
+    assert report.certified.step == 100 and report.certified.verified_by == {"receipt": 4}
+    assert "replica.head" not in report.calls and report.object_bytes_read == 0
+
+
+def test_an_object_rewritten_after_its_receipt_is_headed_not_trusted(s3_endpoint):
+    source, replica = _s3(s3_endpoint), _s3(s3_endpoint)
+    d = write_checkpoint(source, "manifest", 100)
+    replicate(source, replica, d, receipt=True)
+    replica.put(f"{d}/shard-000002.bin", b"R" * 256)  # same size, new bytes, new ETag
+    report = certify_replica(replica, None, layout="manifest")
+    assert report.certified is None
+    assert report.rejected[0].reason == "crc mismatch"
+    assert report.rejected[0].detail.startswith(f"CRC32C mismatch {d}/shard-000002.bin: replica ")
+    assert report.calls["replica.head"] == 1  # only the object whose ETag moved

@@ -100,3 +100,21 @@ def test_manifest_with_shards_first_falls_back_to_the_whole_document():
     doc = b'{"shards": [{"path": "b", "size": 1, "crc32c": "00000001"}, {"path": "a", "size": 2, "crc32c": "00000002"}], "format": "lifeboat-manifest/1", "step": 3, "created": "2026-01-01T00:00:00+00:00"}'
     header, shards = iter_manifest([doc])
     assert header["step"] == 3 and [s.path for s in shards] == ["a", "b"]
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 4096])
+def test_receipt_lines_are_read_as_a_stream_across_chunk_boundaries(chunk):
+    from lifeboat.checkpoints.receipt import iter_receipt, write_receipt
+
+    store = MemoryStore()
+    write_checkpoint(store, "manifest", 7, shards=3)
+    assert write_receipt(store, "step_0000007") == 4
+    data = b"".join(store.read("step_0000007/lifeboat-receipt.jsonl"))
+    entries = list(iter_receipt(data[i : i + chunk] for i in range(0, len(data), chunk)))
+    assert [e.path for e in entries] == [
+        "lifeboat-manifest.json",
+        "shard-000000.bin",
+        "shard-000001.bin",
+        "shard-000002.bin",
+    ]
+    assert entries[1].crc32c == store.head("step_0000007/shard-000000.bin").crc32c

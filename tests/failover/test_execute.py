@@ -166,3 +166,12 @@ def test_critical_path_follows_the_graph_and_early_provisioning_shortens_it():
          "approval": 4, "provision": 6, "load": 2, "first_step": 1}  # fmt: skip
     assert critical_path(d) == 1 + 1 + 1 + 5 + 4 + 6 + 2 + 1
     assert critical_path(d, step_graph(provision_before_approval=True)) == 3 + max(5 + 4, 1 + 6) + 2 + 1
+
+
+def test_a_step_past_the_runbook_timeout_stops_the_failover_and_tears_down():
+    rb = Runbook.model_validate({**RUNBOOK, "failover": {"retries": 0, "step_timeout": "1s"}})
+    steps = ScriptedSteps({"resume": 0, "load": 3})
+    result, entry = run(steps, Gate(), rb=rb)
+    assert result is None and entry.outcome == "failed"
+    assert "ran past 1s" in entry.failures[0].error and entry.failures[0].phase == "checkpoint_loaded"
+    assert steps.clusters == set()

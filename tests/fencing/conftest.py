@@ -1,8 +1,9 @@
 """Stores the fencing suite runs against: each backend is one fixture param.
 
-Every backend here honours preconditions. The GCS emulator does not (it ignores
-`ifGenerationMatch`, see DESIGN.md), so racing against it would "prove" two winners:
-GCS fencing is tested on the GCS fake, which enforces generations like real GCS does.
+LocalStore, MemoryStore (the GCS-like fake) and S3Store on a moto server. Every backend
+here honours preconditions. The GCS emulator does not (it ignores `ifGenerationMatch`, see
+DESIGN.md and test_gcs_emulator_limits.py), so racing against it would let two failovers
+both "win": GCS fencing is tested on MemoryStore, which enforces generations as GCS does.
 """
 
 from __future__ import annotations
@@ -10,10 +11,25 @@ from __future__ import annotations
 import pytest
 
 from providers.storage.local import LocalStore
+from providers.storage.memory import MemoryStore
 
 
-@pytest.fixture(params=["local"])
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    from providers.storage.testing import moto_server
+
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["local", "memory", "s3-moto"])
 def store(request, tmp_path):
     if request.param == "local":
         return LocalStore(tmp_path / "secondary")
-    raise AssertionError(request.param)
+    if request.param == "memory":
+        return MemoryStore()
+    from providers.storage.s3 import S3Store
+    from providers.storage.testing import new_s3_bucket
+
+    endpoint = request.getfixturevalue("moto_endpoint")
+    return S3Store(new_s3_bucket(endpoint), "jobs/llama", endpoint_url=endpoint)

@@ -81,8 +81,11 @@ def test_every_snapshot_is_appended_and_the_last_one_per_run_wins(clock, tmp_pat
     assert sink.read("other-job") == []
 
 
-def test_ledger_in_a_store_reads_back_like_the_file(clock, tmp_path):
-    sink = LedgerStore(LocalStore(tmp_path / "bucket"))
+@pytest.mark.parametrize("backend", ["local", "memory"])
+def test_ledger_in_a_store_reads_back_like_the_file(clock, tmp_path, backend):
+    from providers.storage.memory import MemoryStore
+
+    sink = LedgerStore(LocalStore(tmp_path / "bucket") if backend == "local" else MemoryStore())
     replay_failover(_ledger(clock, sink=sink), clock)
     (entry,) = sink.read("llama-pretrain")
     assert entry.rto == timedelta(seconds=520) and entry.notes["approved by"] == "U0ALICE via slack"

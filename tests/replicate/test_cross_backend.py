@@ -96,3 +96,41 @@ def test_a_large_shard_streams_in_parts_and_a_corrupt_attempt_is_aborted_not_com
     assert report.retries == 1 and report.markers == [MANIFEST_NAME]
     assert dst.calls["AbortMultipartUpload"] == 1 and dst.calls["CompleteMultipartUpload"] == 1
     assert dst.head(f"{CKPT}/shard-000.bin").crc32c == src.head(f"{CKPT}/shard-000.bin").crc32c
+
+
+def test_a_periodic_run_over_a_replicated_s3_checkpoint_heads_only_its_markers(make_store, write_checkpoint):
+    src, dst = make_store("s3"), make_store("s3")
+    write_checkpoint(src, CKPT, 300, shards=6, size=2_000)
+    copy_prefix(src, dst, CKPT, CKPT)
+    src.calls.clear()
+    dst.calls.clear()
+    report = copy_prefix(src, dst, CKPT, CKPT)
+    assert len(report.skipped) == 7 and report.bytes_copied == 0
+    assert src.calls["HeadObject"] == dst.calls["HeadObject"] == 1  # the manifest, not the shards
+
+
+def test_lifeboat_replicate_copies_an_s3_primary_to_a_local_secondary(
+    s3_endpoint, make_store, write_checkpoint, tmp_path, monkeypatch, capsys
+):
+    from lifeboat.certify import newest_certified
+    from lifeboat.cli import main
+    from providers.storage.local import LocalStore
+
+    primary = make_store("s3")
+    for step in (100, 200):
+        write_checkpoint(primary, f"step-{step:06d}", step, shards=3, size=4_000)
+    (tmp_path / "rb.yaml").write_text(
+        f"""\
+name: s3-to-local
+workload: finetuning
+primary: {{infra: aws/us-east-1, store: "{primary.uri}", endpoint_url: "{s3_endpoint}"}}
+secondary: {{infra: local, store: "file://replica", candidates: [{{infra: local}}]}}
+job: {{command: "python train.py"}}
+checkpoint: {{layout: manifest, cadence: 10m}}
+"""
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["replicate", "rb.yaml"]) == 0
+    assert "step-000200: copied 4 object(s)" in capsys.readouterr().out
+    certified = newest_certified(LocalStore(tmp_path / "replica"), primary, layout="manifest")
+    assert certified is not None and certified.step == 200

@@ -154,3 +154,16 @@ def test_retention_spares_the_checkpoint_an_in_progress_failover_resumes_from(
     ledger.finish("completed")
     assert main(["replicate", str(runbook_file), "--retention-only"]) == 0
     assert not list(secondary.list(prefix(10) + "/"))
+
+
+def test_recheck_finds_a_replica_shard_that_rotted_at_rest(
+    runbook_file, primary, secondary, write_checkpoint, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    write_run(primary, write_checkpoint, steps=(100,))
+    assert main(["replicate", str(runbook_file)]) == 0
+    rotten = f"{prefix(100)}/shard-002.bin"
+    secondary.put(rotten, b"\x00" * secondary.head(rotten).size)
+    assert main(["replicate", str(runbook_file), "--recheck"]) == 0
+    assert "copied 2 object(s)" in capsys.readouterr().out  # the shard, then its manifest again
+    assert b"".join(secondary.read(rotten)) == b"".join(primary.read(rotten))

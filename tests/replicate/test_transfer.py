@@ -336,3 +336,18 @@ def test_markers_land_in_commit_order_deepest_first_decisive_last(primary, secon
         "latest_checkpointed_iteration.txt",
     ]
     assert report.markers == order[2:]
+
+
+def test_a_committed_replica_is_trusted_unless_asked_to_compare_every_object(
+    primary, secondary, faults, write_checkpoint
+):
+    write_checkpoint(primary, CKPT, 100)
+    copy_prefix(primary, secondary, CKPT, CKPT)
+    secondary.put(SHARDS[1], b"\x00" * primary.head(SHARDS[1]).size)  # rot at rest, same size
+
+    trusted = copy_prefix(primary, secondary, CKPT, CKPT)
+    assert trusted.bytes_copied == 0 and len(trusted.skipped) == 5  # certify's to find
+
+    checked = copy_prefix(primary, secondary, CKPT, CKPT, trust_committed=False)
+    assert checked.server_copied == [MANIFEST_NAME, "shard-001.bin"]  # local to local: a file copy
+    assert_replica_matches(primary, secondary)

@@ -1,0 +1,288 @@
+"""`make demo`: kill a real (tiny) training job, detect it, fail it over, prove the same loss.
+
+Everything is the embedded default of `runbooks/demo.yaml`: a local Prefect server on SQLite,
+`file://` stores for both sites, local compute. The trainer runs on the "primary", replication
+copies its checkpoints to the "secondary", a random step kills it (SIGKILL: a lost node), the
+real probes and quorum confirm the outage, and the real failover flow resumes the job on the
+secondary. Exit 0 only when RTO and RPO meet their targets and the resumed losses equal an
+uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNBOOK = "runbooks/demo.yaml"
+DEMO = Path(".lifeboat/demo")
+STEPS, EVERY, STEP_SECONDS = 60, 5, 0.4
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="make demo", description=__doc__.splitlines()[0])
+    p.add_argument("--approve-in-ui", action="store_true", help="pause for your approval in the Prefect UI")
+    p.add_argument(
+        "--port", type=int, default=int(os.environ.get("LIFEBOAT_DEMO_PORT", 0)), help="Prefect UI port"
+    )
+    p.add_argument("--seed", type=int, default=None, help="seed for the kill step (default: random, printed)")
+    args = p.parse_args(argv)
+    os.chdir(ROOT)
+    for leftover in (DEMO, Path("runbooks/.lifeboat/clusters")):
+        shutil.rmtree(leftover, ignore_errors=True)
+    DEMO.mkdir(parents=True)
+    os.environ["LIFEBOAT_STATE_DIR"] = str(DEMO / "detect")  # a fresh detection episode
+    with prefect_server(args.port or free_port()) as url:
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings(updates={PREFECT_API_URL: f"{url}/api"}):
+            try:
+                return play(url, approve_in_ui=args.approve_in_ui, seed=args.seed)
+            finally:  # deliver the last logs and events before the server goes away
+                from prefect.events.worker import EventsWorker
+                from prefect.logging.handlers import APILogWorker
+
+                APILogWorker.drain_all()
+                EventsWorker.drain_all()
+
+
+def play(url: str, *, approve_in_ui: bool, seed: int | None) -> int:
+    from flows.failover import failover
+    from lifeboat.durations import format_duration
+    from lifeboat.ledger import LedgerFile
+    from lifeboat.timeline import phase_rows
+    from runbooks.loader import load_runbook
+
+    rb = load_runbook(RUNBOOK)
+    seed = seed if seed is not None else random.SystemRandom().randrange(10_000)
+    kill_step = random.Random(seed).randint(15, 45)
+    say(f"Prefect UI: {url}  (runs appear there as they happen)")
+    say(
+        f"1. training on the primary: {STEPS} steps, a checkpoint every {EVERY}; replication to the secondary"
+    )
+    trainer = start_trainer()
+    replication = Replicator(rb)
+    replication.start()
+    try:
+        wait_for_step(DEMO / "primary-loss.jsonl", kill_step, trainer)
+        os.killpg(trainer.pid, signal.SIGKILL)
+        outage_at = datetime.now(UTC)
+        say(f"2. SIGKILL at step {kill_step} (seed {seed}): the primary is gone at {outage_at:%H:%M:%S}")
+    finally:
+        replication.stop()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(trainer.pid, signal.SIGKILL)
+        trainer.wait()
+
+    say("3. detection: the watch flow polls the runbook's signals until the quorum confirms")
+    decision = detect(timeout_s=60)
+    evidence = [f"{r['signal']}: {r['summary']}" for r in decision["evidence"]]
+    for line in evidence:
+        say(f"   {line}")
+    say(f"   {decision['summary']}")
+
+    if approve_in_ui:
+        say(f"4. failover: approve it in the UI — {url}/runs, the paused run → Resume, tick approved")
+    else:
+        say("4. failover (auto-approved at the console; --approve-in-ui to do it yourself)")
+    result = failover(
+        RUNBOOK,
+        outage_started_at=outage_at,
+        detected_at=datetime.fromisoformat(decision["at"]),
+        evidence=evidence,
+        approval="wait" if approve_in_ui else "approve",
+    )
+    (entry,) = [
+        e
+        for e in LedgerFile(os.environ.get("LIFEBOAT_LEDGER", ".lifeboat/ledger.jsonl")).read(rb.name)
+        if e.checkpoint == result["checkpoint"] and e.outcome == result["outcome"]
+    ][-1:]
+    try:
+        same, detail = losses_match(result["checkpoint"])
+    finally:
+        teardown(rb)
+
+    say("5. the record")
+    for row in phase_rows(entry):
+        say("   " + "  ".join(f"{v:<20}" for v in row.values()))
+    rto_ok = entry.rto is not None and entry.rto <= rb.rto_target
+    rpo_ok = entry.rpo is not None and entry.rpo <= rb.rpo_target
+    say(
+        f"   RTO {format_duration(entry.rto)} (target {format_duration(rb.rto_target)}): {'met' if rto_ok else 'MISSED'}"
+    )
+    say(
+        f"   RPO {format_duration(entry.rpo)} (target {format_duration(rb.rpo_target)}): {'met' if rpo_ok else 'MISSED'}"
+    )
+    say(
+        f"   timeline picture: {ROOT / result['timeline']}"
+        if result["timeline"]
+        else "   no timeline picture"
+    )
+    say(f"   loss check: {detail}")
+    ok = result["outcome"] == "completed" and rto_ok and rpo_ok and same
+    say("demo passed" if ok else "demo FAILED")
+    return 0 if ok else 1
+
+
+def say(text: str) -> None:
+    print(f"[lifeboat demo] {text}", flush=True)
+
+
+def start_trainer() -> subprocess.Popen:
+    log = open(DEMO / "primary.log", "wb")  # noqa: SIM115 - lives as long as the process
+    return subprocess.Popen(
+        [sys.executable, "-m", "lifeboat.trainer", "--steps", str(STEPS), "--every", str(EVERY),
+         "--ckpt-dir", str(DEMO / "primary"), "--loss-log", str(DEMO / "primary-loss.jsonl"),
+         "--heartbeat", str(DEMO / "primary-heartbeat.json"), "--step-seconds", str(STEP_SECONDS)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+
+
+def wait_for_step(loss_log: Path, step: int, trainer: subprocess.Popen) -> None:
+    from lifeboat.resume import parse_losses
+
+    while not any(s >= step for s in parse_losses(loss_log.read_text() if loss_log.exists() else "")):
+        if trainer.poll() is not None:
+            raise SystemExit(
+                f"the demo trainer exited early (code {trainer.returncode}); see {DEMO / 'primary.log'}"
+            )
+        time.sleep(0.05)
+
+
+class Replicator:
+    """What the scheduled `replicate` deployment does, every second: copy new checkpoints."""
+
+    def __init__(self, rb):
+        from lifeboat.replication import open_sites
+
+        self.rb, (self.primary, self.secondary) = rb, open_sites(rb)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="replicate", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        from lifeboat.replication import committed_checkpoints, replicate_checkpoints
+
+        while not self._stop.wait(1.0):
+            sources = committed_checkpoints(self.primary, "manifest")
+            replicate_checkpoints(self.primary, self.secondary, sources[:2], rpo_target=self.rb.rpo_target)
+
+
+def detect(timeout_s: float) -> dict:
+    from flows.watch import watch
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        decision = watch(RUNBOOK)
+        if decision["state"] == "confirmed":
+            return decision
+        time.sleep(0.5)
+    raise SystemExit(f"detection did not confirm the outage within {timeout_s:g}s")
+
+
+def losses_match(checkpoint: str) -> tuple[bool, str]:
+    """The resumed run's losses against an uninterrupted run of the same trainer."""
+    from lifeboat.resume import parse_losses
+    from lifeboat.trainer.core import Trainer
+    from providers.compute.base import JobState
+    from providers.compute.local import LocalCompute
+
+    compute = LocalCompute(ROOT / "runbooks/.lifeboat/clusters")
+    deadline = time.monotonic() + 60
+    while (
+        compute.status("demo-dr").job not in (JobState.SUCCEEDED, JobState.FAILED)
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.2)
+    resumed_from = int(checkpoint.rstrip("/").rsplit("-", 1)[1])
+    resumed = {
+        s: v for s, v in parse_losses((DEMO / "secondary-loss.jsonl").read_text()).items() if s > resumed_from
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        Trainer(Path(tmp) / "ckpt", Path(tmp) / "loss.jsonl").run(STEPS, EVERY)
+        reference = {
+            s: v for s, v in parse_losses((Path(tmp) / "loss.jsonl").read_text()).items() if s > resumed_from
+        }
+    if not reference or resumed != reference:
+        diff = sorted(s for s in reference if resumed.get(s) != reference[s])[:5]
+        return False, f"resumed losses differ from the uninterrupted run at steps {diff}"
+    return (
+        True,
+        f"steps {min(reference)}–{max(reference)}: {len(reference)} losses identical to an uninterrupted run",
+    )
+
+
+def teardown(rb) -> None:
+    from flows.wiring import cluster_name
+    from providers.compute.local import LocalCompute
+
+    LocalCompute(ROOT / "runbooks/.lifeboat/clusters").teardown(cluster_name(rb))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def prefect_server(port: int):
+    """`prefect server start` on SQLite under .lifeboat/prefect; stopped on the way out."""
+    home = ROOT / ".lifeboat" / "prefect"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+    }
+    prefect = Path(sys.executable).parent / "prefect"
+    log = open(DEMO / "prefect-server.log", "wb")  # noqa: SIM115 - lives as long as the server
+    server = subprocess.Popen(
+        [str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        say(f"starting a local Prefect server on {url} (SQLite in {home.relative_to(ROOT)})")
+        deadline = time.monotonic() + 120
+        while True:
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/api/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the Prefect server did not start; see {DEMO / 'prefect-server.log'}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
