@@ -3,6 +3,7 @@ curve on `<runbook>-audit`, which is always torn down; a tampered curve fails it
 
 import json
 
+import pytest
 import yaml
 
 from flows.audit import run_audit
@@ -25,6 +26,7 @@ def _listing(store_dir):
     )
 
 
+@pytest.mark.integration
 def test_audit_flow_passes_and_leaves_the_checkpoints_and_no_cluster(prefect_server, workdir):
     from flows.audit import audit
 

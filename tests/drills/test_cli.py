@@ -6,6 +6,7 @@ from lifeboat.cli import main
 from tests.drills.conftest import DEMO
 
 
+@pytest.mark.integration
 def test_lifeboat_drill_prints_each_check_and_exits_0(prefect_server, workdir, capsys):
     assert main(["drill", str(DEMO), "--kind", "stale-primary"]) == 0
 
@@ -34,6 +35,7 @@ def test_lifeboat_drill_refuses_an_unknown_kind(capsys):
     assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_lifeboat_audit_exits_0_when_the_sample_reproduces_its_curve(prefect_server, workdir, capsys):
     import yaml
 

@@ -11,6 +11,8 @@ from lifeboat.ledger import LedgerFile
 from runbooks.loader import load_runbook
 from tests.drills.conftest import DEMO
 
+pytestmark = pytest.mark.integration  # the shared Prefect server
+
 
 @pytest.mark.parametrize(
     "kind, scope",
