@@ -23,26 +23,27 @@ class AuditFailed(LifeboatError):
 
 def run_audit(rb, *, sample_size: int, steps: int | None, seed: int | str, compute=None):
     """Plain Python: the composition (stores, compute, recorded curve) and the audit."""
-    from flows.wiring import _read_text
+    from flows.wiring import Providers, _read_text
     from lifeboat.audit import AuditReport, audit_checkpoints, audit_cluster, choose_option, sample
     from lifeboat.certify import certified_checkpoints
     from lifeboat.errors import ConfigError
-    from lifeboat.replication import open_sites
     from lifeboat.resume import parse_losses
-    from providers.compute import compute_for_runbook
     from providers.compute.base import JobSpec, candidates_from_runbook
-    from providers.storage import open_store
+    from providers.registry import FakeRegistry
 
     if not rb.verify.loss_log:
         raise ConfigError(f"{rb.name}: verify.loss_log is not set: there is no loss curve to audit against")
-    primary, secondary = open_sites(rb)
-    certified = list(certified_checkpoints(secondary, primary, layout=rb.checkpoint.layout.value))
-    recorded = parse_losses(_read_text(rb, rb.verify.loss_log, lambda uri: open_store(uri)))
+    p = Providers.for_runbook(rb, registry=FakeRegistry())  # the audit pulls no images itself
+    compute = compute or p.compute
+    certified = list(certified_checkpoints(p.secondary, p.primary, layout=rb.checkpoint.layout.value))
+    recorded = parse_losses(_read_text(rb, rb.verify.loss_log, p.open_store))
     report = AuditReport(rb.name, seed, len(certified), cluster=audit_cluster(rb.name))
-    compute = compute or compute_for_runbook(rb)
     chosen = sample(certified, sample_size, seed)
-    before = _listing(secondary)
-    with tempfile.TemporaryDirectory(prefix=f"lifeboat-audit-{rb.name}-") as scratch:
+    before = _listing(p.secondary)
+    with tempfile.TemporaryDirectory(prefix=f"lifeboat-audit-{rb.name}-") as local_scratch:
+        # where the audited job writes: this machine's temp folder for local compute, the
+        # cluster's own /tmp for a remote one
+        scratch = local_scratch if rb.secondary.infra == "local" else f"/tmp/lifeboat-audit-{rb.name}"
         report.cases, report.torn_down, report.error = audit_checkpoints(
             compute,
             report.cluster,
@@ -55,8 +56,8 @@ def run_audit(rb, *, sample_size: int, steps: int | None, seed: int | str, compu
             timeout_s=rb.verify.first_step_timeout.total_seconds(),
             scratch=scratch,
         )
-    if _listing(secondary) != before and not report.error:
-        report.error = f"the audited job wrote into {secondary.uri}: it must honour LIFEBOAT_AUDIT_DIR"
+    if _listing(p.secondary) != before and not report.error:
+        report.error = f"the audited job wrote into {p.secondary.uri}: it must honour LIFEBOAT_AUDIT_DIR"
     return report
 
 

@@ -62,3 +62,15 @@ def test_audit_fails_when_the_recorded_curve_differs(workdir):
 
     assert not report.passed and report.torn_down
     assert all(not c.passed and "relative > tolerance" in c.parity.detail for c in report.cases)
+
+
+def test_audit_fails_when_the_audited_job_writes_into_the_checkpoint_store(workdir):
+    rb = _sandboxed_runbook(workdir)
+    secondary = rb.resolve(rb.secondary.store.removeprefix("file://"))
+    doc = rb.model_dump(mode="json")
+    doc["job"]["command"] = f"echo junk > {secondary}/step-00000005/intruder.bin; {doc['job']['command']}"
+    rb.path.write_text(yaml.safe_dump(doc))
+
+    report = run_audit(load_runbook(str(rb.path)), sample_size=1, steps=2, seed="1")
+
+    assert not report.passed and "must honour LIFEBOAT_AUDIT_DIR" in report.error
