@@ -99,6 +99,7 @@ class RunbookSteps:
         from lifeboat.detection.quorum import OutageState, QuorumPolicy, decide
 
         readings = [probe.check(None) for probe in build_probes(self.rb)]
+        now = self.clock()  # after the probes: a reading taken after `now` would not be live
         decision = decide(readings, now, QuorumPolicy.from_detection(self.rb.detection))
         lines = tuple(f"{r.signal}: {r.summary}" for r in readings if r.failing)
         if decision.state is not OutageState.confirmed and not self.force:

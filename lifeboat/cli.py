@@ -26,6 +26,8 @@ COMMANDS = (
     "serve",
     "replicate",
     "failover",
+    "drill",
+    "audit",
 )
 
 

@@ -1,6 +1,8 @@
 """`python -m lifeboat.trainer --steps N --ckpt-dir DIR --every K --loss-log FILE [--resume URI]`
 
 The resume URI may also come from $LIFEBOAT_RESUME_FROM (the runbook's default `job.resume`).
+Under a checkpoint audit ($LIFEBOAT_AUDIT_DIR set) checkpoints, loss log and heartbeat go
+to that folder instead, so the audited checkpoints are never written over.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step (demos, kill tests)")
     a = p.parse_args(argv)
+    if audit := os.environ.get("LIFEBOAT_AUDIT_DIR"):  # under audit: never write over what is audited
+        a.ckpt_dir, a.loss_log = os.path.join(audit, "checkpoints"), os.path.join(audit, "loss.jsonl")
+        a.heartbeat = os.path.join(audit, "heartbeat.json")
     try:
         state = Trainer(a.ckpt_dir, a.loss_log, seed=a.seed, heartbeat=a.heartbeat, echo=True).run(
             a.steps, a.every, resume=a.resume, step_seconds=a.step_seconds

@@ -1,0 +1,129 @@
+"""The `drill` flow: rehearse one failure mode (or all) end to end and record the verdict.
+
+`lifeboat.drills` injects the fault into a sandbox and checks the result; this module runs
+the real failover (`flows.failover.execute`, the same steps a real outage runs) over the
+sandbox's providers, keeps each step's result for the checks, and publishes every
+`DrillResult` as a markdown artifact. A failing check fails the flow run. Scheduled in
+prefect.yaml (GPU fault weekly, node monthly, AZ quarterly, region twice a year).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from prefect import flow
+from pydantic import Field
+
+from lifeboat.drills import DrillResult, Outcome, Rig, kinds_for, run_drill
+from lifeboat.errors import LifeboatError
+
+
+class DrillFailed(LifeboatError):
+    """At least one drill check failed; the message lists every check."""
+
+
+class _Recorder:
+    """The failover's steps, remembering what each returned (the drill's checks read them)."""
+
+    def __init__(self, steps):
+        self._steps, self.results = steps, {}
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):  # never proxy private or special names (copy, pickle)
+            raise AttributeError(name)
+        step = getattr(self._steps, name)
+
+        def call(*args):
+            value = step(*args)
+            self.results[name] = value
+            return value
+
+        return call
+
+
+def run_failover(rig: Rig) -> Outcome:
+    """The failover of `rig.rb` with the drill's providers and parameters, inside this flow run."""
+    from flows.approval import ChatGate
+    from flows.failover import execute
+    from flows.sandbox import sandbox_images
+    from flows.wiring import Providers, build_ledger, build_steps
+    from providers.chat.console import ConsoleChat
+    from providers.registry import FakeRegistry
+
+    providers = Providers.for_runbook(rig.rb, registry=FakeRegistry(sandbox_images(rig.rb)))
+    if rig.primary is not None:
+        providers.primary = rig.primary
+    if rig.compute is not None:
+        providers.compute = rig.compute
+    steps = _Recorder(
+        build_steps(
+            rig.rb,
+            run_id=rig.drill_id,
+            drill=rig.drill_id,
+            providers=providers,
+            outage_started_at=rig.outage_started_at,
+            detected_at=rig.detected_at,
+            evidence=rig.evidence,
+        )
+    )
+    ledger = build_ledger(rig.rb, run_id=rig.drill_id, drill=rig.kind)
+    ledger.note("drill", rig.kind)
+    gate = ChatGate(rig.rb, ConsoleChat(rig.approval))  # never Slack: drills page nobody
+    error = None
+    try:
+        execute(rig.rb, steps, ledger, gate, run_id=rig.drill_id, drill=True)
+    except Exception as e:  # the checks judge it
+        error = e
+    return Outcome(ledger.entry, steps.results, error)
+
+
+def _publish(rb_name: str, result: DrillResult) -> None:
+    from prefect.artifacts import create_markdown_artifact
+
+    try:
+        create_markdown_artifact(
+            result.markdown(),
+            key=f"drill-{rb_name}-{result.kind}",
+            description=f"Drill {result.kind}: {'passed' if result.passed else 'FAILED'}",
+        )
+    except Exception as e:  # the record must not hide the verdict
+        print(f"could not record the drill artifact: {e}")
+
+
+@flow(name="drill", log_prints=True)
+def drill(
+    runbook: Annotated[str, Field(description="Path of the runbook YAML on the worker.")],
+    kind: Annotated[
+        Literal[
+            "process-kill",
+            "gpu-fault",
+            "region-outage",
+            "corrupted-replica",
+            "approval-timeout",
+            "stale-primary",
+            "all",
+        ],
+        Field(description="Which failure to rehearse, or all of them in turn."),
+    ] = "all",
+    scope: Annotated[
+        Literal["az", "region"] | None,
+        Field(description="region-outage only: block the primary's zone (az) or its whole region."),
+    ] = None,
+) -> list[dict[str, Any]]:
+    """Rehearse a failure in a sandbox (never production) and prove the failover handled it."""
+    from runbooks.loader import load_runbook
+
+    rb = load_runbook(runbook)
+    results = []
+    for k in kinds_for(kind):
+        result = run_drill(rb, k, failover=run_failover, scope=scope if k == "region-outage" else None)
+        print("\n".join(result.lines()))
+        _publish(rb.name, result)
+        results.append(result)
+    failed = [r for r in results if not r.passed]
+    if failed:
+        raise DrillFailed(
+            f"{len(failed)} of {len(results)} drill(s) failed:\n"
+            + "\n".join(line for r in results for line in r.lines())
+        )
+    return [r.to_dict() for r in results]

@@ -1,0 +1,32 @@
+"""`lifeboat audit RUNBOOK`: load a sample of certified checkpoints and check their loss curve."""
+
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "audit",
+        help="checkpoint integrity audit: resume a random sample, compare the loss curve",
+        description="Run the audit flow: load a random sample of the certified checkpoints on "
+        "<runbook>-audit, run a few steps from each and compare the losses with verify.loss_log. "
+        "Exit 0 when every sampled checkpoint reproduces its curve, 1 otherwise.",
+    )
+    p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
+    p.add_argument("--sample", type=int, default=3, help="how many checkpoints to load (default 3)")
+    p.add_argument("--steps", type=int, default=None, help="steps per checkpoint (default parity_steps)")
+    p.add_argument("--seed", default=None, help="sampling seed (default: the flow run id)")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from flows.audit import AuditFailed, audit
+    from runbooks.loader import load_runbook
+
+    load_runbook(args.runbook)
+    try:
+        result = audit(args.runbook, sample_size=args.sample, steps=args.steps, seed=args.seed)
+    except AuditFailed as e:
+        print(e)
+        return 1
+    print(f"audit passed: checkpoints {result['checkpoints']} (seed {result['seed']}) on {result['cluster']}")
+    return 0

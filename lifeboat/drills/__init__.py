@@ -1,0 +1,156 @@
+"""Drills: break one thing on purpose, in a sandbox, and prove the failover coped.
+
+Each kind is two halves: how to inject its fault into a sandboxed copy of the runbook
+(`prepare`, before the failover) and the checks that prove the failover handled it
+(`verify`, after). `run_drill` puts them around one failover run and returns a typed
+`DrillResult`; a drill passes only when every check does.
+
+    process-kill       the primary trainer (a real process) is SIGKILLed at a random step;
+                       the real probes + quorum confirm; the secondary resumes from the
+                       newest certified checkpoint with losses equal to an uninterrupted run
+    gpu-fault          XID 79 through the NVML fake fails gpu_health; alone it never
+                       confirms, with a stalled heartbeat it does; the evidence names it
+    region-outage      the primary's zone (scope az) or region (scope region) is blocked and
+                       its store unreachable: the plan never offers it, certification runs
+                       manifest-only and says so, the failover completes
+    corrupted-replica  one byte of a shard of the newest replica flipped (same size): it is
+                       rejected for its CRC and the failover resumes from the previous one
+    approval-timeout   approval required, nobody answers: the runbook's on_timeout applies
+                       (abort -> aborted, proceed -> completed) and the trail is recorded
+    stale-primary      after fencing, the old primary (old epoch) tries to commit: refused,
+                       and the secondary's checkpoints are untouched
+
+Drills never touch production: everything lives under `.lifeboat/sandbox/<drill id>/`
+(`flows.sandbox`), the cluster is `cluster_name(rb, drill id)`, every drill ends with a
+check that no cluster is left (tearing down any that is), and the ledger entry is marked
+a drill with its kind. The failover itself is passed in (`FailoverRun`): `flows/drill.py`
+runs the real `execute` inside a Prefect flow; everything here is plain Python.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lifeboat.drills.base import (
+    KINDS,
+    SCOPES,
+    Check,
+    Drill,
+    DrillResult,
+    FailoverRun,
+    Outcome,
+    Rig,
+    marked_drill,
+    no_cluster_left,
+    sandbox,
+    stop_process,
+)
+from lifeboat.drills.detection import (
+    prepare_gpu_fault,
+    prepare_process_kill,
+    verify_gpu_fault,
+    verify_process_kill,
+)
+from lifeboat.drills.policy import (
+    prepare_approval_timeout,
+    prepare_stale_primary,
+    verify_approval_timeout,
+    verify_stale_primary,
+)
+from lifeboat.drills.sites import (
+    prepare_corrupted_replica,
+    prepare_region_outage,
+    verify_corrupted_replica,
+    verify_region_outage,
+)
+from lifeboat.errors import ConfigError
+from runbooks.model import Runbook
+
+DRILLS: dict[str, Drill] = {
+    "process-kill": Drill(prepare_process_kill, verify_process_kill),
+    "gpu-fault": Drill(prepare_gpu_fault, verify_gpu_fault),
+    "region-outage": Drill(prepare_region_outage, verify_region_outage),
+    "corrupted-replica": Drill(prepare_corrupted_replica, verify_corrupted_replica),
+    "approval-timeout": Drill(prepare_approval_timeout, verify_approval_timeout),
+    "stale-primary": Drill(prepare_stale_primary, verify_stale_primary),
+}
+
+
+def run_drill(
+    rb: Runbook,
+    kind: str,
+    *,
+    failover: FailoverRun,
+    scope: str | None = None,
+    seed: int | str | None = None,
+    root: Path | None = None,
+    options: Mapping[str, Any] | None = None,
+    keep: bool = False,
+) -> DrillResult:
+    """Sandbox `rb`, inject `kind`'s fault, run `failover`, check, tear down. Never raises
+    for what the drill finds: a broken failover is a failed check. The sandbox folder is
+    removed after a pass (unless `keep`) and kept after a failure."""
+    from flows.sandbox import SANDBOX_ROOT, sandbox_of
+
+    if kind not in DRILLS:
+        raise ConfigError(f"unknown drill kind {kind!r}; use one of {', '.join(KINDS)} or all")
+    if scope is not None and scope not in SCOPES:
+        raise ConfigError(f"unknown drill scope {scope!r}; use az or region")
+    drill_id = f"{kind}-{secrets.token_hex(4)}"
+    box = sandbox_of(drill_id, root or SANDBOX_ROOT)
+    started = time.monotonic()
+    rig = Rig(kind, drill_id, rb, box.root, random.Random(seed if seed is not None else drill_id), scope)
+    checks: list[Check] = []
+    outcome: Outcome | None = None
+    try:
+        rig.rb = sandbox(rb, drill_id, root or SANDBOX_ROOT)
+        DRILLS[kind].prepare(rig, options or {})
+        outcome = failover(rig)
+        checks += DRILLS[kind].verify(rig, outcome)
+        checks.append(marked_drill(rig, outcome))
+    except Exception as e:  # an injection or check that could not run is a failed drill
+        checks.append(Check("drill ran to the end", False, f"{type(e).__name__}: {e}"))
+    finally:
+        for proc in rig.processes:
+            stop_process(proc)
+        checks.append(no_cluster_left(rig))
+    passed = all(c.ok for c in checks)
+    if passed and not keep:  # a failed drill's sandbox stays for the post-mortem
+        shutil.rmtree(box.root, ignore_errors=True)
+    return DrillResult(
+        kind=kind,
+        passed=passed,
+        checks=tuple(checks),
+        run_id=drill_id,
+        outcome=outcome.outcome if outcome else None,
+        seconds=time.monotonic() - started,
+        scope=rig.scope,
+    )
+
+
+def kinds_for(kind: str) -> tuple[str, ...]:
+    """`all` or one kind, checked."""
+    if kind == "all":
+        return KINDS
+    if kind not in DRILLS:
+        raise ConfigError(f"unknown drill kind {kind!r}; use one of {', '.join(KINDS)} or all")
+    return (kind,)
+
+
+__all__ = [
+    "KINDS",
+    "SCOPES",
+    "Check",
+    "DrillResult",
+    "FailoverRun",
+    "Outcome",
+    "Rig",
+    "kinds_for",
+    "run_drill",
+]

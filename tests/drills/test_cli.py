@@ -1,0 +1,49 @@
+"""`lifeboat drill` prints every check and exits 0 only when all pass."""
+
+import pytest
+
+from lifeboat.cli import main
+from tests.drills.conftest import DEMO
+
+
+@pytest.mark.integration
+def test_lifeboat_drill_prints_each_check_and_exits_0(prefect_server, workdir, capsys):
+    assert main(["drill", str(DEMO), "--kind", "stale-primary"]) == 0
+
+    out = capsys.readouterr().out
+    assert "drill stale-primary: passed" in out
+    assert "[PASS] stale commit refused on the secondary store" in out
+    assert "[PASS] no cluster left behind" in out
+    (artifact,) = _artifacts("drill-demo-stale-primary")[:1]
+    assert "passed" in artifact.description and "stale commit refused" in artifact.data
+
+
+def _artifacts(key):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])), sort=ArtifactSort.CREATED_DESC
+        )
+
+
+def test_lifeboat_drill_refuses_an_unknown_kind(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["drill", str(DEMO), "--kind", "meteor-strike"])
+    assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_lifeboat_audit_exits_0_when_the_sample_reproduces_its_curve(prefect_server, workdir, capsys):
+    import yaml
+
+    from flows.sandbox import sandboxed
+    from runbooks.loader import load_runbook
+
+    rb = sandboxed(load_runbook(str(DEMO)), "audit")
+    rb.path.write_text(yaml.safe_dump(rb.model_dump(mode="json")))
+
+    assert main(["audit", str(rb.path), "--sample", "2", "--seed", "7"]) == 0
+    assert "audit passed: checkpoints" in capsys.readouterr().out

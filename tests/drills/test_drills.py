@@ -1,0 +1,77 @@
+"""Every drill kind, end to end on the demo runbook: the fault is injected into a sandbox,
+the real failover runs in the `drill` flow on the shared server, and every check passes."""
+
+import pytest
+import yaml
+from prefect import flow
+
+from flows.drill import DrillFailed, drill, run_failover
+from lifeboat.drills import run_drill
+from lifeboat.ledger import LedgerFile
+from runbooks.loader import load_runbook
+from tests.drills.conftest import DEMO
+
+pytestmark = pytest.mark.integration  # the shared Prefect server
+
+
+@pytest.mark.parametrize(
+    "kind, scope",
+    [
+        ("process-kill", None),
+        ("gpu-fault", None),
+        ("region-outage", "az"),
+        ("region-outage", "region"),
+        ("corrupted-replica", None),
+        ("approval-timeout", None),
+        ("stale-primary", None),
+    ],
+)
+def test_drill_passes_on_the_demo_runbook(prefect_server, workdir, kind, scope):
+    (result,) = drill(str(DEMO), kind=kind, scope=scope)
+
+    failing = [c for c in result["checks"] if not c[1]]
+    assert result["passed"] and not failing, failing
+    assert len(result["checks"]) >= 4  # the kind's own checks, plus ledger mark and teardown
+    (entry,) = LedgerFile(workdir / "ledger.jsonl").read("demo")
+    assert entry.drill and entry.notes["drill"] == kind and entry.run_id == result["run_id"]
+    assert list(workdir.glob(".lifeboat/sandbox/*/.lifeboat/clusters/*/state.json")) == []
+
+
+def test_approval_timeout_with_on_timeout_proceed_completes_the_failover(prefect_server, workdir):
+    doc = yaml.safe_load(DEMO.read_text())
+    doc["approval"] = {"required": True, "approvers": ["U0ONCALL"], "on_timeout": "proceed"}
+    runbook = workdir / "demo.yaml"
+    runbook.write_text(yaml.safe_dump(doc))
+
+    (result,) = drill(str(runbook), kind="approval-timeout")
+
+    assert result["passed"], result["checks"]
+    assert result["outcome"] == "completed"
+    (entry,) = LedgerFile(workdir / "ledger.jsonl").read("demo")
+    assert "approval_granted" in entry.phases and "nobody answered" in entry.notes["approval"]
+
+
+@flow
+def _drill_with(kind: str, options: dict) -> dict:
+    return run_drill(load_runbook(str(DEMO)), kind, failover=run_failover, options=options).to_dict()
+
+
+def test_corrupting_both_newest_checkpoints_fails_the_fallback_check(prefect_server, workdir):
+    result = _drill_with("corrupted-replica", {"corrupt": 2})
+
+    checks = {name: ok for name, ok, _ in result["checks"]}
+    assert not result["passed"]
+    assert checks["certification rejects it for its CRC"]  # the newest is still caught...
+    assert not checks["certification falls back to the previous checkpoint"]  # ...but it went further back
+    assert checks["no cluster left behind"]
+
+
+def test_a_failing_drill_fails_the_flow_run(prefect_server, workdir):
+    doc = yaml.safe_load(DEMO.read_text())
+    doc["detection"]["quorum"] = 3  # a process kill moves two signals: this runbook never confirms it
+    runbook = workdir / "demo.yaml"
+    runbook.write_text(yaml.safe_dump(doc))
+
+    with pytest.raises(DrillFailed, match="detection confirmed the outage by quorum"):
+        drill(str(runbook), kind="process-kill")
+    assert list(workdir.glob(".lifeboat/sandbox/*/.lifeboat/clusters/*/state.json")) == []
