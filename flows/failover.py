@@ -126,6 +126,7 @@ def execute(
             ledger.mark(milestone, done[name].finished)
         checkpoint: Certified = done["certify"].value
         ledger.checkpoint(checkpoint.uri, checkpoint.written_at)
+        ledger.note("certification", "; ".join([f"mode {checkpoint.mode}", *checkpoint.rejected]))
         options, readiness = done["plan"].value, done["prestage"].value
 
         card = _card(rb, run_id, drill, confirmed.value, checkpoint, options, readiness, clock())
@@ -136,7 +137,9 @@ def execute(
                 cluster = None
             return ledger.finish("aborted")
 
-        provisioned = _wait(rb, "provision", early) if early is not None else _run(rb, "provision", steps, options)
+        provisioned = (
+            _wait(rb, "provision", early) if early is not None else _run(rb, "provision", steps, options)
+        )
         cluster = provisioned.value
         ledger.begin("provisioned", provisioned.started)
         ledger.mark("provisioned", provisioned.finished)
