@@ -67,16 +67,19 @@ def _listing(store) -> list[tuple[str, int, str]]:
 
 @flow(name="audit", log_prints=True)
 def audit(
-    runbook: Annotated[str, Field(description="Path of the runbook YAML on the worker.")],
-    sample_size: Annotated[int, Field(ge=1, description="How many certified checkpoints to load.")] = 3,
-    steps: Annotated[
-        int | None, Field(ge=1, description="Steps to run from each (default: verify.parity_steps).")
-    ] = None,
-    seed: Annotated[
-        str | None, Field(description="Sampling seed; default: this flow run's id (repeatable from it).")
-    ] = None,
+    runbook: str,
+    sample_size: Annotated[int, Field(ge=1)] = 3,
+    steps: Annotated[int | None, Field(ge=1)] = None,
+    seed: str | None = None,
 ) -> dict[str, Any]:
-    """Load a random sample of certified checkpoints, run a few steps, compare the loss curve."""
+    """Load a random sample of certified checkpoints, run a few steps, compare the loss curve.
+
+    Args:
+        runbook: Path of the runbook YAML on the worker.
+        sample_size: How many certified checkpoints to load.
+        steps: Steps to run from each (default: verify.parity_steps).
+        seed: Sampling seed; default: this flow run's id (repeatable from it).
+    """
     from prefect.artifacts import create_markdown_artifact
     from prefect.runtime import flow_run
 

@@ -9,10 +9,9 @@ prefect.yaml (GPU fault weekly, node monthly, AZ quarterly, region twice a year)
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from prefect import flow
-from pydantic import Field
 
 from lifeboat.drills import DrillResult, Outcome, Rig, kinds_for, run_drill
 from lifeboat.errors import LifeboatError
@@ -92,25 +91,25 @@ def _publish(rb_name: str, result: DrillResult) -> None:
 
 @flow(name="drill", log_prints=True)
 def drill(
-    runbook: Annotated[str, Field(description="Path of the runbook YAML on the worker.")],
-    kind: Annotated[
-        Literal[
-            "process-kill",
-            "gpu-fault",
-            "region-outage",
-            "corrupted-replica",
-            "approval-timeout",
-            "stale-primary",
-            "all",
-        ],
-        Field(description="Which failure to rehearse, or all of them in turn."),
+    runbook: str,
+    kind: Literal[
+        "process-kill",
+        "gpu-fault",
+        "region-outage",
+        "corrupted-replica",
+        "approval-timeout",
+        "stale-primary",
+        "all",
     ] = "all",
-    scope: Annotated[
-        Literal["az", "region"] | None,
-        Field(description="region-outage only: block the primary's zone (az) or its whole region."),
-    ] = None,
+    scope: Literal["az", "region"] | None = None,
 ) -> list[dict[str, Any]]:
-    """Rehearse a failure in a sandbox (never production) and prove the failover handled it."""
+    """Rehearse a failure in a sandbox (never production) and prove the failover handled it.
+
+    Args:
+        runbook: Path of the runbook YAML on the worker.
+        kind: Which failure to rehearse, or all of them in turn.
+        scope: region-outage only: block the primary's zone (az) or its whole region.
+    """
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from prefect import flow, task
@@ -282,7 +281,7 @@ def failover(
             rb, steps, ledger, build_gate(rb, console=approval), run_id=run_id, drill=bool(drill or dry_run)
         )
     finally:
-        picture = publish(ledger.entry, Path(".lifeboat/timelines"))
+        picture = publish(ledger.entry)
     return {
         "outcome": entry.outcome,
         "rto_s": _secs(entry.rto),

@@ -7,10 +7,10 @@ from pathlib import Path
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from lifeboat.ledger import LedgerEntry
-from lifeboat.timeline import entry_markdown, phase_rows, render_timeline
+from lifeboat.timeline import TIMELINES, entry_markdown, phase_rows, render_timeline, timeline_path
 
 
-def publish(entry: LedgerEntry, folder: Path) -> Path | None:
+def publish(entry: LedgerEntry, folder: Path = TIMELINES) -> Path | None:
     """Attach the run's phases and verdict to the flow run; draw its Gantt chart into `folder`."""
     key = f"failover-{entry.runbook}"
     create_table_artifact(
@@ -18,7 +18,7 @@ def publish(entry: LedgerEntry, folder: Path) -> Path | None:
     )
     picture = None
     if entry.phases:
-        picture = render_timeline(entry, folder / f"{entry.runbook}-{entry.run_id}.png")
+        picture = render_timeline(entry, timeline_path(entry, folder))
     text = entry_markdown(entry) + (f"\nTimeline picture: `{picture}`\n" if picture else "")
     create_markdown_artifact(markdown=text, key=key, description=f"RTO/RPO of {entry.runbook}")
     return picture

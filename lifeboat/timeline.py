@@ -112,6 +112,14 @@ def history_markdown(entries: list[LedgerEntry]) -> str:
     return "\n".join(out) + "\n"
 
 
+TIMELINES = Path(".lifeboat/timelines")
+
+
+def timeline_path(entry: LedgerEntry, folder: Path = TIMELINES) -> Path:
+    """Where a run's timeline picture lives: the flow and `lifeboat report` agree on it."""
+    return folder / f"{entry.runbook}-{entry.run_id}.png"
+
+
 def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
     """Draw the run's steps as a Gantt chart (seconds since the outage) into a PNG."""
     import matplotlib

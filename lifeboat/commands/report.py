@@ -21,7 +21,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("--store", default=None, help="read the ledger from this store URI instead of the file")
     p.add_argument("--run", default=None, help="draw this run instead of the latest")
-    p.add_argument("--out", default=None, help="timeline PNG (default: .lifeboat/<name>-<run>-timeline.png)")
+    p.add_argument("--out", default=None, help="timeline PNG (default: .lifeboat/timelines/<name>-<run>.png)")
     p.set_defaults(handler=run)
 
 
@@ -36,7 +36,7 @@ def _runbook_name(arg: str) -> str:
 
 def run(args) -> int:
     from lifeboat.ledger import LedgerFile, LedgerStore
-    from lifeboat.timeline import history_markdown, render_timeline
+    from lifeboat.timeline import history_markdown, render_timeline, timeline_path
 
     name = _runbook_name(args.runbook)
     if args.store:
@@ -60,7 +60,7 @@ def run(args) -> int:
     if not entry.phases:
         print(f"\nrun {entry.run_id} recorded no phase yet: no timeline")
         return 0
-    out = Path(args.out or f".lifeboat/{name}-{entry.run_id}-timeline.png")
+    out = Path(args.out) if args.out else timeline_path(entry)
     render_timeline(entry, out)
     print(f"\ntimeline of run {entry.run_id}: {out}")
     for reason in entry.rca_reasons:

@@ -32,7 +32,7 @@ def test_report_prints_the_history_and_draws_the_latest_run(tmp_path, clock, cap
     out = capsys.readouterr().out
     assert "| run-1 | failover |" in out and "| 37m | 1.23× |" in out
     assert "RCA: RTO 37m is 23% over its target 30m" in out
-    png = tmp_path / ".lifeboat" / "llama-70b-pretrain-run-1-timeline.png"
+    png = tmp_path / ".lifeboat" / "timelines" / "llama-70b-pretrain-run-1.png"
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
