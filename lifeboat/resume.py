@@ -11,8 +11,8 @@ checkpoint, or stop and page.
 Losses are read as JSON lines `{"step": int, "loss": float, ...}` from any text (the job's
 log, a loss-log file); other lines are ignored. A job may also log
 `{"event": "loaded", "step": int, "ts": epoch}` once its resume checkpoint is loaded
-(the demo trainer does), which `parse_loaded` reads for the RTO ledger. Plain functions over plain data, plus one
-loop (`resume_and_prove`) over the `Compute` interface.
+(the demo trainer does), which `parse_loaded` reads for the RTO ledger. Plain functions
+over plain data; the failover flow (`flows/failover.py`) decides what a failed gate does.
 """
 
 from __future__ import annotations
@@ -20,24 +20,15 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
 
 from lifeboat.errors import StopFailover
 
 
 class ResumeFailed(StopFailover):
     """The resumed job died, or never logged a healthy step in time."""
-
-
-@dataclass(frozen=True)
-class CheckpointRef:
-    """A certified checkpoint, as the certification core reports it."""
-
-    uri: str
-    step: int
 
 
 def parse_losses(text: str) -> dict[int, float]:
@@ -175,141 +166,3 @@ def loss_parity(
         worst_step,
         worst,
     )
-
-
-@dataclass(frozen=True)
-class ParityDecision:
-    action: Literal["proceed", "rollback", "page"]
-    rollback_to: CheckpointRef | None
-    detail: str
-
-
-def decide_on_parity(
-    result: ParityResult,
-    policy: Literal["rollback", "page"],
-    current: CheckpointRef,
-    certified: Sequence[CheckpointRef],
-) -> ParityDecision:
-    """What to do after the gate: proceed; roll back to the newest certified checkpoint older
-    than `current`; or page (the runbook says so, or there is nothing older to roll back to)."""
-    if result.passed:
-        return ParityDecision("proceed", None, result.detail)
-    if policy == "page":
-        return ParityDecision(
-            "page", None, f"loss parity failed: {result.detail}; the runbook says stop and page"
-        )
-    older = sorted((c for c in certified if c.step < current.step), key=lambda c: c.step)
-    if not older:
-        return ParityDecision(
-            "page",
-            None,
-            f"loss parity failed: {result.detail}; no certified checkpoint older than step {current.step}",
-        )
-    target = older[-1]
-    return ParityDecision(
-        "rollback", target, f"loss parity failed: {result.detail}; rolling back to step {target.step}"
-    )
-
-
-class ParityFailed(StopFailover):
-    """The gate failed and the runbook says page (or nothing older is certified)."""
-
-    def __init__(self, message: str, history: Sequence[ResumeTry]):
-        super().__init__(message)
-        self.history = tuple(history)
-
-
-@dataclass(frozen=True)
-class ResumeTry:
-    checkpoint: CheckpointRef
-    first_step: FirstStep | None
-    parity: ParityResult | None
-    decision: ParityDecision | None
-
-
-@dataclass(frozen=True)
-class ResumeOutcome:
-    checkpoint: CheckpointRef  # the one the job now runs from
-    first_step: FirstStep
-    parity: ParityResult
-    history: tuple[ResumeTry, ...] = field(default=())
-
-
-def resume_and_prove(
-    compute,
-    cluster: str,
-    option,
-    job,
-    checkpoint: CheckpointRef,
-    certified: Sequence[CheckpointRef],
-    pre_failure: Mapping[int, float],
-    *,
-    first_step_timeout_s: float,
-    parity_steps: int,
-    tolerance: float,
-    on_parity_failure: Literal["rollback", "page"],
-    parity_timeout_s: float | None = None,
-    poll_s: float = 0.5,
-) -> ResumeOutcome:
-    """Start `job` on `cluster` from `checkpoint`, wait for its first step, gate on parity,
-    and roll back through older certified checkpoints as the runbook says.
-
-    The cluster is launched once (a cluster provisioned before approval is reused, idle);
-    the job is started, and restarted on a rollback, with `compute.run` on that same
-    cluster, so a rollback keeps the GPUs. The caller owns teardown of the final cluster."""
-    from providers.compute.base import JobState
-
-    history: list[ResumeTry] = []
-    compute.launch(cluster, option)
-    while True:
-        compute.run(cluster, job.resuming_from(checkpoint.uri))
-
-        def alive() -> bool:
-            return not compute.status(cluster).job.finished
-
-        first = wait_first_step(
-            lambda: compute.logs(cluster),
-            checkpoint.step,
-            timeout_s=first_step_timeout_s,
-            job_alive=alive,
-            poll_s=poll_s,
-        )
-        wanted = [
-            s for s in range(checkpoint.step + 1, checkpoint.step + parity_steps + 1) if s in pre_failure
-        ]
-        deadline = time.monotonic() + (
-            parity_timeout_s if parity_timeout_s is not None else first_step_timeout_s
-        )
-        while True:  # wait until the resumed job has logged every step the gate compares
-            resumed = parse_losses(compute.logs(cluster))
-            if all(s in resumed for s in wanted) or time.monotonic() >= deadline:
-                break
-            if compute.status(cluster).job in (JobState.FAILED, JobState.SUCCEEDED):
-                resumed = parse_losses(compute.logs(cluster))
-                break
-            time.sleep(poll_s)
-        parity = loss_parity(pre_failure, resumed, checkpoint.step, parity_steps, tolerance)
-        decision = decide_on_parity(parity, on_parity_failure, checkpoint, certified)
-        history.append(ResumeTry(checkpoint, first, parity, decision))
-        if decision.action == "proceed":
-            return ResumeOutcome(checkpoint, first, parity, tuple(history))
-        if decision.action == "page":
-            raise ParityFailed(decision.detail, history)
-        checkpoint = decision.rollback_to
-
-
-__all__ = [
-    "CheckpointRef",
-    "FirstStep",
-    "ParityDecision",
-    "ParityFailed",
-    "ParityResult",
-    "ResumeFailed",
-    "ResumeOutcome",
-    "decide_on_parity",
-    "loss_parity",
-    "parse_loaded",
-    "parse_losses",
-    "resume_and_prove",
-    "wait_first_step",
-]

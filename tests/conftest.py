@@ -1,8 +1,9 @@
-"""Suite-wide settings and the one Prefect server the suite shares.
+"""Suite-wide settings and the real protocol peers the suite shares.
 
-No telemetry, nothing reaching the internet. Tests that need Prefect ask for
-`prefect_server`: a real temporary server (SQLite), started once for the session on first
-use, so every area's events, deployments and automations land on the same server.
+No telemetry, nothing reaching the internet. Each peer starts once, on first use, on
+127.0.0.1, and stops at the end of the session: `prefect_server` (a temporary Prefect server
+on SQLite, so every area's events, deployments and automations land on one server),
+`s3_endpoint` (moto's ThreadedMotoServer), `gcs_endpoint` (gcp-storage-emulator).
 """
 
 import os
@@ -20,3 +21,19 @@ def prefect_server():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    from providers.storage.testing import moto_server
+
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def gcs_endpoint():
+    from providers.storage.testing import gcs_emulator
+
+    with gcs_emulator() as url:
+        yield url

@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from providers.storage.memory import MemoryStore
-from providers.storage.testing import gcs_emulator, moto_server
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
@@ -35,15 +34,3 @@ def source(clock):
 @pytest.fixture
 def replica(clock):
     return MemoryStore("secondary", clock=clock)
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint():
-    with moto_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="session")
-def gcs_endpoint():
-    with gcs_emulator() as url:
-        yield url

@@ -14,14 +14,6 @@ from providers.storage.local import LocalStore
 from providers.storage.memory import MemoryStore
 
 
-@pytest.fixture(scope="session")
-def moto_endpoint():
-    from providers.storage.testing import moto_server
-
-    with moto_server() as url:
-        yield url
-
-
 @pytest.fixture(params=["local", "memory", "s3-moto"])
 def store(request, tmp_path):
     if request.param == "local":
@@ -31,5 +23,5 @@ def store(request, tmp_path):
     from providers.storage.s3 import S3Store
     from providers.storage.testing import new_s3_bucket
 
-    endpoint = request.getfixturevalue("moto_endpoint")
+    endpoint = request.getfixturevalue("s3_endpoint")
     return S3Store(new_s3_bucket(endpoint), "jobs/llama", endpoint_url=endpoint)

@@ -163,22 +163,6 @@ def runbook_file(tmp_path):
     return path
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint():
-    from providers.storage.testing import moto_server
-
-    with moto_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="session")
-def gcs_endpoint():
-    from providers.storage.testing import gcs_emulator
-
-    with gcs_emulator() as url:
-        yield url
-
-
 @pytest.fixture
 def make_store(request, tmp_path):
     """`make_store("local" | "s3" | "gcs", endpoint_url=None)`: a fresh store (new bucket)."""

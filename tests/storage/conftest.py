@@ -10,21 +10,9 @@ from providers.storage.gcs import GcsStore
 from providers.storage.local import LocalStore
 from providers.storage.memory import MemoryStore
 from providers.storage.s3 import S3Store
-from providers.storage.testing import gcs_emulator, moto_server, new_gcs_bucket, new_s3_bucket
+from providers.storage.testing import new_gcs_bucket, new_s3_bucket
 
 BACKENDS = ["local", "s3", "gcs", "memory"]
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint():
-    with moto_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="session")
-def gcs_endpoint():
-    with gcs_emulator() as url:
-        yield url
 
 
 @pytest.fixture
