@@ -143,8 +143,9 @@ def execute(
         ledger.begin("provisioned", provisioned.started)
         ledger.mark("provisioned", provisioned.finished)
         ledger.note("cluster", f"{cluster.cluster} on {cluster.option.describe()}")
+        ledger.note("provision attempts", "; ".join(cluster.attempts))
 
-        checkpoint = _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint)
+        _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint)
         ledger.mark("parity_passed")
         return ledger.finish("completed")
     except BaseException as e:
@@ -191,16 +192,16 @@ def _card(
     )
 
 
-def _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint: Certified) -> Certified:
+def _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint: Certified) -> None:
     """Resume, then gate on loss parity; on failure roll back once or page, as the runbook says."""
     for attempt in (1, 2):
         resumed = _run(rb, "resume", steps, cluster, checkpoint).value
-        ledger.mark("checkpoint_loaded", resumed.checkpoint_loaded_at)
-        ledger.mark("first_step", resumed.first_step_at)
+        ledger.mark("checkpoint_loaded", resumed.checkpoint_loaded_at, again=attempt > 1)
+        ledger.mark("first_step", resumed.first_step_at, again=attempt > 1)  # RTO: to the step that stays
         parity = _run(rb, "prove", steps, cluster, checkpoint).value
         ledger.note("parity", parity.detail)
         if parity.passed:
-            return checkpoint
+            return
         if rb.verify.on_parity_failure == "page" or attempt == 2:
             gate.notify(f"Lifeboat: loss parity failed for {rb.name} from {checkpoint.uri}: {parity.detail}")
             raise StopFailover(f"loss parity failed from {checkpoint.uri}: {parity.detail}")

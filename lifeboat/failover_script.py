@@ -37,6 +37,7 @@ class ScriptedSteps:
         self.outage_started_at = outage_started_at  # default: `detect` seconds before confirm starts
         self.calls: list[tuple[str, float, float]] = []  # (step, start, end) in monotonic seconds
         self.clusters: set[str] = set()
+        self.resumed: list[Resumed] = []  # every resume, in order
         self._lock = threading.Lock()
         self._epoch = 0
 
@@ -92,7 +93,8 @@ class ScriptedSteps:
         self._run("load")
         loaded = datetime.now(UTC)
         self._run("first_step")
-        return Resumed(loaded if loaded > start else start, datetime.now(UTC), checkpoint.step + 1)
+        self.resumed.append(Resumed(loaded if loaded > start else start, datetime.now(UTC), checkpoint.step + 1))
+        return self.resumed[-1]
 
     def prove(self, cluster: Provisioned, checkpoint: Certified) -> Parity:
         self._run("prove")

@@ -175,9 +175,12 @@ class RtoLedger:
         self.entry.began.setdefault(phase, at or self.clock())
         self._save()
 
-    def mark(self, phase: str, at: datetime | None = None) -> datetime:
-        """`phase` reached now (or at `at`). Re-marking keeps the first time (idempotent re-runs)."""
+    def mark(self, phase: str, at: datetime | None = None, *, again: bool = False) -> datetime:
+        """`phase` reached now (or at `at`). Re-marking keeps the first time (idempotent
+        re-runs) unless `again`: a rollback reaches the phase anew, and RTO counts to that."""
         self._check(phase)
+        if again:
+            self.entry.phases[phase] = at or self.clock()
         when = self.entry.phases.setdefault(phase, at or self.clock())
         self._save()
         return when
