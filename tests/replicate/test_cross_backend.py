@@ -134,3 +134,23 @@ checkpoint: {{layout: manifest, cadence: 10m}}
     assert "step-000200: copied 4 object(s)" in capsys.readouterr().out
     certified = newest_certified(LocalStore(tmp_path / "replica"), primary, layout="manifest")
     assert certified is not None and certified.step == 200
+
+
+def test_replication_to_s3_leaves_a_receipt_so_an_outage_certifies_without_a_head_per_object(
+    make_store, write_checkpoint
+):
+    from datetime import timedelta
+
+    from lifeboat.certify import certify_replica
+    from lifeboat.checkpoints.receipt import RECEIPT_NAME
+    from lifeboat.replication import committed_checkpoints, replicate_checkpoints
+
+    src, dst = make_store("local"), make_store("s3")
+    write_checkpoint(src, "step-000300", 300, shards=6, size=2_000)
+    replicate_checkpoints(src, dst, committed_checkpoints(src), rpo_target=timedelta(hours=2))
+    assert dst.head(f"step-000300/{RECEIPT_NAME}").size > 0
+
+    report = certify_replica(dst, None, layout="manifest")  # the primary is down
+    assert report.certified is not None and report.certified.step == 300
+    assert report.mode == "manifest" and report.source is None and report.object_bytes_read == 0
+    assert report.calls.get("replica.head", 0) == 0, report.calls
