@@ -13,21 +13,21 @@ import sys
 
 from lifeboat.errors import LifeboatError
 
-COMMANDS = (
+COMMANDS = (  # in the order an on-call meets them
     "validate",
     "render",
     "schema",
-    "advise",
-    "approve",
-    "report",
     "certify",
     "manifest",
-    "plan",
-    "serve",
     "replicate",
+    "plan",
     "failover",
+    "approve",
+    "report",
     "drill",
     "audit",
+    "advise",
+    "serve",
 )
 
 

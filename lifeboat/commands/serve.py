@@ -20,7 +20,7 @@ from lifeboat.errors import ConfigError
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "serve",
-        help="Receive Alertmanager webhooks and Slack approval clicks.",
+        help="receive Alertmanager webhooks and Slack approval clicks",
         description=__doc__.split("\n\n", 1)[1],
     )
     p.add_argument("runbooks", nargs="*", type=Path, help="Runbook files this server guards.")
