@@ -130,25 +130,22 @@ class RunbookSteps:
         return Fenced(lease.epoch, stores, stopped)
 
     def certify(self, older_than: int | None = None) -> Certified:
-        from lifeboat.certify import certified_checkpoints, certify_replica
+        from lifeboat.certify import certify_replica
 
-        at = self.outage_started_at or self.clock()
-        layout = self.rb.checkpoint.layout.value
-        if older_than is None:
-            report = certify_replica(self.p.secondary, self.p.primary, layout=layout, at=at)
-            if report.certified is None:
-                reasons = "; ".join(f"step {r.step}: {r.reason} {r.detail}" for r in report.rejected)
-                raise StopFailover(
-                    f"no certified checkpoint on {self.p.secondary.uri}"
-                    + (f" ({reasons})" if reasons else "")
-                )
-            c = report.certified
-            rejected = tuple(f"step {r.step}: {r.reason} — {r.detail}" for r in report.rejected)
-            return Certified(self._uri(c.uri), c.step, c.written_at, rejected, report.mode)
-        for c in certified_checkpoints(self.p.secondary, self.p.primary, layout=layout):
-            if c.step < older_than:
-                return Certified(self._uri(c.uri), c.step, c.written_at, (), "rollback")
-        raise StopFailover(f"no certified checkpoint older than step {older_than} to roll back to")
+        report = certify_replica(
+            self.p.secondary,
+            self.p.primary,
+            layout=self.rb.checkpoint.layout.value,
+            at=self.outage_started_at or self.clock(),
+            older_than=older_than,
+        )
+        rejected = tuple(f"step {r.step}: {r.reason} — {r.detail}" for r in report.rejected)
+        if report.certified is None:
+            older = f" older than step {older_than}" if older_than is not None else ""
+            why = f" ({'; '.join(rejected)})" if rejected else ""
+            raise StopFailover(f"no certified checkpoint{older} on {self.p.secondary.uri}{why}")
+        c = report.certified
+        return Certified(self._uri(c.uri), c.step, c.written_at, rejected, report.mode)
 
     def _uri(self, uri: str) -> str:
         return uri if "://" in uri else f"{self.p.secondary.uri.rstrip('/')}/{uri.strip('/')}"
