@@ -112,7 +112,14 @@ def execute(
         ledger.mark("detected", confirmed.value.detected_at)
         ledger.mark("confirmed", confirmed.finished)
 
-        ledger.mark("fenced", _run(rb, "fence", steps).finished)
+        fenced = _run(rb, "fence", steps)
+        ledger.mark("fenced", fenced.finished)
+        stopped = (
+            "primary job stopped"
+            if fenced.value.primary_stopped
+            else "primary job not stopped (unnamed or unreachable)"
+        )
+        ledger.note("fence", f"epoch {fenced.value.epoch} on {', '.join(fenced.value.stores)}; {stopped}")
 
         branches = {name: _start(rb, name, steps) for name in ("certify", "plan", "prestage")}
         if rb.approval.provision_before_approval:
