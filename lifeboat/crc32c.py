@@ -27,7 +27,3 @@ def to_b64(value: int) -> str:
 
 def from_b64(text: str) -> int:
     return int.from_bytes(base64.b64decode(text), "big")
-
-
-def to_hex(value: int) -> str:
-    return f"{value:08x}"

@@ -93,7 +93,9 @@ class ScriptedSteps:
         self._run("load")
         loaded = datetime.now(UTC)
         self._run("first_step")
-        self.resumed.append(Resumed(loaded if loaded > start else start, datetime.now(UTC), checkpoint.step + 1))
+        self.resumed.append(
+            Resumed(loaded if loaded > start else start, datetime.now(UTC), checkpoint.step + 1)
+        )
         return self.resumed[-1]
 
     def prove(self, cluster: Provisioned, checkpoint: Certified) -> Parity:

@@ -11,8 +11,8 @@ Writers (the training job) hold the epoch they started under and check it before
 commit a checkpoint (`check_lease`, `guarded_commit`). Object stores cannot make one
 object's write conditional on another's, so a commit is checked before *and* after the
 create-only marker write; a marker that lost the race is removed and the writer told to
-stop, and `marker_is_fenced_out` lets certification ignore any stale-epoch marker that a
-crashed writer left behind.
+stop. `marker_is_fenced_out` tells a reader of such markers to ignore a stale-epoch one that
+a crashed writer left behind (certification does not read guarded-commit markers yet).
 
 In a training loop (the epoch comes from the launcher, e.g. `LIFEBOAT_EPOCH`):
 

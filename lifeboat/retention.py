@@ -43,10 +43,6 @@ class RetentionReport:
     objects: int = 0  # objects removed (or to remove)
     bytes: int = 0
 
-    @property
-    def to_delete(self) -> list[str]:
-        return [v.checkpoint.prefix for v in self.verdicts if not v.keep]
-
 
 def plan_retention(
     checkpoints: Iterable[StoredCheckpoint],

@@ -57,7 +57,6 @@ COMMIT_ORDER = (
     "latest",  # DeepSpeed pointer to global_stepN/
     "lifeboat-manifest.json",  # Lifeboat manifest (lifeboat.checkpoints.manifest.MANIFEST_NAME)
 )
-COMMIT_MARKERS = frozenset(COMMIT_ORDER)
 
 
 def commit_order(rel: str, markers: tuple[str, ...] = COMMIT_ORDER) -> tuple[int, int, str]:

@@ -56,9 +56,6 @@ class SignalLog:
         mine = [r for r in readings if r.source == source]
         return max(mine, key=lambda r: r.at) if mine else None
 
-    def last_decision(self) -> Decision | None:
-        return self._load()[1]
-
     def observe(self, new: Iterable[Reading], policy: QuorumPolicy) -> Decision:
         """Record `new` readings and decide again; returns the decision (see `.changed`)."""
         with self._locked():
