@@ -105,11 +105,7 @@ def play(url: str, *, approve_in_ui: bool, seed: int | None) -> int:
         evidence=evidence,
         approval="wait" if approve_in_ui else "approve",
     )
-    (entry,) = [
-        e
-        for e in LedgerFile(os.environ.get("LIFEBOAT_LEDGER", ".lifeboat/ledger.jsonl")).read(rb.name)
-        if e.checkpoint == result["checkpoint"] and e.outcome == result["outcome"]
-    ][-1:]
+    (entry,) = [e for e in LedgerFile().read(rb.name) if e.run_id == result["run_id"]]
     try:
         same, detail = losses_match(result["checkpoint"])
     finally:

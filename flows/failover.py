@@ -291,6 +291,7 @@ def failover(
     finally:
         picture = publish(ledger.entry)
     return {
+        "run_id": run_id,
         "outcome": entry.outcome,
         "rto_s": _secs(entry.rto),
         "rpo_s": _secs(entry.rpo),

@@ -38,13 +38,13 @@ def build_probes(rb, *, xid_wait_ms: int | None = 0) -> list[Probe]:
     """One probe per signal the runbook lists (alerts arrive through `lifeboat serve`)."""
     from providers.health.control_plane import StoreControlPlane
     from providers.health.nvml import NvmlHealth
-    from providers.storage import open_store
+    from providers.storage import open_site
 
     signals = {str(getattr(s, "value", s)) for s in rb.detection.signals}
     probes: list[Probe] = []
     primary = None
     if signals & {"checkpoint_freshness", "provider"}:
-        primary = open_store(rb.store_uri(rb.primary.store), endpoint_url=rb.primary.endpoint_url)
+        primary = open_site(rb, rb.primary)
     if "gpu_health" in signals:
         probes.append(GpuHealthReadingProbe(NvmlHealth(xid_wait_ms=xid_wait_ms)))
     if "training_progress" in signals and rb.detection.heartbeat:

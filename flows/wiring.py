@@ -21,7 +21,7 @@ from lifeboat.ledger import LedgerFile, RtoLedger
 from lifeboat.prestage import PrestageReadiness
 from providers.compute.base import Compute, JobSpec, PlanOption, candidates_from_runbook
 from providers.registry import Registry
-from providers.storage import open_store
+from providers.storage import open_site, open_store
 from providers.storage.base import Store
 from runbooks.model import Runbook
 
@@ -56,10 +56,10 @@ class Providers:
             return open_store(uri, endpoint_url=site.endpoint_url if uri.startswith("s3://") else None)
 
         try:
-            primary = open_store(rb.store_uri(rb.primary.store), endpoint_url=rb.primary.endpoint_url)
+            primary = open_site(rb, rb.primary)
         except LifeboatError:
             primary = None
-        secondary = open_store(rb.store_uri(rb.secondary.store), endpoint_url=rb.secondary.endpoint_url)
+        secondary = open_site(rb, rb.secondary)
         return cls(primary, secondary, compute_for_runbook(rb), registry or OciRegistry(), opener)
 
 
@@ -265,8 +265,8 @@ def build_steps(
 def build_ledger(
     rb: Runbook, *, run_id: str, drill: str | None = None, path: str | Path | None = None
 ) -> RtoLedger:
-    """The run's ledger, kept as JSON lines (`LIFEBOAT_LEDGER`, default .lifeboat/ledger.jsonl)."""
-    sink = LedgerFile(path or os.environ.get("LIFEBOAT_LEDGER", ".lifeboat/ledger.jsonl"))
+    """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`)."""
+    sink = LedgerFile(path)
     return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), sink=sink)
 
 

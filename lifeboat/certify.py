@@ -542,10 +542,9 @@ def newest_certified(replica: Store, source: Store | None, **kwargs) -> Certifie
 def certify_runbook(rb, *, at: datetime | None = None, deep: bool = False) -> CertifyReport:
     """Certify a runbook's secondary store against its primary (the composition root for
     the CLI and the flow: stores are built here, from the runbook)."""
-    from providers.storage import open_store
+    from providers.storage import open_site
 
-    replica = open_store(rb.store_uri(rb.secondary.store), endpoint_url=rb.secondary.endpoint_url)
-    source = open_store(rb.store_uri(rb.primary.store), endpoint_url=rb.primary.endpoint_url)
+    replica, source = open_site(rb, rb.secondary), open_site(rb, rb.primary)
     return certify_replica(replica, source, layout=rb.checkpoint.layout, at=at, deep=deep)
 
 

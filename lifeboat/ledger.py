@@ -226,10 +226,11 @@ def latest_per_run(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
 
 
 class LedgerFile:
-    """JSON lines on local disk: append-only, one line per snapshot, fsynced."""
+    """JSON lines on local disk: append-only, one line per snapshot, fsynced. Without a path,
+    `LIFEBOAT_LEDGER` or .lifeboat/ledger.jsonl: where the flow writes, report and retention read."""
 
-    def __init__(self, path: str | Path = DEFAULT_LEDGER):
-        self.path = Path(path)
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path or os.environ.get("LIFEBOAT_LEDGER") or DEFAULT_LEDGER)
 
     def append(self, entry: LedgerEntry) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

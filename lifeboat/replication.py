@@ -169,12 +169,9 @@ def _write_receipt(replica: Store, prefix: str) -> None:
 
 def open_sites(rb) -> tuple[Store, Store]:
     """The runbook's primary and secondary stores (relative file:// resolved)."""
-    from providers.storage import open_store
+    from providers.storage import open_site
 
-    return (
-        open_store(rb.store_uri(rb.primary.store), endpoint_url=rb.primary.endpoint_url),
-        open_store(rb.store_uri(rb.secondary.store), endpoint_url=rb.secondary.endpoint_url),
-    )
+    return open_site(rb, rb.primary), open_site(rb, rb.secondary)
 
 
 def default_lag_log(rb) -> Path:
@@ -214,10 +211,10 @@ def failover_checkpoints(rb, secondary: Store, ledger_file: str | Path | None = 
     from, by the RTO ledger (the local ledger file and the ledger objects in the secondary
     store): prefix -> why. A failover that crashed leaves its entry in progress; its
     checkpoint stays protected until the entry is finished."""
-    from lifeboat.ledger import DEFAULT_LEDGER, LedgerFile, LedgerStore
+    from lifeboat.ledger import LedgerFile, LedgerStore
 
     root = secondary.uri.rstrip("/") + "/"
-    entries = LedgerFile(ledger_file or DEFAULT_LEDGER).read(rb.name) + LedgerStore(secondary).read(rb.name)
+    entries = LedgerFile(ledger_file).read(rb.name) + LedgerStore(secondary).read(rb.name)
     found = {}
     for entry in entries:
         if entry.outcome == "in-progress" and entry.checkpoint and entry.checkpoint.startswith(root):

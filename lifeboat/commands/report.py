@@ -17,7 +17,9 @@ def register(subparsers) -> None:
     )
     p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file, or the runbook's name")
     p.add_argument(
-        "--ledger", default=str(DEFAULT_LEDGER), help="ledger JSON-lines file (default: %(default)s)"
+        "--ledger",
+        default=None,
+        help=f"ledger JSON-lines file (default: $LIFEBOAT_LEDGER or {DEFAULT_LEDGER})",
     )
     p.add_argument("--store", default=None, help="read the ledger from this store URI instead of the file")
     p.add_argument("--run", default=None, help="draw this run instead of the latest")
