@@ -98,11 +98,12 @@ def main() -> None:
 
     from flows.automation import failover_triggers
     from flows.failover import failover
-    from lifeboat.detection.events import emit, outage_event
+    from lifeboat.detection.events import outage_event
     from lifeboat.detection.quorum import QuorumPolicy, decide
     from lifeboat.detection.signals import Reading, Status
-    from lifeboat.server import create_app
-    from providers.alerts.alertmanager import AlertmanagerSettings, alertmanager_routes
+    from providers.orchestrator.prefect_api import emit_spec as emit
+    from shell.alertmanager import AlertmanagerSettings, alertmanager_routes
+    from shell.server import create_app
 
     trials = int(os.environ.get("LIFEBOAT_BENCH_TRIALS", "10"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

@@ -110,8 +110,8 @@ def _moto_process():
 def _s3():
     import boto3
 
+    from providers.storage.emulators import new_s3_bucket
     from providers.storage.s3 import S3Store
-    from providers.storage.testing import new_s3_bucket
 
     with _moto_process() as url:
         source = S3Store(new_s3_bucket(url), "run", endpoint_url=url)
@@ -170,8 +170,8 @@ def _gcs():
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
+    from providers.storage.emulators import gcs_emulator, new_gcs_bucket
     from providers.storage.gcs import GcsStore
-    from providers.storage.testing import gcs_emulator, new_gcs_bucket
 
     with gcs_emulator() as url:
         source = GcsStore(new_gcs_bucket(url), "run", endpoint_url=url)

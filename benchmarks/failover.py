@@ -13,9 +13,11 @@ from prefect import flow
 from prefect.testing.utilities import prefect_test_harness
 
 from flows.failover import execute
-from lifeboat.failover import critical_path, step_graph
-from lifeboat.failover_script import ScriptedSteps
+from flows.wiring import settings_for
+from lifeboat.failover.fake import ScriptedSteps
+from lifeboat.failover.graph import critical_path, step_graph
 from lifeboat.ledger import RtoLedger
+from providers.chat.base import ApprovalDecision
 from runbooks.model import Runbook
 
 SCALE = 1 / 200
@@ -35,7 +37,7 @@ class ScriptedGate:
         ledger.mark("approval_requested")
         time.sleep(self.seconds)
         ledger.mark("approval_granted")
-        return type("Decision", (), {"approved": True, "reason": "bench", "approver": "bench"})()
+        return ApprovalDecision(approved=True, reason="bench", approver="bench")
 
     def notify(self, text):
         pass
@@ -63,10 +65,16 @@ def simulate(early: bool) -> tuple[float, float, float]:
 
     @flow(name="failover-bench")
     def simulated():
-        return execute(rb, steps, ledger, ScriptedGate(durations["approval"]), run_id="bench")
+        return execute(settings_for(rb), steps, ledger, ScriptedGate(durations["approval"]), run_id="bench")
 
     entry = simulated()
-    return entry.rto.total_seconds(), critical_path(durations, step_graph(early)), sum(durations.values())
+    # The graph's resume step is the fake's load + first step.
+    graph_durations = {**durations, "resume": durations["load"] + durations["first_step"]}
+    return (
+        entry.rto.total_seconds(),
+        critical_path(graph_durations, step_graph(early)),
+        sum(durations.values()),
+    )
 
 
 def main() -> None:

@@ -53,10 +53,10 @@ def _fence_vs_put(name: str, store, bare, n: int) -> None:
 def _fencing(root: Path) -> None:
     from lifeboat.errors import StopFailover
     from lifeboat.fencing import fence
+    from providers.storage.emulators import moto_server, new_s3_bucket
     from providers.storage.local import LocalStore
     from providers.storage.memory import MemoryStore
     from providers.storage.s3 import S3Store
-    from providers.storage.testing import moto_server, new_s3_bucket
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
     bare = LocalStore(root / "bare")
@@ -95,8 +95,8 @@ def _slack_ack() -> None:
     from starlette.routing import Route
     from starlette.testclient import TestClient
 
-    from lifeboat.server import create_app
-    from providers.chat.slack_actions import SlackSettings, slack_routes
+    from shell.server import create_app
+    from shell.slack_actions import SlackSettings, slack_routes
 
     class QuietChat:
         def ephemeral(self, *a):

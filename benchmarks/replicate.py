@@ -70,9 +70,9 @@ def main() -> None:
     import logging
 
     from lifeboat.transfer import copy_prefix
+    from providers.storage.emulators import ThrottlingProxy, new_s3_bucket
     from providers.storage.local import LocalStore
     from providers.storage.s3 import S3Store
-    from providers.storage.testing import ThrottlingProxy, new_s3_bucket
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
     for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):

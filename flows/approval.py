@@ -19,9 +19,9 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from lifeboat.approval import ApprovalDecision, ApprovalProcess, Escalate, Via
+from lifeboat.approval import ApprovalProcess, Escalate
 from lifeboat.errors import LifeboatError, PreconditionFailed
-from providers.chat.base import ApprovalCard, CardRef, Chat, outcome_text
+from providers.chat.base import ApprovalCard, ApprovalDecision, CardRef, Chat, Via, outcome_text
 
 log = logging.getLogger("lifeboat.approval")
 
@@ -31,11 +31,9 @@ def _utcnow() -> datetime:
 
 
 def _prefect_resume(run_id: str, run_input: dict) -> None:
-    from uuid import UUID
+    from providers.orchestrator.prefect_api import resume_run
 
-    from prefect.flow_runs import resume_flow_run
-
-    resume_flow_run(UUID(run_id), run_input=run_input, _sync=True)
+    resume_run(run_id, run_input)
 
 
 class PolicyTimer:

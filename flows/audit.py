@@ -23,20 +23,20 @@ class AuditFailed(LifeboatError):
 
 def run_audit(rb, *, sample_size: int, steps: int | None, seed: int | str, compute=None):
     """Plain Python: the composition (stores, compute, recorded curve) and the audit."""
-    from flows.wiring import Providers, _read_text
+    from flows.wiring import providers_for, read_text
     from lifeboat.audit import AuditReport, audit_checkpoints, audit_cluster, choose_option, sample
     from lifeboat.certify import certified_checkpoints
     from lifeboat.errors import ConfigError
     from lifeboat.resume import parse_losses
     from providers.compute.base import JobSpec, candidates_from_runbook
-    from providers.registry import FakeRegistry
+    from providers.image_registry import FakeRegistry
 
     if not rb.verify.loss_log:
         raise ConfigError(f"{rb.name}: verify.loss_log is not set: there is no loss curve to audit against")
-    p = Providers.for_runbook(rb, registry=FakeRegistry())  # the audit pulls no images itself
+    p = providers_for(rb, registry=FakeRegistry())  # the audit pulls no images itself
     compute = compute or p.compute
     certified = list(certified_checkpoints(p.secondary, p.primary, layout=rb.checkpoint.layout.value))
-    recorded = parse_losses(_read_text(rb, rb.verify.loss_log, p.open_store))
+    recorded = parse_losses(read_text(rb, rb.verify.loss_log, p.open_store))
     report = AuditReport(rb.name, seed, len(certified), cluster=audit_cluster(rb.name))
     chosen = sample(certified, sample_size, seed)
     before = _listing(p.secondary)

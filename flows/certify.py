@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from prefect import flow, task
 from prefect.artifacts import create_table_artifact
-from prefect.events import emit_event
 
-from lifeboat.certify import CertifyReport, certify_runbook, rpo_row, verdict
+from flows.wiring import certify_runbook
+from lifeboat.certify import CertifyReport, rpo_row, verdict
+from providers.orchestrator.prefect_api import emit as emit_event
 
 BREACH_EVENT = "lifeboat.rpo.breached"
 

@@ -162,7 +162,7 @@ class Replicator:
     """What the scheduled `replicate` deployment does, every second: copy new checkpoints."""
 
     def __init__(self, rb):
-        from lifeboat.replication import open_sites
+        from flows.wiring import open_sites
 
         self.rb, (self.primary, self.secondary) = rb, open_sites(rb)
         self._stop = threading.Event()

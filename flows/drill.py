@@ -1,6 +1,6 @@
 """The `drill` flow: rehearse one failure mode (or all) end to end and record the verdict.
 
-`lifeboat.drills` injects the fault into a sandbox and checks the result; this module runs
+`flows.drills` injects the fault into a sandbox and checks the result; this module runs
 the real failover (`flows.failover.execute`, the same steps a real outage runs) over the
 sandbox's providers, keeps each step's result for the checks, and publishes every
 `DrillResult` as a markdown artifact. A failing check fails the flow run. Scheduled in
@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from prefect import flow
 
-from lifeboat.drills import DrillResult, Outcome, Rig, kinds_for, run_drill
+from flows.drills import DrillResult, Outcome, Rig, kinds_for, run_drill
 from lifeboat.errors import LifeboatError
 
 
@@ -45,11 +45,11 @@ def run_failover(rig: Rig) -> Outcome:
     from flows.approval import ChatGate
     from flows.failover import execute
     from flows.sandbox import sandbox_images
-    from flows.wiring import Providers, build_ledger, build_steps
+    from flows.wiring import build_ledger, build_steps, providers_for, settings_for
     from providers.chat.console import ConsoleChat
-    from providers.registry import FakeRegistry
+    from providers.image_registry import FakeRegistry
 
-    providers = Providers.for_runbook(rig.rb, registry=FakeRegistry(sandbox_images(rig.rb)))
+    providers = providers_for(rig.rb, registry=FakeRegistry(sandbox_images(rig.rb)))
     if rig.primary is not None:
         providers.primary = rig.primary
     if rig.compute is not None:
@@ -70,7 +70,7 @@ def run_failover(rig: Rig) -> Outcome:
     gate = ChatGate(rig.rb, ConsoleChat(rig.approval))  # never Slack: drills page nobody
     error = None
     try:
-        execute(rig.rb, steps, ledger, gate, run_id=rig.drill_id, drill=True)
+        execute(settings_for(rig.rb), steps, ledger, gate, run_id=rig.drill_id, drill=True)
     except Exception as e:  # the checks judge it
         error = e
     return Outcome(ledger.entry, steps.results, error)

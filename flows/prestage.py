@@ -11,26 +11,28 @@ from dataclasses import asdict
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
-from prefect.events import emit_event
 
 from lifeboat.prestage import PrestageReadiness, readiness_for, readiness_markdown, stage_runbook_weights
+from providers.orchestrator.prefect_api import emit as emit_event
 
 
 @task(retries=2, retry_delay_seconds=10)
 def stage(runbook_path: str) -> list[str]:
-    from providers.storage import open_store
+    from flows.wiring import store_opener
     from runbooks.loader import load_runbook
 
-    return sorted(stage_runbook_weights(load_runbook(runbook_path), open_store))
+    rb = load_runbook(runbook_path)
+    return sorted(stage_runbook_weights(rb, store_opener(rb)))
 
 
 @task(retries=1, retry_delay_seconds=5)
 def check(runbook_path: str, mirrors: dict[str, str] | None) -> PrestageReadiness:
-    from providers.registry import OciRegistry
-    from providers.storage import open_store
+    from flows.wiring import store_opener
+    from providers.image_registry import OciRegistry
     from runbooks.loader import load_runbook
 
-    return readiness_for(load_runbook(runbook_path), OciRegistry(mirror=mirrors), open_store)
+    rb = load_runbook(runbook_path)
+    return readiness_for(rb, OciRegistry(mirror=mirrors), store_opener(rb))
 
 
 @flow(name="prestage", log_prints=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
-from prefect.events import emit_event
 
+from flows.wiring import open_sites
 from lifeboat.errors import ProviderUnavailable
 from lifeboat.replication import (
     LAG_EVENT,
@@ -19,11 +19,11 @@ from lifeboat.replication import (
     ReplicationReport,
     committed_checkpoints,
     default_lag_log,
-    open_sites,
     replicate_checkpoints,
     retention_for,
     worth_replicating,
 )
+from providers.orchestrator.prefect_api import emit as emit_event
 from runbooks.loader import load_runbook
 
 

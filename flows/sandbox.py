@@ -95,7 +95,8 @@ def seed(rb: Runbook, box: Sandbox, *, steps: int, every: int) -> None:
     """Train on the primary until it dies 3 steps after its last checkpoint (work the resumed
     job must redo, and whose losses the parity gate compares), then replicate every
     committed checkpoint."""
-    from lifeboat.replication import open_sites, replicate_checkpoints, stored_checkpoints
+    from flows.wiring import open_sites
+    from lifeboat.replication import replicate_checkpoints, stored_checkpoints
 
     Trainer(box.primary, box.pre_failure_log, heartbeat=box.root / "primary-heartbeat.json").run(
         steps + 3, every

@@ -10,72 +10,19 @@ deploy a watch to a work pool on the GPU nodes, or leave GPU health to DCGM expo
 labelled `lifeboat_signal=gpu_health` through `lifeboat serve`. A host without a driver
 reads `unknown` and does not vote.
 
-`build_probes` is the composition root: plain Python, tested without Prefect.
+The probes come from the composition root, `flows.wiring.build_probes`.
 """
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
-
 from prefect import flow, get_run_logger, task
 
-from lifeboat.detection.events import emit, outage_event
+from lifeboat.detection.events import outage_event
 from lifeboat.detection.log import SignalLog
-from lifeboat.detection.probes import (
-    CheckpointFreshnessProbe,
-    GpuHealthReadingProbe,
-    Probe,
-    TrainingProgressProbe,
-    file_heartbeat,
-    store_heartbeat,
-)
-from lifeboat.detection.provider import ProviderProbe
+from lifeboat.detection.probes import Probe
 from lifeboat.detection.quorum import QuorumPolicy
 from lifeboat.detection.signals import Reading
-
-
-def build_probes(rb, *, xid_wait_ms: int | None = 0) -> list[Probe]:
-    """One probe per signal the runbook lists (alerts arrive through `lifeboat serve`)."""
-    from providers.health.control_plane import StoreControlPlane
-    from providers.health.nvml import NvmlHealth
-    from providers.storage import open_site
-
-    signals = {str(getattr(s, "value", s)) for s in rb.detection.signals}
-    probes: list[Probe] = []
-    primary = None
-    if signals & {"checkpoint_freshness", "provider"}:
-        primary = open_site(rb, rb.primary)
-    if "gpu_health" in signals:
-        probes.append(GpuHealthReadingProbe(NvmlHealth(xid_wait_ms=xid_wait_ms)))
-    if "training_progress" in signals and rb.detection.heartbeat:
-        probes.append(
-            TrainingProgressProbe(
-                _heartbeat_reader(rb), rb.detection.stall_after, source=f"heartbeat:{rb.detection.heartbeat}"
-            )
-        )
-    if "checkpoint_freshness" in signals:
-
-        def newest():
-            return max((o.updated for o in primary.list()), default=None)
-
-        probes.append(
-            CheckpointFreshnessProbe(
-                newest, rb.checkpoint.cadence, rb.checkpoint.freshness_factor, source=primary.uri
-            )
-        )
-    if "provider" in signals:
-        probes.append(ProviderProbe(StoreControlPlane(primary)))
-    return probes
-
-
-def _heartbeat_reader(rb):
-    from providers.storage import open_store
-
-    where = rb.detection.heartbeat
-    if urlparse(where).scheme in ("s3", "gs", "file"):
-        parent, _, key = rb.store_uri(where).rstrip("/").rpartition("/")
-        return store_heartbeat(open_store(parent, endpoint_url=rb.primary.endpoint_url), key)
-    return file_heartbeat(rb.resolve(where))
+from providers.orchestrator.prefect_api import emit_spec as emit
 
 
 @task
@@ -91,6 +38,7 @@ def watch(runbook: str, xid_wait_ms: int = 0) -> dict:
         runbook: Path of the runbook YAML on the worker.
         xid_wait_ms: How long to listen for GPU XID events (0: only what is already queued).
     """
+    from flows.wiring import build_probes
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)

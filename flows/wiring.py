@@ -1,33 +1,28 @@
-"""The composition root: a runbook's providers, and the failover's steps over them.
+"""The composition root: the only place a runbook turns into providers and plain settings.
 
-`RunbookSteps` implements `lifeboat.failover.FailoverSteps` with real providers: stores from
-the runbook's URIs, compute from its secondary (SkyPilot or local), the OCI registry for
-images. A dry run builds the very same steps over a sandboxed copy of the runbook
-(`flows.sandbox`): local stores in a temporary folder, local compute running the tiny
-trainer, a fake registry — so CI rehearses the real code path, not a mock of it.
+No behaviour lives here: the steps are `lifeboat.failover.steps.ProviderSteps`, the walk
+is `lifeboat.failover.walk`. This module opens a runbook's stores (one opener, which keeps
+each site's S3-compatible `endpoint_url`), builds its compute, registry, probes, ledger and
+approval gate, and reads its policy into `FailoverSettings` / `StepSpec`.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlparse
 
-from lifeboat.errors import LifeboatError, StopFailover
-from lifeboat.failover import Certified, Confirmation, Fenced, Parity, Provisioned, Resumed
+from lifeboat.errors import LifeboatError
+from lifeboat.failover.results import FailoverSettings
+from lifeboat.failover.steps import Providers, ProviderSteps, StepSpec
 from lifeboat.ledger import LedgerFile, RtoLedger
-from lifeboat.prestage import PrestageReadiness
-from providers.compute.base import Compute, JobSpec, PlanOption, candidates_from_runbook
-from providers.registry import Registry
-from providers.storage import open_site, open_store
+from providers.compute.base import JobSpec, candidates_from_runbook
+from providers.image_registry import Registry
+from providers.storage import open_store
 from providers.storage.base import Store
-from runbooks.model import Runbook
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
+from runbooks.model import Runbook, Site
 
 
 def cluster_name(rb: Runbook, drill: str | None = None) -> str:
@@ -36,207 +31,157 @@ def cluster_name(rb: Runbook, drill: str | None = None) -> str:
     return f"{rb.name}-drill-{drill}" if drill else f"{rb.name}-dr"
 
 
-@dataclass
-class Providers:
-    """Everything outside Lifeboat that a failover touches."""
+# -- stores ---------------------------------------------------------------------------------
+def store_opener(rb: Runbook) -> Callable[[str], Store]:
+    """Any store URI -> its Store. A URI in a site's bucket (the checkpoints, prestaged
+    weights, the loss log) gets that site's `endpoint_url` (R2, MinIO); others get none."""
+    sites = [rb.secondary, rb.primary]
 
-    primary: Store | None  # None: not even openable (the outage); the secondary must do
-    secondary: Store
-    compute: Compute
-    registry: Registry
-    open_store: Callable[[str], Store]
+    def bucket(uri: str) -> tuple[str, str]:
+        parsed = urlparse(uri)
+        return parsed.scheme, parsed.netloc
 
-    @classmethod
-    def for_runbook(cls, rb: Runbook, *, registry: Registry | None = None) -> Providers:
-        from providers.compute import compute_for_runbook
-        from providers.registry import OciRegistry
+    def opener(uri: str) -> Store:
+        uri = rb.store_uri(uri)
+        site = next((s for s in sites if bucket(rb.store_uri(s.store)) == bucket(uri)), None)
+        endpoint = site.endpoint_url if site is not None and uri.startswith("s3://") else None
+        return open_store(uri, endpoint_url=endpoint)
 
-        def opener(uri: str) -> Store:
-            site = rb.secondary if uri.startswith(rb.store_uri(rb.secondary.store)) else rb.primary
-            return open_store(uri, endpoint_url=site.endpoint_url if uri.startswith("s3://") else None)
-
-        try:
-            primary = open_site(rb, rb.primary)
-        except LifeboatError:
-            primary = None
-        secondary = open_site(rb, rb.secondary)
-        return cls(primary, secondary, compute_for_runbook(rb), registry or OciRegistry(), opener)
+    return opener
 
 
-class RunbookSteps:
-    """The failover's steps for one runbook, over its providers. See lifeboat/failover.py."""
-
-    def __init__(
-        self,
-        rb: Runbook,
-        providers: Providers,
-        *,
-        run_id: str,
-        cluster: str,
-        outage_started_at: datetime | None = None,
-        detected_at: datetime | None = None,
-        evidence: Sequence[str] | None = None,
-        force: bool = False,
-        clock: Callable[[], datetime] = _now,
-    ):
-        self.rb, self.p = rb, providers
-        self.run_id, self.cluster = run_id, cluster
-        self.outage_started_at, self.detected_at = outage_started_at, detected_at
-        self.evidence, self.force, self.clock = tuple(evidence or ()), force, clock
-        self.expected_epoch: int | None = None  # read by confirm()
-
-    def confirm(self) -> Confirmation:
-        from lifeboat.fencing import read_lease
-
-        # The epoch seen at confirmation: if another failover fences first, ours stops
-        # instead of fencing *it* out.
-        current = read_lease(self.p.secondary)
-        self.expected_epoch = current[0].epoch if current else 0
-        now = self.clock()
-        if self.evidence:  # the watch flow's quorum already confirmed it
-            return Confirmation(self.outage_started_at or now, self.detected_at or now, self.evidence)
-        from flows.watch import build_probes
-        from lifeboat.detection.quorum import OutageState, QuorumPolicy, decide
-
-        readings = [probe.check(None) for probe in build_probes(self.rb)]
-        now = self.clock()  # after the probes: a reading taken after `now` would not be live
-        decision = decide(readings, now, QuorumPolicy.from_detection(self.rb.detection))
-        lines = tuple(f"{r.signal}: {r.summary}" for r in readings if r.failing)
-        if decision.state is not OutageState.confirmed and not self.force:
-            raise StopFailover(f"outage not confirmed: {decision.summary} (start with force to override)")
-        if not lines:
-            lines = ("started by hand with force: no signal is failing",)
-        start = self.outage_started_at or decision.outage_started_at or now
-        return Confirmation(start, self.detected_at or now, lines)
-
-    def fence(self) -> Fenced:
-        from lifeboat.fencing import fence_job
-
-        lease, on_primary = fence_job(
-            self.p.secondary,
-            self.p.primary,
-            run_id=self.run_id,
-            holder=f"lifeboat:{self.cluster}",
-            expect_epoch=self.expected_epoch,
-        )
-        stores = (self.p.secondary.uri,) + ((self.p.primary.uri,) if on_primary else ())
-        stopped = False
-        if self.rb.primary.cluster:
-            try:
-                self.p.compute.teardown(self.rb.primary.cluster)
-                stopped = True
-            except LifeboatError:
-                stopped = False  # unreachable: the lease keeps it from committing
-        return Fenced(lease.epoch, stores, stopped)
-
-    def certify(self, older_than: int | None = None) -> Certified:
-        from lifeboat.certify import certify_replica
-
-        report = certify_replica(
-            self.p.secondary,
-            self.p.primary,
-            layout=self.rb.checkpoint.layout.value,
-            at=self.outage_started_at or self.clock(),
-            older_than=older_than,
-        )
-        rejected = tuple(f"step {r.step}: {r.reason} — {r.detail}" for r in report.rejected)
-        if report.certified is None:
-            older = f" older than step {older_than}" if older_than is not None else ""
-            why = f" ({'; '.join(rejected)})" if rejected else ""
-            raise StopFailover(f"no certified checkpoint{older} on {self.p.secondary.uri}{why}")
-        c = report.certified
-        return Certified(self._uri(c.uri), c.step, c.written_at, rejected, report.mode)
-
-    def _uri(self, uri: str) -> str:
-        return uri if "://" in uri else f"{self.p.secondary.uri.rstrip('/')}/{uri.strip('/')}"
-
-    def plan(self) -> tuple[PlanOption, ...]:
-        # The failed region is blocked; `local` names no region, so there is nothing to block.
-        blocked = [] if self.rb.primary.infra == "local" else [self.rb.primary.infra]
-        ranked = self.p.compute.plan(candidates_from_runbook(self.rb), blocked=blocked)
-        feasible = tuple(o for o in ranked if o.feasible)
-        if not feasible:
-            why = "; ".join(f"{o.infra}: {o.reason}" for o in ranked)
-            raise StopFailover(f"no feasible place to fail over to ({why})")
-        return feasible
-
-    def prestage(self) -> PrestageReadiness:
-        from lifeboat.prestage import readiness_for, stage_runbook_weights
-
-        stage_runbook_weights(self.rb, self.p.open_store)
-        return readiness_for(self.rb, self.p.registry, self.p.open_store)
-
-    def provision(self, options: Sequence[PlanOption]) -> Provisioned:
-        from providers.compute.fallback import launch_with_fallback
-
-        result = launch_with_fallback(
-            self.p.compute,
-            self.cluster,
-            options,
-            None,
-            budget_s=self.rb.failover.step_timeout.total_seconds(),
-        )
-        attempts = tuple(
-            f"{a.option.infra}: {'ok' if a.ok else a.error} ({a.seconds:.1f}s)" for a in result.attempts
-        )
-        return Provisioned(self.cluster, result.cluster.option, attempts)
-
-    def resume(self, cluster: Provisioned, checkpoint: Certified) -> Resumed:
-        from lifeboat.resume import parse_loaded, wait_first_step
-
-        started = self.clock()
-        self.p.compute.run(cluster.cluster, JobSpec.from_runbook(self.rb, checkpoint.uri))
-        first = wait_first_step(
-            lambda: self.p.compute.logs(cluster.cluster),
-            checkpoint.step,
-            timeout_s=self.rb.verify.first_step_timeout.total_seconds(),
-            job_alive=lambda: not self.p.compute.status(cluster.cluster).job.finished,
-            poll_s=0.2,
-        )
-        loaded = parse_loaded(self.p.compute.logs(cluster.cluster))
-        loaded_at = loaded[1] if loaded and loaded[0] == checkpoint.step else started
-        return Resumed(max(loaded_at, started), first.at, first.step)
-
-    def prove(self, cluster: Provisioned, checkpoint: Certified) -> Parity:
-        from lifeboat.resume import loss_parity, parse_losses
-
-        v = self.rb.verify
-        if not v.parity_steps:
-            return Parity(True, 0, "loss parity disabled (parity_steps: 0)")
-        if not v.loss_log:
-            return Parity(
-                True, 0, "no pre-failure loss log in the runbook (verify.loss_log): parity not checked"
-            )
-        pre = parse_losses(_read_text(self.rb, v.loss_log, self.p.open_store))
-        deadline = self.clock() + self.rb.verify.first_step_timeout
-        while True:  # wait until the resumed job has logged the steps to compare (or stopped)
-            resumed = parse_losses(self.p.compute.logs(cluster.cluster))
-            wanted = [s for s in range(checkpoint.step + 1, checkpoint.step + v.parity_steps + 1) if s in pre]
-            finished = self.p.compute.status(cluster.cluster).job.finished
-            if all(s in resumed for s in wanted) or finished or self.clock() > deadline:
-                break
-            _sleep(0.2)
-        r = loss_parity(pre, resumed, checkpoint.step, v.parity_steps, v.parity_tolerance)
-        return Parity(r.passed, r.compared, r.detail)
-
-    def teardown(self, cluster: Provisioned) -> None:
-        self.p.compute.teardown(cluster.cluster)
+def open_site(rb: Runbook, site: Site) -> Store:
+    """The checkpoint store of `rb.primary` or `rb.secondary`."""
+    return store_opener(rb)(site.store)
 
 
-def _sleep(seconds: float) -> None:
-    import time
+def open_sites(rb: Runbook) -> tuple[Store, Store]:
+    """(primary, secondary) checkpoint stores."""
+    return open_site(rb, rb.primary), open_site(rb, rb.secondary)
 
-    time.sleep(seconds)
+
+def certify_runbook(rb: Runbook, *, at: datetime | None = None, deep: bool = False):
+    """Certify the runbook's secondary store against its primary."""
+    from lifeboat.certify import certify_replica
+
+    source, replica = open_sites(rb)
+    return certify_replica(replica, source, layout=rb.checkpoint.layout, at=at, deep=deep)
 
 
-def _read_text(rb: Runbook, where: str, opener: Callable[[str], Store]) -> str:
-    """A loss log given as a path relative to the runbook or as a store URI."""
+def read_text(rb: Runbook, where: str, opener: Callable[[str], Store] | None = None) -> str:
+    """A text file given as a path relative to the runbook or as a store URI (the loss log)."""
     if "://" not in where:
         path = rb.resolve(where)
         return path.read_text() if path.exists() else ""
-    uri = rb.store_uri(where)
-    parent, _, key = uri.rpartition("/")
-    return b"".join(opener(parent).read(key)).decode()
+    parent, _, key = rb.store_uri(where).rpartition("/")
+    return b"".join((opener or store_opener(rb))(parent).read(key)).decode()
+
+
+# -- providers --------------------------------------------------------------------------------
+def providers_for(rb: Runbook, *, registry: Registry | None = None) -> Providers:
+    """The runbook's stores, compute and image registry. The primary may be unopenable (the
+    outage): then it is None and the secondary must do."""
+    from providers.compute import compute_for_runbook
+    from providers.image_registry import OciRegistry
+
+    opener = store_opener(rb)
+    try:
+        primary = opener(rb.primary.store)
+    except LifeboatError:
+        primary = None
+    return Providers(
+        primary, opener(rb.secondary.store), compute_for_runbook(rb), registry or OciRegistry(), opener
+    )
+
+
+def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0) -> list:
+    """One probe per signal the runbook lists (alerts arrive through `lifeboat serve`)."""
+    from urllib.parse import urlparse as _parse
+
+    from lifeboat.detection.probes import (
+        CheckpointFreshnessProbe,
+        GpuHealthReadingProbe,
+        TrainingProgressProbe,
+        file_heartbeat,
+        store_heartbeat,
+    )
+    from lifeboat.detection.provider import ProviderProbe
+    from providers.health.control_plane import StoreControlPlane
+    from providers.health.nvml import NvmlHealth
+
+    signals = {str(getattr(s, "value", s)) for s in rb.detection.signals}
+    opener = store_opener(rb)
+    probes: list = []
+    primary = opener(rb.primary.store) if signals & {"checkpoint_freshness", "provider"} else None
+    if "gpu_health" in signals:
+        probes.append(GpuHealthReadingProbe(NvmlHealth(xid_wait_ms=xid_wait_ms)))
+    if "training_progress" in signals and rb.detection.heartbeat:
+        where = rb.detection.heartbeat
+        if _parse(where).scheme in ("s3", "gs", "file"):
+            parent, _, key = rb.store_uri(where).rstrip("/").rpartition("/")
+            reader = store_heartbeat(opener(parent), key)
+        else:
+            reader = file_heartbeat(rb.resolve(where))
+        probes.append(TrainingProgressProbe(reader, rb.detection.stall_after, source=f"heartbeat:{where}"))
+    if "checkpoint_freshness" in signals:
+
+        def newest():
+            return max((o.updated for o in primary.list()), default=None)
+
+        probes.append(
+            CheckpointFreshnessProbe(
+                newest, rb.checkpoint.cadence, rb.checkpoint.freshness_factor, source=primary.uri
+            )
+        )
+    if "provider" in signals:
+        probes.append(ProviderProbe(StoreControlPlane(primary)))
+    return probes
+
+
+# -- the failover ------------------------------------------------------------------------------
+def settings_for(rb: Runbook) -> FailoverSettings:
+    f, a = rb.failover, rb.approval
+    return FailoverSettings(
+        runbook=rb.name,
+        rto_target=rb.rto_target,
+        rpo_target=rb.rpo_target,
+        retries=f.retries,
+        retry_delay_s=f.retry_delay.total_seconds(),
+        step_timeout_s=f.step_timeout.total_seconds(),
+        expected_ready=f.expected_ready,
+        provision_before_approval=a.provision_before_approval,
+        on_parity_failure=rb.verify.on_parity_failure,
+        channel=a.channel,
+        approvers=tuple(a.approvers),
+    )
+
+
+def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
+    from lifeboat.detection.quorum import QuorumPolicy
+    from lifeboat.prestage import readiness_for, stage_runbook_weights
+
+    def prestage():
+        stage_runbook_weights(rb, providers.open_store)
+        return readiness_for(rb, providers.registry, providers.open_store)
+
+    v = rb.verify
+    loss_log = v.loss_log
+    return StepSpec(
+        layout=rb.checkpoint.layout.value,
+        # The failed region is blocked; `local` names no region, so there is nothing to block.
+        blocked=() if rb.primary.infra == "local" else (rb.primary.infra,),
+        candidates=tuple(candidates_from_runbook(rb)),
+        provision_budget_s=rb.failover.step_timeout.total_seconds(),
+        first_step_timeout_s=v.first_step_timeout.total_seconds(),
+        parity_steps=v.parity_steps,
+        parity_tolerance=v.parity_tolerance,
+        job=lambda uri: JobSpec.from_runbook(rb, uri),
+        quorum=QuorumPolicy.from_detection(rb.detection),
+        probes=lambda: build_probes(rb),
+        prestage=prestage,
+        loss_log=(lambda: read_text(rb, loss_log, providers.open_store)) if loss_log else None,
+        primary_cluster=rb.primary.cluster,
+    )
 
 
 def build_steps(
@@ -249,10 +194,11 @@ def build_steps(
     evidence: Sequence[str] | None = None,
     force: bool = False,
     providers: Providers | None = None,
-) -> RunbookSteps:
-    return RunbookSteps(
-        rb,
-        providers or Providers.for_runbook(rb),
+) -> ProviderSteps:
+    providers = providers or providers_for(rb)
+    return ProviderSteps(
+        spec_for(rb, providers),
+        providers,
         run_id=run_id,
         cluster=cluster_name(rb, drill),
         outage_started_at=outage_started_at,
@@ -266,8 +212,7 @@ def build_ledger(
     rb: Runbook, *, run_id: str, drill: str | None = None, path: str | Path | None = None
 ) -> RtoLedger:
     """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`)."""
-    sink = LedgerFile(path)
-    return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), sink=sink)
+    return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), sink=LedgerFile(path))
 
 
 def build_gate(rb: Runbook, *, console: str = "wait"):
@@ -289,11 +234,11 @@ def build_gate(rb: Runbook, *, console: str = "wait"):
 def _slack_token():
     from pydantic import SecretStr
 
+    from providers.orchestrator.prefect_api import secret
+
     if value := os.environ.get("SLACK_BOT_TOKEN"):
         return SecretStr(value)
     try:
-        from prefect.blocks.system import Secret
-
-        return SecretStr(Secret.load("lifeboat-slack-bot-token").get())
-    except Exception:  # no block, no server: no Slack
+        return SecretStr(secret("lifeboat-slack-bot-token"))
+    except LifeboatError:  # no block, no server: no Slack
         return None

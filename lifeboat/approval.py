@@ -10,41 +10,17 @@ answer) until `escalation.timeout`; then `approval.on_timeout` decides: `abort` 
 `proceed` approves, `escalate` (nothing left to escalate to) rejects. Each step keeps
 who, when and why. `ApprovalDecision` is also the Prefect `wait_for_input` model, so the
 UI form, the Slack buttons, `lifeboat approve` and the policy timer all resume a paused
-run with the same shape.
+run with the same shape (it lives with the chat interface, `providers.chat.base`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
-
-from pydantic import BaseModel, Field
 
 from lifeboat.durations import format_duration
 from lifeboat.errors import PreconditionFailed
-
-
-class Via(StrEnum):
-    ui = "ui"
-    slack = "slack"
-    cli = "cli"
-    policy = "policy"
-
-
-class ApprovalDecision(BaseModel):
-    """Approve or reject a failover. The Prefect UI renders this as the resume form."""
-
-    approved: bool = Field(
-        description="Approve: provision GPUs on the secondary and resume the job there. "
-        "Leave unticked to reject and stop the failover."
-    )
-    reason: str = Field(
-        min_length=1,
-        description="Why you decide so. Recorded in the ledger and shown on the Slack card.",
-    )
-    approver: str = Field("unknown", description="Who decides: your name or Slack user ID (U0123ABCD).")
-    via: Via = Field(Via.ui, description="Where the decision was made: ui, slack, cli or policy.")
+from providers.chat.base import ApprovalDecision, Via
 
 
 @dataclass(frozen=True)

@@ -539,15 +539,6 @@ def newest_certified(replica: Store, source: Store | None, **kwargs) -> Certifie
     return next(certified_checkpoints(replica, source, **kwargs), None)
 
 
-def certify_runbook(rb, *, at: datetime | None = None, deep: bool = False) -> CertifyReport:
-    """Certify a runbook's secondary store against its primary (the composition root for
-    the CLI and the flow: stores are built here, from the runbook)."""
-    from providers.storage import open_site
-
-    replica, source = open_site(rb, rb.secondary), open_site(rb, rb.primary)
-    return certify_replica(replica, source, layout=rb.checkpoint.layout, at=at, deep=deep)
-
-
 def verdict(report: CertifyReport, rpo_target: timedelta) -> int:
     """0: certified within the RPO target; 1: certified, target exceeded; 2: none certified."""
     if report.certified is None:

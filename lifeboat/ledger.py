@@ -21,38 +21,10 @@ from pydantic import BaseModel, Field
 
 from lifeboat.durations import format_duration
 from lifeboat.errors import ConfigError, NotFound
+from lifeboat.failover.graph import MILESTONES, step_for_milestone
 
-# Milestones, in the order a failover normally reaches them.
-PHASES = (
-    "outage_start",
-    "detected",
-    "confirmed",
-    "fenced",
-    "certified",
-    "planned",
-    "prestaged",
-    "approval_requested",
-    "approval_granted",
-    "provisioned",
-    "checkpoint_loaded",
-    "first_step",
-    "parity_passed",
-)
-
-# Timeline steps: (label, end milestone, milestone it starts after unless `begin()` said otherwise).
-STEPS = (
-    ("detect", "detected", "outage_start"),
-    ("confirm", "confirmed", "detected"),
-    ("fence", "fenced", "confirmed"),
-    ("certify", "certified", "fenced"),
-    ("plan", "planned", "fenced"),
-    ("prestage", "prestaged", "fenced"),
-    ("approval", "approval_granted", "approval_requested"),
-    ("provision", "provisioned", "approval_granted"),
-    ("load checkpoint", "checkpoint_loaded", "provisioned"),
-    ("first step", "first_step", "checkpoint_loaded"),
-    ("loss parity", "parity_passed", "first_step"),
-)
+# Milestones, in the order a failover normally reaches them (from the step graph).
+PHASES = MILESTONES
 
 RCA_THRESHOLD = 1.2  # more than 20% over a target calls for a root-cause analysis
 
@@ -130,12 +102,23 @@ class LedgerEntry(BaseModel):
 
     def span(self, end_phase: str) -> tuple[datetime, datetime] | None:
         """(start, end) of the step that reaches `end_phase`, for the timeline."""
-        for _, end, after in STEPS:
-            if end == end_phase:
-                stop = self.phases.get(end)
-                start = self.began.get(end) or self.phases.get(after)
-                return (start, stop) if start and stop else None
-        return None
+        step = step_for_milestone(end_phase)
+        if step is None or step.milestone != end_phase:
+            return None
+        stop = self.phases.get(end_phase)
+        start = self.began.get(end_phase) or self.start_of(step)
+        return (start, stop) if start and stop else None
+
+    def start_of(self, step) -> datetime | None:
+        """When a step began by default: its own start milestone, else the latest end of the
+        steps it waits for (the graph's own order; early provisioning's variant where it ran)."""
+        from lifeboat.failover.graph import BY_NAME
+
+        if step.starts_at:
+            return self.phases.get(step.starts_at)
+        ends = [self.phases.get(BY_NAME[d].milestone) for d in step.after]
+        ends = [e for e in ends if e is not None]
+        return max(ends, default=None)
 
 
 def _ratio(value: timedelta | None, target: timedelta) -> float | None:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from urllib.parse import urlparse
 
 from lifeboat.errors import LifeboatError, ProviderUnavailable
-from providers.registry import Registry
+from providers.image_registry import Registry
 from providers.storage.base import Store
 
 PRESTAGE_PREFIX = "prestage"

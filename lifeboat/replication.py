@@ -167,13 +167,6 @@ def _write_receipt(replica: Store, prefix: str) -> None:
     write_receipt(replica, prefix)
 
 
-def open_sites(rb) -> tuple[Store, Store]:
-    """The runbook's primary and secondary stores (relative file:// resolved)."""
-    from providers.storage import open_site
-
-    return open_site(rb, rb.primary), open_site(rb, rb.secondary)
-
-
 def default_lag_log(rb) -> Path:
     """`.lifeboat/<runbook name>/replication-lag.jsonl` under the working directory."""
     return Path(".lifeboat") / rb.name / "replication-lag.jsonl"

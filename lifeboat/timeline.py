@@ -11,7 +11,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from lifeboat.durations import format_duration
-from lifeboat.ledger import PHASES, RCA_THRESHOLD, STEPS, LedgerEntry
+from lifeboat.failover.graph import STEPS
+from lifeboat.ledger import PHASES, RCA_THRESHOLD, LedgerEntry
 
 
 def _fmt(td: timedelta | None) -> str:
@@ -130,13 +131,13 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
     origin = entry.phases.get("outage_start") or min(entry.phases.values(), default=None)
     if origin is None:
         raise ValueError(f"run {entry.run_id} has no recorded phase to draw")
-    bars = [(label, entry.span(end)) for label, end, _ in STEPS]
+    bars = [(s.label, entry.span(s.milestone)) for s in STEPS]
     bars = [(label, span) for label, span in bars if span]
     for f in entry.failures:  # the step that failed, up to the failure
-        for label, end, after in STEPS:
-            start = entry.began.get(end) or entry.phases.get(after)
-            if end == f.phase and start:
-                bars.append((f"{label} (failed)", (start, f.at)))
+        for s in STEPS:
+            start = entry.began.get(s.milestone) or entry.start_of(s)
+            if f.phase in (s.milestone, *s.marks) and start:
+                bars.append((f"{s.label} (failed)", (start, f.at)))
 
     fig, ax = plt.subplots(figsize=(10, 0.45 * max(len(bars), 3) + 1.6), dpi=110)
     for row, (label, (start, stop)) in enumerate(bars):

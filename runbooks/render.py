@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
-from lifeboat.advise import advice_markdown
 from lifeboat.durations import format_duration as fd
 from runbooks.model import Runbook
 
 LEASE_KEY = "_lifeboat/lease.json"
 
 
-def render_markdown(rb: Runbook, source: str) -> str:
-    """The whole runbook; `source` is the YAML path as it should be shown (relative)."""
+def render_markdown(rb: Runbook, source: str, advice: str = "") -> str:
+    """The whole runbook; `source` is the YAML path as it should be shown (relative);
+    `advice` the checkpoint-interval and DR-budget section (`lifeboat.advise.advice_markdown`)."""
     parts = [
         _header(rb, source),
         _targets(rb),
@@ -31,7 +31,7 @@ def render_markdown(rb: Runbook, source: str) -> str:
         _resume(rb),
         _verify(rb),
         _record(rb, source),
-        advice_markdown(rb),
+        advice,
     ]
     return "\n\n".join(p.strip() for p in parts if p) + "\n"
 

@@ -1,6 +1,10 @@
-"""Suite-wide settings and the real protocol peers the suite shares.
+"""Suite-wide settings, the test tiers, and the real protocol peers the suite shares.
 
-No telemetry, nothing reaching the internet. Each peer starts once, on first use, on
+Tiers: a test that uses a peer (`prefect_server`, `s3_endpoint`, `gcs_endpoint`) is marked
+`integration` here, as is a test parametrized with a backend a peer serves (`s3`, `gcs`), so
+`pytest -m "not integration"` starts no server; a peer asked for at run time in that tier
+fails the test instead, and so does a flow run with no server (Prefect's silent temporary
+server is switched off). No telemetry, nothing reaching the internet. Each peer starts once, on first use, on
 127.0.0.1, and stops at the end of the session: `prefect_server` (a temporary Prefect server
 on SQLite, so every area's events, deployments and automations land on one server),
 `s3_endpoint` (moto's ThreadedMotoServer), `gcs_endpoint` (gcp-storage-emulator).
@@ -13,10 +17,29 @@ import pytest
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.setdefault("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "false")
+
+PEERS = ("prefect_server", "s3_endpoint", "gcs_endpoint")
+PEER_PARAMS = {"s3", "gcs", "s3-moto", "gcs-emulator"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        served = any(isinstance(v, str) and v in PEER_PARAMS for v in params.values())
+        if served or any(p in getattr(item, "fixturenames", ()) for p in PEERS):
+            item.add_marker(pytest.mark.integration)
+
+
+def _unit_tier_guard(request) -> None:
+    item = getattr(request, "_pyfuncitem", None)  # the test that first asked for the peer
+    if item is not None and "integration" not in item.keywords:
+        pytest.fail(f"{item.nodeid} starts {request.fixturename} but is not marked integration")
 
 
 @pytest.fixture(scope="session")
-def prefect_server():
+def prefect_server(request):
+    _unit_tier_guard(request)
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=120):
@@ -24,16 +47,18 @@ def prefect_server():
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint():
-    from providers.storage.testing import moto_server
+def s3_endpoint(request):
+    _unit_tier_guard(request)
+    from providers.storage.emulators import moto_server
 
     with moto_server() as url:
         yield url
 
 
 @pytest.fixture(scope="session")
-def gcs_endpoint():
-    from providers.storage.testing import gcs_emulator
+def gcs_endpoint(request):
+    _unit_tier_guard(request)
+    from providers.storage.emulators import gcs_emulator
 
     with gcs_emulator() as url:
         yield url

@@ -6,7 +6,7 @@ payloads), `quorum` (decide), `log` (the per-runbook signal log), `events` (deci
 as Prefect events).
 """
 
-from lifeboat.detection.quorum import Decision, OutageState, QuorumPolicy, decide
+from lifeboat.detection.quorum import OutageDecision, OutageState, QuorumPolicy, decide
 from lifeboat.detection.signals import Reading, Status
 
-__all__ = ["Decision", "OutageState", "QuorumPolicy", "Reading", "Status", "decide"]
+__all__ = ["OutageDecision", "OutageState", "QuorumPolicy", "Reading", "Status", "decide"]

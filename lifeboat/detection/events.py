@@ -3,7 +3,7 @@
 The runbook is the event's resource (`lifeboat.runbook.<name>`, with its path as a label
 the failover automation passes on). The payload carries `evidence` (one line per reading,
 the failover flow's parameter) and `decision` (the whole decision, readings included). Event ids are stable per outage episode, so a decision emitted twice (two
-receivers, a retry) is stored once by the server. Prefect is imported only in `emit`.
+receivers, a retry) is stored once by the server. `providers.orchestrator.prefect_api.emit` sends them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from lifeboat.detection.quorum import Decision, OutageState
+from lifeboat.detection.quorum import OutageDecision, OutageState
 from lifeboat.detection.signals import iso
 
 RESOURCE_PREFIX = "lifeboat.runbook."
@@ -42,14 +42,14 @@ def runbook_resource(name: str, path: str | None) -> dict[str, str]:
     return resource
 
 
-def evidence_lines(decision: Decision) -> list[str]:
+def evidence_lines(decision: OutageDecision) -> list[str]:
     """One line per reading behind the decision, for the approval card and the ledger."""
     lines = [f"{r.signal}: {r.summary} ({r.source}, {iso(r.at)})" for r in decision.evidence]
     lines += [f"{signal}: ignored, {why}" for signal, why in decision.ignored]
     return lines
 
 
-def outage_event(decision: Decision, name: str, path: str | None) -> EventSpec | None:
+def outage_event(decision: OutageDecision, name: str, path: str | None) -> EventSpec | None:
     """The event for a decision that changed state; None when nothing changed."""
     if not decision.changed:
         return None
@@ -67,18 +67,4 @@ def outage_event(decision: Decision, name: str, path: str | None) -> EventSpec |
         payload,
         decision.episode_id(name),
         decision.at,
-    )
-
-
-def emit(spec: EventSpec) -> None:
-    """Send to the Prefect API (PREFECT_API_URL); the events client batches in the background."""
-    from prefect.events import emit_event
-
-    emit_event(
-        event=spec.event,
-        resource=spec.resource,
-        payload=spec.payload,
-        id=spec.id,
-        occurred=spec.occurred,
-        related=spec.related or None,
     )

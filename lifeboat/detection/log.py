@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from lifeboat.detection.quorum import Decision, OutageState, QuorumPolicy, decide
+from lifeboat.detection.quorum import OutageDecision, OutageState, QuorumPolicy, decide
 from lifeboat.detection.signals import Clock, Reading, utc_now
 
 
@@ -32,12 +32,12 @@ class SignalLog:
         self.path = self.dir / f"{runbook}.json"
         self.clock = clock
 
-    def _load(self) -> tuple[list[Reading], Decision | None]:
+    def _load(self) -> tuple[list[Reading], OutageDecision | None]:
         try:
             doc = json.loads(self.path.read_text())
         except FileNotFoundError:
             return [], None
-        decision = Decision.from_dict(doc["decision"]) if doc.get("decision") else None
+        decision = OutageDecision.from_dict(doc["decision"]) if doc.get("decision") else None
         return [Reading.from_dict(r) for r in doc.get("readings", [])], decision
 
     @contextmanager
@@ -56,7 +56,7 @@ class SignalLog:
         mine = [r for r in readings if r.source == source]
         return max(mine, key=lambda r: r.at) if mine else None
 
-    def observe(self, new: Iterable[Reading], policy: QuorumPolicy) -> Decision:
+    def observe(self, new: Iterable[Reading], policy: QuorumPolicy) -> OutageDecision:
         """Record `new` readings and decide again; returns the decision (see `.changed`)."""
         with self._locked():
             readings, previous = self._load()
@@ -66,7 +66,7 @@ class SignalLog:
             self._save(self._forget(readings, now, policy), decision)
             return decision
 
-    def stand_down(self, reason: str) -> Decision | None:
+    def stand_down(self, reason: str) -> OutageDecision | None:
         """The pending failover was called off (its alerts resolved before anyone approved):
         leave `confirmed` now instead of holding, so a renewed quorum fails over again."""
         with self._locked():
@@ -97,7 +97,7 @@ class SignalLog:
             key=lambda r: (r.at, r.source),
         )
 
-    def _save(self, readings: list[Reading], decision: Decision) -> None:
+    def _save(self, readings: list[Reading], decision: OutageDecision) -> None:
         doc = {"readings": [r.to_dict() for r in readings], "decision": decision.to_dict()}
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))

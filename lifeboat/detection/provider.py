@@ -1,54 +1,14 @@
 """The provider/region signal: is the primary's control plane answering, and with capacity?
 
-A `ControlPlane` answers one `ping()`; the probe pings a few times and fails when too many
-attempts error out or report no capacity. A single slow or failed call is weather, not an
-outage. Real control planes live in `providers/health/control_plane.py`; the fake is here
-because the core's tests and the flows' dry runs both use it.
+A `ControlPlane` (`providers/health/control_plane.py`, with its real adapters and fake)
+answers one `ping()`; the probe pings a few times and fails when too many attempts error out
+or report no capacity. A single slow or failed call is weather, not an outage.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
-
 from lifeboat.detection.signals import Clock, Reading, Status, utc_now
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One call to the control plane."""
-
-    ok: bool
-    latency_s: float = 0.0
-    error: str | None = None  # what went wrong, as the provider said it
-    capacity: bool = False  # the provider answered "no capacity" (InsufficientInstanceCapacity, ...)
-
-
-class ControlPlane(Protocol):
-    name: str  # "aws/us-east-1", "s3://bucket": shown in the evidence
-
-    def ping(self) -> Attempt:
-        """One cheap authenticated call. Never raises: failures are `Attempt(ok=False)`."""
-        ...
-
-
-class FakeControlPlane:
-    """A scripted control plane: `script` is consumed one ping at a time, then `mode` holds.
-
-    mode "up" answers ok, "down" times out, "no_capacity" answers with a capacity error.
-    """
-
-    def __init__(self, name: str = "fake/region-1", mode: str = "up", script: list[str] | None = None):
-        self.name, self.mode, self.script, self.pings = name, mode, list(script or []), 0
-
-    def ping(self) -> Attempt:
-        self.pings += 1
-        mode = self.script.pop(0) if self.script else self.mode
-        if mode == "up":
-            return Attempt(True, 0.01)
-        if mode == "no_capacity":
-            return Attempt(False, 0.02, "InsufficientInstanceCapacity", capacity=True)
-        return Attempt(False, 5.0, "connect timeout")
+from providers.health.control_plane import ControlPlane
 
 
 class ProviderProbe:

@@ -67,7 +67,7 @@ class QuorumPolicy:
 
 
 @dataclass(frozen=True)
-class Decision:
+class OutageDecision:
     state: OutageState
     previous: OutageState
     at: datetime
@@ -105,7 +105,7 @@ class Decision:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Decision:
+    def from_dict(cls, d: dict[str, Any]) -> OutageDecision:
         return cls(
             state=OutageState(d["state"]),
             previous=OutageState(d["previous"]),
@@ -138,8 +138,8 @@ def _since(r: Reading) -> datetime:
 
 
 def decide(
-    readings: Iterable[Reading], now: datetime, policy: QuorumPolicy, previous: Decision | None = None
-) -> Decision:
+    readings: Iterable[Reading], now: datetime, policy: QuorumPolicy, previous: OutageDecision | None = None
+) -> OutageDecision:
     by_signal: dict[str, dict[str, list[Reading]]] = defaultdict(lambda: defaultdict(list))
     for r in sorted(readings, key=lambda r: (r.at, r.source)):
         if r.at <= now:
@@ -196,7 +196,7 @@ def decide(
         summary = "healthy: no signal failing" + (f" ({len(ignored)} ignored)" if ignored else "")
     else:
         summary = f"{state}: {len(voting)} of {policy.quorum} signal(s) agree ({', '.join(voting)})"
-    return Decision(
+    return OutageDecision(
         state=state,
         previous=before,
         at=now,

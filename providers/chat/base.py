@@ -9,12 +9,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
 
 from lifeboat.durations import format_duration
 
-if TYPE_CHECKING:
-    from lifeboat.approval import ApprovalDecision
+
+class Via(StrEnum):
+    ui = "ui"
+    slack = "slack"
+    cli = "cli"
+    policy = "policy"
+
+
+class ApprovalDecision(BaseModel):
+    """Approve or reject a failover. The Prefect UI renders this as the resume form."""
+
+    approved: bool = Field(
+        description="Approve: provision GPUs on the secondary and resume the job there. "
+        "Leave unticked to reject and stop the failover."
+    )
+    reason: str = Field(
+        min_length=1,
+        description="Why you decide so. Recorded in the ledger and shown on the Slack card.",
+    )
+    approver: str = Field("unknown", description="Who decides: your name or Slack user ID (U0123ABCD).")
+    via: Via = Field(Via.ui, description="Where the decision was made: ui, slack, cli or policy.")
+
 
 APPROVE_ACTION = "lifeboat_approve"
 REJECT_ACTION = "lifeboat_reject"

@@ -11,8 +11,7 @@ import itertools
 import sys
 from typing import Literal, TextIO
 
-from lifeboat.approval import ApprovalDecision, Via
-from providers.chat.base import ApprovalCard, CardRef
+from providers.chat.base import ApprovalCard, ApprovalDecision, CardRef, Via
 
 Mode = Literal["wait", "approve", "reject", "ask"]
 

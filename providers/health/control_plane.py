@@ -1,4 +1,6 @@
-"""Real control planes for the provider signal (see lifeboat/detection/provider.py).
+"""Control planes for the provider signal (`lifeboat.detection.provider.ProviderProbe`).
+
+`ControlPlane` is the interface; `FakeControlPlane` the scripted fake.
 
 `StoreControlPlane` asks the primary's object store about a key that need not exist: an
 answer, even NotFound, means the region's API is up; a timeout or 5xx means it is not.
@@ -11,10 +13,48 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from lifeboat.detection.provider import Attempt
 from lifeboat.errors import LifeboatError, NotFound, ProviderUnavailable
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One call to the control plane."""
+
+    ok: bool
+    latency_s: float = 0.0
+    error: str | None = None  # what went wrong, as the provider said it
+    capacity: bool = False  # the provider answered "no capacity" (InsufficientInstanceCapacity, ...)
+
+
+class ControlPlane(Protocol):
+    name: str  # "aws/us-east-1", "s3://bucket": shown in the evidence
+
+    def ping(self) -> Attempt:
+        """One cheap authenticated call. Never raises: failures are `Attempt(ok=False)`."""
+        ...
+
+
+class FakeControlPlane:
+    """A scripted control plane: `script` is consumed one ping at a time, then `mode` holds.
+
+    mode "up" answers ok, "down" times out, "no_capacity" answers with a capacity error.
+    """
+
+    def __init__(self, name: str = "fake/region-1", mode: str = "up", script: list[str] | None = None):
+        self.name, self.mode, self.script, self.pings = name, mode, list(script or []), 0
+
+    def ping(self) -> Attempt:
+        self.pings += 1
+        mode = self.script.pop(0) if self.script else self.mode
+        if mode == "up":
+            return Attempt(True, 0.01)
+        if mode == "no_capacity":
+            return Attempt(False, 0.02, "InsufficientInstanceCapacity", capacity=True)
+        return Attempt(False, 5.0, "connect timeout")
+
 
 CAPACITY_MARKERS = ("InsufficientInstanceCapacity", "ZONE_RESOURCE_POOL_EXHAUSTED", "out of capacity")
 

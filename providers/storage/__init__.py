@@ -32,10 +32,4 @@ def open_store(uri: str, *, endpoint_url: str | None = None) -> Store:
     return backend(parsed.netloc, parsed.path.lstrip("/"), endpoint_url=endpoint_url)
 
 
-def open_site(rb, site) -> Store:
-    """The checkpoint store of a runbook's site (`rb.primary` or `rb.secondary`): its URI with
-    a relative `file://` path resolved against the runbook, and its S3-compatible endpoint."""
-    return open_store(rb.store_uri(site.store), endpoint_url=site.endpoint_url)
-
-
-__all__ = ["Capabilities", "ObjectInfo", "Store", "open_site", "open_store"]
+__all__ = ["Capabilities", "ObjectInfo", "Store", "open_store"]

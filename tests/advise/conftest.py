@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from lifeboat import cli
 from runbooks.model import Runbook
+from shell import cli
 
 BASE_RUNBOOK = {
     "name": "llm-pretrain",

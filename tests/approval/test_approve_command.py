@@ -1,11 +1,11 @@
 import pytest
 
-from lifeboat.cli import main as lifeboat
+from shell.cli import main as lifeboat
 
 
 @pytest.fixture(autouse=True)
 def only_approve(monkeypatch):
-    monkeypatch.setattr("lifeboat.cli.COMMANDS", ("approve",))
+    monkeypatch.setattr("shell.cli.COMMANDS", ("approve",))
 
 
 def test_approve_refuses_something_that_is_not_a_run_id(capsys):

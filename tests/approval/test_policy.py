@@ -1,7 +1,8 @@
 import pytest
 
-from lifeboat.approval import ApprovalDecision, ApprovalProcess, Escalate, Via
+from lifeboat.approval import ApprovalProcess, Escalate
 from lifeboat.errors import PreconditionFailed
+from providers.chat.base import ApprovalDecision, Via
 
 from .conftest import T0, make_runbook, minutes
 

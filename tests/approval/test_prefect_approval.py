@@ -14,12 +14,12 @@ from pydantic import SecretStr
 from starlette.testclient import TestClient
 
 from flows.approval import await_approval
-from lifeboat.cli import main as lifeboat
 from lifeboat.ledger import LedgerFile, RtoLedger
-from lifeboat.server import create_app
 from providers.chat.slack import SlackChat
-from providers.chat.slack_actions import SlackSettings, slack_routes
 from runbooks.model import Runbook
+from shell.cli import main as lifeboat
+from shell.server import create_app
+from shell.slack_actions import SlackSettings, slack_routes
 
 from .conftest import (
     SIGNING_SECRET,
@@ -162,9 +162,7 @@ def test_ui_style_resume_with_run_input_decides(tmp_path, slack_stub, prefect_se
 def test_lifeboat_approve_from_a_terminal_rejects_with_a_reason(
     tmp_path, slack_stub, prefect_server, capsys, monkeypatch
 ):
-    monkeypatch.setattr(
-        "lifeboat.cli.COMMANDS", ("approve",)
-    )  # only this command, whatever else is registered
+    monkeypatch.setattr("shell.cli.COMMANDS", ("approve",))  # only this command, whatever else is registered
     _, t, run_id, _ = _start(tmp_path, slack_stub)
     assert (
         lifeboat(["approve", run_id, "--reject", "--reason", "primary is back", "--approver", "carol"]) == 0

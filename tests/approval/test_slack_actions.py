@@ -10,17 +10,14 @@ import pytest
 from pydantic import SecretStr
 from starlette.testclient import TestClient
 
-from lifeboat.server import create_app
+from lifeboat.errors import PreconditionFailed
 from providers.chat.slack import card_blocks
-from providers.chat.slack_actions import SlackSettings, slack_routes
+from shell.server import create_app
+from shell.slack_actions import SlackSettings, slack_routes
 
 from .conftest import SIGNING_SECRET, click_payload, make_card, make_runbook, signed_click
 
 RUN = "8d4c1a52-0000-4000-8000-000000000001"
-
-
-class NotPausedError(Exception):
-    """Named like Prefect's: the endpoint recognises it by name."""
 
 
 @pytest.fixture
@@ -33,7 +30,9 @@ def endpoint(slack_stub, tmp_path):
         if prefect_down:
             raise prefect_down.pop(0)
         if run_id not in paused:
-            raise NotPausedError("Cannot resume a run that isn't paused!")
+            raise PreconditionFailed(
+                f"run {run_id} is not waiting for approval"
+            )  # as the Prefect adapter maps it
         paused.discard(run_id)
         resumed.append((run_id, run_input))
 

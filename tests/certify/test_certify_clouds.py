@@ -6,9 +6,9 @@ import pytest
 from lifeboat.certify import UNVERIFIABLE, certify_replica
 from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
 from lifeboat.errors import NotFound
+from providers.storage.emulators import ThrottlingProxy, new_gcs_bucket, new_s3_bucket
 from providers.storage.gcs import GcsStore
 from providers.storage.s3 import S3Store
-from providers.storage.testing import ThrottlingProxy, new_gcs_bucket, new_s3_bucket
 
 
 def _s3(url, prefix="run"):

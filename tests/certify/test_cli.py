@@ -7,8 +7,8 @@ import pytest
 
 from lifeboat.checkpoints.manifest import MANIFEST_NAME, Manifest
 from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
-from lifeboat.cli import main
 from providers.storage.local import LocalStore
+from shell.cli import main
 
 WRITTEN = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from lifeboat.errors import ConfigError
-from lifeboat.server import create_app
-from providers.alerts.alertmanager import AlertmanagerSettings, alertmanager_routes
+from shell.alertmanager import AlertmanagerSettings, alertmanager_routes
+from shell.server import create_app
 
 TOKEN = "s3cr3t-am-token"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}

@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from flows.automation import failover_triggers
-from lifeboat.server import create_app
-from providers.alerts.alertmanager import AlertmanagerSettings, alertmanager_routes
+from shell.alertmanager import AlertmanagerSettings, alertmanager_routes
+from shell.server import create_app
 
 pytestmark = pytest.mark.integration
 TOKEN = "integration-token"

@@ -13,8 +13,9 @@ from lifeboat.detection.probes import (
     file_heartbeat,
     store_heartbeat,
 )
-from lifeboat.detection.provider import FakeControlPlane, ProviderProbe
+from lifeboat.detection.provider import ProviderProbe
 from lifeboat.detection.signals import Status
+from providers.health.control_plane import FakeControlPlane
 from providers.health.fake import FakeGpu, FakeNvml
 from providers.health.nvml import NvmlHealth
 from providers.storage.local import LocalStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from lifeboat.detection.log import SignalLog
-from lifeboat.detection.quorum import Decision, OutageState, QuorumPolicy, decide
+from lifeboat.detection.quorum import OutageDecision, OutageState, QuorumPolicy, decide
 from lifeboat.detection.signals import Reading, Status
 
 POLICY = QuorumPolicy(
@@ -130,7 +130,7 @@ def test_a_decision_round_trips_through_json_with_a_stable_episode_id(clock):
     decision = decide(
         [reading("provider", "failing", clock()), reading("gpu_health", "failing", clock())], clock(), POLICY
     )
-    again = Decision.from_dict(decision.to_dict())
+    again = OutageDecision.from_dict(decision.to_dict())
     assert again == decision
     assert again.episode_id("guarded") == decision.episode_id("guarded")
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from flows.watch import build_probes
-from lifeboat.cli import main as lifeboat
+from flows.wiring import build_probes
 from lifeboat.detection.alerts import Seen
 from lifeboat.detection.events import outage_event
 from lifeboat.detection.quorum import QuorumPolicy, decide
 from lifeboat.detection.signals import Reading, Status
 from runbooks.loader import load_runbook
+from shell.cli import main as lifeboat
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -76,8 +76,8 @@ def test_serve_refuses_to_start_without_credentials(guarded_path, monkeypatch, c
 
 
 def test_serve_composes_every_route_in_one_list(guarded_path, monkeypatch):
-    from lifeboat.cli import build_parser
-    from lifeboat.commands.serve import routes
+    from shell.cli import build_parser
+    from shell.commands.serve import routes
 
     monkeypatch.setenv("LIFEBOAT_ALERTMANAGER_TOKEN", "t")
     monkeypatch.delenv("SLACK_SIGNING_SECRET", raising=False)

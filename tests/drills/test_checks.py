@@ -4,9 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lifeboat.drills.detection import gpu_fault_checks, gpu_fault_detection, losses_equal
-from lifeboat.drills.policy import approval_timeout_checks, stale_writer_checks
-from lifeboat.drills.sites import corrupted_replica_checks, plan_checks
+from flows.drills.detection import gpu_fault_checks, gpu_fault_detection, losses_equal
+from flows.drills.policy import approval_timeout_checks, stale_writer_checks
+from flows.drills.sites import corrupted_replica_checks, plan_checks
 from lifeboat.fencing import fence
 from lifeboat.ledger import LedgerEntry
 from providers.compute.base import PlanOption
@@ -87,8 +87,8 @@ def test_plan_checks_fail_when_a_zone_outage_leaves_the_region():
 
 
 def test_corrupted_replica_checks_fail_when_the_newest_is_certified_anyway():
-    class Certified:
-        step, rejected = 40, ()
+    class Certified:  # a certification report whose newest step passed
+        certified, rejected = type("C", (), {"step": 40}), ()
 
     class Entry:
         checkpoint = "file:///x/secondary/step-00000040"

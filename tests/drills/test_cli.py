@@ -2,7 +2,7 @@
 
 import pytest
 
-from lifeboat.cli import main
+from shell.cli import main
 from tests.drills.conftest import DEMO
 
 

@@ -6,7 +6,7 @@ import yaml
 from prefect import flow
 
 from flows.drill import DrillFailed, drill, run_failover
-from lifeboat.drills import run_drill
+from flows.drills import run_drill
 from lifeboat.ledger import LedgerFile
 from runbooks.loader import load_runbook
 from tests.drills.conftest import DEMO

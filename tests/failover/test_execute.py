@@ -6,9 +6,11 @@ import pytest
 from prefect import flow
 
 from flows.failover import execute
+from flows.wiring import settings_for
 from lifeboat.errors import StopFailover
-from lifeboat.failover_script import ScriptedSteps
+from lifeboat.failover.fake import ScriptedSteps
 from lifeboat.ledger import RtoLedger
+from providers.chat.base import ApprovalDecision
 from runbooks.model import Runbook
 
 RUNBOOK = {
@@ -37,7 +39,7 @@ class Gate:
             ledger.mark("approval_granted")
         else:
             ledger.fail("approval_granted", "rejected by U1", outcome="aborted")
-        return type("D", (), {"approved": self.approve, "reason": "looks right", "approver": "U1"})()
+        return ApprovalDecision(approved=self.approve, reason="looks right", approver="U1")
 
     def notify(self, text):
         self.notes.append(text)
@@ -49,7 +51,7 @@ def run(steps, gate, rb=None, drill=False):
 
     @flow
     def harness():
-        return execute(rb, steps, ledger, gate, run_id="run-1", drill=drill)
+        return execute(settings_for(rb), steps, ledger, gate, run_id="run-1", drill=drill)
 
     try:
         return harness(), ledger.entry
@@ -116,7 +118,9 @@ def test_failed_parity_rolls_back_to_the_previous_certified_checkpoint():
     assert entry.checkpoint == "memory://secondary/step-000200"
     assert "rolled back to step 200" in entry.notes["rollback"]
     assert len(steps.resumed) == 2
-    assert entry.phases["first_step"] == steps.resumed[1].first_step_at, "RTO counts to the resume that stayed"
+    assert entry.phases["first_step"] == steps.resumed[1].first_step_at, (
+        "RTO counts to the resume that stayed"
+    )
 
 
 def test_parity_failing_twice_stops_and_pages_and_tears_down():
@@ -162,12 +166,12 @@ def test_outage_start_comes_from_detection():
 
 
 def test_critical_path_follows_the_graph_and_early_provisioning_shortens_it():
-    from lifeboat.failover import critical_path, step_graph
+    from lifeboat.failover.graph import critical_path, step_graph
 
     d = {"detect": 1, "confirm": 1, "fence": 1, "certify": 5, "plan": 1, "prestage": 3,
-         "approval": 4, "provision": 6, "load": 2, "first_step": 1}  # fmt: skip
-    assert critical_path(d) == 1 + 1 + 1 + 5 + 4 + 6 + 2 + 1
-    assert critical_path(d, step_graph(provision_before_approval=True)) == 3 + max(5 + 4, 1 + 6) + 2 + 1
+         "approval": 4, "provision": 6, "resume": 3, "prove": 1}  # fmt: skip
+    assert critical_path(d) == 1 + 1 + 1 + 5 + 4 + 6 + 3 + 1
+    assert critical_path(d, step_graph(provision_before_approval=True)) == 3 + max(5 + 4, 1 + 6) + 3 + 1
 
 
 def test_a_step_past_the_runbook_timeout_stops_the_failover_and_tears_down():

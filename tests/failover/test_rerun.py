@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 from flows.sandbox import sandboxed
-from flows.wiring import Providers, build_steps
+from flows.wiring import build_steps, providers_for
 from lifeboat.errors import StopFailover
 from lifeboat.fencing import read_lease
-from providers.registry import FakeRegistry
+from providers.image_registry import FakeRegistry
 from runbooks.loader import load_runbook
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def world(tmp_path):
     rb = sandboxed(load_runbook(ROOT / "runbooks" / "demo.yaml"), "rerun", root=tmp_path)
-    providers = Providers.for_runbook(rb, registry=FakeRegistry())
+    providers = providers_for(rb, registry=FakeRegistry())
     yield rb, providers
     for name in providers.compute.clusters():
         providers.compute.teardown(name)

@@ -11,11 +11,12 @@ from prefect import flow
 
 from flows.failover import execute
 from flows.sandbox import sandbox_of, sandboxed
-from flows.wiring import Providers, build_steps
+from flows.wiring import build_steps, providers_for, settings_for
 from lifeboat.checkpoints.manifest import MANIFEST_NAME, write_manifest
 from lifeboat.errors import StopFailover
 from lifeboat.ledger import RtoLedger
-from providers.registry import FakeRegistry
+from providers.chat.base import ApprovalDecision
+from providers.image_registry import FakeRegistry
 from runbooks.loader import load_runbook
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +26,7 @@ class ApproveAll:
     def request(self, card, ledger):
         ledger.mark("approval_requested")
         ledger.mark("approval_granted")
-        return type("Decision", (), {"approved": True, "reason": "test", "approver": "U1"})()
+        return ApprovalDecision(approved=True, reason="test", approver="U1")
 
     def notify(self, text):
         self.paged = text
@@ -48,13 +49,13 @@ def failover_with_newest_corrupted(tmp_path, on_parity_failure: str):
     corrupt_silently(box.primary / "step-00000040")  # written wrong, then replicated faithfully
     shutil.rmtree(box.secondary / "step-00000040")
     shutil.copytree(box.primary / "step-00000040", box.secondary / "step-00000040")
-    providers = Providers.for_runbook(rb, registry=FakeRegistry())
+    providers = providers_for(rb, registry=FakeRegistry())
     steps = build_steps(rb, run_id="run-1", providers=providers, evidence=["test: outage"])
     ledger, gate = RtoLedger.for_runbook(rb, "run-1"), ApproveAll()
 
     @flow
     def harness():
-        return execute(rb, steps, ledger, gate, run_id="run-1")
+        return execute(settings_for(rb), steps, ledger, gate, run_id="run-1")
 
     with contextlib.suppress(StopFailover):  # the page test's failover stops; the ledger says why
         harness()

@@ -20,8 +20,8 @@ def store(request, tmp_path):
         return LocalStore(tmp_path / "secondary")
     if request.param == "memory":
         return MemoryStore()
+    from providers.storage.emulators import new_s3_bucket
     from providers.storage.s3 import S3Store
-    from providers.storage.testing import new_s3_bucket
 
     endpoint = request.getfixturevalue("s3_endpoint")
     return S3Store(new_s3_bucket(endpoint), "jobs/llama", endpoint_url=endpoint)

@@ -33,8 +33,8 @@ def _lost_conditions(store) -> list[str]:
 
 
 def test_gcs_emulator_ignores_generation_preconditions_so_fencing_uses_the_fake():
+    from providers.storage.emulators import gcs_emulator, new_gcs_bucket
     from providers.storage.gcs import GcsStore
-    from providers.storage.testing import gcs_emulator, new_gcs_bucket
 
     with gcs_emulator() as url:
         emulated = _lost_conditions(GcsStore(new_gcs_bucket(url), "jobs/llama", endpoint_url=url))

@@ -1,8 +1,8 @@
 from datetime import timedelta
 from pathlib import Path
 
-from lifeboat.cli import main as lifeboat
 from lifeboat.ledger import LedgerFile, RtoLedger
+from shell.cli import main as lifeboat
 
 from .conftest import replay_failover
 
@@ -25,7 +25,7 @@ def _record(tmp_path, clock, **kw):
 
 
 def test_report_prints_the_history_and_draws_the_latest_run(tmp_path, clock, capsys, monkeypatch):
-    monkeypatch.setattr("lifeboat.cli.COMMANDS", ("report",))
+    monkeypatch.setattr("shell.cli.COMMANDS", ("report",))
     monkeypatch.chdir(tmp_path)
     sink = _record(tmp_path, clock)
     assert lifeboat(["report", str(RUNBOOK), "--ledger", str(sink.path)]) == 0
@@ -37,13 +37,13 @@ def test_report_prints_the_history_and_draws_the_latest_run(tmp_path, clock, cap
 
 
 def test_report_on_a_job_with_no_history_says_so(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("lifeboat.cli.COMMANDS", ("report",))
+    monkeypatch.setattr("shell.cli.COMMANDS", ("report",))
     assert lifeboat(["report", "llama-pretrain", "--ledger", str(tmp_path / "none.jsonl")]) == 0
     assert "No failovers or drills recorded yet." in capsys.readouterr().out
 
 
 def test_report_for_an_unknown_run_is_a_one_line_error(tmp_path, clock, capsys, monkeypatch):
-    monkeypatch.setattr("lifeboat.cli.COMMANDS", ("report",))
+    monkeypatch.setattr("shell.cli.COMMANDS", ("report",))
     sink = _record(tmp_path, clock)
     assert (
         lifeboat(

@@ -9,7 +9,7 @@ from lifeboat.prestage import (
     stage_runbook_weights,
     stage_weights,
 )
-from providers.registry import FakeRegistry, OciRegistry
+from providers.image_registry import FakeRegistry, OciRegistry
 from providers.storage import open_store
 from runbooks.model import Runbook
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lifeboat.errors import ProviderUnavailable
-from providers.registry import DOCKER_HUB, FakeRegistry, ImageRef, OciRegistry
+from providers.image_registry import DOCKER_HUB, FakeRegistry, ImageRef, OciRegistry
 
 DIGEST = "sha256:" + "ab" * 32
 

@@ -174,14 +174,14 @@ def make_store(request, tmp_path):
         if backend == "local":
             return LocalStore(tmp_path / f"{backend}{next(n)}")
         if backend == "s3":
+            from providers.storage.emulators import new_s3_bucket
             from providers.storage.s3 import S3Store
-            from providers.storage.testing import new_s3_bucket
 
             url = request.getfixturevalue("s3_endpoint")
             return S3Store(new_s3_bucket(url), "ckpt", endpoint_url=endpoint_url or url)
         if backend == "gcs":
+            from providers.storage.emulators import new_gcs_bucket
             from providers.storage.gcs import GcsStore
-            from providers.storage.testing import new_gcs_bucket
 
             url = request.getfixturevalue("gcs_endpoint")
             return GcsStore(new_gcs_bucket(url), "ckpt", endpoint_url=url)

@@ -52,7 +52,7 @@ THROTTLES = [("s3", 503), ("s3", 429), ("gcs", 503)]
 
 @pytest.mark.parametrize(("kind", "status"), THROTTLES, ids=[f"{k}-{s}" for k, s in THROTTLES])
 def test_throttling_is_retried_with_backoff_to_a_verified_replica(kind, status, make_store, write_checkpoint):
-    from providers.storage.testing import ThrottlingProxy
+    from providers.storage.emulators import ThrottlingProxy
 
     src = make_store("local")
     write_checkpoint(src, CKPT, 300, shards=4, size=5_000)
@@ -113,8 +113,8 @@ def test_lifeboat_replicate_copies_an_s3_primary_to_a_local_secondary(
     s3_endpoint, make_store, write_checkpoint, tmp_path, monkeypatch, capsys
 ):
     from lifeboat.certify import newest_certified
-    from lifeboat.cli import main
     from providers.storage.local import LocalStore
+    from shell.cli import main
 
     primary = make_store("s3")
     for step in (100, 200):

@@ -6,9 +6,9 @@ import json
 from datetime import timedelta
 
 from lifeboat.checkpoints.manifest import MANIFEST_NAME
-from lifeboat.cli import main
 from lifeboat.replication import LagLog, replicate_checkpoints
 from lifeboat.retention import StoredCheckpoint
+from shell.cli import main
 
 STEPS = (50, 100, 150, 200)
 

@@ -5,9 +5,9 @@ from datetime import timedelta
 
 import pytest
 
-from lifeboat.cli import main
 from lifeboat.durations import format_duration, parse_duration
 from runbooks.loader import RunbookInvalid, load_runbook
+from shell.cli import main
 
 GOOD = textwrap.dedent(
     """\

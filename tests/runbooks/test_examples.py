@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from lifeboat.cli import main
-from lifeboat.commands.render import rendered_path
+from lifeboat.advise import advice_markdown
 from runbooks.loader import load_runbook
 from runbooks.render import render_markdown
+from shell.cli import main
+from shell.commands.render import rendered_path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "runbooks").glob("*.yaml"))
@@ -32,7 +33,7 @@ def test_rendered_copy_is_current(path):
     rb = load_runbook(path)
     shown = os.path.relpath(path, ROOT)
     copy = rendered_path(path, rb.name)
-    assert copy.read_text() == render_markdown(rb, shown), (
+    assert copy.read_text() == render_markdown(rb, shown, advice_markdown(rb)), (
         f"{copy.name} is stale: run `lifeboat render {shown} --write` from the repository root"
     )
 
@@ -46,7 +47,7 @@ def test_demo_runbook_needs_no_cloud_account():
 
 def test_render_shows_manual_commands_for_every_step():
     rb = load_runbook(ROOT / "runbooks" / "llama-70b-pretrain.yaml")
-    text = render_markdown(rb, "runbooks/llama-70b-pretrain.yaml")
+    text = render_markdown(rb, "runbooks/llama-70b-pretrain.yaml", advice_markdown(rb))
     for heading in ("Detect", "Certify", "Fence", "Approve", "Provision", "Prestage", "Resume", "Verify"):
         assert f". {heading}" in text
     assert "gcloud storage ls -l -r gs://acme-ckpt-dr-usc1/llama-70b/" in text

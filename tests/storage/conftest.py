@@ -6,11 +6,11 @@ each test gets a fresh bucket.
 
 import pytest
 
+from providers.storage.emulators import new_gcs_bucket, new_s3_bucket
 from providers.storage.gcs import GcsStore
 from providers.storage.local import LocalStore
 from providers.storage.memory import MemoryStore
 from providers.storage.s3 import S3Store
-from providers.storage.testing import new_gcs_bucket, new_s3_bucket
 
 BACKENDS = ["local", "s3", "gcs", "memory"]
 

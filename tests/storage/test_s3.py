@@ -7,8 +7,8 @@ import pytest
 from lifeboat.crc32c import crc32c
 from lifeboat.errors import ConfigError, NotFound, ProviderUnavailable
 from providers.storage import s3 as s3mod
+from providers.storage.emulators import ThrottlingProxy, new_s3_bucket
 from providers.storage.s3 import S3Store
-from providers.storage.testing import ThrottlingProxy, new_s3_bucket
 
 
 @pytest.fixture

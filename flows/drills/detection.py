@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from lifeboat.drills.base import (
+from flows.drills.base import (
     SANDBOX_JOB_STEPS,
     Check,
     Outcome,
@@ -30,7 +30,8 @@ from runbooks.model import Runbook
 
 def prepare_process_kill(rig: Rig, options: Mapping[str, Any]) -> None:
     from flows.sandbox import sandbox_of
-    from lifeboat.replication import open_sites, replicate_checkpoints, stored_checkpoints
+    from flows.wiring import open_sites
+    from lifeboat.replication import replicate_checkpoints, stored_checkpoints
 
     box = sandbox_of(rig.drill_id, rig.root.parent)
     for folder in (box.primary, box.secondary):  # the seeded history goes: this drill lives it
@@ -80,7 +81,7 @@ def prepare_process_kill(rig: Rig, options: Mapping[str, Any]) -> None:
 
 def _watch_until_confirmed(rb: Runbook, *, timeout_s: float, poll_s: float = 0.2):
     """The watch flow's loop, in process: probe, decide, until the quorum confirms."""
-    from flows.watch import build_probes
+    from flows.wiring import build_probes
     from lifeboat.detection.quorum import OutageState, QuorumPolicy, decide
 
     probes, policy = build_probes(rb), QuorumPolicy.from_detection(rb.detection)
@@ -119,7 +120,8 @@ def verify_process_kill(rig: Rig, outcome: Outcome) -> list[Check]:
         completed(outcome),
     ]
     newest = newest_committed(box.primary)
-    certified = outcome.steps.get("certify")
+    report = outcome.steps.get("certify")
+    certified = report.certified if report is not None else None
     expected = int(newest.name.split("-")[1]) if newest else None
     checks.append(
         Check(

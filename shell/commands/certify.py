@@ -41,7 +41,8 @@ def parse_time(text: str | None) -> datetime:
 
 
 def run(args) -> int:
-    from lifeboat.certify import certify_runbook, verdict
+    from flows.wiring import certify_runbook
+    from lifeboat.certify import verdict
     from runbooks.loader import load_runbook
 
     rb = load_runbook(args.runbook)

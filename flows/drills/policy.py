@@ -6,7 +6,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from lifeboat.drills.base import (
+from flows.drills.base import (
     Check,
     Outcome,
     Rig,
@@ -86,7 +86,7 @@ def prepare_stale_primary(rig: Rig, options: Mapping[str, Any]) -> None:
 
 
 def verify_stale_primary(rig: Rig, outcome: Outcome) -> list[Check]:
-    from lifeboat.replication import open_sites
+    from flows.wiring import open_sites
 
     primary, secondary = open_sites(rig.rb)
     fenced = outcome.steps.get("fence")

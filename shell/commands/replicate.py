@@ -53,12 +53,12 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from flows.wiring import open_sites
     from lifeboat.errors import ConfigError
     from lifeboat.replication import (
         LagLog,
         committed_checkpoints,
         default_lag_log,
-        open_sites,
         replicate_checkpoints,
         worth_replicating,
     )

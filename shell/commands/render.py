@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from lifeboat.advise import advice_markdown
 from runbooks.loader import load_runbook
 from runbooks.render import render_markdown
 
@@ -29,7 +30,7 @@ def rendered_path(runbook_path: str | Path, name: str) -> Path:
 
 def run(args) -> int:
     rb = load_runbook(args.runbook)
-    text = render_markdown(rb, os.path.relpath(args.runbook))
+    text = render_markdown(rb, os.path.relpath(args.runbook), advice_markdown(rb))
     if args.write:
         out = rendered_path(args.runbook, rb.name)
         out.write_text(text)

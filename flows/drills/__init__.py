@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lifeboat.drills.base import (
+from flows.drills.base import (
     KINDS,
     SCOPES,
     Check,
@@ -51,19 +51,19 @@ from lifeboat.drills.base import (
     sandbox,
     stop_process,
 )
-from lifeboat.drills.detection import (
+from flows.drills.detection import (
     prepare_gpu_fault,
     prepare_process_kill,
     verify_gpu_fault,
     verify_process_kill,
 )
-from lifeboat.drills.policy import (
+from flows.drills.policy import (
     prepare_approval_timeout,
     prepare_stale_primary,
     verify_approval_timeout,
     verify_stale_primary,
 )
-from lifeboat.drills.sites import (
+from flows.drills.sites import (
     prepare_corrupted_replica,
     prepare_region_outage,
     verify_corrupted_replica,

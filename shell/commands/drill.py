@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lifeboat.drills import KINDS, SCOPES
+from flows.drills import KINDS, SCOPES
 
 
 def register(subparsers) -> None:

@@ -1,4 +1,4 @@
-"""The `lifeboat` command: one subcommand per module in `lifeboat.commands`.
+"""The `lifeboat` command: one subcommand per module in `shell.commands`.
 
 Each command module exposes `register(subparsers)`; the handler it sets returns the exit
 code. A `LifeboatError` raised by a handler is a user-facing problem: printed as one line,
@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"lifeboat.commands.{name}").register(subparsers)
+        importlib.import_module(f"shell.commands.{name}").register(subparsers)
     return parser
 
 

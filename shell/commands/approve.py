@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 from uuid import UUID
 
-from lifeboat.errors import ConfigError
+from lifeboat.errors import ConfigError, NotFound, PreconditionFailed
 
 
 def register(subparsers) -> None:
@@ -22,7 +22,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from lifeboat.approval import ApprovalDecision, Via
+    from providers.chat.base import ApprovalDecision, Via
 
     try:
         run_id = UUID(args.run_id)
@@ -34,23 +34,13 @@ def run(args) -> int:
         approver=args.approver or getpass.getuser(),
         via=Via.cli,
     )
-    from prefect.exceptions import FlowPauseTimeout, NotPausedError, ObjectNotFound
-    from prefect.flow_runs import resume_flow_run
-    from prefect.settings import get_current_settings
+    from providers.orchestrator.prefect_api import require_api_url, resume_run
 
-    if not get_current_settings().api.url:  # Prefect would start an empty temporary server instead
-        raise ConfigError("PREFECT_API_URL is not set: point it at the Prefect server running the failover")
-
+    require_api_url()
     try:
-        resume_flow_run(run_id, run_input=decision.model_dump(mode="json"), _sync=True)
-    except ObjectNotFound:
-        raise ConfigError(f"no flow run {run_id} on this Prefect server") from None
-    except NotPausedError:
-        raise ConfigError(
-            f"run {run_id} is not waiting for approval (already decided, or finished)"
-        ) from None
-    except FlowPauseTimeout:
-        raise ConfigError(f"run {run_id} waited too long and can no longer be resumed") from None
+        resume_run(run_id, decision.model_dump(mode="json"))
+    except (NotFound, PreconditionFailed) as e:
+        raise ConfigError(str(e)) from None
     print(
         f"{'approved' if decision.approved else 'rejected'} run {run_id} as {decision.approver}: {decision.reason}"
     )

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lifeboat.drills.base import (
+from flows.drills.base import (
     Check,
     Outcome,
     Rig,
@@ -99,7 +99,7 @@ def verify_region_outage(rig: Rig, outcome: Outcome) -> list[Check]:
         Check(
             "certification ran manifest-only with the source down",
             mode == "manifest-only-source-down",
-            f"mode {mode}, step {getattr(certified, 'step', None)}",
+            f"mode {mode}, step {_certified_step(certified)}",
         ),
         Check(
             "fenced on the secondary alone (the primary store is down)",
@@ -184,6 +184,11 @@ def _step_of(path: Path) -> int:
     return int(path.name.split("-")[1])
 
 
+def _certified_step(report: Any) -> int | None:
+    """The certified step of the failover's certification report (None: none)."""
+    return getattr(getattr(report, "certified", None), "step", None)
+
+
 def verify_corrupted_replica(rig: Rig, outcome: Outcome) -> list[Check]:
     certified = outcome.steps.get("certify")
     return corrupted_replica_checks(rig.facts, certified, outcome.entry) + [completed(outcome)]
@@ -191,8 +196,8 @@ def verify_corrupted_replica(rig: Rig, outcome: Outcome) -> list[Check]:
 
 def corrupted_replica_checks(facts: Mapping[str, Any], certified: Any, entry: Any) -> list[Check]:
     newest, previous = facts["newest"], facts["previous"]
-    rejected = list(getattr(certified, "rejected", ()))
-    step = getattr(certified, "step", None)
+    rejected = [f"step {r.step}: {r.reason} — {r.detail}" for r in getattr(certified, "rejected", ())]
+    step = _certified_step(certified)
     resumed = getattr(entry, "checkpoint", None) or ""
     return [
         Check(

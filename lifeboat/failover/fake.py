@@ -1,4 +1,4 @@
-"""`ScriptedSteps`: a FailoverSteps whose steps take scripted times and give scripted results.
+"""`ScriptedSteps`: the fake `FailoverSteps`, whose steps take scripted times and give scripted results.
 
 For the failover benchmark (measured RTO against the step graph's critical path) and for
 tests of the flow's own logic: ordering, concurrency, rejection, rollback, teardown.
@@ -11,9 +11,11 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
+from lifeboat.certify import Certified, CertifyReport
 from lifeboat.errors import StopFailover
-from lifeboat.failover import Certified, Confirmation, Fenced, Parity, Provisioned, Resumed
+from lifeboat.failover.results import Confirmation, Fenced, Provisioned, Resumed
 from lifeboat.prestage import PrestageReadiness
+from lifeboat.resume import ParityResult
 from providers.compute.base import PlanOption
 
 
@@ -63,12 +65,14 @@ class ScriptedSteps:
         self._epoch = self._epoch or 2
         return Fenced(self._epoch, ("memory://secondary",), primary_stopped=True)
 
-    def certify(self, older_than: int | None = None) -> Certified:
+    def certify(self, older_than: int | None = None) -> CertifyReport:
         self._run("certify")
         for step in self.checkpoints:
             if older_than is None or step < older_than:
                 written = self.outage_started_at - timedelta(minutes=10 + (self.checkpoints[0] - step) / 10)
-                return Certified(f"memory://secondary/step-{step:06d}", step, written)
+                return _report(
+                    Certified(step, f"memory://secondary/step-{step:06d}", written, "scripted", {})
+                )
         raise StopFailover(f"no certified checkpoint older than step {older_than}")
 
     def plan(self) -> tuple[PlanOption, ...]:
@@ -88,21 +92,40 @@ class ScriptedSteps:
             self.clusters.add("scripted-dr")
         return Provisioned("scripted-dr", options[0], (f"{options[0].infra}: ok",))
 
-    def resume(self, cluster: Provisioned, checkpoint: Certified) -> Resumed:
+    def resume(self, cluster: Provisioned, checkpoint: CertifyReport) -> Resumed:
         start = datetime.now(UTC)
         self._run("load")
         loaded = datetime.now(UTC)
         self._run("first_step")
         self.resumed.append(
-            Resumed(loaded if loaded > start else start, datetime.now(UTC), checkpoint.step + 1)
+            Resumed(loaded if loaded > start else start, datetime.now(UTC), checkpoint.certified.step + 1)
         )
         return self.resumed[-1]
 
-    def prove(self, cluster: Provisioned, checkpoint: Certified) -> Parity:
+    def prove(self, cluster: Provisioned, checkpoint: CertifyReport) -> ParityResult:
         self._run("prove")
         passed = self.parity.pop(0) if self.parity else True
-        return Parity(passed, 5, "5 steps identical" if passed else "step 301: 2.31 vs 2.29")
+        return ParityResult(passed, 5, "5 steps identical" if passed else "step 301: 2.31 vs 2.29")
 
     def teardown(self, cluster: Provisioned) -> None:
         with self._lock:
             self.clusters.discard(cluster.cluster)
+
+
+def _report(certified: Certified) -> CertifyReport:
+    return CertifyReport(
+        replica="memory://secondary",
+        source=None,
+        at=certified.written_at,
+        layout="manifest",
+        mode="scripted",
+        certified=certified,
+        rejected=[],
+        rpo=None,
+        replication_lag=None,
+        newest_source_step=certified.step,
+        source_error=None,
+        calls={},
+        object_bytes_read=0,
+        metadata_bytes_read=0,
+    )

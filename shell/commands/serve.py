@@ -36,12 +36,12 @@ def routes(args: argparse.Namespace) -> list:
     mounted = []
     alerts = _alert_settings(args)
     if alerts.bearer_token or (alerts.basic_username and alerts.basic_password):
-        from providers.alerts.alertmanager import alertmanager_routes
+        from shell.alertmanager import alertmanager_routes
 
         mounted += alertmanager_routes(alerts)
     if os.environ.get("SLACK_SIGNING_SECRET") and os.environ.get("SLACK_BOT_TOKEN"):
-        from providers.chat.slack_actions import SlackSettings, slack_routes
         from runbooks.loader import load_runbook
+        from shell.slack_actions import SlackSettings, slack_routes
 
         slack = SlackSettings.from_runbooks(
             [load_runbook(p) for p in args.runbooks],
@@ -59,7 +59,7 @@ def routes(args: argparse.Namespace) -> list:
 
 
 def _alert_settings(args: argparse.Namespace):
-    from providers.alerts.alertmanager import AlertmanagerSettings
+    from shell.alertmanager import AlertmanagerSettings
 
     extra = {}
     if args.token_secret:
@@ -72,7 +72,7 @@ def _alert_settings(args: argparse.Namespace):
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from lifeboat.server import create_app
+    from shell.server import create_app
 
     mounted = routes(args)
     print(

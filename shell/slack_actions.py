@@ -25,8 +25,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from lifeboat.approval import ApprovalDecision, Via
-from providers.chat.base import APPROVE_ACTION, REJECT_ACTION, CardRef, outcome_text
+from lifeboat.errors import NotFound, PreconditionFailed
+from providers.chat.base import APPROVE_ACTION, REJECT_ACTION, ApprovalDecision, CardRef, Via, outcome_text
 from providers.chat.slack import SlackChat, decided_blocks
 
 log = logging.getLogger("lifeboat.slack")
@@ -60,11 +60,9 @@ class SlackSettings(BaseModel):
 
 
 def _prefect_resume(run_id: str, run_input: dict[str, Any]) -> None:
-    from uuid import UUID
+    from providers.orchestrator.prefect_api import resume_run
 
-    from prefect.flow_runs import resume_flow_run
-
-    resume_flow_run(UUID(run_id), run_input=run_input)
+    resume_run(run_id, run_input)
 
 
 class SlackActions:
@@ -147,7 +145,7 @@ class SlackActions:
             self.resume(run_id, decision.model_dump(mode="json"))
         except Exception as e:  # the run is no longer paused, or Prefect is down
             log.warning("could not resume run %s: %s", run_id, e)
-            gone = type(e).__name__ in ("NotPausedError", "FlowPauseTimeout")
+            gone = isinstance(e, (PreconditionFailed, NotFound))  # mapped by the Prefect adapter
             with self._lock:
                 if gone:
                     self.decided[run_id] = "the run is no longer waiting for approval"

@@ -52,15 +52,14 @@ from lifeboat.detection.alerts import (
     dedupe_key,
     runbook_of,
 )
-from lifeboat.detection.events import EventSpec, emit, outage_event, runbook_resource
+from lifeboat.detection.events import EventSpec, outage_event, runbook_resource
 from lifeboat.detection.log import SignalLog
 from lifeboat.detection.quorum import QuorumPolicy
 from lifeboat.detection.signals import Clock, utc_now
 from lifeboat.errors import ConfigError
+from providers.orchestrator.prefect_api import emit_spec as emit
 
 log = logging.getLogger("lifeboat.alerts")
-
-PENDING_STATES = ("SCHEDULED", "PENDING", "PAUSED")
 
 
 class AlertmanagerSettings(BaseModel):
@@ -98,9 +97,9 @@ class AlertmanagerSettings(BaseModel):
     @staticmethod
     def token_from_prefect_secret(block_name: str) -> SecretStr:
         """The bearer token from a Prefect `Secret` block (loaded once, at start-up)."""
-        from prefect.blocks.system import Secret
+        from providers.orchestrator.prefect_api import secret
 
-        return SecretStr(str(Secret.load(block_name).get()))
+        return SecretStr(secret(block_name))
 
 
 CancelFn = Callable[[str, str, list[str], str], Awaitable[list[str]]]
@@ -243,42 +242,7 @@ async def _read_capped(request: Request, limit: int) -> bytes | None:
 async def cancel_pending_failovers(
     deployment: str, runbook: str, aliases: list[str], reason: str
 ) -> list[str]:
-    """Cancel this runbook's failover runs that have not started (not yet approved).
+    """Cancel this runbook's failover runs that have not started (not yet approved)."""
+    from providers.orchestrator.prefect_api import cancel_pending_runs
 
-    A run whose state is Running (or later) is never touched: the failover is under way
-    and only a human stops it."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (
-        DeploymentFilter,
-        DeploymentFilterId,
-        FlowRunFilter,
-        FlowRunFilterState,
-        FlowRunFilterStateType,
-    )
-    from prefect.client.schemas.objects import StateType
-    from prefect.exceptions import ObjectNotFound
-    from prefect.states import Cancelled
-
-    pending = [StateType(s) for s in PENDING_STATES]
-    cancelled: list[str] = []
-    async with get_client() as client:
-        try:
-            dep = await client.read_deployment_by_name(deployment)
-        except ObjectNotFound:
-            return []
-        runs = await client.read_flow_runs(
-            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[dep.id])),
-            flow_run_filter=FlowRunFilter(
-                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=pending))
-            ),
-        )
-        for run in runs:
-            if str(run.parameters.get("runbook")) not in {runbook, *aliases}:
-                continue
-            current = await client.read_flow_run(run.id)  # re-read: it may have started meanwhile
-            if current.state is None or current.state.type not in pending:
-                continue
-            await client.set_flow_run_state(run.id, Cancelled(message=reason))
-            log.info("cancelled pending failover run %s of %s: %s", run.id, runbook, reason)
-            cancelled.append(str(run.id))
-    return cancelled
+    return await cancel_pending_runs(deployment, [runbook, *aliases], reason, log=log)

@@ -1,5 +1,5 @@
 import sys
 
-from lifeboat.cli import main
+from shell.cli import main
 
 sys.exit(main())

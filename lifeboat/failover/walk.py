@@ -1,0 +1,266 @@
+"""The walker: runs the step graph over `FailoverSteps`, keeping the ledger as it goes.
+
+Pure: no Prefect. A `Runner` decides how a step call runs — `ThreadRunner` here (threads,
+retries on `ProviderUnavailable`), Prefect task runs in `flows/failover.py` — and the walker
+starts each step as soon as the steps it waits for (`graph.step_graph`) are done. The
+approval gate runs on the walker's own thread (a Prefect pause must), while started steps
+(early provisioning) go on. After each proof the rollback policy decides: done, roll back
+to an older certified checkpoint (resume and prove again), or stop.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from lifeboat.certify import CertifyReport
+from lifeboat.errors import ProviderUnavailable, StopFailover
+from lifeboat.failover import graph
+from lifeboat.failover.card import approval_card
+from lifeboat.failover.results import FailoverSettings, FailoverSteps, Gate, Provisioned
+from lifeboat.failover.rollback import Verdict, after_proof
+from lifeboat.ledger import LedgerEntry, RtoLedger
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Timed:
+    value: Any
+    started: datetime
+    finished: datetime
+
+
+def timed(call: Callable[..., Any], *args: Any) -> Timed:
+    """Run one step call, noting when it started and ended."""
+    started = _now()
+    value = call(*args)
+    return Timed(value, started, _now())
+
+
+class Runner(Protocol):
+    """How a step call runs. `start` returns a handle whose `.future` is a
+    `concurrent.futures.Future` of a `Timed`."""
+
+    def start(self, name: str, call: Callable[..., Any], *args: Any) -> Any: ...
+
+    def result(self, handle: Any) -> Timed:
+        """The step's `Timed` (re-raising its error); called once the future is done."""
+        ...
+
+
+class ThreadRunner:
+    """Steps on threads, retried on `ProviderUnavailable` as the settings say."""
+
+    def __init__(self, settings: FailoverSettings, workers: int = 8):
+        self.settings = settings
+        self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="failover-step")
+
+    def start(self, name: str, call: Callable[..., Any], *args: Any):
+        return _Handle(self.pool.submit(self._retrying, call, *args))
+
+    def _retrying(self, call, *args) -> Timed:
+        for attempt in range(self.settings.retries + 1):
+            try:
+                return timed(call, *args)
+            except ProviderUnavailable:
+                if attempt == self.settings.retries:
+                    raise
+                time.sleep(self.settings.retry_delay_s)
+        raise AssertionError("unreachable")
+
+    def result(self, handle) -> Timed:
+        return handle.future.result()
+
+
+@dataclass
+class _Handle:
+    future: concurrent.futures.Future
+
+
+class _Walk:
+    """One failover run's state while the walker goes through the graph."""
+
+    def __init__(self, settings, steps, ledger, gate, runner, run_id, drill, clock):
+        self.s, self.steps, self.ledger, self.gate, self.runner = settings, steps, ledger, gate, runner
+        self.run_id, self.drill, self.clock = run_id, drill, clock
+        self.graph = graph.step_graph(settings.provision_before_approval)
+        self.done: dict[str, Timed] = {}
+        self.running: dict[str, tuple[Any, float]] = {}  # step -> (handle, monotonic start)
+        self.checkpoint: CertifyReport | None = None
+        self.attempt = 1  # resume attempts: a rollback is the second
+
+    # -- what each step is called with, and what it leaves in the ledger -------------------
+    def args(self, name: str) -> tuple:
+        if name == "provision":
+            return (self.done["plan"].value,)
+        if name in ("resume", "prove"):
+            return (self.done["provision"].value, self.checkpoint)
+        return ()
+
+    def record(self, name: str, t: Timed) -> None:
+        led, again = self.ledger, self.attempt > 1
+        v = t.value
+        if name == "confirm":
+            led.mark("outage_start", v.outage_started_at)
+            led.mark("detected", v.detected_at)
+        step = graph.BY_NAME[name]
+        if not again:
+            led.begin(step.milestone, t.started)
+        if name == "fence":
+            stopped = (
+                "primary job stopped"
+                if v.primary_stopped
+                else "primary job not stopped (unnamed or unreachable)"
+            )
+            led.note("fence", f"epoch {v.epoch} on {', '.join(v.stores)}; {stopped}")
+        elif name == "certify":
+            self.checkpoint = v
+            led.checkpoint(v.certified.uri, v.certified.written_at)
+            rejected = [f"step {r.step}: {r.reason} — {r.detail}" for r in v.rejected]
+            led.note("certification", "; ".join([f"mode {v.mode}", *rejected]))
+        elif name == "provision":
+            led.note("cluster", f"{v.cluster} on {v.option.describe()}")
+            led.note("provision attempts", "; ".join(v.attempts))
+        elif name == "resume":
+            led.mark("checkpoint_loaded", v.checkpoint_loaded_at, again=again)
+            led.mark("first_step", v.first_step_at, again=again)  # RTO: to the step that stays
+            return
+        elif name == "prove":
+            led.note("parity", v.detail)
+            if not v.passed:
+                return
+        led.mark(step.milestone, t.finished)
+
+    # -- the walk -----------------------------------------------------------------------
+    def ready(self) -> list[str]:
+        return [
+            n
+            for n, deps in self.graph.items()
+            if n not in self.done and n not in self.running and all(d in self.done for d in deps)
+        ]
+
+    def run(self) -> LedgerEntry:
+        self.done["detect"] = Timed(None, self.clock(), self.clock())  # detection happened before the run
+        while "prove" not in self.done:
+            for name in self.ready():
+                if name == "approval":
+                    if not self.approve():
+                        return self.ledger.finish("aborted")
+                else:
+                    self.running[name] = (
+                        self.runner.start(name, getattr(self.steps, name), *self.args(name)),
+                        time.monotonic(),
+                    )
+            if self.running:
+                self.collect()
+        return self.ledger.finish("completed")
+
+    def collect(self) -> None:
+        """Wait for the first running step to end (or one to outlive the step timeout)."""
+        limit = self.s.step_timeout_s
+        oldest = min(start for _, start in self.running.values())
+        wait = max(0.0, oldest + limit - time.monotonic())
+        futures = {h.future: n for n, (h, _) in self.running.items()}
+        finished, _ = concurrent.futures.wait(futures, timeout=wait, return_when="FIRST_COMPLETED")
+        if not finished:
+            late = next(n for n, (_, start) in self.running.items() if start == oldest)
+            raise StopFailover(f"step {late} ran past {limit:g}s")
+        for name in sorted((futures[f] for f in finished), key=list(self.graph).index):
+            handle, _ = self.running.pop(name)
+            self.done[name] = t = self.runner.result(handle)
+            self.record(name, t)
+            if name == "prove":
+                self.after_proof(t.value)
+
+    def approve(self) -> bool:
+        card = approval_card(
+            self.s,
+            self.run_id,
+            self.drill,
+            self.done["confirm"].value,
+            self.checkpoint,
+            self.done["plan"].value,
+            self.done["prestage"].value,
+            self.clock(),
+        )
+        started = self.clock()
+        decision = self.gate.request(card, self.ledger)
+        if not decision.approved:
+            self.give_back_early_cluster()
+            return False
+        self.done["approval"] = Timed(decision, started, self.clock())
+        return True
+
+    def after_proof(self, parity) -> None:
+        verdict = after_proof(parity, self.attempt, self.s.on_parity_failure)
+        if verdict is Verdict.passed:
+            return
+        uri = self.checkpoint.certified.uri
+        if verdict is Verdict.stop:
+            self.gate.notify(f"Lifeboat: loss parity failed for {self.s.runbook} from {uri}: {parity.detail}")
+            raise StopFailover(f"loss parity failed from {uri}: {parity.detail}")
+        failed_step = self.checkpoint.certified.step
+        handle = self.runner.start("certify", self.steps.certify, failed_step)
+        older = self.runner.result(handle).value
+        self.ledger.note(
+            "rollback",
+            f"parity failed from step {failed_step} ({parity.detail}); rolled back to step {older.certified.step}",
+        )
+        self.checkpoint = older
+        self.ledger.checkpoint(older.certified.uri, older.certified.written_at)
+        self.attempt += 1
+        del self.done["resume"], self.done["prove"]
+
+    def cluster(self) -> Provisioned | None:
+        """The cluster provisioned so far, also one still being provisioned when asked."""
+        if "provision" in self.done:
+            return self.done["provision"].value
+        if "provision" in self.running:
+            handle, _ = self.running.pop("provision")
+            try:
+                return self.runner.result(handle).value
+            except BaseException:
+                return None
+        return None
+
+    def give_back_early_cluster(self) -> None:
+        if (cluster := self.cluster()) is not None:
+            self.steps.teardown(cluster)  # provisioned while waiting: cheap to give back
+            self.done.pop("provision", None)
+
+
+def execute(
+    settings: FailoverSettings,
+    steps: FailoverSteps,
+    ledger: RtoLedger,
+    gate: Gate,
+    *,
+    run_id: str,
+    drill: bool = False,
+    runner: Runner | None = None,
+    clock: Callable[[], datetime] = _now,
+) -> LedgerEntry:
+    """Walk the step graph; every milestone lands in `ledger`. On failure the ledger names the
+    milestone the run was heading for, the humans are told, and any cluster is torn down;
+    drills always tear theirs down."""
+    walk = _Walk(settings, steps, ledger, gate, runner or ThreadRunner(settings), run_id, drill, clock)
+    try:
+        return walk.run()
+    except BaseException as e:
+        heading = next((m for m in graph.MILESTONES if m not in ledger.entry.phases), graph.MILESTONES[-1])
+        ledger.fail(heading, e)
+        gate.notify(f"Lifeboat failover of {settings.runbook} failed before {heading}: {e}")
+        if (cluster := walk.cluster()) is not None:
+            steps.teardown(cluster)
+            walk.done.pop("provision", None)
+        raise
+    finally:
+        if drill and (cluster := walk.cluster()) is not None:
+            steps.teardown(cluster)

@@ -1,1 +1,0 @@
-"""Alert receivers: `alertmanager_routes(settings)` for `lifeboat serve`."""

@@ -1,0 +1,137 @@
+"""Prefect's API, as Lifeboat uses it: resume a paused run, cancel pending ones, emit an
+event, read a secret. The one module that calls these Prefect APIs; it maps Prefect's
+errors once, to Lifeboat's:
+
+- `NotFound`: no such run (or deployment, or secret block);
+- `PreconditionFailed`: the run is not paused (already decided, finished, timed out);
+- `ConfigError`: no Prefect API configured where one is needed;
+- `ProviderUnavailable`: the API did not answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+from uuid import UUID
+
+from lifeboat.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
+
+PENDING_STATES = ("SCHEDULED", "PENDING", "PAUSED")  # not started, or waiting for approval
+
+
+def _run_id(run_id: str | UUID) -> UUID:
+    try:
+        return run_id if isinstance(run_id, UUID) else UUID(str(run_id))
+    except ValueError:
+        raise ConfigError(f"{run_id!r} is not a flow run id (a UUID, as on the approval card)") from None
+
+
+def require_api_url() -> None:
+    """Refuse to go on without PREFECT_API_URL: Prefect would start an empty temporary server."""
+    from prefect.settings import get_current_settings
+
+    if not get_current_settings().api.url:
+        raise ConfigError("PREFECT_API_URL is not set: point it at the Prefect server running the failover")
+
+
+def resume_run(run_id: str | UUID, run_input: dict[str, Any]) -> None:
+    """Resume a run paused for input with `run_input` (validated by the run's input model)."""
+    from prefect.exceptions import FlowPauseTimeout, NotPausedError, ObjectNotFound
+    from prefect.flow_runs import resume_flow_run
+
+    rid = _run_id(run_id)
+    try:
+        resume_flow_run(rid, run_input=run_input, _sync=True)
+    except ObjectNotFound:
+        raise NotFound(f"no flow run {rid} on this Prefect server") from None
+    except NotPausedError:
+        raise PreconditionFailed(
+            f"run {rid} is not waiting for approval (already decided, or finished)"
+        ) from None
+    except FlowPauseTimeout:
+        raise PreconditionFailed(f"run {rid} waited too long and can no longer be resumed") from None
+    except (OSError, _http_errors()) as e:
+        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+
+
+def _http_errors() -> tuple[type[BaseException], ...]:
+    import httpx
+
+    return (httpx.HTTPError,)
+
+
+def emit(event: str, resource: dict[str, str], payload: dict[str, Any], **kw: Any) -> None:
+    """Emit a Prefect event (the events client batches in the background)."""
+    from prefect.events import emit_event
+
+    emit_event(event=event, resource=resource, payload=payload, **kw)
+
+
+def emit_spec(spec) -> None:
+    """Emit an outage decision's event (`lifeboat.detection.events.EventSpec`); its stable id
+    makes a decision emitted twice (two receivers, a retry) stored once."""
+    emit(
+        spec.event,
+        spec.resource,
+        spec.payload,
+        id=spec.id,
+        occurred=spec.occurred,
+        related=spec.related or None,
+    )
+
+
+def secret(block_name: str) -> str:
+    """A Prefect `Secret` block's value."""
+    from prefect.blocks.system import Secret
+
+    try:
+        return str(Secret.load(block_name).get())
+    except ValueError as e:  # Prefect raises ValueError for a block that does not exist
+        raise NotFound(f"no Prefect Secret block {block_name!r}: {e}") from None
+    except (OSError, _http_errors()) as e:
+        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+
+
+async def cancel_pending_runs(
+    deployment: str, runbook_names: Iterable[str], reason: str, *, log=None
+) -> list[str]:
+    """Cancel `deployment`'s runs for one of `runbook_names` (its `runbook` parameter) that
+    have not started or wait for approval. A Running one is never touched: the failover is
+    under way and only a human stops it."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.exceptions import ObjectNotFound
+    from prefect.states import Cancelled
+
+    names = set(runbook_names)
+    pending = [StateType(s) for s in PENDING_STATES]
+    cancelled: list[str] = []
+    async with get_client() as client:
+        try:
+            dep = await client.read_deployment_by_name(deployment)
+        except ObjectNotFound:
+            return []
+        runs = await client.read_flow_runs(
+            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[dep.id])),
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=pending))
+            ),
+        )
+        for run in runs:
+            if str(run.parameters.get("runbook")) not in names:
+                continue
+            current = await client.read_flow_run(run.id)  # re-read: it may have started meanwhile
+            if current.state is None or current.state.type not in pending:
+                continue
+            await client.set_flow_run_state(run.id, Cancelled(message=reason))
+            if log is not None:
+                log.info("cancelled pending failover run %s: %s", run.id, reason)
+            cancelled.append(str(run.id))
+    return cancelled
