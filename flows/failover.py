@@ -6,13 +6,14 @@ and the gate from the runbook (loaded once), `lifeboat.failover.walk` walks the 
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from lifeboat.errors import ProviderUnavailable
+from lifeboat.errors import ProviderUnavailable, StandDown
 from lifeboat.failover import walk
 from lifeboat.failover.results import FailoverSettings, FailoverSteps, Gate
 from lifeboat.ledger import LedgerEntry, RtoLedger
@@ -110,6 +111,7 @@ def failover(
     from flows.sandbox import sandbox_images, sandboxed
     from flows.wiring import build_gate, build_ledger, build_steps, providers_for, settings_for
     from providers.image_registry import FakeRegistry
+    from providers.orchestrator.prefect_api import runbook_lock
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
@@ -132,9 +134,15 @@ def failover(
         force=force,
     )
     ledger = build_ledger(rb, run_id=run_id, drill=drill or ("dry-run" if dry_run else None))
+    _note_start_up(ledger, flow_run)
     gate = build_gate(rb, console=approval)
+    rehearsal = bool(drill or dry_run)  # sandboxed: its own stores and cluster, no lock to share
     try:
-        entry = execute(settings_for(rb), steps, ledger, gate, run_id=run_id, drill=bool(drill or dry_run))
+        with nullcontext() if rehearsal else runbook_lock(rb.name, run_id):
+            entry = execute(settings_for(rb), steps, ledger, gate, run_id=run_id, drill=rehearsal)
+    except StandDown as e:  # another failover of this runbook is running
+        ledger.note("stood down", str(e))
+        entry = ledger.finish("stood-down")
     finally:
         picture = publish(ledger.entry)
     return {
@@ -145,6 +153,14 @@ def failover(
         "checkpoint": entry.checkpoint,
         "timeline": str(picture) if picture else None,
     }
+
+
+def _note_start_up(ledger: RtoLedger, flow_run) -> None:
+    """Flow start-up (scheduled → the walk begins) apart from the confirm step's own time."""
+    scheduled = flow_run.scheduled_start_time
+    if scheduled is not None:
+        seconds = (_now() - scheduled).total_seconds()
+        ledger.note("flow start-up", f"{seconds:.2f}s from the run's scheduled start to its first step")
 
 
 def _secs(td) -> float | None:

@@ -27,3 +27,8 @@ class PreconditionFailed(LifeboatError):
 
 class StopFailover(LifeboatError):
     """Continuing would be unsafe (no certified checkpoint, fenced out, rejected)."""
+
+
+class StandDown(StopFailover):
+    """Another failover of the same runbook holds it (or already completed it): this run
+    changes nothing and ends, with the reason in the ledger."""

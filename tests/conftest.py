@@ -19,7 +19,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "false")
 
-PEERS = ("prefect_server", "s3_endpoint", "gcs_endpoint")
+PEERS = ("prefect_server", "prefect_server_process", "s3_endpoint", "gcs_endpoint")
 PEER_PARAMS = {"s3", "gcs", "s3-moto", "gcs-emulator"}
 
 
@@ -44,6 +44,58 @@ def prefect_server(request):
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def prefect_server_process(request, tmp_path_factory):
+    """A real `prefect server start` process (SQLite) with its background services — the lease
+    repossessor among them, which the in-process test harness does not run. Yields its API URL."""
+    _unit_tier_guard(request)
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home = tmp_path_factory.mktemp("prefect-home")
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": "2",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_API_URL": "",
+    }
+    prefect = str(Path(sys.executable).parent / "prefect")
+    proc = subprocess.Popen(
+        [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("prefect server start did not come up")
+            time.sleep(0.5)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 @pytest.fixture(scope="session")

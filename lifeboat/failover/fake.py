@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from lifeboat.certify import Certified, CertifyReport
-from lifeboat.errors import StopFailover
+from lifeboat.errors import StandDown, StopFailover
 from lifeboat.failover.results import Confirmation, Fenced, Provisioned, Resumed
 from lifeboat.prestage import PrestageReadiness
 from lifeboat.resume import ParityResult
@@ -31,6 +31,7 @@ class ScriptedSteps:
         parity: Sequence[bool] = (True,),
         failing: Mapping[str, BaseException] | None = None,
         outage_started_at: datetime | None = None,
+        taken_before: Sequence[str] = (),
     ):
         self.durations = dict(durations)
         self.checkpoints = sorted(checkpoints, reverse=True)
@@ -39,6 +40,8 @@ class ScriptedSteps:
         self.outage_started_at = outage_started_at  # default: `detect` seconds before confirm starts
         self.calls: list[tuple[str, float, float]] = []  # (step, start, end) in monotonic seconds
         self.clusters: set[str] = set()
+        self.rechecks: list[str] = []  # acting steps re-checked, in order
+        self.taken_before = set(taken_before)  # acting steps before which another run "took" the job
         self.resumed: list[Resumed] = []  # every resume, in order
         self._lock = threading.Lock()
         self._epoch = 0
@@ -106,6 +109,12 @@ class ScriptedSteps:
         self._run("prove")
         passed = self.parity.pop(0) if self.parity else True
         return ParityResult(passed, 5, "5 steps identical" if passed else "step 301: 2.31 vs 2.29")
+
+    def recheck(self, step: str) -> None:
+        with self._lock:
+            self.rechecks.append(step)
+        if step in self.taken_before:
+            raise StandDown(f"before {step}: scripted: another failover took the job")
 
     def teardown(self, cluster: Provisioned) -> None:
         with self._lock:

@@ -1,12 +1,14 @@
 """The failover's step graph: the one table of its order, milestones and labels.
 
-    detect ─► confirm ─► fence ─┬─► certify ──┐
-                                ├─► plan ─────┼─► approval ─► provision ─► resume ─► prove
-                                └─► prestage ─┘
+    detect ─► confirm ─┬─► certify ──┐
+                       ├─► plan ─────┼─► approval ─► fence ─► provision ─► resume ─► prove
+                       └─► prestage ─┘
 
-Each `Step` names what it waits for, the ledger milestone it reaches and the label the
-timeline draws. With `provision_before_approval`, provisioning waits for the plan instead
-of the approval, and the resume for both. The walker (`lifeboat.failover.walk`), the ledger
+Fencing comes after the human decision: a rejected or timed-out run leaves the lease and
+the primary as they were. Each `Step` names what it waits for, the ledger milestone it
+reaches and the label the timeline draws. With `provision_before_approval`, provisioning
+waits for the plan instead of the fence (it acquires GPUs, starts no job), and the resume
+for both the GPUs and the fence. The walker (`lifeboat.failover.walk`), the ledger
 (`lifeboat.ledger`), the timeline picture and the critical-path benchmark all read this
 table; nothing else writes the order down.
 """
@@ -31,10 +33,9 @@ class Step:
 STEPS: tuple[Step, ...] = (
     Step("detect", (), "detected", "detect", starts_at="outage_start"),
     Step("confirm", ("detect",), "confirmed", "confirm"),
-    Step("fence", ("confirm",), "fenced", "fence"),
-    Step("certify", ("fence",), "certified", "certify"),
-    Step("plan", ("fence",), "planned", "plan"),
-    Step("prestage", ("fence",), "prestaged", "prestage"),
+    Step("certify", ("confirm",), "certified", "certify"),
+    Step("plan", ("confirm",), "planned", "plan"),
+    Step("prestage", ("confirm",), "prestaged", "prestage"),
     Step(
         "approval",
         ("certify", "plan", "prestage"),
@@ -43,13 +44,14 @@ STEPS: tuple[Step, ...] = (
         marks=("approval_requested",),
         starts_at="approval_requested",
     ),
-    Step("provision", ("approval",), "provisioned", "provision", early_after=("plan",)),
+    Step("fence", ("approval",), "fenced", "fence"),
+    Step("provision", ("fence",), "provisioned", "provision", early_after=("plan",)),
     Step(
         "resume",
         ("provision",),
         "first_step",
         "resume (load checkpoint, first step)",
-        early_after=("provision", "approval"),
+        early_after=("provision", "fence"),
         marks=("checkpoint_loaded",),
     ),
     Step("prove", ("resume",), "parity_passed", "loss parity"),

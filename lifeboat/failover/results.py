@@ -107,6 +107,11 @@ class FailoverSteps(Protocol):
 
     def teardown(self, cluster: Provisioned) -> None: ...
 
+    def recheck(self, step: str) -> None:
+        """Before a step that acts (fence, provision, resume): raise `StandDown` when another
+        failover of this runbook has taken the job over since this run confirmed."""
+        ...
+
 
 class Gate(Protocol):
     """Asks the humans (or the policy) and tells them how it went."""

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from lifeboat.certify import CertifyReport, certify_replica
 from lifeboat.detection.quorum import OutageState, QuorumPolicy, decide
-from lifeboat.errors import LifeboatError, StopFailover
+from lifeboat.errors import LifeboatError, StandDown, StopFailover
 from lifeboat.failover.results import Confirmation, Fenced, Provisioned, Resumed
 from lifeboat.prestage import PrestageReadiness
 from lifeboat.resume import ParityResult, loss_parity, parse_loaded, parse_losses, wait_first_step
@@ -89,6 +89,12 @@ class ProviderSteps:
         # instead of fencing *it* out.
         current = read_lease(self.p.secondary)
         self.expected_epoch = current[0].epoch if current else 0
+        if current and current[0].run_id != self.run_id and current[0].holder == f"lifeboat:{self.cluster}":
+            lease = current[0]
+            raise StandDown(
+                f"already failed over to {self.cluster} by run {lease.run_id} (epoch {lease.epoch}, "
+                f"{lease.acquired_at:%Y-%m-%d %H:%M:%S}Z): nothing to do until a failback"
+            )
         now = self.clock()
         if self.evidence:  # the watch flow's quorum already confirmed it
             return Confirmation(self.outage_started_at or now, self.detected_at or now, self.evidence)
@@ -103,16 +109,32 @@ class ProviderSteps:
         start = self.outage_started_at or decision.outage_started_at or now
         return Confirmation(start, self.detected_at or now, lines)
 
+    def recheck(self, step: str) -> None:
+        from lifeboat.fencing import read_lease
+
+        current = read_lease(self.p.secondary)
+        if current is None or current[0].run_id == self.run_id:
+            return
+        lease = current[0]
+        if self.expected_epoch is not None and lease.epoch != self.expected_epoch:
+            raise StandDown(
+                f"before {step}: failover run {lease.run_id} took the job (epoch {lease.epoch}, "
+                f"{lease.holder}) after this run confirmed at epoch {self.expected_epoch}"
+            )
+
     def fence(self) -> Fenced:
         from lifeboat.fencing import fence_job
 
-        lease, on_primary = fence_job(
-            self.p.secondary,
-            self.p.primary,
-            run_id=self.run_id,
-            holder=f"lifeboat:{self.cluster}",
-            expect_epoch=self.expected_epoch,
-        )
+        try:
+            lease, on_primary = fence_job(
+                self.p.secondary,
+                self.p.primary,
+                run_id=self.run_id,
+                holder=f"lifeboat:{self.cluster}",
+                expect_epoch=self.expected_epoch,
+            )
+        except StopFailover as e:  # another failover moved the lease first: it has the job
+            raise StandDown(str(e)) from None
         stores = (self.p.secondary.uri,) + ((self.p.primary.uri,) if on_primary else ())
         stopped = False
         if self.spec.primary_cluster:

@@ -4,7 +4,9 @@ Pure: no Prefect. A `Runner` decides how a step call runs — `ThreadRunner` her
 retries on `ProviderUnavailable`), Prefect task runs in `flows/failover.py` — and the walker
 starts each step as soon as the steps it waits for (`graph.step_graph`) are done. The
 approval gate runs on the walker's own thread (a Prefect pause must), while started steps
-(early provisioning) go on. After each proof the rollback policy decides: done, roll back
+(early provisioning) go on. Before each step that acts the steps re-check that the job is
+still this run's (`FailoverSteps.recheck`); a run that is not stands down (`StandDown`):
+outcome `stood-down`, the reason in the ledger, and the (shared) cluster left alone. After each proof the rollback policy decides: done, roll back
 to an older certified checkpoint (resume and prove again), or stop.
 """
 
@@ -18,12 +20,14 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from lifeboat.certify import CertifyReport
-from lifeboat.errors import ProviderUnavailable, StopFailover
+from lifeboat.errors import ProviderUnavailable, StandDown, StopFailover
 from lifeboat.failover import graph
 from lifeboat.failover.card import approval_card
 from lifeboat.failover.results import FailoverSettings, FailoverSteps, Gate, Provisioned
 from lifeboat.failover.rollback import Verdict, after_proof
 from lifeboat.ledger import LedgerEntry, RtoLedger
+
+ACTING = ("fence", "provision", "resume")  # steps that change the world: re-checked first
 
 
 def _now() -> datetime:
@@ -140,11 +144,13 @@ class _Walk:
 
     # -- the walk -----------------------------------------------------------------------
     def ready(self) -> list[str]:
-        return [
+        """Steps whose inputs are all there, the approval gate last (it blocks this thread)."""
+        ready = [
             n
             for n, deps in self.graph.items()
             if n not in self.done and n not in self.running and all(d in self.done for d in deps)
         ]
+        return sorted(ready, key=lambda n: n == "approval")
 
     def run(self) -> LedgerEntry:
         self.done["detect"] = Timed(None, self.clock(), self.clock())  # detection happened before the run
@@ -154,13 +160,16 @@ class _Walk:
                     if not self.approve():
                         return self.ledger.finish("aborted")
                 else:
-                    self.running[name] = (
-                        self.runner.start(name, getattr(self.steps, name), *self.args(name)),
-                        time.monotonic(),
-                    )
+                    self.start(name)
             if self.running:
                 self.collect()
         return self.ledger.finish("completed")
+
+    def start(self, name: str) -> None:
+        if name in ACTING:
+            self.steps.recheck(name)
+        call = getattr(self.steps, name)
+        self.running[name] = (self.runner.start(name, call, *self.args(name)), time.monotonic())
 
     def collect(self) -> None:
         """Wait for the first running step to end (or one to outlive the step timeout)."""
@@ -253,6 +262,13 @@ def execute(
     walk = _Walk(settings, steps, ledger, gate, runner or ThreadRunner(settings), run_id, drill, clock)
     try:
         return walk.run()
+    except StandDown as e:
+        # The cluster's name is the runbook's: what this run provisioned is the other run's
+        # cluster too, so it is left alone.
+        ledger.note("stood down", str(e))
+        walk.done.pop("provision", None)
+        walk.running.pop("provision", None)
+        return ledger.finish("stood-down")
     except BaseException as e:
         heading = next((m for m in graph.MILESTONES if m not in ledger.entry.phases), graph.MILESTONES[-1])
         ledger.fail(heading, e)

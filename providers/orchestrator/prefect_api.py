@@ -1,5 +1,5 @@
 """Prefect's API, as Lifeboat uses it: resume a paused run, cancel pending ones, emit an
-event, read a secret. The one module that calls these Prefect APIs; it maps Prefect's
+event, read a secret, hold a runbook's failover lock. The one module that calls these Prefect APIs; it maps Prefect's
 errors once, to Lifeboat's:
 
 - `NotFound`: no such run (or deployment, or secret block);
@@ -11,10 +11,11 @@ errors once, to Lifeboat's:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import ExitStack, contextmanager
 from typing import Any
 from uuid import UUID
 
-from lifeboat.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
+from lifeboat.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable, StandDown
 
 PENDING_STATES = ("SCHEDULED", "PENDING", "PAUSED")  # not started, or waiting for approval
 
@@ -135,3 +136,38 @@ async def cancel_pending_runs(
                 log.info("cancelled pending failover run %s: %s", run.id, reason)
             cancelled.append(str(run.id))
     return cancelled
+
+
+@contextmanager
+def runbook_lock(runbook: str, run_id: str | UUID, *, wait_s: float = 2.0, lease_s: float = 60.0):
+    """Hold the one slot of the global concurrency limit `lifeboat-failover-<runbook>` for
+    the body: one failover per runbook at a time. The slot is a lease that the holder renews
+    in the background: a worker that crashes lets it lapse after `lease_s` (Prefect's minimum is 60 s),
+    so a re-run can take it. A slot still held after `wait_s` raises `StandDown`."""
+    from prefect.client.orchestration import get_client
+    from prefect.concurrency.sync import concurrency
+    from prefect.exceptions import ObjectAlreadyExists
+
+    name = f"lifeboat-failover-{runbook}"
+    with get_client(sync_client=True) as client:
+        try:
+            client.upsert_global_concurrency_limit_by_name(name, 1)
+        except ObjectAlreadyExists:  # created by a racing run between its read and its create
+            pass
+        except (OSError, _http_errors()) as e:
+            raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+    from prefect.client.schemas.objects import ConcurrencyLeaseHolder
+
+    holder = ConcurrencyLeaseHolder(type="flow_run", id=_run_id(run_id))
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(
+                concurrency(
+                    name, occupy=1, timeout_seconds=wait_s, lease_duration=lease_s, strict=True, holder=holder
+                )
+            )
+        except TimeoutError:
+            raise StandDown(
+                f"another failover of {runbook} holds its lock ({name}): this run changes nothing"
+            ) from None
+        yield

@@ -1,14 +1,15 @@
-"""The failover flow's own logic on scripted steps, on a real Prefect server."""
+"""The failover's own logic: the core walker over scripted steps, on threads, no Prefect.
+
+`test_prefect_runner.py` runs the same walk as Prefect task runs on a real server."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from prefect import flow
 
-from flows.failover import execute
 from flows.wiring import settings_for
 from lifeboat.errors import StopFailover
 from lifeboat.failover.fake import ScriptedSteps
+from lifeboat.failover.walk import execute
 from lifeboat.ledger import RtoLedger
 from providers.chat.base import ApprovalDecision
 from runbooks.model import Runbook
@@ -48,29 +49,20 @@ class Gate:
 def run(steps, gate, rb=None, drill=False):
     rb = rb or Runbook.model_validate(RUNBOOK)
     ledger = RtoLedger.for_runbook(rb, "run-1", drill=drill)
-
-    @flow
-    def harness():
-        return execute(settings_for(rb), steps, ledger, gate, run_id="run-1", drill=drill)
-
     try:
-        return harness(), ledger.entry
+        return execute(settings_for(rb), steps, ledger, gate, run_id="run-1", drill=drill), ledger.entry
     except BaseException:
         return None, ledger.entry
 
 
-@pytest.fixture(autouse=True)
-def _server(prefect_server):
-    yield
-
-
-def test_certify_plan_and_prestage_run_concurrently_after_fencing():
+def test_certify_plan_and_prestage_run_concurrently_and_fencing_waits_for_the_approval():
     steps = ScriptedSteps({"certify": 0.3, "plan": 0.3, "prestage": 0.3})
     entry, _ = run(steps, Gate())
     assert entry.outcome == "completed"
     spans = {name: (start, end) for name, start, end in steps.calls}
-    fence_end = spans["fence"][1]
-    assert all(spans[b][0] >= fence_end for b in ("certify", "plan", "prestage"))
+    assert all(spans[b][0] >= spans["confirm"][1] for b in ("certify", "plan", "prestage"))
+    assert spans["fence"][0] >= max(spans[b][1] for b in ("certify", "plan", "prestage"))
+    assert entry.phases["fenced"] >= entry.phases["approval_granted"]
     latest_start = max(spans[b][0] for b in ("certify", "plan", "prestage"))
     earliest_end = min(spans[b][1] for b in ("certify", "plan", "prestage"))
     assert latest_start < earliest_end, "the three branches did not overlap"
@@ -83,9 +75,9 @@ def test_ledger_has_every_phase_in_order_and_the_card_shows_rpo_and_plan():
         "outage_start",
         "detected",
         "confirmed",
-        "fenced",
         "approval_requested",
         "approval_granted",
+        "fenced",
         "provisioned",
         "checkpoint_loaded",
         "first_step",
@@ -103,12 +95,33 @@ def test_ledger_has_every_phase_in_order_and_the_card_shows_rpo_and_plan():
     assert entry.checkpoint == "memory://secondary/step-000300" and entry.rpo == timedelta(minutes=10)
 
 
-def test_rejection_aborts_before_provisioning():
+def test_a_rejected_failover_never_fences_nor_provisions():
     steps = ScriptedSteps({})
     entry, _ = run(steps, Gate(approve=False))
     assert entry.outcome == "aborted"
-    assert "provision" not in [c[0] for c in steps.calls]
-    assert "approval_granted" not in entry.phases
+    called = [c[0] for c in steps.calls]
+    assert "fence" not in called and "provision" not in called, "a rejection must leave the lease as it was"
+    assert "approval_granted" not in entry.phases and "fenced" not in entry.phases
+
+
+def test_every_acting_step_is_rechecked_first():
+    steps = ScriptedSteps({})
+    entry, _ = run(steps, Gate())
+    assert entry.outcome == "completed"
+    assert steps.rechecks == ["fence", "provision", "resume"]
+
+
+@pytest.mark.parametrize("step", ["fence", "provision", "resume"])
+def test_a_run_whose_job_was_taken_stands_down_and_leaves_the_shared_cluster_alone(step):
+    steps = ScriptedSteps({}, taken_before=[step])
+    gate = Gate()
+    result, entry = run(steps, gate)
+    assert result is not None and entry.outcome == "stood-down"
+    assert "another failover took the job" in entry.notes["stood down"]
+    called = [c[0] for c in steps.calls]
+    assert step not in called
+    if step == "resume":
+        assert steps.clusters == {"scripted-dr"}, "the other run's cluster (same name) must stay"
 
 
 def test_failed_parity_rolls_back_to_the_previous_certified_checkpoint():
