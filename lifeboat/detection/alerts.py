@@ -5,6 +5,12 @@ Routing is by label, so an alert rule decides what it means to Lifeboat:
 `lifeboat_signal=<signal>` says which independent signal it is evidence of (a DCGM XID
 alert is `gpu_health`); without it an alert is the `alertmanager` signal. Several alerts of
 one signal are still one vote.
+
+Independence (`SourceScope`): by default one alert *group* is one source, however many
+signals its alerts claim, so a single webhook cannot meet a quorum of 2 by itself.
+`endpoint` makes everything that arrives through the webhook one source: a quorum then
+needs a probe (heartbeat, NVML, control plane) too, so whoever holds the webhook token
+cannot start a failover alone (they can invent group keys).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from lifeboat.detection.signals import Clock, Reading, Status, iso, utc_now
 RUNBOOK_LABEL = "lifeboat_runbook"
 SIGNAL_LABEL = "lifeboat_signal"
 DEFAULT_SIGNAL = "alertmanager"
+
+SourceScope = Literal["group", "endpoint"]
 
 
 class Alert(BaseModel):
@@ -52,7 +60,14 @@ class AlertmanagerWebhook(BaseModel):
     alerts: list[Alert]
 
 
-def alert_reading(alert: Alert, group: AlertmanagerWebhook, now: datetime, hold: timedelta) -> Reading:
+def alert_origin(group: AlertmanagerWebhook, scope: SourceScope) -> str:
+    """The independent source an alert of `group` counts as (see the module docstring)."""
+    return "alertmanager" if scope == "endpoint" else f"alertmanager-group:{group.groupKey}"
+
+
+def alert_reading(
+    alert: Alert, group: AlertmanagerWebhook, now: datetime, hold: timedelta, scope: SourceScope = "group"
+) -> Reading:
     """A firing alert is a failing reading that stays live until resolved (at most `hold`,
     or its own future `endsAt`); a resolved one is an ok reading of the same source."""
     firing = alert.status == "firing"
@@ -78,6 +93,7 @@ def alert_reading(alert: Alert, group: AlertmanagerWebhook, now: datetime, hold:
             "truncated_alerts": group.truncatedAlerts,
         },
         expires=expires,
+        origin=alert_origin(group, scope),
     )
 
 

@@ -47,6 +47,7 @@ from starlette.routing import Route
 from lifeboat.detection.alerts import (
     AlertmanagerWebhook,
     Seen,
+    SourceScope,
     alert_event_id,
     alert_reading,
     dedupe_key,
@@ -82,17 +83,27 @@ class AlertmanagerSettings(BaseModel):
         description="A firing alert counts this long without being re-sent: keep Alertmanager's "
         "repeat_interval (default 4h) below it.",
     )
+    source_scope: SourceScope = Field(
+        "group",
+        description="What counts as one independent source for the quorum: `group` (one "
+        "Alertmanager alert group, whatever signals its alerts claim) or `endpoint` (everything "
+        "this receiver gets: a quorum then also needs a probe, so the webhook token alone cannot "
+        "confirm an outage).",
+    )
     failover_deployment: str = Field(
         "failover/failover", description="`flow/deployment` whose pending runs a resolved alert cancels."
     )
 
     @classmethod
     def from_env(cls, **fields: Any) -> AlertmanagerSettings:
-        """Credentials from LIFEBOAT_ALERTMANAGER_TOKEN or _USER/_PASSWORD, unless given."""
+        """Credentials from LIFEBOAT_ALERTMANAGER_TOKEN or _USER/_PASSWORD, the source scope
+        from LIFEBOAT_ALERTMANAGER_SOURCE_SCOPE, unless given."""
         env = os.environ
         fields.setdefault("bearer_token", env.get("LIFEBOAT_ALERTMANAGER_TOKEN") or None)
         fields.setdefault("basic_username", env.get("LIFEBOAT_ALERTMANAGER_USER") or None)
         fields.setdefault("basic_password", env.get("LIFEBOAT_ALERTMANAGER_PASSWORD") or None)
+        if env.get("LIFEBOAT_ALERTMANAGER_SOURCE_SCOPE"):
+            fields.setdefault("source_scope", env["LIFEBOAT_ALERTMANAGER_SOURCE_SCOPE"])
         return cls(**fields)
 
     @staticmethod
@@ -158,7 +169,7 @@ def alertmanager_routes(
                     {"fingerprint": alert.fingerprint, "why": f"no runbook {name!r} here"}
                 )
                 continue
-            reading = alert_reading(alert, group, now, settings.alert_hold)
+            reading = alert_reading(alert, group, now, settings.alert_hold, settings.source_scope)
             per_runbook.setdefault(name, []).append(reading)
             key = dedupe_key(group, alert)
             if not seen.first(key):
@@ -185,7 +196,7 @@ def alertmanager_routes(
                 emit_event(spec)
                 result["events"] += 1
             resolved = any(not r.failing for r in readings)
-            if resolved and len(decision.voting) < policy.quorum:
+            if resolved and decision.independent < policy.quorum:
                 why = f"alert resolved; {decision.summary}"
                 cancelled = await cancel(settings.failover_deployment, name, _aliases(path), why)
                 if cancelled:  # called off before approval: a renewed quorum must fail over again
