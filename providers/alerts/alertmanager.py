@@ -3,7 +3,9 @@
     app = create_app([*alertmanager_routes(AlertmanagerSettings.from_env(runbooks=[...]))])
 
 What one request does, in order: authenticate (bearer or basic, else 401), refuse bodies
-over `max_body_bytes` (413), validate the webhook v4 schema (400, naming the fields), then
+over `max_body_bytes` (413: the declared length before reading, a chunked body as soon as
+it passes the cap), decode strictly (400: not UTF-8, not JSON, nested over 32 levels;
+see lifeboat/inbound.py), validate the webhook v4 schema (400, naming the fields), then
 for every alert: emit `lifeboat.alert.{firing,resolved}` once per groupKey + fingerprint +
 firing (duplicates are counted, not emitted), record its reading in the runbook's signal
 log and let the quorum decide; a decision that changes state is emitted as
@@ -30,7 +32,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -58,6 +59,7 @@ from lifeboat.detection.log import SignalLog
 from lifeboat.detection.quorum import QuorumPolicy
 from lifeboat.detection.signals import Clock, utc_now
 from lifeboat.errors import ConfigError
+from lifeboat.inbound import BadRequest, parse_json, read_capped
 
 log = logging.getLogger("lifeboat.alerts")
 
@@ -139,13 +141,13 @@ def alertmanager_routes(
             return JSONResponse(
                 {"error": "unauthorized"}, 401, headers={"WWW-Authenticate": 'Bearer, Basic realm="lifeboat"'}
             )
-        body = await _read_capped(request, settings.max_body_bytes)
-        if body is None:
-            return JSONResponse({"error": f"body over {settings.max_body_bytes} bytes"}, 413)
         try:
-            group = AlertmanagerWebhook.model_validate(json.loads(body))
-        except json.JSONDecodeError as e:
-            return JSONResponse({"error": f"body is not JSON: {e}"}, 400)
+            body = await read_capped(
+                request.stream(), request.headers.get("content-length"), settings.max_body_bytes
+            )
+            group = AlertmanagerWebhook.model_validate(parse_json(body))
+        except BadRequest as e:
+            return JSONResponse({"error": e.reason}, e.status)
         except ValidationError as e:
             problems = [f"{'.'.join(map(str, err['loc'])) or 'body'}: {err['msg']}" for err in e.errors()]
             return JSONResponse({"error": "not an Alertmanager v4 webhook", "problems": problems}, 400)
@@ -236,19 +238,6 @@ def _authorized(header: str, s: AlertmanagerSettings) -> bool:
             password.encode(), expected
         )
     return False
-
-
-async def _read_capped(request: Request, limit: int) -> bytes | None:
-    """The body, or None once it passes `limit` (declared or streamed)."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        return None
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
 
 
 async def cancel_pending_failovers(
