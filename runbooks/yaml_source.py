@@ -6,7 +6,7 @@ a `file:line: field: message` problem before it can cost time or memory:
 - the file: at most `MAX_BYTES`, read with a cap (a 50 MB file or /dev/zero is refused
   after `MAX_BYTES` + 1 bytes), strict UTF-8, no control characters;
 - the structure: nesting at most `MAX_DEPTH` (checked while composing, so 20,000 levels
-  never reach Python's recursion limit), at most `MAX_VALUES` values after YAML aliases
+  never reach Python's recursion limit; flow brackets are counted before parsing), at most `MAX_VALUES` values after YAML aliases
   are expanded (a "billion laughs" alias bomb stops there; a self-referencing alias hits
   the depth limit), keys are plain scalars (a list used as a key is refused);
 - the values: integers of at most `MAX_INT_DIGITS` digits, dates and tagged scalars that
@@ -27,7 +27,8 @@ Loc = tuple[str | int, ...]
 
 MAX_BYTES = 256 * 1024
 MAX_DEPTH = 64
-MAX_VALUES = 10_000
+MAX_VALUES = 5_000
+MAX_OPEN_BRACKETS = 128  # flow [ { open at once; PyYAML's scanner slows quadratically past it
 MAX_INT_DIGITS = 18
 _INT_TAG = "tag:yaml.org,2002:int"
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # Unicode Cc, less tab/newline/CR
@@ -85,6 +86,7 @@ class _BoundedLoader(yaml.SafeLoader):
 
 def parse(text: str, shown: str) -> tuple[object, dict[Loc, int]]:
     """The document as plain data, and the line of every location in it."""
+    _check_brackets(text, shown)
     try:
         loader = _BoundedLoader(text)
     except yaml.reader.ReaderError as e:  # raised while the whole text is checked up front
@@ -115,6 +117,21 @@ def parse(text: str, shown: str) -> tuple[object, dict[Loc, int]]:
         raise RunbookInvalid([Problem(shown, None, "", f"YAML error: {str(e).splitlines()[0]}")]) from None
     finally:
         loader.dispose()
+
+
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _check_brackets(text: str, shown: str) -> None:
+    """Refuse deep flow nesting before the scanner sees it (quotes are not skipped: so many
+    brackets open at once is nothing a person writes, in a string or not)."""
+    depth = 0
+    for m in _BRACKET.finditer(text):
+        depth = depth + 1 if m.group() in "[{" else max(depth - 1, 0)
+        if depth > MAX_OPEN_BRACKETS:
+            line = text.count("\n", 0, m.start()) + 1
+            message = f"more than {MAX_OPEN_BRACKETS} brackets open at once: nested too deeply"
+            raise RunbookInvalid([Problem(shown, line, "", message)])
 
 
 class _Builder:
