@@ -192,6 +192,7 @@ def _card(
         rpo=max(confirmed.outage_started_at - checkpoint.written_at, timedelta(0)),
         rpo_target=rb.rpo_target,
         plan=f"{first.describe()}{then}" if first else None,
+        cost_per_hour=first.hourly_usd if first else None,
         prestage=[readiness.summary(), *readiness.items],
         expected_rto=expected_rto(confirmed.outage_started_at, now, rb.failover.expected_ready),
         rto_target=rb.rto_target,
