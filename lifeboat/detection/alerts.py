@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lifeboat.detection.signals import Clock, Reading, Status, iso, utc_now
 
@@ -41,6 +41,17 @@ class Alert(BaseModel):
     endsAt: datetime | None = None  # "0001-01-01T00:00:00Z" while firing
     generatorURL: str = ""
     fingerprint: str = Field(min_length=1)
+
+    @field_validator("startsAt", "endsAt")
+    @classmethod
+    def _in_utc(cls, t: datetime | None) -> datetime | None:
+        """UTC from here on (no time zone: UTC); a time that leaves the calendar in UTC is refused."""
+        if t is None:
+            return t
+        try:
+            return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
+        except OverflowError:
+            raise ValueError("time out of range once converted to UTC") from None
 
 
 class AlertmanagerWebhook(BaseModel):

@@ -323,6 +323,18 @@ AM_ATTACKS = {
         400,
         "not an Alertmanager v4 webhook",
     ),
+    "endsAt past year 9999 in UTC": (
+        lambda: am(
+            webhook().replace('"fingerprint"', '"endsAt": "9999-12-31T23:59:59-12:00", "fingerprint"')
+        ),
+        400,
+        "not an Alertmanager v4 webhook",
+    ),
+    "startsAt before year 1 in UTC": (
+        lambda: am(webhook().replace("2026-03-01T11:58:30Z", "0001-01-01T00:00:00+01:00")),
+        400,
+        "not an Alertmanager v4 webhook",
+    ),
     "negative truncatedAlerts": (
         lambda: am(webhook(truncatedAlerts=-1)),
         400,
@@ -362,6 +374,18 @@ def test_a_good_webhook_still_goes_through(doors, no_server_errors):
     head, chunks = am(webhook())
     assert raw_request(doors.port, head, chunks).status == 200
     assert [e.event for e in doors.events][:1] == ["lifeboat.alert.firing"]
+
+
+def test_times_without_a_time_zone_are_read_as_utc_not_a_500(doors, no_server_errors):
+    doors.events.clear()
+    body = webhook().replace("2026-03-01T11:58:30Z", "2026-03-01T11:58:30")
+    body = body.replace(
+        '"fingerprint": "a1b2c3d4e5f60718"', '"endsAt": "2026-03-01T13:00:00", "fingerprint": "77"'
+    )
+    head, chunks = am(body)
+    assert raw_request(doors.port, head, chunks).status == 200
+    reading = doors.events[0].payload["reading"]
+    assert reading["evidence"]["since"] == "2026-03-01T11:58:30Z"
 
 
 def test_the_reason_is_one_line_and_never_a_traceback(door):
