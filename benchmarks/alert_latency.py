@@ -2,9 +2,9 @@
 
 A local Prefect server (prefect_test_harness), the failover automation from prefect.yaml
 on a deployment of the failover flow (no worker: the run is created, not executed), and `lifeboat serve`'s app under uvicorn on loopback.
-Each trial POSTs one Alertmanager webhook whose two alerts are two independent signals of
-a fresh runbook, so the quorum confirms at once; latency is the run's server-side
-`created` time minus the moment the POST started. Baseline: the same
+Each trial POSTs two Alertmanager webhooks (two alert groups, hence two independent
+sources) with two signals of a fresh runbook, so the quorum confirms on the second;
+latency is the run's server-side `created` time minus the moment the first POST started. Baseline: the same
 `lifeboat.outage.confirmed` event emitted directly, without the receiver.
 
     python -m benchmarks alert_latency        (LIFEBOAT_BENCH_TRIALS=20 for more trials)
@@ -37,12 +37,14 @@ def _runbook(folder: Path, name: str) -> Path:
     return path
 
 
-def _webhook(name: str) -> dict:
-    def alert(alertname, signal):
+def _webhooks(name: str) -> list[dict]:
+    """Two alert groups (Alertmanager `group_by: [alertname]`): two independent sources."""
+
+    def group(alertname, signal):
         labels = {"alertname": alertname, "lifeboat_runbook": name}
         if signal:
             labels["lifeboat_signal"] = signal
-        return {
+        alert = {
             "status": "firing",
             "labels": labels,
             "annotations": {},
@@ -50,15 +52,16 @@ def _webhook(name: str) -> dict:
             "endsAt": "0001-01-01T00:00:00Z",
             "fingerprint": uuid.uuid4().hex[:16],
         }
+        return {
+            "version": "4",
+            "groupKey": f"{{}}:{{alertname={alertname!r},runbook={name!r}}}",
+            "truncatedAlerts": 0,
+            "status": "firing",
+            "receiver": "lifeboat",
+            "alerts": [alert],
+        }
 
-    return {
-        "version": "4",
-        "groupKey": f"{{}}:{{runbook={name!r}}}",
-        "truncatedAlerts": 0,
-        "status": "firing",
-        "receiver": "lifeboat",
-        "alerts": [alert("DCGMXidCritical", "gpu_health"), alert("NodeNotReady", None)],
-    }
+    return [group("DCGMXidCritical", "gpu_health"), group("NodeNotReady", None)]
 
 
 def _serve(app):
@@ -125,10 +128,11 @@ def main() -> None:
         ):
             for name in names:
                 started = datetime.now(UTC)
-                r = http.post(
-                    "/alerts/alertmanager", json=_webhook(name), headers={"Authorization": f"Bearer {TOKEN}"}
-                )
-                r.raise_for_status()
+                for body in _webhooks(name):
+                    r = http.post(
+                        "/alerts/alertmanager", json=body, headers={"Authorization": f"Bearer {TOKEN}"}
+                    )
+                    r.raise_for_status()
                 run = _wait_for_run(client, deployment_id, str(paths[name]))
                 receiver.append((run.created - started).total_seconds())
 

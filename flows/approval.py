@@ -122,6 +122,7 @@ def await_approval(
         return _record(process, runbook, ledger, None, card, chat)
 
     card.run_id = run_id
+    card.run_url = card.run_url or flow_run_url(run_id)
     card.channel = card.channel or runbook.approval.channel
     card.approvers = card.approvers or list(runbook.approval.approvers)
     card.deadline = process.final_deadline
@@ -167,6 +168,14 @@ def await_approval(
             approved=False, reason=str(e), approver=decision.approver, via=decision.via
         )
     return _record(process, runbook, ledger, ref, card, chat)
+
+
+def flow_run_url(run_id: str) -> str | None:
+    """The run's page in the Prefect UI (PREFECT_UI_URL, else the UI beside PREFECT_API_URL);
+    None when neither is set (a temporary local server has no UI worth linking)."""
+    from prefect.utilities.urls import url_for
+
+    return url_for("flow-run", obj_id=run_id)
 
 
 def _record(process: ApprovalProcess, runbook, ledger, ref: CardRef | None, card: ApprovalCard, chat: Chat):

@@ -1,10 +1,12 @@
 """Durations as people write them in runbooks: `90s`, `15m`, `2h`, `1d`, `1h30m`."""
 
+import math
 import re
 from datetime import timedelta
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+MAX_SECONDS = 1000 * 365 * 86400  # a thousand years: far beyond any runbook, far below timedelta.max
 
 
 def parse_duration(text: str | int | float | timedelta) -> timedelta:
@@ -14,9 +16,11 @@ def parse_duration(text: str | int | float | timedelta) -> timedelta:
     if isinstance(text, bool):
         raise ValueError("expected a duration like 90s, 15m or 2h")
     if isinstance(text, int | float):
+        if not math.isfinite(text):
+            raise ValueError(f"{text!r} is not a duration; write it like 90s, 15m, 2h or 1h30m")
         if text < 0:
             raise ValueError("a duration cannot be negative")
-        return timedelta(seconds=text)
+        return _bounded(text, text)
     s = str(text).strip().lower()
     if s == "0":
         return timedelta(0)
@@ -28,6 +32,12 @@ def parse_duration(text: str | int | float | timedelta) -> timedelta:
         pos = m.end()
     if pos != len(s) or not s:
         raise ValueError(f"{text!r} is not a duration; write it like 90s, 15m, 2h or 1h30m")
+    return _bounded(seconds, text)
+
+
+def _bounded(seconds: float, text) -> timedelta:
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"{str(text)[:40]!r} is too long for a duration (at most {MAX_SECONDS // 86400}d)")
     return timedelta(seconds=seconds)
 
 

@@ -1,6 +1,7 @@
 """Load runbook YAML with errors that point at the line: `file:line: field.path: message`.
 
-The YAML is composed into nodes first so every key and list item keeps its line; pydantic's
+The YAML is composed into nodes first so every key and list item keeps its line, within
+the bounds of yaml_source.py (size, depth, aliases, numbers, control characters); pydantic's
 error locations are then mapped back onto those lines. Unknown keys get a "did you mean".
 """
 
@@ -10,51 +11,22 @@ import difflib
 import re
 import types
 import typing
-from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from lifeboat.errors import ConfigError
 from runbooks.model import Runbook
+from runbooks.problems import Problem, RunbookInvalid
+from runbooks.yaml_source import Loc, parse, read_text
 
-Loc = tuple[str | int, ...]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a runbook file."""
-
-    file: str
-    line: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
-
-
-class RunbookInvalid(ConfigError):
-    """A runbook file failed to load; `problems` holds one entry per mistake."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
+__all__ = ["Problem", "RunbookInvalid", "load_runbook"]
 
 
 def load_runbook(path: str | Path) -> Runbook:
     """Parse and validate one runbook file. Raises `RunbookInvalid` listing every problem."""
     path = Path(path)
     shown = str(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise RunbookInvalid([Problem(shown, None, "", "no such file")]) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
-        raise RunbookInvalid([Problem(shown, None, "", f"cannot read: {e}")]) from None
-    data, lines = _parse_yaml(text, shown)
+    data, lines = parse(read_text(path, shown), shown)
     if not isinstance(data, dict):
         raise RunbookInvalid([Problem(shown, 1, "", "a runbook is a YAML mapping (key: value lines)")])
     try:
@@ -67,50 +39,6 @@ def load_runbook(path: str | Path) -> Runbook:
     if problems:
         raise RunbookInvalid(problems)
     return runbook
-
-
-def _parse_yaml(text: str, shown: str) -> tuple[object, dict[Loc, int]]:
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            raise RunbookInvalid([Problem(shown, 1, "", "the file is empty")])
-        lines: dict[Loc, int] = {}
-        return _construct(node, (), lines, loader, shown), lines
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        where = f"{mark.line + 1}" if mark else None
-        col = f"column {mark.column + 1}: " if mark else ""
-        raise RunbookInvalid(
-            [Problem(shown, int(where) if where else None, "", f"YAML syntax error at {col}{e.problem}")]
-        ) from None
-    finally:
-        loader.dispose()
-
-
-def _construct(node: yaml.Node, loc: Loc, lines: dict[Loc, int], loader, shown: str):
-    lines.setdefault(loc, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        out: dict = {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            if key in out:
-                raise RunbookInvalid(
-                    [
-                        Problem(
-                            shown,
-                            key_node.start_mark.line + 1,
-                            ".".join(map(str, (*loc, key))),
-                            "duplicate key",
-                        )
-                    ]
-                )
-            lines[(*loc, key)] = key_node.start_mark.line + 1
-            out[key] = _construct(value_node, (*loc, key), lines, loader, shown)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_construct(item, (*loc, i), lines, loader, shown) for i, item in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
 
 
 _FIELD_FIRST = re.compile(r"^([a-z_]+(?:\.[a-z_]+)*): (.*)$", re.S)
@@ -168,10 +96,14 @@ def _model_in(annotation) -> type[BaseModel] | None:
 def _missing_paths(runbook: Runbook, shown: str, lines: dict[Loc, int]) -> list[Problem]:
     problems = []
     for loc, rel in ((("job", "task"), runbook.job.task), (("job", "workdir"), runbook.job.workdir)):
-        if rel and not runbook.resolve(rel).exists():
-            problems.append(
-                Problem(
-                    shown, _line_of(loc, lines), ".".join(loc), f"{rel} does not exist (relative to {shown})"
-                )
-            )
+        if not rel:
+            continue
+        try:
+            missing = not runbook.resolve(rel).exists()
+        except (OSError, ValueError) as e:  # a name too long for the OS
+            missing, why = True, f"{rel[:80]!r} cannot be a path: {getattr(e, 'strerror', None) or e}"
+        else:
+            why = f"{rel} does not exist (relative to {shown})"
+        if missing:
+            problems.append(Problem(shown, _line_of(loc, lines), ".".join(loc), why))
     return problems

@@ -73,7 +73,9 @@ class _Strict(BaseModel):
     """Unknown keys are errors. A cross-field rule names its field first ("field.path: why")
     so the loader can point at the right YAML line."""
 
-    model_config = ConfigDict(extra="forbid", use_enum_values=False, validate_default=True)
+    model_config = ConfigDict(
+        extra="forbid", use_enum_values=False, validate_default=True, allow_inf_nan=False
+    )
 
 
 class Targets(_Strict):
@@ -97,7 +99,9 @@ DEFAULT_TARGETS: dict[Workload, tuple[timedelta, timedelta]] = {
 }
 
 
-def _check_store_uri(uri: str) -> str:
+def _check_store_uri(uri: object) -> str:
+    if not isinstance(uri, str):
+        raise ValueError(f"{uri!r} is not a store URI; write a string like s3://bucket/prefix")
     parsed = urlparse(uri)
     if parsed.scheme not in STORE_SCHEMES:
         raise ValueError(
@@ -226,7 +230,7 @@ class Checkpoint(_Strict):
     )
     cadence: Duration = Field(description="How often the job writes a checkpoint.")
     freshness_factor: float = Field(
-        3.0, gt=1, description="A checkpoint older than cadence x this counts as stale."
+        3.0, gt=1, le=1000, description="A checkpoint older than cadence x this counts as stale."
     )
     retention: Retention = Field(
         default_factory=Retention, description="What replication keeps on the secondary."

@@ -3,7 +3,9 @@
     app = create_app([*alertmanager_routes(AlertmanagerSettings.from_env(runbooks=[...]))])
 
 What one request does, in order: authenticate (bearer or basic, else 401), refuse bodies
-over `max_body_bytes` (413), validate the webhook v4 schema (400, naming the fields), then
+over `max_body_bytes` (413: the declared length before reading, a chunked body as soon as
+it passes the cap), decode strictly (400: not UTF-8, not JSON, nested over 32 levels;
+see shell/inbound.py), validate the webhook v4 schema (400, naming the fields), then
 for every alert: emit `lifeboat.alert.{firing,resolved}` once per groupKey + fingerprint +
 firing (duplicates are counted, not emitted), record its reading in the runbook's signal
 log and let the quorum decide; a decision that changes state is emitted as
@@ -30,7 +32,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -47,6 +48,7 @@ from starlette.routing import Route
 from lifeboat.detection.alerts import (
     AlertmanagerWebhook,
     Seen,
+    SourceScope,
     alert_event_id,
     alert_reading,
     dedupe_key,
@@ -58,6 +60,7 @@ from lifeboat.detection.quorum import QuorumPolicy
 from lifeboat.detection.signals import Clock, utc_now
 from lifeboat.errors import ConfigError
 from providers.orchestrator.prefect_api import emit_spec as emit
+from shell.inbound import BadRequest, parse_json, read_capped
 
 log = logging.getLogger("lifeboat.alerts")
 
@@ -81,17 +84,27 @@ class AlertmanagerSettings(BaseModel):
         description="A firing alert counts this long without being re-sent: keep Alertmanager's "
         "repeat_interval (default 4h) below it.",
     )
+    source_scope: SourceScope = Field(
+        "group",
+        description="What counts as one independent source for the quorum: `group` (one "
+        "Alertmanager alert group, whatever signals its alerts claim) or `endpoint` (everything "
+        "this receiver gets: a quorum then also needs a probe, so the webhook token alone cannot "
+        "confirm an outage).",
+    )
     failover_deployment: str = Field(
         "failover/failover", description="`flow/deployment` whose pending runs a resolved alert cancels."
     )
 
     @classmethod
     def from_env(cls, **fields: Any) -> AlertmanagerSettings:
-        """Credentials from LIFEBOAT_ALERTMANAGER_TOKEN or _USER/_PASSWORD, unless given."""
+        """Credentials from LIFEBOAT_ALERTMANAGER_TOKEN or _USER/_PASSWORD, the source scope
+        from LIFEBOAT_ALERTMANAGER_SOURCE_SCOPE, unless given."""
         env = os.environ
         fields.setdefault("bearer_token", env.get("LIFEBOAT_ALERTMANAGER_TOKEN") or None)
         fields.setdefault("basic_username", env.get("LIFEBOAT_ALERTMANAGER_USER") or None)
         fields.setdefault("basic_password", env.get("LIFEBOAT_ALERTMANAGER_PASSWORD") or None)
+        if env.get("LIFEBOAT_ALERTMANAGER_SOURCE_SCOPE"):
+            fields.setdefault("source_scope", env["LIFEBOAT_ALERTMANAGER_SOURCE_SCOPE"])
         return cls(**fields)
 
     @staticmethod
@@ -127,13 +140,13 @@ def alertmanager_routes(
             return JSONResponse(
                 {"error": "unauthorized"}, 401, headers={"WWW-Authenticate": 'Bearer, Basic realm="lifeboat"'}
             )
-        body = await _read_capped(request, settings.max_body_bytes)
-        if body is None:
-            return JSONResponse({"error": f"body over {settings.max_body_bytes} bytes"}, 413)
         try:
-            group = AlertmanagerWebhook.model_validate(json.loads(body))
-        except json.JSONDecodeError as e:
-            return JSONResponse({"error": f"body is not JSON: {e}"}, 400)
+            body = await read_capped(
+                request.stream(), request.headers.get("content-length"), settings.max_body_bytes
+            )
+            group = AlertmanagerWebhook.model_validate(parse_json(body))
+        except BadRequest as e:
+            return JSONResponse({"error": e.reason}, e.status)
         except ValidationError as e:
             problems = [f"{'.'.join(map(str, err['loc'])) or 'body'}: {err['msg']}" for err in e.errors()]
             return JSONResponse({"error": "not an Alertmanager v4 webhook", "problems": problems}, 400)
@@ -157,7 +170,7 @@ def alertmanager_routes(
                     {"fingerprint": alert.fingerprint, "why": f"no runbook {name!r} here"}
                 )
                 continue
-            reading = alert_reading(alert, group, now, settings.alert_hold)
+            reading = alert_reading(alert, group, now, settings.alert_hold, settings.source_scope)
             per_runbook.setdefault(name, []).append(reading)
             key = dedupe_key(group, alert)
             if not seen.first(key):
@@ -184,7 +197,7 @@ def alertmanager_routes(
                 emit_event(spec)
                 result["events"] += 1
             resolved = any(not r.failing for r in readings)
-            if resolved and len(decision.voting) < policy.quorum:
+            if resolved and decision.independent < policy.quorum:
                 why = f"alert resolved; {decision.summary}"
                 cancelled = await cancel(settings.failover_deployment, name, _aliases(path), why)
                 if cancelled:  # called off before approval: a renewed quorum must fail over again
@@ -224,19 +237,6 @@ def _authorized(header: str, s: AlertmanagerSettings) -> bool:
             password.encode(), expected
         )
     return False
-
-
-async def _read_capped(request: Request, limit: int) -> bytes | None:
-    """The body, or None once it passes `limit` (declared or streamed)."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        return None
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
 
 
 async def cancel_pending_failovers(

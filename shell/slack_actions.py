@@ -1,7 +1,9 @@
 """`POST /slack/actions`: Slack interactivity for the approval card, served by `lifeboat serve`.
 
-Order of checks, each refusal changing nothing: the request signature and its 5-minute
-window (`SignatureVerifier`), then our own action ids, then the channel, then the
+Order of checks, each refusal changing nothing: the signing headers (401), the size cap
+before reading the body (413, `max_body_bytes`, chunked bodies cut off as they stream), the
+request signature over the raw bytes and its 5-minute window (401), the body's encoding and
+shape (400; see slack_request.py), then our own action ids, then the channel, then the
 approver allow-list, then one decision per run. The endpoint answers at once (Slack wants
 an ack within 3 s) and resumes the paused Prefect run in a background task with an
 `ApprovalDecision`, then replaces the buttons with who decided and when. A second click,
@@ -11,13 +13,11 @@ not decide get an ephemeral refusal.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qs
 
 from pydantic import BaseModel, Field, SecretStr
 from starlette.background import BackgroundTask
@@ -28,6 +28,15 @@ from starlette.routing import Route
 from lifeboat.errors import NotFound, PreconditionFailed
 from providers.chat.base import APPROVE_ACTION, REJECT_ACTION, ApprovalDecision, CardRef, Via, outcome_text
 from providers.chat.slack import SlackChat, decided_blocks
+from shell.inbound import BadRequest, read_capped
+from shell.slack_request import (
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    Click,
+    check_headers,
+    parse_click,
+    verify,
+)
 
 log = logging.getLogger("lifeboat.slack")
 
@@ -46,6 +55,9 @@ class SlackSettings(BaseModel):
     )
     channels: dict[str, str] = Field(
         default_factory=dict, description="Runbook name -> the channel its card is posted in."
+    )
+    max_body_bytes: int = Field(
+        256 * 1024, gt=0, description="Larger requests are refused with 413 before they are read."
     )
 
     @classmethod
@@ -77,10 +89,7 @@ class SlackActions:
         chat: SlackChat | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
-        from slack_sdk.signature import SignatureVerifier
-
         self.settings = settings
-        self.verifier = SignatureVerifier(settings.signing_secret.get_secret_value())
         self.resume = resume or _prefect_resume
         self.chat = chat or SlackChat(settings.bot_token, base_url=settings.base_url)
         self.clock = clock
@@ -88,42 +97,47 @@ class SlackActions:
         self.decided: dict[str, str] = {}  # run id -> outcome line
 
     async def handle(self, request: Request) -> Response:
-        body = await request.body()
-        if not self.verifier.is_valid(
-            body,
-            request.headers.get("x-slack-request-timestamp", ""),
-            request.headers.get("x-slack-signature", ""),
-        ):
-            log.warning("refused a Slack request with a bad signature or an old timestamp")
-            return Response("invalid signature", status_code=401)
         try:
-            payload = json.loads(parse_qs(body.decode())["payload"][0])
-            action = payload["actions"][0]
-            value = json.loads(action.get("value") or "{}")
-            run_id, runbook = value["run_id"], value["runbook"]
-            user = payload["user"]["id"]
-            channel = (payload.get("channel") or {}).get("id") or payload["container"]["channel_id"]
-        except (KeyError, IndexError, ValueError, TypeError):
-            return Response("not a Lifeboat action", status_code=400)
-        if action.get("action_id") not in (APPROVE_ACTION, REJECT_ACTION):
+            click = await self._click(request)
+        except BadRequest as e:
+            if e.status == 401:
+                log.warning("refused a Slack request with a bad signature or headers: %s", e.reason)
+            return Response(e.reason, status_code=e.status)
+        if click is None:  # someone else's button
             return Response(status_code=200)
         refuse = self._refusal(
-            runbook, channel, user, retry=bool(request.headers.get("x-slack-retry-num")), run_id=run_id
+            click.runbook,
+            click.channel,
+            click.user,
+            retry=bool(request.headers.get("x-slack-retry-num")),
+            run_id=click.run_id,
         )
         if refuse is not None:
-            task = BackgroundTask(self.chat.ephemeral, channel, user, refuse) if refuse else None
+            task = BackgroundTask(self.chat.ephemeral, click.channel, click.user, refuse) if refuse else None
             return Response(status_code=200, background=task)
+        approved = click.action_id == APPROVE_ACTION
         decision = ApprovalDecision(
-            approved=action["action_id"] == APPROVE_ACTION,
-            reason=f"{'approved' if action['action_id'] == APPROVE_ACTION else 'rejected'} in Slack",
-            approver=user,
+            approved=approved,
+            reason=f"{'approved' if approved else 'rejected'} in Slack",
+            approver=click.user,
             via=Via.slack,
         )
-        ref = CardRef(channel, (payload.get("message") or {}).get("ts") or payload["container"]["message_ts"])
-        blocks = (payload.get("message") or {}).get("blocks") or []
+        ref = CardRef(click.channel, click.message_ts)
         return Response(
-            status_code=200, background=BackgroundTask(self._decide, run_id, decision, ref, blocks)
+            status_code=200,
+            background=BackgroundTask(self._decide, click.run_id, decision, ref, click.blocks),
         )
+
+    async def _click(self, request: Request) -> Click | None:
+        """Headers (401), size (413, before reading), signature (401), shape (400)."""
+        timestamp, sent = request.headers.get(TIMESTAMP_HEADER), request.headers.get(SIGNATURE_HEADER)
+        check_headers(timestamp, sent)
+        limit = self.settings.max_body_bytes
+        body = await read_capped(request.stream(), request.headers.get("content-length"), limit)
+        verify(
+            self.settings.signing_secret.get_secret_value(), timestamp, sent, body, self.clock().timestamp()
+        )
+        return parse_click(body, (APPROVE_ACTION, REJECT_ACTION))
 
     def _refusal(self, runbook: str, channel: str, user: str, *, retry: bool, run_id: str) -> str | None:
         """None to go ahead; "" to drop silently (a Slack retry); else the ephemeral refusal."""

@@ -5,22 +5,30 @@ Routing is by label, so an alert rule decides what it means to Lifeboat:
 `lifeboat_signal=<signal>` says which independent signal it is evidence of (a DCGM XID
 alert is `gpu_health`); without it an alert is the `alertmanager` signal. Several alerts of
 one signal are still one vote.
+
+Independence (`SourceScope`): by default one alert *group* is one source, however many
+signals its alerts claim, so a single webhook cannot meet a quorum of 2 by itself.
+`endpoint` makes everything that arrives through the webhook one source: a quorum then
+needs a probe (heartbeat, NVML, control plane) too, so whoever holds the webhook token
+cannot start a failover alone (they can invent group keys).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lifeboat.detection.signals import Clock, Reading, Status, iso, utc_now
 
 RUNBOOK_LABEL = "lifeboat_runbook"
 SIGNAL_LABEL = "lifeboat_signal"
 DEFAULT_SIGNAL = "alertmanager"
+
+SourceScope = Literal["group", "endpoint"]
 
 
 class Alert(BaseModel):
@@ -33,6 +41,17 @@ class Alert(BaseModel):
     endsAt: datetime | None = None  # "0001-01-01T00:00:00Z" while firing
     generatorURL: str = ""
     fingerprint: str = Field(min_length=1)
+
+    @field_validator("startsAt", "endsAt")
+    @classmethod
+    def _in_utc(cls, t: datetime | None) -> datetime | None:
+        """UTC from here on (no time zone: UTC); a time that leaves the calendar in UTC is refused."""
+        if t is None:
+            return t
+        try:
+            return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
+        except OverflowError:
+            raise ValueError("time out of range once converted to UTC") from None
 
 
 class AlertmanagerWebhook(BaseModel):
@@ -52,7 +71,14 @@ class AlertmanagerWebhook(BaseModel):
     alerts: list[Alert]
 
 
-def alert_reading(alert: Alert, group: AlertmanagerWebhook, now: datetime, hold: timedelta) -> Reading:
+def alert_origin(group: AlertmanagerWebhook, scope: SourceScope) -> str:
+    """The independent source an alert of `group` counts as (see the module docstring)."""
+    return "alertmanager" if scope == "endpoint" else f"alertmanager-group:{group.groupKey}"
+
+
+def alert_reading(
+    alert: Alert, group: AlertmanagerWebhook, now: datetime, hold: timedelta, scope: SourceScope = "group"
+) -> Reading:
     """A firing alert is a failing reading that stays live until resolved (at most `hold`,
     or its own future `endsAt`); a resolved one is an ok reading of the same source."""
     firing = alert.status == "firing"
@@ -78,6 +104,7 @@ def alert_reading(alert: Alert, group: AlertmanagerWebhook, now: datetime, hold:
             "truncated_alerts": group.truncatedAlerts,
         },
         expires=expires,
+        origin=alert_origin(group, scope),
     )
 
 

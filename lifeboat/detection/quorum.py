@@ -9,8 +9,13 @@ on-call who has been woken by a flaky control plane once too often:
   stays true until resolved). Votes therefore agree within the window.
 - A signal whose status changed `flap_changes` times within `flap_window` is flapping: it
   is shown in the evidence but never votes, so one flapping signal never fails over.
-- `quorum` votes confirm. Once confirmed, the outage stays confirmed until no signal has
-  failed for `recover_after` (hysteresis): a failover is not called off by one good ping.
+- Votes must come from independent *sources*: each counted vote needs an origin of its own
+  (`Reading.independent_source`: the probe, or the whole Alertmanager group that carried
+  the alert). Two signals claimed by one alert group are one vote: one group never
+  confirms alone. Several origins per signal are matched so that as many votes as
+  possible count (`independent_votes`).
+- `quorum` independent votes confirm. Once confirmed, the outage stays confirmed until no
+  signal has failed for `recover_after` (hysteresis): a failover is not called off by one good ping.
 - Every decision carries the readings it was made from.
 """
 
@@ -79,6 +84,8 @@ class OutageDecision:
     last_failing_at: datetime | None = None  # last time any signal voted (for hysteresis)
     summary: str = ""
     episode: int = 0  # how many times this runbook's outage has been confirmed
+    independent: int = 0  # votes that each have a source of their own: what the quorum counts
+    sources: tuple[str, ...] = ()  # the distinct sources behind the votes
 
     @property
     def changed(self) -> bool:
@@ -102,6 +109,8 @@ class OutageDecision:
             "last_failing_at": iso(self.last_failing_at),
             "summary": self.summary,
             "episode": self.episode,
+            "independent": self.independent,
+            "sources": list(self.sources),
         }
 
     @classmethod
@@ -118,6 +127,8 @@ class OutageDecision:
             last_failing_at=parse_time(d.get("last_failing_at")),
             summary=d.get("summary", ""),
             episode=d.get("episode", 0),
+            independent=d.get("independent", len(d["voting"])),
+            sources=tuple(d.get("sources", ())),
         )
 
 
@@ -137,6 +148,24 @@ def _since(r: Reading) -> datetime:
     return parse_time(r.evidence.get("since")) or r.at
 
 
+def independent_votes(origins: dict[str, set[str]]) -> int:
+    """The most signals that can each be given a distinct source (bipartite matching:
+    signals a, b both seen only by group G and c seen by G and H count 2, not 3)."""
+    owner: dict[str, str] = {}  # source -> the signal it is counted for
+
+    def place(signal: str, tried: set[str]) -> bool:
+        for source in sorted(origins[signal]):
+            if source in tried:
+                continue
+            tried.add(source)
+            if source not in owner or place(owner[source], tried):
+                owner[source] = signal
+                return True
+        return False
+
+    return sum(place(signal, set()) for signal in sorted(origins))
+
+
 def decide(
     readings: Iterable[Reading], now: datetime, policy: QuorumPolicy, previous: OutageDecision | None = None
 ) -> OutageDecision:
@@ -146,6 +175,7 @@ def decide(
             by_signal[r.signal][r.source].append(r)
 
     voting: list[str] = []
+    origins: dict[str, set[str]] = {}
     evidence: list[Reading] = []
     ignored: list[tuple[str, str]] = []
     for signal in sorted(by_signal):
@@ -164,11 +194,13 @@ def decide(
             evidence.extend(failing)
             continue
         voting.append(signal)
+        origins[signal] = {r.independent_source for r in failing}
         evidence.extend(failing)
 
+    independent = independent_votes(origins)
     before = previous.state if previous else OutageState.healthy
     last_failing = now if voting else (previous.last_failing_at if previous else None)
-    if len(voting) >= policy.quorum:
+    if independent >= policy.quorum:
         state = OutageState.confirmed
     elif before is OutageState.confirmed and last_failing and now - last_failing < policy.recovery:
         state = OutageState.confirmed  # hysteresis: hold until quiet for recover_after
@@ -187,13 +219,18 @@ def decide(
             candidates.append(previous.outage_started_at)
         started = min(candidates) if candidates else None
 
-    if state is OutageState.confirmed and len(voting) < policy.quorum:
+    if state is OutageState.confirmed and independent < policy.quorum:
         summary = (
             f"confirmed (holding): {len(voting)} signal(s) still failing; recovers after "
             f"{format_duration(policy.recovery)} without failures"
         )
     elif state is OutageState.healthy:
         summary = "healthy: no signal failing" + (f" ({len(ignored)} ignored)" if ignored else "")
+    elif independent < len(voting):
+        summary = (
+            f"{state}: {len(voting)} signal(s) fail ({', '.join(voting)}) but from {independent} "
+            f"independent source(s); {independent} of {policy.quorum} count"
+        )
     else:
         summary = f"{state}: {len(voting)} of {policy.quorum} signal(s) agree ({', '.join(voting)})"
     return OutageDecision(
@@ -208,4 +245,6 @@ def decide(
         last_failing_at=last_failing,
         summary=summary,
         episode=episode,
+        independent=independent,
+        sources=tuple(sorted(set().union(*origins.values()))),
     )

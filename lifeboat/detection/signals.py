@@ -50,10 +50,18 @@ class Reading:
     # Until when the observation stays true without a new one. None: the quorum window.
     # A firing alert stays true until Alertmanager resolves it (or this time passes).
     expires: datetime | None = None
+    # Who could have produced this reading, for independence: readings sharing an origin are
+    # one source to the quorum however many signals they claim (an Alertmanager group, a
+    # webhook endpoint). "" means the source itself.
+    origin: str = ""
 
     @property
     def failing(self) -> bool:
         return self.status is Status.failing
+
+    @property
+    def independent_source(self) -> str:
+        return self.origin or self.source
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +72,7 @@ class Reading:
             "summary": self.summary,
             "evidence": self.evidence,
             "expires": iso(self.expires),
+            "origin": self.origin,
         }
 
     @classmethod
@@ -76,4 +85,5 @@ class Reading:
             summary=d.get("summary", ""),
             evidence=d.get("evidence") or {},
             expires=parse_time(d.get("expires")),
+            origin=d.get("origin") or "",
         )

@@ -37,6 +37,7 @@ def approval_card(
         rpo=max(confirmed.outage_started_at - checkpoint.written_at, timedelta(0)),
         rpo_target=settings.rpo_target,
         plan=f"{first.describe()}{then}" if first else None,
+        cost_per_hour=first.hourly_usd if first else None,
         prestage=[readiness.summary(), *readiness.items],
         expected_rto=expected_rto(confirmed.outage_started_at, now, settings.expected_ready),
         rto_target=settings.rto_target,

@@ -71,7 +71,8 @@ class ApprovalCard:
             text = format_duration(value) if value is not None else "unknown"
             return f"{text} (target {format_duration(target)})" if target is not None else text
 
-        cost = f" — ${self.cost_per_hour:,.2f}/h" if self.cost_per_hour is not None else ""
+        priced = self.cost_per_hour is not None and "/h" not in (self.plan or "")  # describe() prices
+        cost = f" — ${self.cost_per_hour:,.2f}/h" if priced else ""
         return [
             ("Outage evidence", "; ".join(self.evidence) or "none recorded"),
             ("Certified checkpoint", self.checkpoint or "none certified"),

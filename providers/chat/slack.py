@@ -3,11 +3,14 @@
 slack_sdk is imported inside the class, so a worker that never talks to Slack never
 imports it. The bot token is a `SecretStr`, unwrapped only to build the client.
 The card's buttons carry `{"run_id", "runbook"}`; `slack_actions.py` receives the clicks.
+Text that Lifeboat did not write (alert summaries, reasons, URIs) is escaped for mrkdwn and
+marked verbatim; Approve asks for confirmation, stating the plan's $/h.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr
@@ -29,10 +32,57 @@ class SlackConfig(BaseModel):
         return SlackChat(self.bot_token, base_url=self.base_url)
 
 
+def escape(text: str) -> str:
+    """Slack mrkdwn's three control characters, escaped: alert text can then neither link
+    (`<http://evil|Approve>`) nor mention (`<!channel>`, `<@U…>`). Our own links and
+    mentions are written around escaped parts."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _mrkdwn(text: str, limit: int, *, verbatim: bool = True) -> dict[str, Any]:
+    """A mrkdwn text object within Slack's `limit`, never cutting an escape in half.
+    `verbatim`: Slack does not auto-link bare URLs or #channel names in it."""
+    if len(text) > limit:
+        text = _ENTITY_TAIL.sub("", text[: limit - 1]) + "…"
+    obj: dict[str, Any] = {"type": "mrkdwn", "text": text}
+    if verbatim:
+        obj["verbatim"] = True
+    return obj
+
+
+_ENTITY_TAIL = re.compile(r"&[a-z]{0,3}$")
+
+
+def _price(card: ApprovalCard) -> str:
+    return f"${card.cost_per_hour:,.2f}/h" if card.cost_per_hour is not None else "an unknown price per hour"
+
+
+def approve_confirm(card: ApprovalCard) -> dict[str, Any]:
+    """The dialog Slack shows before an Approve click counts: what it starts, at what $/h."""
+    plan = card.plan or "the first candidate that has capacity"
+    text = (
+        f"{'DRILL: ' if card.drill else ''}Fences {card.runbook}'s primary and provisions {plan} "
+        f"at {_price(card)}, billed until the secondary is torn down."
+    )
+    button = f"Approve ({_price(card)})" if card.cost_per_hour is not None else "Approve"
+    return {
+        "title": {"type": "plain_text", "text": "Approve the failover?"},
+        "text": {"type": "plain_text", "text": text[:300]},
+        "confirm": {"type": "plain_text", "text": button[:30]},
+        "deny": {"type": "plain_text", "text": "Back"},
+        "style": "primary",
+    }
+
+
 def card_blocks(card: ApprovalCard) -> list[dict[str, Any]]:
-    """The card as Block Kit: facts, then Approve/Reject buttons."""
+    """The card as Block Kit: facts (escaped), then Approve (with a $/h confirm) / Reject."""
     value = json.dumps({"run_id": card.run_id, "runbook": card.runbook})
     facts = card.facts()
+    context = f"Run `{escape(card.run_id)}`"
+    if card.run_url:
+        context += f" · <{escape(card.run_url).replace('|', '%7C')}|open in Prefect>"
+    if card.approvers:
+        context += " · approvers: " + ", ".join(f"<@{escape(a)}>" for a in card.approvers)
     blocks: list[dict[str, Any]] = [
         {
             "type": "header",
@@ -41,31 +91,12 @@ def card_blocks(card: ApprovalCard) -> list[dict[str, Any]]:
                 "text": f"{'DRILL — ' if card.drill else ''}Failover approval: {card.runbook}"[:150],
             },
         },
+        {"type": "section", "text": _mrkdwn(f"*Outage evidence*\n{escape(facts[0][1])}", 3000)},
         {
             "type": "section",
-            "text": {"type": "mrkdwn", "text": f"*Outage evidence*\n{facts[0][1]}"[:3000]},
+            "fields": [_mrkdwn(f"*{label}*\n{escape(text)}", 2000) for label, text in facts[1:]],
         },
-        {
-            "type": "section",
-            "fields": [{"type": "mrkdwn", "text": f"*{label}*\n{text}"[:2000]} for label, text in facts[1:]],
-        },
-        {
-            "type": "context",
-            "elements": [
-                {
-                    "type": "mrkdwn",
-                    "text": (
-                        f"Run `{card.run_id}`"
-                        + (f" · <{card.run_url}|open in Prefect>" if card.run_url else "")
-                        + (
-                            " · approvers: " + ", ".join(f"<@{a}>" for a in card.approvers)
-                            if card.approvers
-                            else ""
-                        )
-                    ),
-                }
-            ],
-        },
+        {"type": "context", "elements": [_mrkdwn(context, 3000, verbatim=False)]},
         {
             "type": "actions",
             "block_id": ACTIONS_BLOCK,
@@ -76,6 +107,7 @@ def card_blocks(card: ApprovalCard) -> list[dict[str, Any]]:
                     "style": "primary",
                     "text": {"type": "plain_text", "text": "Approve failover"},
                     "value": value,
+                    "confirm": approve_confirm(card),
                 },
                 {
                     "type": "button",
@@ -97,9 +129,9 @@ def card_blocks(card: ApprovalCard) -> list[dict[str, Any]]:
 
 
 def decided_blocks(blocks: list[dict[str, Any]], outcome: str) -> list[dict[str, Any]]:
-    """The card's blocks with the buttons replaced by the outcome line."""
+    """The card's blocks with the buttons replaced by the outcome line (its reason escaped)."""
     kept = [b for b in blocks if b.get("block_id") != ACTIONS_BLOCK and b.get("type") != "actions"]
-    return [*kept, {"type": "section", "text": {"type": "mrkdwn", "text": f"*{outcome}*"[:3000]}}]
+    return [*kept, {"type": "section", "text": _mrkdwn(f"*{escape(outcome)}*", 3000)}]
 
 
 def fallback_text(card: ApprovalCard) -> str:
@@ -148,7 +180,8 @@ class SlackChat:
         self.update_blocks(ref, decided_blocks(card_blocks(card), outcome), text=outcome)
 
     def update_blocks(self, ref: CardRef, blocks: list[dict[str, Any]], text: str) -> None:
-        self._call("chat_update", channel=ref.channel, ts=ref.ts, text=text, blocks=blocks)
+        """Replace the card; `text` (the outcome, a person's reason in it) is escaped."""
+        self._call("chat_update", channel=ref.channel, ts=ref.ts, text=escape(text), blocks=blocks)
 
     def post(self, channel: str, text: str, thread: CardRef | None = None) -> None:
         kw = {"thread_ts": thread.ts} if thread else {}

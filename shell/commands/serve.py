@@ -1,7 +1,9 @@
 """`lifeboat serve`: one web app for the outside world's callbacks.
 
 Mounted when their credentials are present: `POST /alerts/alertmanager` (Alertmanager
-webhooks: LIFEBOAT_ALERTMANAGER_TOKEN, or _USER and _PASSWORD, or --token-secret) and
+webhooks: LIFEBOAT_ALERTMANAGER_TOKEN, or _USER and _PASSWORD, or --token-secret; one alert
+group is one independent source for the quorum, LIFEBOAT_ALERTMANAGER_SOURCE_SCOPE=endpoint
+makes the whole receiver one) and
 `POST /slack/actions` (approval card clicks: SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN).
 Events and resumes go to PREFECT_API_URL. The signal log (LIFEBOAT_STATE_DIR, default
 `.lifeboat/detect`) must be the one the watch flow writes.
@@ -59,14 +61,20 @@ def routes(args: argparse.Namespace) -> list:
 
 
 def _alert_settings(args: argparse.Namespace):
+    from pydantic import ValidationError
+
     from shell.alertmanager import AlertmanagerSettings
 
     extra = {}
     if args.token_secret:
         extra["bearer_token"] = AlertmanagerSettings.token_from_prefect_secret(args.token_secret)
-    return AlertmanagerSettings.from_env(
-        runbooks=args.runbooks, default_runbook=args.default_runbook, **extra
-    )
+    try:
+        return AlertmanagerSettings.from_env(
+            runbooks=args.runbooks, default_runbook=args.default_runbook, **extra
+        )
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ConfigError(f"Alertmanager receiver: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -100,3 +100,78 @@ def test_a_drill_card_says_so():
     ConsoleChat(out=out).post_card(make_card(drill=True))
     assert "DRILL: Approve failover of llama-pretrain?" in out.getvalue()
     assert card_blocks(make_card(drill=True))[0]["text"]["text"].startswith("DRILL")
+
+
+def _posted(slack_stub, card):
+    SlackChat(SecretStr("xoxb-test"), base_url=slack_stub.base_url).post_card(card)
+    return slack_stub.called("chat.postMessage")[-1]["blocks"]
+
+
+def _button(blocks, action_id):
+    actions = next(b for b in blocks if b["type"] == "actions")["elements"]
+    return next(a for a in actions if a["action_id"] == action_id)
+
+
+def test_approve_asks_for_confirmation_stating_the_price_per_hour(slack_stub):
+    confirm = _button(_posted(slack_stub, make_card()), "lifeboat_approve")["confirm"]
+    assert confirm["title"]["text"] == "Approve the failover?"
+    assert confirm["text"] == {
+        "type": "plain_text",
+        "text": "Fences llama-pretrain's primary and provisions gcp/us-central1 a3-highgpu-8g 8x H100 "
+        "at $88.49/h, billed until the secondary is torn down.",
+    }
+    assert confirm["confirm"]["text"] == "Approve ($88.49/h)" and confirm["deny"]["text"] == "Back"
+
+
+def test_approve_confirmation_says_when_the_price_is_unknown(slack_stub):
+    confirm = _button(_posted(slack_stub, make_card(cost_per_hour=None, plan=None)), "lifeboat_approve")[
+        "confirm"
+    ]
+    assert "the first candidate that has capacity at an unknown price per hour" in confirm["text"]["text"]
+    assert confirm["confirm"]["text"] == "Approve"
+
+
+def test_the_card_links_to_the_run_in_the_prefect_ui(slack_stub):
+    url = "http://prefect.internal:4200/runs/flow-run/8d4c1a52-0000-4000-8000-000000000001"
+    blocks = _posted(slack_stub, make_card(run_url=url))
+    (context,) = [b for b in blocks if b["type"] == "context"]
+    assert f"<{url}|open in Prefect>" in context["elements"][0]["text"]
+
+
+HOSTILE_ALERT = "XID 79 <!channel> <@U0MALLORY> see <http://evil.example/approve|Approve here> & *now*"
+
+
+def test_alert_text_cannot_inject_links_or_mentions_into_the_card(slack_stub):
+    card = make_card(
+        evidence=[f"gpu_health: {HOSTILE_ALERT}"],
+        checkpoint="gs://ckpt/<!here>",
+        prestage=["image x: <http://evil.example|ready>"],
+        approvers=["U0ALICE"],
+    )
+    blocks = _posted(slack_stub, card)
+    texts = [b["text"] for b in blocks if b["type"] == "section" and "text" in b]
+    texts += [f for b in blocks if b["type"] == "section" for f in b.get("fields", [])]
+    rendered = json.dumps(texts)
+    for forbidden in ("<!channel>", "<@U0MALLORY>", "<http://evil", "<!here>"):
+        assert forbidden not in rendered, forbidden
+    assert "&lt;!channel&gt; &lt;@U0MALLORY&gt;" in texts[0]["text"] and "&amp; *now*" in texts[0]["text"]
+    assert all(t["verbatim"] is True for t in texts)  # no auto-linking of bare URLs either
+    (context,) = [b for b in blocks if b["type"] == "context"]
+    assert "<@U0ALICE>" in context["elements"][0]["text"]  # our own mention still works
+
+
+def test_a_reason_cannot_inject_into_the_updated_card(slack_stub):
+    chat = SlackChat(SecretStr("xoxb-test"), base_url=slack_stub.base_url)
+    ref = chat.post_card(make_card())
+    chat.update_card(
+        ref, make_card(), "Rejected by U0BOB via ui at 2026-11-30T08:05:00+00:00: <!channel> wake up"
+    )
+    (update,) = slack_stub.called("chat.update")
+    assert "<!channel>" not in update["text"] and "<!channel>" not in json.dumps(update["blocks"])
+    assert "&lt;!channel&gt; wake up" in update["text"]
+
+
+def test_escaping_never_breaks_block_kit_limits_or_cuts_an_escape_in_half():
+    blocks = card_blocks(make_card(evidence=["<" * 5000]))
+    text = blocks[1]["text"]["text"]
+    assert len(text) <= 3000 and text.endswith("&lt;…")

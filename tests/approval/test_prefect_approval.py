@@ -93,6 +93,13 @@ def _click(client, blocks, run_id, **kw):
 
 def test_signed_slack_click_resumes_the_paused_run_with_the_decision(tmp_path, slack_stub, endpoint):
     _, t, run_id, blocks = _start(tmp_path, slack_stub)
+    from prefect.settings import get_current_settings
+
+    (context,) = [b for b in blocks if b["type"] == "context"]  # the card links to this paused run
+    assert (
+        f"<{get_current_settings().ui_url}/runs/flow-run/{run_id}|open in Prefect>"
+        in context["elements"][0]["text"]
+    )
     assert _click(endpoint, blocks, run_id, user="U0BOB").status_code == 200
     out = _finish(t)
     assert out["decision"] == {

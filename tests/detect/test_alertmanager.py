@@ -53,8 +53,20 @@ class Receiver:
         data = json.dumps(body) if isinstance(body, dict) else body
         return anyio.run(post_alert, self.app, data, headers)
 
+    def post_groups(self, body, headers=BEARER):
+        """`body`'s alerts as Alertmanager sends them with `group_by: [alertname]`: one
+        webhook per alert, each its own group (an independent source); the last response."""
+        return [self.post(group, headers) for group in one_group_per_alert(body)][-1]
+
     def kinds(self):
         return [e.event for e in self.events]
+
+
+def one_group_per_alert(body: dict) -> list[dict]:
+    return [
+        body | {"groupKey": f'{{}}:{{alertname="{a["labels"]["alertname"]}"}}', "alerts": [a]}
+        for a in body["alerts"]
+    ]
 
 
 @pytest.fixture
@@ -62,10 +74,36 @@ def receiver(guarded_path, tmp_path, clock):
     return Receiver(guarded_path, tmp_path, clock)
 
 
-def test_two_alerts_of_different_signals_confirm_the_outage(receiver, payload):
+def test_one_group_carrying_two_signals_is_one_source_and_does_not_confirm(receiver, payload):
+    """The attack: one webhook, one group, two alerts labelled with two signals."""
     r = receiver.post(payload("firing_two_signals"))
     assert r.status_code == 200, r.text
-    assert receiver.kinds() == ["lifeboat.alert.firing", "lifeboat.alert.firing", "lifeboat.outage.confirmed"]
+    assert receiver.kinds() == ["lifeboat.alert.firing", "lifeboat.alert.firing", "lifeboat.outage.suspected"]
+    assert r.json()["runbooks"] == {
+        "guarded": "suspected: 2 signal(s) fail (alertmanager, gpu_health) but from 1 independent "
+        "source(s); 1 of 2 count"
+    }
+    decision = receiver.events[-1].payload["decision"]
+    assert decision["independent"] == 1
+    assert decision["sources"] == ['alertmanager-group:{}/{severity="critical"}:{cluster="train-use1"}']
+
+
+def test_the_same_group_sent_again_never_becomes_a_second_source(receiver, payload, clock):
+    receiver.post(payload("firing_two_signals"))
+    clock.advance(minutes=1)
+    receiver.post(payload("firing_two_signals"))  # Alertmanager's group_interval re-send
+    assert "lifeboat.outage.confirmed" not in receiver.kinds()
+
+
+def test_two_alerts_of_different_signals_in_two_groups_confirm_the_outage(receiver, payload):
+    r = receiver.post_groups(payload("firing_two_signals"))
+    assert r.status_code == 200, r.text
+    assert receiver.kinds() == [
+        "lifeboat.alert.firing",
+        "lifeboat.outage.suspected",
+        "lifeboat.alert.firing",
+        "lifeboat.outage.confirmed",
+    ]
     confirmed = receiver.events[-1]
     assert confirmed.resource["prefect.resource.id"] == "lifeboat.runbook.guarded"
     assert confirmed.resource["lifeboat.runbook.path"].endswith("guarded.yaml")
@@ -90,6 +128,28 @@ def test_the_same_group_and_fingerprint_twice_is_one_event(receiver, payload):
     again = receiver.post(payload("firing_two_signals"))  # Alertmanager re-sends every group_interval
     assert again.json()["duplicates"] == 2 and again.json()["events"] == 0
     assert receiver.kinds().count("lifeboat.alert.firing") == 2
+
+
+def test_with_endpoint_scope_two_groups_need_a_probe_to_confirm(guarded_path, tmp_path, clock, payload):
+    """`source_scope: endpoint`: whoever holds the webhook token cannot confirm alone, however
+    many group keys they invent; the heartbeat probe (the watch flow) is the second source."""
+    from lifeboat.detection.log import SignalLog
+    from lifeboat.detection.quorum import QuorumPolicy
+    from lifeboat.detection.signals import Reading, Status
+
+    rx = Receiver(guarded_path, tmp_path, clock, source_scope="endpoint")
+    r = rx.post_groups(payload("firing_two_signals"))
+    assert "lifeboat.outage.confirmed" not in rx.kinds()
+    assert r.json()["runbooks"]["guarded"].endswith("but from 1 independent source(s); 1 of 2 count")
+    stall = Reading("training_progress", "heartbeat", Status.failing, clock(), "no step for 11m")
+    policy = QuorumPolicy(signals=("gpu_health", "training_progress", "provider", "alertmanager"))
+    decision = SignalLog("guarded", tmp_path, clock=clock).observe([stall], policy)
+    assert decision.state == "confirmed" and decision.sources == ("alertmanager", "heartbeat")
+
+
+def test_the_source_scope_is_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv("LIFEBOAT_ALERTMANAGER_SOURCE_SCOPE", "endpoint")
+    assert AlertmanagerSettings.from_env(bearer_token=TOKEN).source_scope == "endpoint"
 
 
 @pytest.mark.parametrize(
@@ -164,7 +224,7 @@ def test_truncated_alerts_are_reported_and_kept_as_evidence(receiver, payload):
 
 
 def test_resolved_alerts_cancel_the_pending_failover(receiver, payload, clock):
-    receiver.post(payload("firing_two_signals"))
+    receiver.post_groups(payload("firing_two_signals"))
     clock.advance(minutes=2)
     r = receiver.post(payload("resolved"))
     assert r.json()["cancelled"] == ["run-1"]
@@ -174,7 +234,7 @@ def test_resolved_alerts_cancel_the_pending_failover(receiver, payload, clock):
 
 
 def test_a_resolved_alert_does_not_cancel_while_other_signals_still_confirm(receiver, payload, clock):
-    receiver.post(payload("firing_two_signals"))
+    receiver.post_groups(payload("firing_two_signals"))
     one = payload("firing_one_signal")
     one["alerts"][0]["labels"]["lifeboat_signal"] = "provider"
     one["alerts"][0]["fingerprint"] = "77aa77aa77aa77aa"
@@ -194,14 +254,14 @@ def test_alerts_for_a_runbook_this_receiver_does_not_guard_are_ignored(receiver,
 
 
 def test_after_a_cancelled_failover_a_renewed_quorum_fails_over_again(receiver, payload, clock):
-    receiver.post(payload("firing_two_signals"))
+    receiver.post_groups(payload("firing_two_signals"))
     clock.advance(minutes=2)
     receiver.post(payload("resolved"))  # cancelled before approval
     clock.advance(minutes=1)
     refire = payload("firing_two_signals")
     for a in refire["alerts"]:
         a["startsAt"] = "2026-03-01T12:02:30Z"  # a new firing of the same alerts
-    receiver.post(refire)
+    receiver.post_groups(refire)
     confirmed = [e for e in receiver.events if e.event == "lifeboat.outage.confirmed"]
     assert len(confirmed) == 2 and confirmed[0].id != confirmed[1].id
 
@@ -210,12 +270,12 @@ def test_while_the_failover_is_already_running_a_flapping_alert_does_not_start_a
     receiver, payload, clock
 ):
     receiver.pending = []  # the worker picked the run up: nothing pending to cancel
-    receiver.post(payload("firing_two_signals"))
+    receiver.post_groups(payload("firing_two_signals"))
     clock.advance(minutes=1)
     receiver.post(payload("resolved"))
     clock.advance(minutes=1)
     refire = payload("firing_two_signals")
     for a in refire["alerts"]:
         a["startsAt"] = "2026-03-01T12:01:30Z"
-    receiver.post(refire)
+    receiver.post_groups(refire)
     assert receiver.kinds().count("lifeboat.outage.confirmed") == 1

@@ -156,3 +156,51 @@ def test_the_signal_log_forgets_old_readings_but_keeps_each_sources_newest(tmp_p
     log.observe([reading("provider", "ok", clock())], POLICY)
     readings, _ = log._load()
     assert sorted(r.source for r in readings) == ["gpu_health-probe", "provider-probe"]
+
+
+def test_two_signals_from_one_origin_are_one_vote(clock):
+    """One Alertmanager group labelling its two alerts with two signals is one source."""
+    group = "alertmanager-group:{}:{cluster=a}"
+    xid = reading("gpu_health", "failing", clock(), source="alertmanager:a1", origin=group)
+    stall = reading("alertmanager", "failing", clock(), source="alertmanager:b2", origin=group)
+    decision = decide([xid, stall], clock(), POLICY)
+    assert decision.state is OutageState.suspected
+    assert (decision.voting, decision.independent, decision.sources) == (
+        ("alertmanager", "gpu_health"),
+        1,
+        (group,),
+    )
+    assert "from 1 independent source(s); 1 of 2 count" in decision.summary
+
+
+def test_a_probe_beside_the_group_makes_the_second_independent_vote(clock):
+    group = "alertmanager-group:g"
+    xid = reading("gpu_health", "failing", clock(), source="alertmanager:a1", origin=group)
+    stall = reading("training_progress", "failing", clock(), source="heartbeat")
+    decision = decide([xid, stall], clock(), POLICY)
+    assert decision.state is OutageState.confirmed and decision.independent == 2
+
+
+def test_sources_are_matched_so_that_the_most_votes_count(clock):
+    """gpu_health and alertmanager are seen only by group G; provider by G and by its probe:
+    G can back one vote, the probe another, never three."""
+    g = "alertmanager-group:G"
+    readings = [
+        reading("gpu_health", "failing", clock(), source="am:1", origin=g),
+        reading("alertmanager", "failing", clock(), source="am:2", origin=g),
+        reading("provider", "failing", clock(), source="am:3", origin=g),
+        reading("provider", "failing", clock(), source="control-plane:aws"),
+    ]
+    policy = QuorumPolicy(signals=POLICY.signals, quorum=3)
+    decision = decide(readings, clock(), policy)
+    assert decision.independent == 2 and decision.state is OutageState.suspected
+    assert decide(readings, clock(), POLICY).state is OutageState.confirmed
+
+
+def test_a_decision_saved_before_sources_were_counted_still_loads(clock):
+    decision = decide(
+        [reading("provider", "failing", clock()), reading("gpu_health", "failing", clock())], clock(), POLICY
+    )
+    old = decision.to_dict()
+    del old["independent"], old["sources"]
+    assert OutageDecision.from_dict(old).independent == 2

@@ -2,6 +2,7 @@
 
 import textwrap
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -209,3 +210,194 @@ def test_nonsense_durations_are_refused(text):
 )
 def test_durations_print_back_shortest(seconds, text):
     assert format_duration(timedelta(seconds=seconds)) == text
+
+
+def _alias_bomb() -> str:
+    """Billion laughs: nine levels of nine aliases each, 9^9 strings once expanded."""
+    text = 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n'
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        text += f"{name}: &{name} [{', '.join([f'*{prev}'] * 9)}]\n"
+    return text
+
+
+# (case, the file's bytes, the one line `validate` prints after "{path}:")
+HOSTILE = [
+    (
+        "control character in the file",
+        GOOD.replace("name: job-a", "name: job-a\x07"),
+        "1: control character U+0007 in the file; a runbook is plain text",
+    ),
+    (
+        "terminal escape in a quoted string",
+        GOOD + 'description: "\\e[31mred"\n',
+        "19: description: control character U+001B in the text; write plain text",
+    ),
+    (
+        ".inf duration",
+        GOOD.replace("cadence: 30m", "cadence: .inf"),
+        "15: checkpoint.cadence: inf is not a duration; write it like 90s, 15m, 2h or 1h30m",
+    ),
+    (
+        "huge duration",
+        GOOD.replace("cadence: 30m", "cadence: 99999999999d"),
+        "15: checkpoint.cadence: '99999999999d' is too long for a duration (at most 365000d)",
+    ),
+    (
+        "huge duration as a number of seconds",
+        GOOD.replace("cadence: 30m", "cadence: 1.0e+300"),
+        "15: checkpoint.cadence: '1e+300' is too long for a duration (at most 365000d)",
+    ),
+    (
+        ".nan factor",
+        GOOD.replace("cadence: 30m", "cadence: 30m\n  freshness_factor: .nan"),
+        "16: checkpoint.freshness_factor: Input should be a finite number",
+    ),
+    (
+        "a number where a URI belongs",
+        GOOD.replace("store: s3://prim/ckpt", "store: 5"),
+        "5: primary.store: 5 is not a store URI; write a string like s3://bucket/prefix",
+    ),
+    (
+        "a list used as a key",
+        GOOD + "[a, b]: 1\n",
+        "19: a list cannot be a key; keys are plain words like `name`",
+    ),
+    (
+        "a mapping used as a key",
+        GOOD + "{a: 1}: 2\n",
+        "19: a mapping cannot be a key; keys are plain words like `name`",
+    ),
+    (
+        "a date used as a key",
+        GOOD + "2026-01-01: x\n",
+        "19: '2026-01-01' cannot be a key; keys are plain words like `name`",
+    ),
+    (
+        "a 5,000-digit integer",
+        GOOD + "detection:\n  quorum: " + "9" * 5000 + "\n",
+        "20: detection.quorum: number has more than 18 digits",
+    ),
+    (
+        "20,000-deep nesting",
+        GOOD + "description: " + "[" * 20_000 + "]" * 20_000 + "\n",
+        "19: more than 128 brackets open at once: nested too deeply",
+    ),
+    (
+        "100-deep flow nesting",
+        GOOD + "description: " + "[" * 100 + "]" * 100 + "\n",
+        "19: nested more than 64 levels deep",
+    ),
+    (
+        "20,000-deep block nesting",
+        "".join(" " * i + "k:\n" for i in range(20_000))[: 200 * 1024],
+        "64: nested more than 64 levels deep",
+    ),
+    (
+        "YAML alias bomb",
+        _alias_bomb(),
+        "4: d: expands to more than 5,000 values (YAML aliases inside aliases?)",
+    ),
+    (
+        "an alias that contains itself",
+        GOOD + "description: &x [*x]\n",
+        "19: description.0.0.0.0.0...: nested more than 64 levels deep (an alias that contains itself?)",
+    ),
+    (
+        "too many values",
+        "name: x\nlist:\n" + "  - a\n" * 20_000,
+        "4998: more than 5,000 values; a runbook has a few hundred",
+    ),
+    (
+        "a 50 MB file",
+        GOOD + "#" + "x" * (50 << 20) + "\n",
+        "file is larger than 262,144 bytes; a runbook is a few KB",
+    ),
+    (
+        "not UTF-8",
+        GOOD.encode() + b"description: caf\xe9\n",
+        "19: not UTF-8 text (byte 329)",
+    ),
+    (
+        "an impossible date",
+        GOOD + "description: 2026-02-30\n",
+        "19: description: '2026-02-30' cannot be read: day is out of range for month",
+    ),
+    (
+        "a tag that cannot be built",
+        GOOD.replace("cadence: 30m", "cadence: !!float abc"),
+        "15: checkpoint.cadence: 'abc' cannot be read: could not convert string to float: 'abc'",
+    ),
+    (
+        "a Python tag",
+        GOOD + 'description: !!python/object/apply:os.system ["touch pwned"]\n',
+        "19: description: Input should be a valid string",
+    ),
+    (
+        "a task path too long for the OS",
+        GOOD.replace("task: task.yaml", "task: " + "a" * 5000),
+        "13: job.task: '" + "a" * 80 + "' cannot be a path: File name too long",
+    ),
+]
+
+
+def test_anchors_and_aliases_a_person_writes_still_load(tmp_path):
+    text = GOOD.replace("  candidates:\n    - infra", "  candidates:\n    - &gcp\n      infra").replace(
+        "      accelerators: H100:8\n", "      accelerators: H100:8\n    - *gcp\n"
+    )
+    rb = load_runbook(write(tmp_path, text))
+    assert [c.infra for c in rb.secondary.candidates] == ["gcp/us-central1", "gcp/us-central1"]
+
+
+@pytest.mark.parametrize("case, content, expected", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_runbook_is_one_line_and_exit_1(tmp_path, capsys, case, content, expected):
+    path = tmp_path / "rb.yaml"
+    (tmp_path / "task.yaml").write_text("run: echo\n")
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    assert main(["validate", str(path)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"{path}:{expected}" if expected[0].isdigit() else f"{path}: {expected}"
+    ]
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_a_device_that_never_ends_is_refused_not_read_forever(capsys):
+    assert main(["validate", "/dev/zero"]) == 1
+    assert (
+        capsys.readouterr().err.strip()
+        == "/dev/zero: file is larger than 262,144 bytes; a runbook is a few KB"
+    )
+
+
+_VALIDATE_AND_REPORT_PEAK = """
+import sys
+from shell.cli import main
+code = main(["validate", *sys.argv[1:]])
+peak = next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(peak)
+sys.exit(code)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from Linux /proc")
+def test_hostile_runbooks_stay_within_bounded_memory(tmp_path):
+    """Every hostile file at once through the real CLI in a fresh process: exit 1, one line
+    per file, and a peak RSS (VmHWM: this process only) that shows nothing was expanded
+    or read whole."""
+    import subprocess
+    import sys
+
+    (tmp_path / "task.yaml").write_text("run: echo\n")
+    paths = []
+    for i, (_, content, _) in enumerate(HOSTILE):
+        paths.append(tmp_path / f"h{i}.yaml")
+        paths[-1].write_bytes(content if isinstance(content, bytes) else content.encode())
+    done = subprocess.run(
+        [sys.executable, "-c", _VALIDATE_AND_REPORT_PEAK, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=240,  # a hang guard, not a speed goal (that is benchmarks/hostile_runbooks.py)
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) == len(HOSTILE)
+    peak_kib = int(done.stdout.split()[-1])
+    assert peak_kib < 200 * 1024, f"peak RSS {peak_kib} KiB"
