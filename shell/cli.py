@@ -1,4 +1,4 @@
-"""The `lifeboat` command: one subcommand per module in `shell.commands`.
+"""The `lifeboat` command: one subcommand per module in `shell.commands`, imported only when run.
 
 Each command module exposes `register(subparsers)`; the handler it sets returns the exit
 code. A `LifeboatError` raised by a handler is a user-facing problem: printed as one line,
@@ -13,37 +13,44 @@ import sys
 
 from lifeboat.errors import LifeboatError
 
-COMMANDS = (  # in the order an on-call meets them
-    "validate",
-    "render",
-    "schema",
-    "certify",
-    "manifest",
-    "replicate",
-    "plan",
-    "failover",
-    "approve",
-    "report",
-    "drill",
-    "audit",
-    "advise",
-    "serve",
-)
+COMMANDS = {  # name -> what it does, in the order an on-call meets them
+    "validate": "check runbook files; one `file:line: field: message` line per problem",
+    "render": "print a runbook as Markdown, with the manual commands for each step",
+    "schema": "print the JSON Schema of a runbook",
+    "certify": "certify the newest replicated checkpoint and measure the RPO",
+    "manifest": "write the Lifeboat manifest (sizes + CRC32C) that commits a checkpoint",
+    "replicate": "copy committed checkpoints to the secondary store (newest first), then apply retention",
+    "plan": "rank the secondary's candidates with $/h, the failed primary blocked",
+    "failover": "fail a job over now (the failover flow, run in this process)",
+    "approve": "approve or reject a failover waiting at its approval gate",
+    "report": "show a runbook's failover and drill history, and draw the latest timeline",
+    "drill": "rehearse a failure in a sandbox and prove the failover handles it",
+    "audit": "checkpoint integrity audit: resume a random sample, compare the loss curve",
+    "advise": "advise a checkpoint interval and size the DR budget from the cluster's own numbers",
+    "serve": "receive Alertmanager webhooks and Slack approval clicks",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None, *, every: bool = False) -> argparse.ArgumentParser:
+    """The parser for `argv`: only the command it names is imported (an on-call's `--help` or
+    `validate` must not wait for SkyPilot or Prefect); the others are listed by name. `every`
+    registers them all."""
     parser = argparse.ArgumentParser(
         prog="lifeboat",
         description="Disaster-recovery runbooks for GPU training and inference, as code that runs.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
-        importlib.import_module(f"shell.commands.{name}").register(subparsers)
+    chosen = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
+    for name, summary in COMMANDS.items():
+        if every or name == chosen:
+            importlib.import_module(f"shell.commands.{name}").register(subparsers)
+        else:
+            subparsers.add_parser(name, help=summary)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args.handler(args) or 0)
     except LifeboatError as e:

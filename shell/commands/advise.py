@@ -7,6 +7,7 @@ import json
 
 from lifeboat.advise import INPUTS, advise, format_text, resolve_inputs
 from lifeboat.durations import parse_duration
+from shell.cli import COMMANDS
 
 EPILOG = """\
 Inputs come from the runbook's `cluster:` section (plus checkpoint.cadence and
@@ -55,7 +56,7 @@ _METAVARS = {"gpus": "N", "keep_last": "N", "checkpoint_size_gb": "GB", "standby
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "advise",
-        help="advise a checkpoint interval and size the DR budget from the cluster's own numbers",
+        help=COMMANDS["advise"],
         description="Advise a checkpoint interval (Young, Daly) and size the DR budget.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -6,12 +6,13 @@ import getpass
 from uuid import UUID
 
 from lifeboat.errors import ConfigError, NotFound, PreconditionFailed
+from shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "approve",
-        help="approve or reject a failover waiting at its approval gate",
+        help=COMMANDS["approve"],
         description="Resume a failover run paused at its approval gate with your decision.",
     )
     p.add_argument("run_id", metavar="RUN_ID", help="the Prefect flow run id shown on the approval card")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from shell.cli import COMMANDS
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "audit",
-        help="checkpoint integrity audit: resume a random sample, compare the loss curve",
+        help=COMMANDS["audit"],
         description="Run the audit flow: load a random sample of the certified checkpoints on "
         "<runbook>-audit, run a few steps from each and compare the losses with verify.loss_log. "
         "Exit 0 when every sampled checkpoint reproduces its curve, 1 otherwise.",

@@ -12,12 +12,13 @@ from datetime import UTC, datetime
 
 from lifeboat.durations import format_duration
 from lifeboat.errors import ConfigError, LifeboatError
+from shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "certify",
-        help="certify the newest replicated checkpoint and measure the RPO",
+        help=COMMANDS["certify"],
         description="Find the newest checkpoint on the secondary store that is complete and equal "
         "to the primary's (or, with the primary down, to its manifest); report the RPO.",
     )

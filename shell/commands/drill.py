@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from flows.drills import KINDS, SCOPES
+from shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "drill",
-        help="rehearse a failure in a sandbox and prove the failover handles it",
+        help=COMMANDS["drill"],
         description="Run the drill flow (against PREFECT_API_URL, or a temporary local server): "
         "inject the fault into a sandboxed copy of the runbook (never production), fail over, "
         "and check the result. Prints every check; exit 0 when all pass, 1 otherwise.",

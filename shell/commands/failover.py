@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 
+from shell.cli import COMMANDS
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "failover",
-        help="fail a job over now (the failover flow, run in this process)",
+        help=COMMANDS["failover"],
         description="Run the failover flow against the Prefect API in PREFECT_API_URL (a temporary "
         "local server when unset). Prints the outcome, RTO, RPO and the timeline picture's path.",
     )

@@ -10,12 +10,13 @@ import re
 from pathlib import Path
 
 from lifeboat.errors import ConfigError, PreconditionFailed
+from shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "manifest",
-        help="write the Lifeboat manifest (sizes + CRC32C) that commits a checkpoint",
+        help=COMMANDS["manifest"],
         description="Checkpoint manifests: per-shard size and CRC32C, written last as the commit.",
     )
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")

@@ -14,12 +14,13 @@ import sys
 from dataclasses import asdict
 
 from lifeboat.errors import ConfigError
+from shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "plan",
-        help="rank the secondary's candidates with $/h, the failed primary blocked",
+        help=COMMANDS["plan"],
         description=__doc__.split("\n\n", 1)[1],
     )
     p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")

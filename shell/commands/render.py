@@ -8,12 +8,13 @@ from pathlib import Path
 from lifeboat.advise import advice_markdown
 from runbooks.loader import load_runbook
 from runbooks.render import render_markdown
+from shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "render",
-        help="print a runbook as Markdown, with the manual commands for each step",
+        help=COMMANDS["render"],
         description="Render a runbook as Markdown. With --write, update the copy next to the YAML.",
     )
     p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")

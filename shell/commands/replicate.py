@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 from lifeboat.durations import format_duration
+from shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "replicate",
-        help="copy committed checkpoints to the secondary store (newest first), then apply retention",
+        help=COMMANDS["replicate"],
         description=(
             "Copy the primary's committed checkpoints to the secondary store, newest first: only "
             "what is missing or differs (size + CRC32C), verified end to end, commit marker last. "

@@ -6,12 +6,13 @@ from pathlib import Path
 
 from lifeboat.errors import ConfigError
 from lifeboat.ledger import DEFAULT_LEDGER
+from shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "report",
-        help="show a runbook's failover and drill history, and draw the latest timeline",
+        help=COMMANDS["report"],
         description="Print the RTO/RPO history of a protected job from the ledger and write a "
         "Gantt picture of its latest (or a chosen) run.",
     )

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 from runbooks.model import Runbook
+from shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("schema", help="print the JSON Schema of a runbook")
+    p = subparsers.add_parser("schema", help=COMMANDS["schema"])
     p.set_defaults(handler=run)
 
 

@@ -17,12 +17,13 @@ import sys
 from pathlib import Path
 
 from lifeboat.errors import ConfigError
+from shell.cli import COMMANDS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "serve",
-        help="receive Alertmanager webhooks and Slack approval clicks",
+        help=COMMANDS["serve"],
         description=__doc__.split("\n\n", 1)[1],
     )
     p.add_argument("runbooks", nargs="*", type=Path, help="Runbook files this server guards.")

@@ -5,12 +5,13 @@ from __future__ import annotations
 import sys
 
 from runbooks.loader import RunbookInvalid, load_runbook
+from shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "validate",
-        help="check runbook files; one `file:line: field: message` line per problem",
+        help=COMMANDS["validate"],
         description="Validate runbook YAML files. Exit 0 when all are valid, 1 otherwise.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="runbook YAML files")

@@ -51,7 +51,6 @@ def lifeboat(monkeypatch, capsys):
 
     Only the advise command is registered, so the test does not depend on other commands.
     """
-    monkeypatch.setattr(cli, "COMMANDS", ("advise",))
 
     def run(*argv: str) -> tuple[int, str, str]:
         rc = cli.main(list(argv))

@@ -169,7 +169,6 @@ def test_ui_style_resume_with_run_input_decides(tmp_path, slack_stub, prefect_se
 def test_lifeboat_approve_from_a_terminal_rejects_with_a_reason(
     tmp_path, slack_stub, prefect_server, capsys, monkeypatch
 ):
-    monkeypatch.setattr("shell.cli.COMMANDS", ("approve",))  # only this command, whatever else is registered
     _, t, run_id, _ = _start(tmp_path, slack_stub)
     assert (
         lifeboat(["approve", run_id, "--reject", "--reason", "primary is back", "--approver", "carol"]) == 0

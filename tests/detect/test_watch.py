@@ -81,7 +81,8 @@ def test_serve_composes_every_route_in_one_list(guarded_path, monkeypatch):
 
     monkeypatch.setenv("LIFEBOAT_ALERTMANAGER_TOKEN", "t")
     monkeypatch.delenv("SLACK_SIGNING_SECRET", raising=False)
-    args = build_parser().parse_args(["serve", str(guarded_path)])
+    argv = ["serve", str(guarded_path)]
+    args = build_parser(argv).parse_args(argv)
     assert [r.path for r in routes(args)] == ["/alerts/alertmanager"]
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "s")
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")

@@ -25,7 +25,6 @@ def _record(tmp_path, clock, **kw):
 
 
 def test_report_prints_the_history_and_draws_the_latest_run(tmp_path, clock, capsys, monkeypatch):
-    monkeypatch.setattr("shell.cli.COMMANDS", ("report",))
     monkeypatch.chdir(tmp_path)
     sink = _record(tmp_path, clock)
     assert lifeboat(["report", str(RUNBOOK), "--ledger", str(sink.path)]) == 0
@@ -36,14 +35,12 @@ def test_report_prints_the_history_and_draws_the_latest_run(tmp_path, clock, cap
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_report_on_a_job_with_no_history_says_so(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("shell.cli.COMMANDS", ("report",))
+def test_report_on_a_job_with_no_history_says_so(tmp_path, capsys):
     assert lifeboat(["report", "llama-pretrain", "--ledger", str(tmp_path / "none.jsonl")]) == 0
     assert "No failovers or drills recorded yet." in capsys.readouterr().out
 
 
-def test_report_for_an_unknown_run_is_a_one_line_error(tmp_path, clock, capsys, monkeypatch):
-    monkeypatch.setattr("shell.cli.COMMANDS", ("report",))
+def test_report_for_an_unknown_run_is_a_one_line_error(tmp_path, clock, capsys):
     sink = _record(tmp_path, clock)
     assert (
         lifeboat(

@@ -1,0 +1,46 @@
+"""On-call commands start fast: `lifeboat --help`, `validate` and `render` as processes,
+interleaved with a bare `python -c pass` in the same run.
+
+Prints each command's median wall time, its excess over the bare interpreter, and a
+PASS/FAIL line against the goal (≤ 0.3 s on an idle machine). A loaded machine inflates
+both columns; the excess over the bare start is the part the command owns.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOAL_S = 0.3
+REPEATS = 7
+COMMANDS = {
+    "python -c pass": [sys.executable, "-c", "pass"],
+    "lifeboat --help": [sys.executable, "-m", "shell", "--help"],
+    "lifeboat validate": [sys.executable, "-m", "shell", "validate", "runbooks/demo.yaml"],
+    "lifeboat render": [sys.executable, "-m", "shell", "render", "runbooks/demo.yaml"],
+}
+
+
+def _wall(argv: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    times: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    for argv in COMMANDS.values():  # warm the page cache and .pyc files
+        _wall(argv)
+    for _ in range(REPEATS):  # interleaved: drift on a shared machine hits every command alike
+        for name, argv in COMMANDS.items():
+            times[name].append(_wall(argv))
+    bare = statistics.median(times["python -c pass"])
+    print(f"{'command':<22} {'median s':>9} {'over bare s':>12}  goal ≤ {GOAL_S} s")
+    for name, samples in times.items():
+        median = statistics.median(samples)
+        verdict = "" if name == "python -c pass" else ("PASS" if median <= GOAL_S else "FAIL")
+        print(f"{name:<22} {median:9.3f} {median - bare:12.3f}  {verdict}")
