@@ -1,125 +1,25 @@
-"""The Store contract, run against every backend (local, moto S3, GCS emulator, memory fake)."""
-
-from datetime import UTC
+"""The Store contract (tests/contracts/storage.py) on every backend Lifeboat ships."""
 
 import pytest
 
-from lifeboat.crc32c import crc32c
-from lifeboat.errors import NotFound, PreconditionFailed
-
-EMULATOR_IGNORES_PRECONDITIONS = (
-    "gcp-storage-emulator ignores ifGenerationMatch (DESIGN.md §5); real GCS honours it and "
-    "MemoryStore stands in for it in the tests that need generation preconditions"
-)
+from tests.contracts.storage import StoreContract
 
 
-def _needs_preconditions(request, backend):
-    if backend == "gcs":  # runs, and must fail: if the emulator starts honouring them, we hear of it
-        request.applymarker(pytest.mark.xfail(strict=True, reason=EMULATOR_IGNORES_PRECONDITIONS))
+class TestLocalStore(StoreContract):
+    BACKEND = "local"
 
 
-def test_put_then_head_reports_size_version_and_full_object_crc32c(store):
-    data = b"weights" * 1000
-    written = store.put("step_1/shard-0.bin", data)
-    info = store.head("step_1/shard-0.bin")
-    assert (info.key, info.size, info.crc32c) == ("step_1/shard-0.bin", len(data), crc32c(data))
-    assert info.version and info.version == written.version
-    assert info.updated.tzinfo is not None and info.updated.utcoffset() == UTC.utcoffset(None)
+class TestMemoryStore(StoreContract):
+    """The fake: it must keep every promise the real stores keep, preconditions included."""
+
+    BACKEND = "memory"
 
 
-def test_list_returns_every_object_under_a_prefix_sorted_with_sizes(store):
-    for key in ["b/2", "a/1", "a/0", "c"]:
-        store.put(key, key.encode() * 3)
-    listed = list(store.list("a/"))
-    assert [i.key for i in listed] == ["a/0", "a/1"]
-    assert [i.size for i in listed] == [9, 9]
-    assert [i.key for i in store.list()] == ["a/0", "a/1", "b/2", "c"]
+@pytest.mark.integration
+class TestS3StoreOnMoto(StoreContract):
+    BACKEND = "s3"
 
 
-def test_list_reports_crc32c_exactly_when_the_backend_says_it_can(store):
-    store.put("x", b"hello")
-    (info,) = store.list()
-    if store.capabilities.crc32c_in_list:
-        assert info.crc32c == crc32c(b"hello")
-    else:
-        assert info.crc32c is None  # S3: list has no checksum values; HEAD has
-
-
-def test_list_follows_every_page(store, backend):
-    if backend in ("local", "memory"):
-        pytest.skip("no pages: the listing is one call")
-    store.list_page_size = 2
-    keys = [f"s/{i:02d}" for i in range(5)]
-    for key in keys:
-        store.put(key, b"x")
-    assert [i.key for i in store.list("s/")] == keys
-    if backend == "s3":
-        assert store.calls["ListObjectsV2"] == 3
-    # gcp-storage-emulator ignores maxResults/pageToken (one page always); the GCS adapter
-    # iterates the client's page iterator, which follows nextPageToken on real GCS.
-
-
-def test_read_streams_whole_and_ranged_bytes(store):
-    data = bytes(range(256)) * 20
-    store.put("obj", data)
-    assert b"".join(store.read("obj")) == data
-    assert b"".join(store.read("obj", 10, 300)) == data[10:300]
-    assert b"".join(store.read("obj", 5000)) == data[5000:]
-    assert b"".join(store.read("obj", len(data))) == b""
-
-
-def test_streaming_put_of_chunks_stores_the_crc32c_of_the_whole(store):
-    chunks = [b"a" * 1000, b"b" * 3000, b"c"]
-    store.put("streamed", iter(chunks))
-    info = store.head("streamed")
-    assert info.size == 4001
-    assert info.crc32c == crc32c(b"".join(chunks))
-
-
-def test_missing_object_raises_not_found(store):
-    with pytest.raises(NotFound):
-        store.head("nope")
-    with pytest.raises(NotFound):
-        b"".join(store.read("nope"))
-
-
-def test_delete_removes_and_deleting_twice_is_fine(store):
-    store.put("gone", b"1")
-    store.delete("gone")
-    store.delete("gone")
-    with pytest.raises(NotFound):
-        store.head("gone")
-    assert list(store.list()) == []
-
-
-def test_create_only_write_has_exactly_one_winner(store, backend, request):
-    _needs_preconditions(request, backend)
-    store.put("lease", b"epoch-1", if_none_match=True)
-    with pytest.raises(PreconditionFailed):
-        store.put("lease", b"epoch-2", if_none_match=True)
-    assert b"".join(store.read("lease")) == b"epoch-1"
-
-
-def test_if_match_write_refuses_a_stale_version(store, backend, request):
-    _needs_preconditions(request, backend)
-    first = store.put("lease", b"epoch-1")
-    second = store.put("lease", b"epoch-2", if_match=first.version)
-    with pytest.raises(PreconditionFailed):
-        store.put("lease", b"epoch-3", if_match=first.version)
-    assert store.head("lease").version == second.version
-    assert b"".join(store.read("lease")) == b"epoch-2"
-
-
-def test_server_copy_within_the_backend_keeps_the_crc32c(store, make_store, backend):
-    other = make_store(backend, prefix="replica")
-    store.put("shard", b"z" * 5000)
-    copied = other.server_copy(store, "shard", "copy/shard")
-    assert copied is not None
-    assert copied.crc32c == other.head("copy/shard").crc32c == crc32c(b"z" * 5000)
-    assert b"".join(other.read("copy/shard")) == b"z" * 5000
-
-
-def test_server_copy_from_another_service_declines(store, make_store, backend):
-    foreign = make_store("memory" if backend != "memory" else "local")
-    foreign.put("shard", b"q")
-    assert store.server_copy(foreign, "shard", "shard") is None
+@pytest.mark.integration
+class TestGcsStoreOnTheEmulator(StoreContract):
+    BACKEND = "gcs"
