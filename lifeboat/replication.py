@@ -186,7 +186,7 @@ def stored_checkpoints(store: Store, layout: str = "auto") -> list[StoredCheckpo
 
     found = discover(store, layout)
     return [
-        StoredCheckpoint(d.name, d.step, complete=incomplete_reason(store, found.layout, d) is None)
+        StoredCheckpoint(d.name, d.step, complete=incomplete_reason(store, found.layout, d, found.pointers) is None)
         for d in found.checkpoints
     ]
 
