@@ -591,6 +591,33 @@ def certified_checkpoints(
             yield outcome
 
 
+def certifiable_prefixes(
+    replica: Store, source: Store | None, *, layout: str = "auto", want: int = 1
+) -> tuple[list[str], str | None]:
+    """The newest `want` checkpoints that certify (prefixes on the replica, newest first),
+    and why the source could not be used, if it could not (retention deletes nothing then)."""
+    c = _Certifier(
+        replica,
+        source,
+        layout=str(getattr(layout, "value", layout)),
+        at=datetime.now(UTC),
+        deep=False,
+        stream=True,
+        max_workers=16,
+        cache_limit=20_000,
+    )
+    found: list[str] = []
+    root = replica.uri.rstrip("/") + "/"
+    for outcome in c.run():
+        if c.source_error:
+            break
+        if isinstance(outcome, Certified):
+            found.append(outcome.uri[len(root) :])
+            if len(found) >= want:
+                break
+    return found, c.source_error
+
+
 def newest_certified(replica: Store, source: Store | None, **kwargs) -> Certified | None:
     """The newest certified checkpoint, or None."""
     return next(certified_checkpoints(replica, source, **kwargs), None)

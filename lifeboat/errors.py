@@ -27,3 +27,8 @@ class PreconditionFailed(LifeboatError):
 
 class StopFailover(LifeboatError):
     """Continuing would be unsafe (no certified checkpoint, fenced out, rejected)."""
+
+
+class WriteFailed(LifeboatError):
+    """A local file Lifeboat must write (ledger, lag log) cannot be written: the message
+    names the path and the reason, in one line."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from lifeboat.errors import LifeboatError
+from lifeboat.errors import LifeboatError, NotFound, WriteFailed
 from lifeboat.retention import StoredCheckpoint, plan_retention
 from lifeboat.transfer import Progress, RetryPolicy, TransferIncomplete, TransferReport, copy_prefix
 from providers.storage.base import Store
@@ -76,11 +76,15 @@ class LagLog:
         self.path = Path(path)
 
     def append(self, records: Iterable[LagRecord]) -> None:
+        """Append; an unwritable folder or a full disk is a one-line `WriteFailed`."""
         lines = [json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in records]
         if lines:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as f:
-                f.writelines(lines)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a") as f:
+                    f.writelines(lines)
+            except OSError as e:
+                raise WriteFailed(f"cannot write the lag log {self.path}: {e.strerror or e}") from None
 
     def read(self) -> list[LagRecord]:
         if not self.path.exists():
@@ -93,6 +97,7 @@ class ReplicationReport:
     transfers: list[TransferReport] = field(default_factory=list)
     lags: list[LagRecord] = field(default_factory=list)  # replicas completed (or failed) this run
     failed: dict[str, str] = field(default_factory=dict)  # prefix -> error
+    pointers: list[str] = field(default_factory=list)  # root pointer files copied, last
     dry_run: bool = False
 
     @property
@@ -123,6 +128,7 @@ def replicate_checkpoints(
     and with a not-complete lag record. `progress(checkpoint)` may return a Progress.
     `trust_committed=False` compares every object of already-committed replicas again."""
     report = ReplicationReport(dry_run=dry_run)
+    checkpoints = list(checkpoints)
     for ckpt in sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True):
         try:
             transfer = copy_prefix(
@@ -148,13 +154,53 @@ def replicate_checkpoints(
             report.failed[ckpt.prefix] = f"{type(e).__name__}: {e}"
             continue
         report.transfers.append(transfer)
-        if transfer.markers and not dry_run and (transfer.copied or transfer.server_copied):
+        # landed now: something was copied (markers go last, so the copy is whole); layouts
+        # whose commit point is a root pointer (DeepSpeed, Megatron) have no marker inside
+        landed = not dry_run and bool(transfer.copied or transfer.server_copied)
+        if landed:
             _write_receipt(secondary, ckpt.prefix)
-        if transfer.markers and not dry_run and transfer.source_written:
+        if landed and transfer.source_written:
             report.lags.append(
                 LagRecord(ckpt.prefix, ckpt.step, transfer.source_written, clock(), rpo_target)
             )
+    if not dry_run:
+        done = {c.step for c in checkpoints if c.prefix not in report.failed}
+        _copy_pointers(primary, secondary, done, report)
     return report
+
+
+def _copy_pointers(primary: Store, secondary: Store, done: set[int], report: ReplicationReport) -> None:
+    """Copy the root pointer files (`latest`, `latest_checkpointed_iteration.txt`) last, and
+    only one whose step is complete on the secondary now (replicated or already there): a
+    pointer is the DeepSpeed / Megatron commit point, so it never runs ahead of its data."""
+    from lifeboat.checkpoints.layouts import POINTERS
+    from lifeboat.checkpoints.protocols import pointer_step
+
+    for name in POINTERS:
+        try:
+            text = b"".join(primary.read(name))
+        except NotFound:
+            continue
+        except LifeboatError as e:
+            report.failed[name] = f"{type(e).__name__}: {e}"
+            continue
+        step = pointer_step(text.decode("utf-8", "replace"))
+        if step not in done:
+            continue  # the step it names did not replicate: the old pointer stays
+        try:
+            current = b"".join(secondary.read(name))
+        except NotFound:
+            current = None
+        except LifeboatError as e:
+            report.failed[name] = f"{type(e).__name__}: {e}"
+            continue
+        if current != text:
+            try:
+                secondary.put(name, text)
+            except LifeboatError as e:
+                report.failed[name] = f"{type(e).__name__}: {e}"
+                continue
+            report.pointers.append(name)
 
 
 def _write_receipt(replica: Store, prefix: str) -> None:
@@ -196,16 +242,6 @@ def committed_checkpoints(store: Store, layout: str = "auto") -> list[StoredChec
     return [c for c in stored_checkpoints(store, layout) if c.complete]
 
 
-def newest_certified_prefix(secondary: Store, primary: Store | None, layout: str = "auto") -> str | None:
-    """Prefix on the secondary of the newest checkpoint that certifies (lifeboat.certify)."""
-    from lifeboat.certify import newest_certified
-
-    certified = newest_certified(secondary, primary, layout=layout)
-    if certified is None:
-        return None
-    return certified.uri[len(secondary.uri.rstrip("/")) + 1 :]
-
-
 def failover_checkpoints(rb, secondary: Store, ledger_file: str | Path | None = None) -> dict[str, str]:
     """Checkpoints on the secondary that an in-progress failover of this runbook resumes
     from, by the RTO ledger (the local ledger file and the ledger objects in the secondary
@@ -223,26 +259,39 @@ def failover_checkpoints(rb, secondary: Store, ledger_file: str | Path | None = 
     return found
 
 
+def retention_protections(rb, secondary: Store, protect: Iterable[str] = ()) -> dict[str, str]:
+    """Prefix -> why, for checkpoints retention must keep whatever the policy says: those an
+    in-progress failover resumes from, and `--protect` ones. (The seam for more reasons,
+    such as the active lineage.)"""
+    protected = failover_checkpoints(rb, secondary)
+    protected.update(dict.fromkeys((p.strip("/") for p in protect), "protected: named with --protect"))
+    return protected
+
+
 def retention_for(
     rb, secondary: Store, primary: Store | None, *, protect: Iterable[str] = (), dry_run: bool = False
 ):
-    """Apply the runbook's retention to the secondary store, keeping the newest certified
-    checkpoint (certified against `primary`, or its manifests when None or down) and every
-    prefix in `protect` (checkpoints a running failover uses). Incomplete ones are kept."""
-    from lifeboat.retention import apply_retention
+    """Apply the runbook's retention to the secondary store: keep the newest `keep_last`
+    checkpoints that certify (against `primary`, or its manifests when None), everything
+    newer, and `retention_protections`. Nothing is deleted when none certifies or when
+    `primary` is given but cannot be read (certification would be on manifests alone)."""
+    from lifeboat.certify import certifiable_prefixes
+    from lifeboat.retention import RetentionReport, Verdict, apply_retention
 
     layout = rb.checkpoint.layout.value
-    protected = failover_checkpoints(rb, secondary)
-    protected.update(dict.fromkeys((p.strip("/") for p in protect), "protected: named with --protect"))
-    certified = newest_certified_prefix(secondary, primary, layout)
-    if certified is not None:
-        protected[certified] = "newest certified checkpoint"
+    keep_last = rb.checkpoint.retention.keep_last
     present = stored_checkpoints(secondary, layout)
+    good, source_error = certifiable_prefixes(secondary, primary, layout=layout, want=keep_last)
+    if source_error:
+        why = f"source unreachable ({source_error}): retention deletes nothing"
+        ordered = sorted(present, key=lambda c: (c.step, c.prefix), reverse=True)
+        return RetentionReport(verdicts=[Verdict(c, True, why) for c in ordered], dry_run=dry_run)
     verdicts = plan_retention(
         present,
-        keep_last=rb.checkpoint.retention.keep_last,
+        keep_last=keep_last,
         keep_every=rb.checkpoint.retention.keep_every,
-        protected=protected,
+        protected=retention_protections(rb, secondary, protect),
+        certifiable=good,
     )
     return apply_retention(secondary, verdicts, dry_run=dry_run)
 
