@@ -6,6 +6,7 @@ resume → prove → record. Thin: `flows.wiring` builds the steps from the runb
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
@@ -13,7 +14,7 @@ from typing import Any, Literal, Protocol
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from lifeboat.errors import ProviderUnavailable, StopFailover
+from lifeboat.errors import ProviderUnavailable, StopFailover, WriteFailed
 from lifeboat.failover import Certified, FailoverSteps, Provisioned, expected_rto
 from lifeboat.ledger import PHASES, LedgerEntry, RtoLedger
 from lifeboat.prestage import PrestageReadiness
@@ -157,7 +158,8 @@ def execute(
         return ledger.finish("completed")
     except BaseException as e:
         heading = next((p for p in PHASES if p not in ledger.entry.phases), PHASES[-1])
-        ledger.fail(heading, e)
+        with suppress(WriteFailed):  # an unwritable ledger: its own error is what we raise
+            ledger.fail(heading, e)
         gate.notify(f"Lifeboat failover of {rb.name} failed before {heading}: {e}")
         if cluster is None and early is not None:
             cluster = _settled(early)
