@@ -153,8 +153,9 @@ def execute(
         ledger.note("cluster", f"{cluster.cluster} on {cluster.option.describe()}")
         ledger.note("provision attempts", "; ".join(cluster.attempts))
 
-        _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint)
-        ledger.mark("parity_passed")
+        parity = _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint)
+        if parity.compared:  # 0 compared (parity disabled) is never recorded as passed
+            ledger.mark("parity_passed")
         return ledger.finish("completed")
     except BaseException as e:
         heading = next((p for p in PHASES if p not in ledger.entry.phases), PHASES[-1])
@@ -201,7 +202,7 @@ def _card(
     )
 
 
-def _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint: Certified) -> None:
+def _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint: Certified):
     """Resume, then gate on loss parity; on failure roll back once or page, as the runbook says."""
     for attempt in (1, 2):
         resumed = _run(rb, "resume", steps, cluster, checkpoint).value
@@ -210,7 +211,7 @@ def _resume_and_prove(rb, steps, ledger, gate, cluster, checkpoint: Certified) -
         parity = _run(rb, "prove", steps, cluster, checkpoint).value
         ledger.note("parity", parity.detail)
         if parity.passed:
-            return
+            return parity
         if rb.verify.on_parity_failure == "page" or attempt == 2:
             gate.notify(f"Lifeboat: loss parity failed for {rb.name} from {checkpoint.uri}: {parity.detail}")
             raise StopFailover(f"loss parity failed from {checkpoint.uri}: {parity.detail}")

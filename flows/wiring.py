@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lifeboat.errors import LifeboatError, StopFailover
+from lifeboat.errors import LifeboatError, NotFound, StopFailover
 from lifeboat.failover import Certified, Confirmation, Fenced, Parity, Provisioned, Resumed
 from lifeboat.ledger import LedgerFile, RtoLedger
 from lifeboat.prestage import PrestageReadiness
@@ -201,13 +201,11 @@ class RunbookSteps:
         from lifeboat.resume import loss_parity, parse_losses
 
         v = self.rb.verify
-        if not v.parity_steps:
+        if not v.parity_steps:  # passes the gate, and is never recorded as parity_passed (0 compared)
             return Parity(True, 0, "loss parity disabled (parity_steps: 0)")
-        if not v.loss_log:
-            return Parity(
-                True, 0, "no pre-failure loss log in the runbook (verify.loss_log): parity not checked"
-            )
-        pre = parse_losses(_read_text(self.rb, v.loss_log, self.p.open_store))
+        from lifeboat.replication import loss_log_for_failover
+
+        pre = parse_losses(_read_text(self.rb, loss_log_for_failover(self.rb), self.p.open_store))
         deadline = self.clock() + self.rb.verify.first_step_timeout
         while True:  # wait until the resumed job has logged the steps to compare (or stopped)
             resumed = parse_losses(self.p.compute.logs(cluster.cluster))
@@ -236,7 +234,10 @@ def _read_text(rb: Runbook, where: str, opener: Callable[[str], Store]) -> str:
         return path.read_text() if path.exists() else ""
     uri = rb.store_uri(where)
     parent, _, key = uri.rpartition("/")
-    return b"".join(opener(parent).read(key)).decode()
+    try:
+        return b"".join(opener(parent).read(key)).decode()
+    except NotFound:  # never replicated: nothing to compare, so parity is not provable
+        return ""
 
 
 def build_steps(

@@ -98,6 +98,7 @@ class ReplicationReport:
     lags: list[LagRecord] = field(default_factory=list)  # replicas completed (or failed) this run
     failed: dict[str, str] = field(default_factory=dict)  # prefix -> error
     pointers: list[str] = field(default_factory=list)  # root pointer files copied, last
+    copied_files: list[str] = field(default_factory=list)  # other root files (the loss log)
     dry_run: bool = False
 
     @property
@@ -121,12 +122,14 @@ def replicate_checkpoints(
     dry_run: bool = False,
     trust_committed: bool = True,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    also: Iterable[str] = (),
 ) -> ReplicationReport:
     """Copy each checkpoint (newest step first) to the same prefix on the secondary.
 
     A failure on one checkpoint does not stop the older ones; it is reported in `failed`
     and with a not-complete lag record. `progress(checkpoint)` may return a Progress.
-    `trust_committed=False` compares every object of already-committed replicas again."""
+    `trust_committed=False` compares every object of already-committed replicas again.
+    `also`: keys copied after the checkpoints and pointers (the pre-failure loss log)."""
     report = ReplicationReport(dry_run=dry_run)
     checkpoints = list(checkpoints)
     for ckpt in sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True):
@@ -166,7 +169,26 @@ def replicate_checkpoints(
     if not dry_run:
         done = {c.step for c in checkpoints if c.prefix not in report.failed}
         _copy_pointers(primary, secondary, done, report)
+        for key in also:
+            _copy_file(primary, secondary, key, report)
     return report
+
+
+def _copy_file(primary: Store, secondary: Store, key: str, report: ReplicationReport) -> None:
+    """One small root file, copied when it differs; a failure lands in `report.failed`."""
+    try:
+        body = b"".join(primary.read(key))
+        try:
+            current = b"".join(secondary.read(key))
+        except NotFound:
+            current = None
+        if current != body:
+            secondary.put(key, body)
+            report.copied_files.append(key)
+    except NotFound:
+        return  # nothing logged yet
+    except LifeboatError as e:
+        report.failed[key] = f"{type(e).__name__}: {e}"
 
 
 def _copy_pointers(primary: Store, secondary: Store, done: set[int], report: ReplicationReport) -> None:
@@ -218,6 +240,25 @@ def open_sites(rb) -> tuple[Store, Store]:
     from providers.storage import open_site
 
     return open_site(rb, rb.primary), open_site(rb, rb.secondary)
+
+
+def loss_log_key(rb) -> str | None:
+    """The runbook's pre-failure loss log as a key of the primary store, when it lives there:
+    replication then copies it beside the checkpoints, and the failover reads that copy."""
+    where = rb.verify.loss_log
+    if not where or "://" not in where:
+        return None
+    uri, root = rb.store_uri(where), rb.store_uri(rb.primary.store).rstrip("/") + "/"
+    return uri[len(root) :] if uri.startswith(root) and len(uri) > len(root) else None
+
+
+def loss_log_for_failover(rb) -> str | None:
+    """Where the failover reads the pre-failure loss log: the secondary's copy of one kept in
+    the primary store (the primary is down), else the runbook's own path or URI."""
+    key = loss_log_key(rb)
+    if key is None:
+        return rb.verify.loss_log
+    return rb.store_uri(rb.secondary.store).rstrip("/") + "/" + key
 
 
 def default_lag_log(rb) -> Path:

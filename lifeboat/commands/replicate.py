@@ -58,6 +58,7 @@ def run(args) -> int:
         LagLog,
         committed_checkpoints,
         default_lag_log,
+        loss_log_key,
         open_sites,
         replicate_checkpoints,
         worth_replicating,
@@ -84,6 +85,7 @@ def run(args) -> int:
                 progress=bars,
                 dry_run=args.dry_run,
                 trust_committed=not args.recheck,
+                also=[k for k in [loss_log_key(rb)] if k],
             )
         for t in report.transfers:
             _print_transfer(t, args.dry_run)

@@ -126,3 +126,23 @@ def test_lag_log_that_cannot_be_written_is_one_line_naming_it(tmp_path, monkeypa
     assert main(["replicate", runbook, "--lag-log", str(blocker / "lag.jsonl")]) == 1
     err = capsys.readouterr().err
     assert err == f"lifeboat replicate: cannot write the lag log {blocker / 'lag.jsonl'}: File exists\n"
+
+
+def test_the_pre_failure_loss_log_replicates_with_the_checkpoints(tmp_path, monkeypatch, capsys):
+    from lifeboat.replication import loss_log_for_failover
+    from runbooks.loader import load_runbook
+
+    source, secondary, runbook = _site(tmp_path, monkeypatch)
+    text = open(runbook).read()
+    open(runbook, "w").write(
+        text + f'verify: {{parity_steps: 3, loss_log: "file://{source.root}/logs/loss.jsonl"}}\n'
+    )
+    write_checkpoint(source, "dcp", 10)
+    source.put("logs/loss.jsonl", b'{"step": 11, "loss": 2.5}\n')
+    assert main(["replicate", runbook]) == 0
+    assert b"".join(secondary.read("logs/loss.jsonl")) == b'{"step": 11, "loss": 2.5}\n'
+    # the failover reads the secondary's copy: the primary is what went down
+    assert loss_log_for_failover(load_runbook(runbook)) == f"file://{secondary.root}/logs/loss.jsonl"
+    source.put("logs/loss.jsonl", b'{"step": 11, "loss": 2.5}\n{"step": 12, "loss": 2.4}\n')
+    assert main(["replicate", runbook]) == 0  # grows with the run: copied again
+    assert b"".join(secondary.read("logs/loss.jsonl")).count(b"\n") == 2

@@ -1,0 +1,48 @@
+"""A ledger that cannot be written stops the failover before anything is fenced, in one line."""
+
+import pytest
+from prefect import flow
+
+from flows.failover import execute
+from lifeboat.errors import WriteFailed
+from lifeboat.failover_script import ScriptedSteps
+from lifeboat.ledger import LedgerFile, RtoLedger
+from runbooks.model import Runbook
+
+RUNBOOK = {
+    "name": "job-a",
+    "workload": "finetuning",
+    "primary": {"infra": "aws/us-east-1", "store": "s3://p/ck"},
+    "secondary": {"infra": "gcp/us-central1", "store": "gs://s/ck", "candidates": [{"infra": "gcp/us-central1"}]},
+    "job": {"task": "task.yaml"},
+    "checkpoint": {"cadence": "30m"},
+    "failover": {"retries": 0},
+}
+
+
+class Gate:
+    notes: list = []
+
+    def request(self, card, ledger):  # pragma: no cover - never reached
+        raise AssertionError("asked for approval with no ledger")
+
+    def notify(self, text):
+        self.notes.append(text)
+
+
+def test_an_unwritable_ledger_stops_the_failover_before_fencing(prefect_server, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    path = blocker / "ledger.jsonl"  # its folder is a file: cannot be created
+    rb = Runbook.model_validate(RUNBOOK)
+    steps = ScriptedSteps({})
+    ledger = RtoLedger.for_runbook(rb, "run-1", sink=LedgerFile(path))
+
+    @flow
+    def harness():
+        return execute(rb, steps, ledger, Gate(), run_id="run-1")
+
+    with pytest.raises(WriteFailed) as caught:
+        harness()
+    assert str(caught.value) == f"cannot write the RTO ledger {path}: File exists"
+    assert "fence" not in [c[0] for c in steps.calls], "fenced with no ledger to say so"
