@@ -407,7 +407,10 @@ class _Certifier:
             try:
                 for d in self.source_found.checkpoints:
                     view = _MetadataView(self, self.source)
-                    if incomplete_reason(view, self.source_found.layout, d, self.source_found.pointers) is None:
+                    if (
+                        incomplete_reason(view, self.source_found.layout, d, self.source_found.pointers)
+                        is None
+                    ):
                         newest_src = d
                         break
             except StoreUnavailable as e:

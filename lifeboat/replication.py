@@ -273,7 +273,9 @@ def stored_checkpoints(store: Store, layout: str = "auto") -> list[StoredCheckpo
 
     found = discover(store, layout)
     return [
-        StoredCheckpoint(d.name, d.step, complete=incomplete_reason(store, found.layout, d, found.pointers) is None)
+        StoredCheckpoint(
+            d.name, d.step, complete=incomplete_reason(store, found.layout, d, found.pointers) is None
+        )
         for d in found.checkpoints
     ]
 

@@ -79,7 +79,9 @@ def plan_retention(
         elif not ckpt.complete:
             verdict = Verdict(ckpt, True, "incomplete: left for replication or certify")
         elif counted < keep_last and counts:
-            verdict = Verdict(ckpt, True, f"among the newest {keep_last}" + ("" if good is None else " certifiable"))
+            verdict = Verdict(
+                ckpt, True, f"among the newest {keep_last}" + ("" if good is None else " certifiable")
+            )
         elif counted < keep_last:
             verdict = Verdict(ckpt, True, f"not certifiable; kept until {keep_last} newer ones certify")
         elif keep_every and ckpt.step % keep_every == 0:

@@ -223,7 +223,8 @@ class Retention(_Strict):
 
 class Checkpoint(_Strict):
     layout: Layout = Field(
-        Layout.auto, description="Checkpoint layout: auto, dcp, deepspeed, megatron, hf (Trainer), hf-weights (save_pretrained) or manifest."
+        Layout.auto,
+        description="Checkpoint layout: auto, dcp, deepspeed, megatron, hf (Trainer), hf-weights (save_pretrained) or manifest.",
     )
     cadence: Duration = Field(description="How often the job writes a checkpoint.")
     freshness_factor: float = Field(

@@ -44,9 +44,7 @@ _MEGATRON = re.compile(r"^mp_rank_(\d+)(?:_(\d+))?/(model_optim_rng|distrib_opti
 _STEP_IN_TAG = re.compile(r"(\d+)(?!.*\d)")
 
 
-def incomplete_reason(
-    store: Store, layout: str, d: CheckpointDir, pointers: Mapping[str, str]
-) -> str | None:
+def incomplete_reason(store: Store, layout: str, d: CheckpointDir, pointers: Mapping[str, str]) -> str | None:
     """Why checkpoint `d` did not commit by `layout`'s protocol, or None when it did.
     `pointers` are the store's root pointer files (name -> content), from discovery."""
     check = _CHECKS.get(layout)
@@ -189,7 +187,9 @@ def _safetensors_problem(store: Store, info: ObjectInfo, where: str) -> str | No
         return f"{where}: {info.size} bytes, shorter than a safetensors header"
     (n,) = struct.unpack("<Q", b"".join(store.read(info.key, 0, 8)))
     if n > MAX_SMALL_FILE or 8 + n > info.size:
-        return f"{where}: header length {n} does not fit in its {info.size} bytes: truncated or not safetensors"
+        return (
+            f"{where}: header length {n} does not fit in its {info.size} bytes: truncated or not safetensors"
+        )
     try:
         header = json.loads(b"".join(store.read(info.key, 8, 8 + n)))
         end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)

@@ -89,13 +89,25 @@ class _Restricted(pickle.Unpickler):
 def safe_load(data: bytes, where: str) -> Any:
     """Unpickle `data` with torch classes as stubs; ConfigError naming `where` otherwise."""
     if len(data) > MAX_METADATA_BYTES:
-        raise ConfigError(f"{where}: {len(data)} bytes, over the {MAX_METADATA_BYTES} byte limit for metadata")
+        raise ConfigError(
+            f"{where}: {len(data)} bytes, over the {MAX_METADATA_BYTES} byte limit for metadata"
+        )
     if not data:
         raise ConfigError(f"{where}: empty (the save did not finish writing it)")
     try:
         return _Restricted(io.BytesIO(data)).load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError) as e:
-        raise ConfigError(f"{where}: not a readable checkpoint metadata pickle ({type(e).__name__}: {e})") from None
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        KeyError,
+    ) as e:
+        raise ConfigError(
+            f"{where}: not a readable checkpoint metadata pickle ({type(e).__name__}: {e})"
+        ) from None
     except RecursionError:
         raise ConfigError(f"{where}: metadata pickle nested too deeply") from None
 

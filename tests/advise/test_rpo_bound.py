@@ -38,7 +38,10 @@ def test_a_target_below_write_plus_replication_is_unreachable_and_says_so():
 
 @pytest.mark.parametrize("json_flag", [False, True])
 def test_the_pretraining_example_shows_both_intervals_and_the_cost(capsys, json_flag):
-    assert main(["advise", str(ROOT / "runbooks/llama-70b-pretrain.yaml"), *(["--json"] if json_flag else [])]) == 0
+    assert (
+        main(["advise", str(ROOT / "runbooks/llama-70b-pretrain.yaml"), *(["--json"] if json_flag else [])])
+        == 0
+    )
     out = capsys.readouterr().out
     if json_flag:
         assert '"meets_rpo"' in out and '"interval_s": 7080.0' in out

@@ -8,7 +8,6 @@ import pytest
 from lifeboat.certify import (
     CRC,
     INCOMPLETE,
-    MISSING,
     SIZE,
     UNVERIFIABLE,
     certified_checkpoints,

@@ -99,7 +99,9 @@ def test_deepspeed_pointer_is_replicated_last_and_only_when_its_step_landed(sour
     put = replica.put
     replica.put = lambda key, data, **kw: (writes.append(key), put(key, data, **kw))[1]
     ckpts = [StoredCheckpoint("global_step100", 100), StoredCheckpoint("global_step200", 200)]
-    report = replicate_checkpoints(source, replica, ckpts, rpo_target=__import__("datetime").timedelta(hours=1))
+    report = replicate_checkpoints(
+        source, replica, ckpts, rpo_target=__import__("datetime").timedelta(hours=1)
+    )
     assert writes[-1] == "latest" and report.pointers == ["latest"]
     assert b"".join(replica.read("latest")) == b"global_step200"
     assert certify_replica(replica, source, layout="deepspeed").certified.step == 200
@@ -108,7 +110,9 @@ def test_deepspeed_pointer_is_replicated_last_and_only_when_its_step_landed(sour
     source.outage = False
     broken = [StoredCheckpoint("global_step300", 300)]
     replica.outage = True
-    failed = replicate_checkpoints(source, replica, broken, rpo_target=__import__("datetime").timedelta(hours=1))
+    failed = replicate_checkpoints(
+        source, replica, broken, rpo_target=__import__("datetime").timedelta(hours=1)
+    )
     replica.outage = False
     assert "global_step300" in failed.failed and failed.pointers == []
     assert b"".join(replica.read("latest")) == b"global_step200"
@@ -119,7 +123,9 @@ def test_a_pointer_naming_a_step_that_is_not_replicated_is_not_copied(source, re
     write_checkpoint(source, "megatron", 200)
     from datetime import timedelta
 
-    report = replicate_checkpoints(source, replica, [StoredCheckpoint("iter_0000100", 100)], rpo_target=timedelta(1))
+    report = replicate_checkpoints(
+        source, replica, [StoredCheckpoint("iter_0000100", 100)], rpo_target=timedelta(1)
+    )
     assert report.pointers == []
     with pytest.raises(Exception, match="no such object"):
         list(replica.read("latest_checkpointed_iteration.txt"))

@@ -13,7 +13,11 @@ RUNBOOK = {
     "name": "job-a",
     "workload": "finetuning",
     "primary": {"infra": "aws/us-east-1", "store": "s3://p/ck"},
-    "secondary": {"infra": "gcp/us-central1", "store": "gs://s/ck", "candidates": [{"infra": "gcp/us-central1"}]},
+    "secondary": {
+        "infra": "gcp/us-central1",
+        "store": "gs://s/ck",
+        "candidates": [{"infra": "gcp/us-central1"}],
+    },
     "job": {"task": "task.yaml"},
     "checkpoint": {"cadence": "30m"},
     "failover": {"retries": 0},

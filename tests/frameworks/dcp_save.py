@@ -24,7 +24,12 @@ def save(rank: int, world: int, out: str, port: int, steps: list[int]) -> None:
         opt.zero_grad()
         model(torch.randn(4, 8)).sum().backward()
         opt.step()
-        state = {"model": model.state_dict(), "optim": opt.state_dict(), "step": step, "rank": torch.tensor([rank])}
+        state = {
+            "model": model.state_dict(),
+            "optim": opt.state_dict(),
+            "step": step,
+            "rank": torch.tensor([rank]),
+        }
         dcp.save(state, checkpoint_id=os.path.join(out, f"step_{step:07d}"))
     dist.destroy_process_group()
 

@@ -72,7 +72,9 @@ def secondary(request, tmp_path):
     if request.param == "s3":
         url = request.getfixturevalue("s3_endpoint")
         bucket = new_s3_bucket(url)
-        return S3Store(bucket, "run", endpoint_url=url), f'store: "s3://{bucket}/run"\n  endpoint_url: "{url}"'
+        return S3Store(
+            bucket, "run", endpoint_url=url
+        ), f'store: "s3://{bucket}/run"\n  endpoint_url: "{url}"'
     url = request.getfixturevalue("gcs_endpoint")
     bucket = new_gcs_bucket(url)
     return GcsStore(bucket, "run", endpoint_url=url), f'store: "gs://{bucket}/run"'
@@ -141,7 +143,9 @@ def test_a_damaged_real_dcp_replica_falls_back_to_the_older_save(
 ):
     monkeypatch.chdir(tmp_path)
     secondary = LocalStore(tmp_path / "secondary")
-    runbook = _runbook(tmp_path, _primary_with(dcp_saves, tmp_path), f'store: "file://{secondary.root}"', "dcp")
+    runbook = _runbook(
+        tmp_path, _primary_with(dcp_saves, tmp_path), f'store: "file://{secondary.root}"', "dcp"
+    )
     _replicate(runbook, capsys)
     d = secondary.root / "step_0000200"
     if fault == "truncated-metadata":
@@ -170,7 +174,9 @@ def test_the_certified_real_dcp_checkpoint_loads_in_torch(dcp_saves, tmp_path, m
 
     monkeypatch.chdir(tmp_path)
     secondary = LocalStore(tmp_path / "secondary")
-    runbook = _runbook(tmp_path, _primary_with(dcp_saves, tmp_path), f'store: "file://{secondary.root}"', "dcp")
+    runbook = _runbook(
+        tmp_path, _primary_with(dcp_saves, tmp_path), f'store: "file://{secondary.root}"', "dcp"
+    )
     _replicate(runbook, capsys)
     _, doc = _certify(runbook, capsys)
     state = {"rank": torch.tensor([-1]), "step": 0}

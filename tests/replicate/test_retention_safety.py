@@ -38,7 +38,12 @@ def test_nothing_certifiable_means_nothing_deleted():
 
 def test_keep_last_counts_certifiable_checkpoints_and_keeps_the_newer_bad_ones():
     verdicts = plan_retention(ckpts(100, 200, 300, 400), keep_last=1, certifiable=["step-200"])
-    assert [(v.checkpoint.step, v.keep) for v in verdicts] == [(400, True), (300, True), (200, True), (100, False)]
+    assert [(v.checkpoint.step, v.keep) for v in verdicts] == [
+        (400, True),
+        (300, True),
+        (200, True),
+        (100, False),
+    ]
     assert verdicts[0].reason == "not certifiable; kept until 1 newer ones certify"
 
 
@@ -99,7 +104,9 @@ def test_primary_gone_and_newest_replica_corrupt_keeps_every_step(tmp_path, monk
     assert _dirs(secondary) == ["step_0000010", "step_0000020", "step_0000030"]
 
 
-def test_retention_keeps_the_newest_certifiable_when_newer_replicas_are_corrupt(tmp_path, monkeypatch, capsys):
+def test_retention_keeps_the_newest_certifiable_when_newer_replicas_are_corrupt(
+    tmp_path, monkeypatch, capsys
+):
     source, secondary, runbook = _site(tmp_path, monkeypatch)
     _rot_newest(source, secondary, "dcp", (10, 20, 30))
     assert main(["replicate", runbook, "--retention-only"]) == 0
@@ -133,10 +140,8 @@ def test_the_pre_failure_loss_log_replicates_with_the_checkpoints(tmp_path, monk
     from runbooks.loader import load_runbook
 
     source, secondary, runbook = _site(tmp_path, monkeypatch)
-    text = open(runbook).read()
-    open(runbook, "w").write(
-        text + f'verify: {{parity_steps: 3, loss_log: "file://{source.root}/logs/loss.jsonl"}}\n'
-    )
+    with open(runbook, "a") as f:
+        f.write(f'verify: {{parity_steps: 3, loss_log: "file://{source.root}/logs/loss.jsonl"}}\n')
     write_checkpoint(source, "dcp", 10)
     source.put("logs/loss.jsonl", b'{"step": 11, "loss": 2.5}\n')
     assert main(["replicate", runbook]) == 0
