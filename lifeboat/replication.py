@@ -167,7 +167,7 @@ def replicate_checkpoints(
                 LagRecord(ckpt.prefix, ckpt.step, transfer.source_written, clock(), rpo_target)
             )
     if not dry_run:
-        done = {c.step for c in checkpoints if c.prefix not in report.failed}
+        done = {c.step: c.prefix for c in checkpoints if c.prefix not in report.failed}
         _copy_pointers(primary, secondary, done, report)
         for key in also:
             _copy_file(primary, secondary, key, report)
@@ -191,30 +191,35 @@ def _copy_file(primary: Store, secondary: Store, key: str, report: ReplicationRe
         report.failed[key] = f"{type(e).__name__}: {e}"
 
 
-def _copy_pointers(primary: Store, secondary: Store, done: set[int], report: ReplicationReport) -> None:
+def _copy_pointers(primary: Store, secondary: Store, done: dict[int, str], report: ReplicationReport) -> None:
     """Copy the root pointer files (`latest`, `latest_checkpointed_iteration.txt`) last, and
     only one whose step is complete on the secondary now (replicated or already there): a
-    pointer is the DeepSpeed / Megatron commit point, so it never runs ahead of its data."""
+    pointer is the DeepSpeed / Megatron commit point, so it never runs ahead of its data.
+    When the step it names could not be replicated, the secondary's pointer names the newest
+    older step that was (in the same form: a directory tag or an iteration number)."""
     from lifeboat.checkpoints.layouts import POINTERS
     from lifeboat.checkpoints.protocols import pointer_step
 
     for name in POINTERS:
         try:
             text = b"".join(primary.read(name))
+            current = _read_or_none(secondary, name)
         except NotFound:
             continue
         except LifeboatError as e:
             report.failed[name] = f"{type(e).__name__}: {e}"
             continue
         step = pointer_step(text.decode("utf-8", "replace"))
-        if step not in done:
-            continue  # the step it names did not replicate: the old pointer stays
-        try:
-            current = b"".join(secondary.read(name))
-        except NotFound:
-            current = None
-        except LifeboatError as e:
-            report.failed[name] = f"{type(e).__name__}: {e}"
+        if step is not None and step not in done:
+            older = [s for s in done if s < step]
+            if not older:
+                continue  # nothing it could name is on the secondary: the old pointer stays
+            newest = max(older)
+            text = (done[newest].strip("/") if not text.strip().isdigit() else str(newest)).encode()
+            have = pointer_step(current.decode("utf-8", "replace")) if current else None
+            if have is not None and have >= newest:
+                continue  # never move the secondary's pointer back
+        elif step is None:
             continue
         if current != text:
             try:
@@ -223,6 +228,13 @@ def _copy_pointers(primary: Store, secondary: Store, done: set[int], report: Rep
                 report.failed[name] = f"{type(e).__name__}: {e}"
                 continue
             report.pointers.append(name)
+
+
+def _read_or_none(store: Store, key: str) -> bytes | None:
+    try:
+        return b"".join(store.read(key))
+    except NotFound:
+        return None
 
 
 def _write_receipt(replica: Store, prefix: str) -> None:

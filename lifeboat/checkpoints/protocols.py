@@ -7,7 +7,9 @@ small metadata files (never the shards' bytes, never by importing torch).
 - deepspeed: rank 0 writes the root `latest` pointer after every rank saved; a
   `global_stepN/` newer than the step `latest` names is a save that never committed. Every
   rank's shards must be there: model states for each model-parallel rank and optimizer
-  states for each (data-parallel, model-parallel) pair, rank numbers 0..N-1 without a gap.
+  states for each (data-parallel, model-parallel) pair, rank numbers 0..N-1 without a gap,
+  and N the world size rank 0's model states recorded (`dp_world_size`, `mp_world_size`,
+  read from the torch.save zip's header by range: lifeboat/checkpoints/torch_zip.py).
 - megatron: rank 0 writes `latest_checkpointed_iteration.txt` last; an `iter_N/` past it
   never committed. Every `mp_rank_TT[_PPP]/model_optim_rng.pt` of the tensor x pipeline grid
   (and `distrib_optim.pt` beside each, when one has it); or the `torch_dist` format: the DCP
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from lifeboat.checkpoints.manifest import MANIFEST_NAME
 from lifeboat.checkpoints.safe_pickle import dcp_storage_files
+from lifeboat.checkpoints.torch_zip import read_torch_header
 from lifeboat.errors import ConfigError, NotFound
 from providers.storage.base import ObjectInfo, Store
 
@@ -99,10 +102,18 @@ def _deepspeed(store: Store, d: CheckpointDir, pointers) -> str | None:
     if gap:
         return gap
     mp_size = max(model_mp | {mp for _, mp in zero["optim"] | zero["model"]}) + 1
+    declared = _deepspeed_world(store, d, model_mp, zero["model"])
+    if declared and declared[1] != mp_size:
+        return f"the save had {declared[1]} model-parallel ranks, files for {mp_size}"
     for kind, pairs in zero.items():
         if not pairs:
             continue
         dp_size = max(dp for dp, _ in pairs) + 1
+        if declared and declared[0] != dp_size:
+            return (
+                f"the save had {declared[0]} data-parallel ranks (dp_world_size), "
+                f"{kind} states for {dp_size}: missing zero_pp_rank_{dp_size}_mp_rank_00_{kind}_states.pt"
+            )
         for dp in range(dp_size):
             for mp in range(mp_size):
                 if (dp, mp) not in pairs:
@@ -111,6 +122,24 @@ def _deepspeed(store: Store, d: CheckpointDir, pointers) -> str | None:
                         f"(the save has {dp_size} data-parallel x {mp_size} model-parallel ranks)"
                     )
     return None
+
+
+def _deepspeed_world(
+    store: Store, d: CheckpointDir, model_mp: set, zero_model: set
+) -> tuple[int, int] | None:
+    """(dp_world_size, mp_world_size) as rank 0's model states recorded them, or None when
+    that file is not a readable torch.save zip (then the rank grid alone is checked)."""
+    rel = "mp_rank_00_model_states.pt" if 0 in model_mp else "zero_pp_rank_0_mp_rank_00_model_states.pt"
+    if not model_mp and (0, 0) not in zero_model:
+        return None
+    try:
+        header = read_torch_header(store, store.head(f"{d.prefix}{rel}"), f"{d.name}/{rel}")
+    except (ConfigError, NotFound):
+        return None
+    if not isinstance(header, dict):
+        return None
+    dp, mp = header.get("dp_world_size"), header.get("mp_world_size")
+    return (dp, mp) if isinstance(dp, int) and isinstance(mp, int) and dp > 0 and mp > 0 else None
 
 
 def _megatron(store: Store, d: CheckpointDir, pointers) -> str | None:

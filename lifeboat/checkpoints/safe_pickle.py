@@ -58,14 +58,15 @@ class Stub:
 _STUBS: dict[tuple[str, str], type[Stub]] = {}
 
 
-def _stub(module: str, name: str) -> type[Stub]:
+def stub_class(module: str, name: str) -> type[Stub]:
+    """The inert stand-in for `module.name` (one class per name)."""
     key = (module, name)
     if key not in _STUBS:
         _STUBS[key] = type(name, (Stub,), {"qualname": f"{module}.{name}"})
     return _STUBS[key]
 
 
-def _reconstructor(cls, base, state=None):
+def reconstructor(cls, base, state=None):
     """`copyreg._reconstructor` (protocol 0/1 objects), for stubs only."""
     if not (isinstance(cls, type) and issubclass(cls, Stub)):
         raise pickle.UnpicklingError(f"refused to reconstruct {cls!r}")
@@ -77,9 +78,9 @@ class _Restricted(pickle.Unpickler):
         if (module, name) in _SAFE_BUILTINS:
             return _SAFE_BUILTINS[module, name]
         if (module, name) == ("copyreg", "_reconstructor"):
-            return _reconstructor
+            return reconstructor
         if module.split(".")[0] in _STUB_MODULES:
-            return _stub(module, name)
+            return stub_class(module, name)
         raise pickle.UnpicklingError(f"refused global {module}.{name}")
 
     def persistent_load(self, pid):

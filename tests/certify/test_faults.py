@@ -118,17 +118,24 @@ def test_deepspeed_pointer_is_replicated_last_and_only_when_its_step_landed(sour
     assert b"".join(replica.read("latest")) == b"global_step200"
 
 
-def test_a_pointer_naming_a_step_that_is_not_replicated_is_not_copied(source, replica):
-    write_checkpoint(source, "megatron", 100)
-    write_checkpoint(source, "megatron", 200)
+def test_a_pointer_naming_a_step_that_did_not_replicate_names_the_newest_that_did(source, replica):
     from datetime import timedelta
 
-    report = replicate_checkpoints(
-        source, replica, [StoredCheckpoint("iter_0000100", 100)], rpo_target=timedelta(1)
-    )
-    assert report.pointers == []
-    with pytest.raises(Exception, match="no such object"):
-        list(replica.read("latest_checkpointed_iteration.txt"))
+    for step in (100, 200):
+        write_checkpoint(source, "megatron", step)
+    only_100 = [StoredCheckpoint("iter_0000100", 100)]
+    report = replicate_checkpoints(source, replica, only_100, rpo_target=timedelta(1))
+    assert report.pointers == ["latest_checkpointed_iteration.txt"]
+    assert b"".join(replica.read("latest_checkpointed_iteration.txt")) == b"100"
+    assert certify_replica(replica, source, layout="megatron").certified.step == 100
+    replicate_checkpoints(source, replica, [], rpo_target=timedelta(1))  # never moved back
+    assert b"".join(replica.read("latest_checkpointed_iteration.txt")) == b"100"
+
+
+def test_no_pointer_at_all_on_the_replica_commits_nothing(source, replica):
+    d = write_checkpoint(source, "megatron", 100)
+    for info in source.list(f"{d}/"):
+        replica.put(info.key, b"".join(source.read(info.key)))
     found = certify_replica(replica, source, layout="megatron")
     assert found.certified is None
     assert "no latest_checkpointed_iteration.txt pointer" in found.rejected[0].detail

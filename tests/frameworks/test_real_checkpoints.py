@@ -266,3 +266,51 @@ def test_save_pretrained_with_a_shard_cut_short_is_neither_replicated_nor_certif
         "export-200: export-200/model-00002-of-00002.safetensors: holds "
     )
     assert doc["rejected"][0]["detail"].endswith(": truncated")
+
+
+# -- DeepSpeed: real torch.save shards; the world size rank 0 recorded --------------------
+
+
+def _deepspeed_step(root: Path, step: int, dp: int = 4) -> None:
+    """As `DeepSpeedEngine.save_checkpoint` with ZeRO-2: rank 0's model states (recording the
+    world size), each data-parallel rank's optimizer shard, then `latest`."""
+    d = root / f"global_step{step}"
+    d.mkdir(parents=True)
+    torch.save(
+        {"module": _tensors(step), "dp_world_size": dp, "mp_world_size": 1, "ds_version": "0.16.0"},
+        d / "mp_rank_00_model_states.pt",
+    )
+    for rank in range(dp):
+        torch.save(
+            {"optimizer_state_dict": {"rank": rank}}, d / f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt"
+        )
+    (root / "latest").write_text(f"global_step{step}")
+
+
+def test_a_deepspeed_save_missing_its_last_rank_is_caught_by_the_recorded_world_size(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    primary = tmp_path / "primary"
+    _deepspeed_step(primary, 100)
+    _deepspeed_step(primary, 200)
+    (
+        primary / "global_step200" / "zero_pp_rank_3_mp_rank_00_optim_states.pt"
+    ).unlink()  # ranks 0-2 look whole
+    secondary = LocalStore(tmp_path / "secondary")
+    runbook = _runbook(tmp_path, primary, f'store: "file://{secondary.root}"', "deepspeed")
+    _replicate(runbook, capsys)
+    assert (
+        not list(secondary.list("global_step200/"))
+        and b"".join(secondary.read("latest")) == b"global_step100"
+    )
+    from lifeboat.checkpoints.synthetic import replicate
+
+    replicate(LocalStore(primary), secondary, "global_step200")
+    secondary.put("latest", b"global_step200")  # even with the pointer saying so
+    code, doc = _certify(runbook, capsys)
+    assert code == 0 and doc["certified"]["step"] == 100
+    assert doc["rejected"][0]["detail"] == (
+        "global_step200: the save had 4 data-parallel ranks (dp_world_size), optim states for 3: "
+        "missing zero_pp_rank_3_mp_rank_00_optim_states.pt"
+    )
