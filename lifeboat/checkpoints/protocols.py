@@ -12,8 +12,9 @@ small metadata files (never the shards' bytes, never by importing torch).
   read from the torch.save zip's header by range: lifeboat/checkpoints/torch_zip.py).
 - megatron: rank 0 writes `latest_checkpointed_iteration.txt` last; an `iter_N/` past it
   never committed. Every `mp_rank_TT[_PPP]/model_optim_rng.pt` of the tensor x pipeline grid
-  (and `distrib_optim.pt` beside each, when one has it); or the `torch_dist` format: the DCP
-  protocol plus `common.pt` and `metadata.json`.
+  (and `distrib_optim.pt` beside each, when one has it), the grid being the one rank 0's
+  `args` recorded when readable; or the `torch_dist` format: the DCP protocol plus
+  `common.pt` and `metadata.json`.
 - hf: the Trainer writes `trainer_state.json` last, after the weights (`model.safetensors`,
   or an index and every shard it names).
 - hf-weights: a `save_pretrained` directory has no commit marker, so `config.json`, the
@@ -30,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from lifeboat.checkpoints.manifest import MANIFEST_NAME
-from lifeboat.checkpoints.safe_pickle import dcp_storage_files
+from lifeboat.checkpoints.safe_pickle import Stub, dcp_storage_files
 from lifeboat.checkpoints.torch_zip import read_torch_header
 from lifeboat.errors import ConfigError, NotFound
 from providers.storage.base import ObjectInfo, Store
@@ -159,6 +160,12 @@ def _megatron(store: Store, d: CheckpointDir, pointers) -> str | None:
     if not ranks:
         return "no mp_rank_*/model_optim_rng.pt and no torch_dist .metadata"
     tp, pp = max(t for t, _ in ranks) + 1, max(p for _, p in ranks) + 1
+    declared = _megatron_world(store, d, pp > 1)
+    if declared and declared != (tp, pp):
+        return (
+            f"the save had {declared[0]} tensor x {declared[1]} pipeline ranks (its args), "
+            f"files for {tp} x {pp}"
+        )
     for kind, have in files.items():
         if kind == "distrib_optim" and not have:
             continue
@@ -168,6 +175,20 @@ def _megatron(store: Store, d: CheckpointDir, pointers) -> str | None:
                     where = f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else "")
                     return f"missing {where}/{kind}.pt (the save has {tp} tensor x {pp} pipeline ranks)"
     return None
+
+
+def _megatron_world(store: Store, d: CheckpointDir, piped: bool) -> tuple[int, int] | None:
+    """(tensor, pipeline) parallel sizes from rank 0's `args`, or None when unreadable."""
+    rel = f"mp_rank_00{'_000' if piped else ''}/model_optim_rng.pt"
+    try:
+        header = read_torch_header(store, store.head(f"{d.prefix}{rel}"), f"{d.name}/{rel}")
+    except (ConfigError, NotFound):
+        return None
+    args = header.get("args") if isinstance(header, dict) else None
+    if not isinstance(args, Stub):
+        return None
+    tp, pp = args.field("tensor_model_parallel_size"), args.field("pipeline_model_parallel_size")
+    return (tp, pp) if isinstance(tp, int) and isinstance(pp, int) and tp > 0 and pp > 0 else None
 
 
 def _hf_trainer(store: Store, d: CheckpointDir, pointers) -> str | None:

@@ -314,3 +314,35 @@ def test_a_deepspeed_save_missing_its_last_rank_is_caught_by_the_recorded_world_
         "global_step200: the save had 4 data-parallel ranks (dp_world_size), optim states for 3: "
         "missing zero_pp_rank_3_mp_rank_00_optim_states.pt"
     )
+
+
+def test_a_megatron_save_missing_its_last_tensor_rank_is_caught_by_the_recorded_args(
+    tmp_path, monkeypatch, capsys
+):
+    import argparse
+
+    monkeypatch.chdir(tmp_path)
+    primary = tmp_path / "primary"
+    for step in (100, 200):
+        for tp in range(4):
+            d = primary / f"iter_{step:07d}" / f"mp_rank_{tp:02d}"
+            d.mkdir(parents=True)
+            args = argparse.Namespace(tensor_model_parallel_size=4, pipeline_model_parallel_size=1)
+            torch.save({"args": args, "iteration": step, "model": _tensors(tp)}, d / "model_optim_rng.pt")
+        (primary / "latest_checkpointed_iteration.txt").write_text(str(step))
+    shutil.rmtree(primary / "iter_0000200" / "mp_rank_03")  # ranks 0-2 look like a whole grid
+    secondary = LocalStore(tmp_path / "secondary")
+    runbook = _runbook(tmp_path, primary, f'store: "file://{secondary.root}"', "megatron")
+    _replicate(runbook, capsys)
+    assert not list(secondary.list("iter_0000200/"))
+    code, doc = _certify(runbook, capsys)
+    assert code == 0 and doc["certified"]["step"] == 100
+    from lifeboat.checkpoints.synthetic import replicate
+
+    replicate(LocalStore(primary), secondary, "iter_0000200")
+    secondary.put("latest_checkpointed_iteration.txt", b"200")
+    code, doc = _certify(runbook, capsys)
+    assert doc["certified"]["step"] == 100
+    assert doc["rejected"][0]["detail"] == (
+        "iter_0000200: the save had 4 tensor x 1 pipeline ranks (its args), files for 3 x 1"
+    )
