@@ -89,6 +89,8 @@ def run(args) -> int:
             )
         for t in report.transfers:
             _print_transfer(t, args.dry_run)
+        for name in report.pointers + report.copied_files:
+            print(f"{secondary.uri.rstrip('/')}/{name}: copied last")
         for prefix, error in report.failed.items():
             print(f"FAILED {prefix}: {error}", file=sys.stderr)
         failed = bool(report.failed)
