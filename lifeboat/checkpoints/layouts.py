@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from lifeboat.checkpoints.manifest import MANIFEST_NAME
-from lifeboat.checkpoints.protocols import HF_INDEX, incomplete_reason
+from lifeboat.checkpoints.protocols import HF_INDEX, incomplete_reason  # noqa: F401 (callers import it here)
 from lifeboat.checkpoints.receipt import RECEIPT_NAME
 from lifeboat.errors import ConfigError, NotFound
 from providers.storage.base import ObjectInfo, Store
 
 LAYOUTS = ("dcp", "deepspeed", "megatron", "hf", "hf-weights", "manifest")
 POINTERS = ("latest", "latest_checkpointed_iteration.txt")
-__all__ = ["HF_INDEX", "incomplete_reason"]  # completeness lives in protocols.py
 _MARKERS = {
     ".metadata",
     HF_INDEX,
