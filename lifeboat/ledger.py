@@ -245,6 +245,15 @@ class LedgerFile:
         except OSError as e:
             raise WriteFailed(f"cannot write the RTO ledger {self.path}: {e.strerror or e}") from None
 
+    def ensure_writable(self) -> None:
+        """Open the ledger for appending now, before anything acts: `WriteFailed` otherwise."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a"):
+                pass
+        except OSError as e:
+            raise WriteFailed(f"cannot write the RTO ledger {self.path}: {e.strerror or e}") from None
+
     def read(self, runbook: str | None = None) -> list[LedgerEntry]:
         try:
             lines = self.path.read_text().splitlines()

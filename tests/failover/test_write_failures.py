@@ -51,3 +51,19 @@ def test_an_unwritable_ledger_stops_the_failover_before_fencing(prefect_server, 
     assert str(caught.value) == f"cannot write the RTO ledger {path}: File exists"
     ran = [c[0] for c in steps.calls]
     assert "confirm" in ran and "fence" not in ran, "fenced with no ledger to say so"
+
+
+def test_lifeboat_failover_with_an_unwritable_ledger_is_one_line_before_any_flow_runs(
+    tmp_path, monkeypatch, capsys
+):
+    from pathlib import Path
+
+    from lifeboat.cli import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("LIFEBOAT_LEDGER", str(blocker / "ledger.jsonl"))
+    demo = Path(__file__).resolve().parents[2] / "runbooks" / "demo.yaml"
+    assert main(["failover", str(demo), "--dry-run"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"lifeboat failover: cannot write the RTO ledger {blocker / 'ledger.jsonl'}: File exists\n"
