@@ -19,6 +19,7 @@ from lifeboat.replication import (
     ReplicationReport,
     committed_checkpoints,
     default_lag_log,
+    loss_log_key,
     replicate_checkpoints,
     retention_for,
     worth_replicating,
@@ -34,7 +35,10 @@ def find_sources(rb, primary) -> list:
 
 @task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=30)
 def copy_checkpoints(rb, primary, secondary, sources, dry_run: bool) -> ReplicationReport:
-    return replicate_checkpoints(primary, secondary, sources, rpo_target=rb.rpo_target, dry_run=dry_run)
+    also = [k for k in [loss_log_key(rb)] if k]  # the pre-failure loss log travels with them
+    return replicate_checkpoints(
+        primary, secondary, sources, rpo_target=rb.rpo_target, dry_run=dry_run, also=also
+    )
 
 
 @task(cache_policy=NO_CACHE)

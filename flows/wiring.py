@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlparse
 
-from lifeboat.errors import LifeboatError
+from lifeboat.errors import LifeboatError, NotFound
 from lifeboat.failover.results import FailoverSettings
 from lifeboat.failover.steps import Providers, ProviderSteps, StepSpec
 from lifeboat.ledger import LedgerFile, RtoLedger
@@ -74,7 +74,10 @@ def read_text(rb: Runbook, where: str, opener: Callable[[str], Store] | None = N
         path = rb.resolve(where)
         return path.read_text() if path.exists() else ""
     parent, _, key = rb.store_uri(where).rpartition("/")
-    return b"".join((opener or store_opener(rb))(parent).read(key)).decode()
+    try:
+        return b"".join((opener or store_opener(rb))(parent).read(key)).decode()
+    except NotFound:  # never replicated: nothing to compare, so parity is not provable
+        return ""
 
 
 # -- providers --------------------------------------------------------------------------------
@@ -164,8 +167,10 @@ def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
         stage_runbook_weights(rb, providers.open_store)
         return readiness_for(rb, providers.registry, providers.open_store)
 
+    from lifeboat.replication import loss_log_for_failover
+
     v = rb.verify
-    loss_log = v.loss_log
+    loss_log = loss_log_for_failover(rb)  # the secondary's copy when the log lives in the primary store
     return StepSpec(
         layout=rb.checkpoint.layout.value,
         # The failed region is blocked; `local` names no region, so there is nothing to block.

@@ -29,7 +29,7 @@ from lifeboat.checkpoints.layouts import CheckpointDir, Discovery, discover, inc
 from lifeboat.checkpoints.manifest import MANIFEST_NAME, iter_manifest
 from lifeboat.checkpoints.receipt import RECEIPT_NAME, iter_receipt
 from lifeboat.crc32c import crc32c
-from lifeboat.errors import NotFound, ProviderUnavailable
+from lifeboat.errors import ConfigError, NotFound, ProviderUnavailable
 from providers.storage.base import ObjectInfo, Store
 
 BATCH = 256  # objects compared per batch: bounds memory and in-flight requests
@@ -37,14 +37,23 @@ MAX_PROBLEMS = 10  # details kept per rejected checkpoint
 _PLAIN_MD5 = re.compile(r"^[0-9a-f]{32}$")
 
 # Rejection kinds, most decisive first.
-MISSING, SIZE, CRC, INCOMPLETE, UNVERIFIABLE = (
+MISSING, SIZE, CRC, INCOMPLETE, BAD_METADATA, UNVERIFIABLE = (
     "missing shard",
     "size mismatch",
     "crc mismatch",
     "incomplete layout",
+    "bad metadata",
     "unverifiable",
 )
-_ORDER = {MISSING: 0, SIZE: 1, CRC: 2, INCOMPLETE: 3, UNVERIFIABLE: 4}
+_ORDER = {MISSING: 0, SIZE: 1, CRC: 2, INCOMPLETE: 3, BAD_METADATA: 4, UNVERIFIABLE: 5}
+
+
+class StoreUnavailable(ProviderUnavailable):
+    """A store failed during certification; `side` says which ("replica" or "source")."""
+
+    def __init__(self, side: str, uri: str, error: Exception):
+        super().__init__(f"{side} {uri} failed: {error}")
+        self.side = side
 
 
 @dataclass(frozen=True)
@@ -107,15 +116,42 @@ class _Counted:
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         self._count("list")
-        return self.store.list(prefix)
+        return self._named(lambda: self.store.list(prefix))
 
     def head(self, key: str) -> ObjectInfo:
         self._count("head")
-        return self.store.head(key)
+        try:
+            return self.store.head(key)
+        except StoreUnavailable:
+            raise
+        except ProviderUnavailable as e:
+            raise StoreUnavailable(self.side, self.uri, e) from e
 
     def read(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         self._count("read")
-        return self.store.read(key, start, end)
+        return self._named(lambda: self.store.read(key, start, end))
+
+    def _named(self, make) -> Iterator:
+        """Iterate, naming this side in any failure (mid-stream too): a replica that fails
+        must never be taken for the source going down."""
+        try:
+            yield from make()
+        except StoreUnavailable:
+            raise
+        except ProviderUnavailable as e:
+            raise StoreUnavailable(self.side, self.uri, e) from e
+
+
+class _MetadataView:
+    """A side as the commit-protocol checks see it: its reads count as metadata bytes."""
+
+    def __init__(self, certifier: _Certifier, store: _Counted):
+        self._c, self._store = certifier, store
+        self.uri, self.capabilities = store.uri, store.capabilities
+        self.list, self.head = store.list, store.head
+
+    def read(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        return self._c._metadata_chunks(self._store, key, start, end)
 
 
 @dataclass
@@ -151,8 +187,8 @@ class _Certifier:
                 self.object_bytes += len(chunk)
         return value
 
-    def _metadata_chunks(self, store, key: str) -> Iterator[bytes]:
-        for chunk in store.read(key):
+    def _metadata_chunks(self, store, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        for chunk in store.read(key, start, end):
             with self._lock:
                 self.metadata_bytes += len(chunk)
             yield chunk
@@ -202,9 +238,16 @@ class _Certifier:
 
     def _certify(self, ckpt: CheckpointDir) -> Certified | Rejection:
         layout = self.found.layout
-        reason = incomplete_reason(self.replica, layout, ckpt)
+        reason = incomplete_reason(_MetadataView(self, self.replica), layout, ckpt, self.found.pointers)
         if reason:
             return self._reject(ckpt, [(INCOMPLETE, f"{ckpt.name}: {reason}")], 1)
+        try:
+            return self._verify(ckpt)
+        except ConfigError as e:  # an unreadable manifest: this step is bad, older ones may not be
+            return self._reject(ckpt, [(BAD_METADATA, f"{ckpt.name}: {e}")], 1)
+
+    def _verify(self, ckpt: CheckpointDir) -> Certified | Rejection:
+        layout = self.found.layout
         manifest = None
         if MANIFEST_NAME in ckpt.markers:
             manifest = _LazyManifest(self, ckpt)
@@ -230,11 +273,11 @@ class _Certifier:
             filler = _ManifestFiller(manifest) if src_dir is not None and manifest is not None else None
             receipt = _ReceiptFiller(self, ckpt) if RECEIPT_NAME in ckpt.markers else None
             problems, total, methods = self._compare(ckpt, expected, src_dir is not None, filler, receipt)
-        except ProviderUnavailable as e:
-            if src_dir is None or self.source_error:
+        except StoreUnavailable as e:
+            if e.side != "source" or src_dir is None or self.source_error:
                 raise
             self._source_down(e)  # the source went down mid-way: start over on the manifest
-            return self._certify(ckpt)
+            return self._verify(ckpt)
         if problems:
             return self._reject(ckpt, problems, total)
         self.methods.update(methods)
@@ -361,10 +404,17 @@ class _Certifier:
         newest_src = None
         lag = None
         if self.source_found is not None and not self.source_error:
-            for d in self.source_found.checkpoints:
-                if incomplete_reason(self.source, self.source_found.layout, d) is None:
-                    newest_src = d
-                    break
+            try:
+                for d in self.source_found.checkpoints:
+                    view = _MetadataView(self, self.source)
+                    if (
+                        incomplete_reason(view, self.source_found.layout, d, self.source_found.pointers)
+                        is None
+                    ):
+                        newest_src = d
+                        break
+            except StoreUnavailable as e:
+                self.notes.append(f"newest source checkpoint unknown: {e}")
         if newest_src is not None and certified is not None and newest_src.newest is not None:
             lag = max(timedelta(0), newest_src.newest - certified.written_at)
             if newest_src.step == certified.step:
@@ -461,14 +511,24 @@ class _ReceiptFiller:
         if self._entries is None:
             key = f"{self._ckpt.name}/{RECEIPT_NAME}"
             self._entries = iter_receipt(self._c._metadata_chunks(self._c.replica, key), where=key)
-            self._entry = next(self._entries, None)
+            self._entry = self._next()
         while self._entry is not None and self._entry.path < exp.rel:
-            self._entry = next(self._entries, None)
+            self._entry = self._next()
         e = self._entry
         if e is not None and e.path == exp.rel and e.size == rep.size and rep.etag and e.etag == rep.etag:
             exp.replica_basis = "receipt"
             return replace(rep, crc32c=e.crc32c)
         return rep
+
+    def _next(self):
+        """The next entry; a receipt that cannot be read is set aside (objects are HEADed
+        instead), never trusted and never a reason to reject the checkpoint."""
+        try:
+            return next(self._entries, None)
+        except ConfigError as e:
+            self._c.notes.append(f"receipt ignored: {e}")
+            self._entries = iter(())
+            return None
 
 
 def _same_md5_etag(a: str | None, b: str | None) -> bool:
@@ -532,6 +592,33 @@ def certified_checkpoints(
     for outcome in c.run():
         if isinstance(outcome, Certified):
             yield outcome
+
+
+def certifiable_prefixes(
+    replica: Store, source: Store | None, *, layout: str = "auto", want: int = 1
+) -> tuple[list[str], str | None]:
+    """The newest `want` checkpoints that certify (prefixes on the replica, newest first),
+    and why the source could not be used, if it could not (retention deletes nothing then)."""
+    c = _Certifier(
+        replica,
+        source,
+        layout=str(getattr(layout, "value", layout)),
+        at=datetime.now(UTC),
+        deep=False,
+        stream=True,
+        max_workers=16,
+        cache_limit=20_000,
+    )
+    found: list[str] = []
+    root = replica.uri.rstrip("/") + "/"
+    for outcome in c.run():
+        if c.source_error:
+            break
+        if isinstance(outcome, Certified):
+            found.append(outcome.uri[len(root) :])
+            if len(found) >= want:
+                break
+    return found, c.source_error
 
 
 def newest_certified(replica: Store, source: Store | None, **kwargs) -> Certified | None:

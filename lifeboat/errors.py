@@ -32,3 +32,8 @@ class StopFailover(LifeboatError):
 class StandDown(StopFailover):
     """Another failover of the same runbook holds it (or already completed it): this run
     changes nothing and ends, with the reason in the ledger."""
+
+
+class WriteFailed(LifeboatError):
+    """A local file Lifeboat must write (ledger, lag log) cannot be written: the message
+    names the path and the reason, in one line."""

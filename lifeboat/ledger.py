@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from lifeboat.durations import format_duration
-from lifeboat.errors import ConfigError, NotFound
+from lifeboat.errors import ConfigError, LifeboatError, NotFound, WriteFailed
 from lifeboat.failover.graph import MILESTONES, step_for_milestone
 
 # Milestones, in the order a failover normally reaches them (from the step graph).
@@ -216,13 +216,26 @@ class LedgerFile:
         self.path = Path(path or os.environ.get("LIFEBOAT_LEDGER") or DEFAULT_LEDGER)
 
     def append(self, entry: LedgerEntry) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Append one snapshot; raises `WriteFailed` naming the path (full disk, no access)."""
         line = entry.model_dump_json() + "\n"
-        with open(self.path, "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)  # several flows may share one ledger
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:
+                fcntl.flock(f, fcntl.LOCK_EX)  # several flows may share one ledger
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise WriteFailed(f"cannot write the RTO ledger {self.path}: {e.strerror or e}") from None
+
+    def ensure_writable(self) -> None:
+        """Open the ledger for appending now, before anything acts: `WriteFailed` otherwise."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a"):
+                pass
+        except OSError as e:
+            raise WriteFailed(f"cannot write the RTO ledger {self.path}: {e.strerror or e}") from None
 
     def read(self, runbook: str | None = None) -> list[LedgerEntry]:
         try:
@@ -240,7 +253,10 @@ class LedgerStore:
 
     def append(self, entry: LedgerEntry) -> None:
         key = f"{self.prefix}/{entry.runbook}/{entry.run_id}.json"
-        self.store.put(key, entry.model_dump_json().encode() + b"\n")
+        try:
+            self.store.put(key, entry.model_dump_json().encode() + b"\n")
+        except LifeboatError as e:
+            raise WriteFailed(f"cannot write the RTO ledger object {self.store.uri}/{key}: {e}") from None
 
     def read(self, runbook: str | None = None) -> list[LedgerEntry]:
         prefix = f"{self.prefix}/{runbook}/" if runbook else f"{self.prefix}/"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from lifeboat.errors import LifeboatError
+from lifeboat.errors import LifeboatError, NotFound, WriteFailed
 from lifeboat.retention import StoredCheckpoint, plan_retention
 from lifeboat.transfer import Progress, RetryPolicy, TransferIncomplete, TransferReport, copy_prefix
 from providers.storage.base import Store
@@ -76,11 +76,15 @@ class LagLog:
         self.path = Path(path)
 
     def append(self, records: Iterable[LagRecord]) -> None:
+        """Append; an unwritable folder or a full disk is a one-line `WriteFailed`."""
         lines = [json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in records]
         if lines:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as f:
-                f.writelines(lines)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a") as f:
+                    f.writelines(lines)
+            except OSError as e:
+                raise WriteFailed(f"cannot write the lag log {self.path}: {e.strerror or e}") from None
 
     def read(self) -> list[LagRecord]:
         if not self.path.exists():
@@ -93,6 +97,8 @@ class ReplicationReport:
     transfers: list[TransferReport] = field(default_factory=list)
     lags: list[LagRecord] = field(default_factory=list)  # replicas completed (or failed) this run
     failed: dict[str, str] = field(default_factory=dict)  # prefix -> error
+    pointers: list[str] = field(default_factory=list)  # root pointer files copied, last
+    copied_files: list[str] = field(default_factory=list)  # other root files (the loss log)
     dry_run: bool = False
 
     @property
@@ -116,13 +122,16 @@ def replicate_checkpoints(
     dry_run: bool = False,
     trust_committed: bool = True,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    also: Iterable[str] = (),
 ) -> ReplicationReport:
     """Copy each checkpoint (newest step first) to the same prefix on the secondary.
 
     A failure on one checkpoint does not stop the older ones; it is reported in `failed`
     and with a not-complete lag record. `progress(checkpoint)` may return a Progress.
-    `trust_committed=False` compares every object of already-committed replicas again."""
+    `trust_committed=False` compares every object of already-committed replicas again.
+    `also`: keys copied after the checkpoints and pointers (the pre-failure loss log)."""
     report = ReplicationReport(dry_run=dry_run)
+    checkpoints = list(checkpoints)
     for ckpt in sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True):
         try:
             transfer = copy_prefix(
@@ -148,13 +157,84 @@ def replicate_checkpoints(
             report.failed[ckpt.prefix] = f"{type(e).__name__}: {e}"
             continue
         report.transfers.append(transfer)
-        if transfer.markers and not dry_run and (transfer.copied or transfer.server_copied):
+        # landed now: something was copied (markers go last, so the copy is whole); layouts
+        # whose commit point is a root pointer (DeepSpeed, Megatron) have no marker inside
+        landed = not dry_run and bool(transfer.copied or transfer.server_copied)
+        if landed:
             _write_receipt(secondary, ckpt.prefix)
-        if transfer.markers and not dry_run and transfer.source_written:
+        if landed and transfer.source_written:
             report.lags.append(
                 LagRecord(ckpt.prefix, ckpt.step, transfer.source_written, clock(), rpo_target)
             )
+    if not dry_run:
+        done = {c.step: c.prefix for c in checkpoints if c.prefix not in report.failed}
+        _copy_pointers(primary, secondary, done, report)
+        for key in also:
+            _copy_file(primary, secondary, key, report)
     return report
+
+
+def _copy_file(primary: Store, secondary: Store, key: str, report: ReplicationReport) -> None:
+    """One small root file, copied when it differs; a failure lands in `report.failed`."""
+    try:
+        body = b"".join(primary.read(key))
+        try:
+            current = b"".join(secondary.read(key))
+        except NotFound:
+            current = None
+        if current != body:
+            secondary.put(key, body)
+            report.copied_files.append(key)
+    except NotFound:
+        return  # nothing logged yet
+    except LifeboatError as e:
+        report.failed[key] = f"{type(e).__name__}: {e}"
+
+
+def _copy_pointers(primary: Store, secondary: Store, done: dict[int, str], report: ReplicationReport) -> None:
+    """Copy the root pointer files (`latest`, `latest_checkpointed_iteration.txt`) last, and
+    only one whose step is complete on the secondary now (replicated or already there): a
+    pointer is the DeepSpeed / Megatron commit point, so it never runs ahead of its data.
+    When the step it names could not be replicated, the secondary's pointer names the newest
+    older step that was (in the same form: a directory tag or an iteration number)."""
+    from lifeboat.checkpoints.layouts import POINTERS
+    from lifeboat.checkpoints.protocols import pointer_step
+
+    for name in POINTERS:
+        try:
+            text = b"".join(primary.read(name))
+            current = _read_or_none(secondary, name)
+        except NotFound:
+            continue
+        except LifeboatError as e:
+            report.failed[name] = f"{type(e).__name__}: {e}"
+            continue
+        step = pointer_step(text.decode("utf-8", "replace"))
+        if step is not None and step not in done:
+            older = [s for s in done if s < step]
+            if not older:
+                continue  # nothing it could name is on the secondary: the old pointer stays
+            newest = max(older)
+            text = (done[newest].strip("/") if not text.strip().isdigit() else str(newest)).encode()
+            have = pointer_step(current.decode("utf-8", "replace")) if current else None
+            if have is not None and have >= newest:
+                continue  # never move the secondary's pointer back
+        elif step is None:
+            continue
+        if current != text:
+            try:
+                secondary.put(name, text)
+            except LifeboatError as e:
+                report.failed[name] = f"{type(e).__name__}: {e}"
+                continue
+            report.pointers.append(name)
+
+
+def _read_or_none(store: Store, key: str) -> bytes | None:
+    try:
+        return b"".join(store.read(key))
+    except NotFound:
+        return None
 
 
 def _write_receipt(replica: Store, prefix: str) -> None:
@@ -165,6 +245,25 @@ def _write_receipt(replica: Store, prefix: str) -> None:
     from lifeboat.checkpoints.receipt import write_receipt
 
     write_receipt(replica, prefix)
+
+
+def loss_log_key(rb) -> str | None:
+    """The runbook's pre-failure loss log as a key of the primary store, when it lives there:
+    replication then copies it beside the checkpoints, and the failover reads that copy."""
+    where = rb.verify.loss_log
+    if not where or "://" not in where:
+        return None
+    uri, root = rb.store_uri(where), rb.store_uri(rb.primary.store).rstrip("/") + "/"
+    return uri[len(root) :] if uri.startswith(root) and len(uri) > len(root) else None
+
+
+def loss_log_for_failover(rb) -> str | None:
+    """Where the failover reads the pre-failure loss log: the secondary's copy of one kept in
+    the primary store (the primary is down), else the runbook's own path or URI."""
+    key = loss_log_key(rb)
+    if key is None:
+        return rb.verify.loss_log
+    return rb.store_uri(rb.secondary.store).rstrip("/") + "/" + key
 
 
 def default_lag_log(rb) -> Path:
@@ -179,7 +278,9 @@ def stored_checkpoints(store: Store, layout: str = "auto") -> list[StoredCheckpo
 
     found = discover(store, layout)
     return [
-        StoredCheckpoint(d.name, d.step, complete=incomplete_reason(store, found.layout, d) is None)
+        StoredCheckpoint(
+            d.name, d.step, complete=incomplete_reason(store, found.layout, d, found.pointers) is None
+        )
         for d in found.checkpoints
     ]
 
@@ -187,16 +288,6 @@ def stored_checkpoints(store: Store, layout: str = "auto") -> list[StoredCheckpo
 def committed_checkpoints(store: Store, layout: str = "auto") -> list[StoredCheckpoint]:
     """The complete (committed) checkpoints in `store`, newest step first."""
     return [c for c in stored_checkpoints(store, layout) if c.complete]
-
-
-def newest_certified_prefix(secondary: Store, primary: Store | None, layout: str = "auto") -> str | None:
-    """Prefix on the secondary of the newest checkpoint that certifies (lifeboat.certify)."""
-    from lifeboat.certify import newest_certified
-
-    certified = newest_certified(secondary, primary, layout=layout)
-    if certified is None:
-        return None
-    return certified.uri[len(secondary.uri.rstrip("/")) + 1 :]
 
 
 def failover_checkpoints(rb, secondary: Store, ledger_file: str | Path | None = None) -> dict[str, str]:
@@ -216,26 +307,39 @@ def failover_checkpoints(rb, secondary: Store, ledger_file: str | Path | None = 
     return found
 
 
+def retention_protections(rb, secondary: Store, protect: Iterable[str] = ()) -> dict[str, str]:
+    """Prefix -> why, for checkpoints retention must keep whatever the policy says: those an
+    in-progress failover resumes from, and `--protect` ones. (The seam for more reasons,
+    such as the active lineage.)"""
+    protected = failover_checkpoints(rb, secondary)
+    protected.update(dict.fromkeys((p.strip("/") for p in protect), "protected: named with --protect"))
+    return protected
+
+
 def retention_for(
     rb, secondary: Store, primary: Store | None, *, protect: Iterable[str] = (), dry_run: bool = False
 ):
-    """Apply the runbook's retention to the secondary store, keeping the newest certified
-    checkpoint (certified against `primary`, or its manifests when None or down) and every
-    prefix in `protect` (checkpoints a running failover uses). Incomplete ones are kept."""
-    from lifeboat.retention import apply_retention
+    """Apply the runbook's retention to the secondary store: keep the newest `keep_last`
+    checkpoints that certify (against `primary`, or its manifests when None), everything
+    newer, and `retention_protections`. Nothing is deleted when none certifies or when
+    `primary` is given but cannot be read (certification would be on manifests alone)."""
+    from lifeboat.certify import certifiable_prefixes
+    from lifeboat.retention import RetentionReport, Verdict, apply_retention
 
     layout = rb.checkpoint.layout.value
-    protected = failover_checkpoints(rb, secondary)
-    protected.update(dict.fromkeys((p.strip("/") for p in protect), "protected: named with --protect"))
-    certified = newest_certified_prefix(secondary, primary, layout)
-    if certified is not None:
-        protected[certified] = "newest certified checkpoint"
+    keep_last = rb.checkpoint.retention.keep_last
     present = stored_checkpoints(secondary, layout)
+    good, source_error = certifiable_prefixes(secondary, primary, layout=layout, want=keep_last)
+    if source_error:
+        why = f"source unreachable ({source_error}): retention deletes nothing"
+        ordered = sorted(present, key=lambda c: (c.step, c.prefix), reverse=True)
+        return RetentionReport(verdicts=[Verdict(c, True, why) for c in ordered], dry_run=dry_run)
     verdicts = plan_retention(
         present,
-        keep_last=rb.checkpoint.retention.keep_last,
+        keep_last=keep_last,
         keep_every=rb.checkpoint.retention.keep_every,
-        protected=protected,
+        protected=retention_protections(rb, secondary, protect),
+        certifiable=good,
     )
     return apply_retention(secondary, verdicts, dry_run=dry_run)
 

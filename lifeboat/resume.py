@@ -126,14 +126,16 @@ def loss_parity(
 
     Relative difference |a-b| / max(|a|, 1e-12). Steps the primary never reached are not
     compared (it died first); when none remain, parity is not provable and the result
-    says so while passing, since there is nothing the resumed run could contradict."""
+    says so and fails: 0 steps compared is never a pass (a rollback to an older checkpoint,
+    whose steps the log has, can prove it). `parity_steps: 0` is reported as disabled, with
+    nothing compared; the caller must not record it as passed."""
     if steps <= 0:
-        return ParityResult(True, 0, "loss parity disabled (parity_steps: 0)")
+        return ParityResult(False, 0, "loss parity disabled (parity_steps: 0)")
     window = range(resumed_from + 1, resumed_from + steps + 1)
     expected = [s for s in window if s in pre_failure]
     if not expected:
         return ParityResult(
-            True,
+            False,
             0,
             f"parity not provable: the pre-failure log has no step in {window.start}..{window.stop - 1}",
         )

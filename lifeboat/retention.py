@@ -1,10 +1,15 @@
 """Retention on the secondary: keep the newest K checkpoints and every Nth step, delete the rest.
 
 `plan_retention` is pure: it decides over checkpoints (prefix, step, complete) and a set of
-protected prefixes, which the caller fills with the newest *certified* checkpoint and any
-checkpoint a running failover resumes from. Those are kept whatever the policy says. An
+protected prefixes, which the caller fills with any checkpoint a running failover resumes
+from (and, later, the active lineage's). Those are kept whatever the policy says. An
 incomplete checkpoint (no commit marker: a replication in progress, or an abandoned one) is
 never deleted by retention; the next replication finishes it or certify reports it.
+
+On the secondary the caller also passes `certifiable`: the newest checkpoints that certify,
+newest first, up to `keep_last` of them. Then `keep_last` counts certifiable checkpoints
+only, nothing older than the `keep_last`-th certifiable one is deleted before it is found,
+and when none certifies nothing is deleted at all: retention never leaves zero.
 
 `apply_retention` deletes a checkpoint commit marker first, then its data, so a deletion
 killed mid-way leaves an incomplete checkpoint, never a complete-looking partial one.
@@ -50,30 +55,40 @@ def plan_retention(
     keep_last: int,
     keep_every: int | None = None,
     protected: Mapping[str, str] | Iterable[str] = (),
+    certifiable: Iterable[str] | None = None,
 ) -> list[Verdict]:
     """One verdict per checkpoint, newest step first.
 
-    `protected` maps prefix -> why (e.g. "newest certified", "resumed by failover run X"),
-    or is a plain set of prefixes."""
+    `protected` maps prefix -> why (e.g. "resumed by failover run X"), or is a plain set of
+    prefixes. `certifiable` (prefixes, see the module docstring) makes `keep_last` count
+    certifiable checkpoints; None counts complete ones (the primary's view)."""
     if keep_last < 1:
         raise ValueError("keep_last must be at least 1: retention never deletes every checkpoint")
     why = dict(protected) if isinstance(protected, Mapping) else dict.fromkeys(protected, "protected")
     why = {p.strip("/"): reason for p, reason in why.items()}
-    verdicts, kept_complete = [], 0
-    for ckpt in sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True):
+    good = None if certifiable is None else {p.strip("/") for p in certifiable}
+    ordered = sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True)
+    if good is not None and not good:
+        return [Verdict(c, True, "nothing certifiable: retention deletes nothing") for c in ordered]
+    verdicts, counted = [], 0
+    for ckpt in ordered:
         prefix = ckpt.prefix.strip("/")
+        counts = ckpt.complete if good is None else prefix in good
         if prefix in why:
             verdict = Verdict(ckpt, True, why[prefix])
         elif not ckpt.complete:
             verdict = Verdict(ckpt, True, "incomplete: left for replication or certify")
-        elif kept_complete < keep_last:
-            verdict = Verdict(ckpt, True, f"among the newest {keep_last}")
+        elif counted < keep_last and counts:
+            verdict = Verdict(
+                ckpt, True, f"among the newest {keep_last}" + ("" if good is None else " certifiable")
+            )
+        elif counted < keep_last:
+            verdict = Verdict(ckpt, True, f"not certifiable; kept until {keep_last} newer ones certify")
         elif keep_every and ckpt.step % keep_every == 0:
             verdict = Verdict(ckpt, True, f"step is a multiple of {keep_every}")
         else:
             verdict = Verdict(ckpt, False, "outside the retention policy")
-        if ckpt.complete:
-            kept_complete += 1
+        counted += bool(counts)
         verdicts.append(verdict)
     return verdicts
 

@@ -52,6 +52,7 @@ class Layout(StrEnum):
     deepspeed = "deepspeed"
     megatron = "megatron"
     hf = "hf"
+    hf_weights = "hf-weights"
     manifest = "manifest"
 
 
@@ -226,7 +227,8 @@ class Retention(_Strict):
 
 class Checkpoint(_Strict):
     layout: Layout = Field(
-        Layout.auto, description="Checkpoint layout: auto, dcp, deepspeed, megatron, hf or manifest."
+        Layout.auto,
+        description="Checkpoint layout: auto, dcp, deepspeed, megatron, hf (Trainer), hf-weights (save_pretrained) or manifest.",
     )
     cadence: Duration = Field(description="How often the job writes a checkpoint.")
     freshness_factor: float = Field(
@@ -313,8 +315,11 @@ class Verify(_Strict):
     first_step_timeout: Duration = Field(
         timedelta(minutes=20), description="Longest wait for the first healthy step after loading."
     )
-    parity_steps: int = Field(
-        5, ge=0, description="Resumed steps whose loss is compared with the pre-failure log (0 disables)."
+    parity_steps: int | None = Field(
+        None,
+        ge=0,
+        description="Resumed steps whose loss is compared with the pre-failure log (0 disables). "
+        "Default: 5 when loss_log is named, else 0.",
     )
     parity_tolerance: float = Field(0.0, ge=0, description="Largest relative loss difference accepted.")
     on_parity_failure: Literal["rollback", "page"] = Field(
@@ -322,8 +327,21 @@ class Verify(_Strict):
     )
     loss_log: str | None = Field(
         None,
-        description="Pre-failure loss log (JSON lines with step and loss), relative to the runbook or a store URI.",
+        description="Pre-failure loss log (JSON lines with step and loss), relative to the runbook or a store URI. "
+        "Required when parity_steps > 0. Under the primary store, replication copies it to the secondary "
+        "and the failover reads that copy.",
     )
+
+    @model_validator(mode="after")
+    def _parity_needs_a_loss_log(self) -> Verify:
+        if self.parity_steps is None:
+            self.parity_steps = 5 if self.loss_log else 0
+        if self.parity_steps > 0 and not self.loss_log:
+            raise ValueError(
+                f"loss_log: parity_steps is {self.parity_steps} but no pre-failure loss log is named, so "
+                "parity could never be checked; name one (e.g. a loss.jsonl in the primary store) or set parity_steps: 0"
+            )
+        return self
 
 
 class FailoverPolicy(_Strict):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from lifeboat.advise import interval as iv
 from lifeboat.advise.budget import HOURS_PER_MONTH, DrBudget, dr_budget
@@ -34,6 +34,15 @@ class Advice:
     advised: IntervalOutcome  # at Daly's interval
     current: IntervalOutcome | None  # at the runbook's cadence (or --interval)
     budget: DrBudget
+    # When Daly's worst RPO misses the target: the least-waste interval that meets it (the
+    # longest, as waste only grows below Daly's), or None if even C + replication exceed it.
+    meets_rpo: IntervalOutcome | None = None
+    rpo_unreachable: bool = False  # a target no interval can meet
+
+    @property
+    def recommended(self) -> IntervalOutcome:
+        """What to checkpoint at: Daly's interval, or the least-waste one meeting the RPO target."""
+        return self.meets_rpo or self.advised
 
     def to_dict(self) -> dict:
         """Plain JSON-ready data; budget properties are spelled out."""
@@ -94,7 +103,18 @@ def advise(inp: AdviceInputs) -> Advice:
         else inp.gpu_hour_usd,
         rto_floor_s=rto_floor,
     )
+    meets_rpo, unreachable = None, False
+    target = inp.rpo_target_s
+    if target is not None and advised.worst_rpo_s > target:
+        longest = iv.longest_interval_within_rpo_s(target, inp.checkpoint_write_s, inp.replication_s)
+        if longest is None:
+            unreachable = True
+        else:
+            meets_rpo = outcome("advised (meets RPO)", longest, inp)
+            advised = replace(advised, label="Daly (misses RPO)")
     return Advice(
+        meets_rpo=meets_rpo,
+        rpo_unreachable=unreachable,
         inputs=inp,
         young_interval_s=iv.young_interval_s(inp.checkpoint_write_s, inp.mtbf_s),
         daly_interval_s=daly,

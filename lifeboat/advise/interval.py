@@ -87,3 +87,12 @@ def gpu_hours(gpus: int, hours: float) -> float:
 def gpu_cost_usd(gpus: int, hours: float, gpu_hour_usd: float) -> float:
     """What `gpus` GPUs cost for `hours`: the price of lost time on the whole cluster."""
     return gpus * hours * gpu_hour_usd
+
+
+def longest_interval_within_rpo_s(
+    rpo_target_s: float, checkpoint_write_s: float, replication_s: float = 0.0
+) -> float | None:
+    """The longest interval whose worst RPO (T + C + replication) meets the target: the
+    least-waste one that does, since waste grows as T shrinks below Daly's. None if none can."""
+    t = rpo_target_s - checkpoint_write_s - replication_s
+    return t if t > 0 else None

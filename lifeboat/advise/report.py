@@ -62,15 +62,25 @@ def _summary(a: Advice) -> list[str]:
         f"checkpoint write C {dur(i.checkpoint_write_s)}; restart R {dur(i.restart_s)}"
         + (f"; replication {dur(i.replication_s)}" if i.replication_s else "")
         + "; loss/failure = rework (T+C)/2 + R",
-        f"Young sqrt(2CM) {dur(a.young_interval_s)}; Daly {dur(a.daly_interval_s)} (advised)",
+        f"Young sqrt(2CM) {dur(a.young_interval_s)}; Daly {dur(a.daly_interval_s)} "
+        + (
+            f"misses the RPO target: advised {dur(a.meets_rpo.interval_s)}, the least waste that meets it"
+            if a.meets_rpo
+            else "(advised)"
+        ),
     ]
 
 
+def _outcomes(a: Advice) -> list[IntervalOutcome]:
+    return [o for o in (a.advised, a.meets_rpo, a.current) if o is not None]
+
+
 def _saving(a: Advice) -> str | None:
-    if a.current is None or a.current.waste_fraction <= a.advised.waste_fraction:
+    best = a.recommended
+    if a.current is None or a.current.waste_fraction <= best.waste_fraction:
         return None
-    points = (a.current.waste_fraction - a.advised.waste_fraction) * 100
-    dollars = a.current.waste_usd_per_month - a.advised.waste_usd_per_month
+    points = (a.current.waste_fraction - best.waste_fraction) * 100
+    dollars = a.current.waste_usd_per_month - best.waste_usd_per_month
     return f"the advised interval wastes {points:.1f} points less: {usd(dollars)}/month"
 
 
@@ -83,7 +93,18 @@ def _rpo_check(a: Advice) -> str | None:
         for o in (a.advised, a.current)
         if o is not None
     ]
-    return f"RPO target {dur(target)}: " + "; ".join(parts)
+    line = f"RPO target {dur(target)}: " + "; ".join(parts)
+    if a.rpo_unreachable:
+        return line + "; no interval meets it (checkpoint write + replication alone exceed it)"
+    m = a.meets_rpo
+    if m is not None:
+        points = (m.waste_fraction - a.advised.waste_fraction) * 100
+        dollars = m.waste_usd_per_month - a.advised.waste_usd_per_month
+        line += (
+            f"; meeting it (every {dur(m.interval_s)}) costs {points:.1f} points more waste "
+            f"than Daly: {usd(dollars)}/month"
+        )
+    return line
 
 
 def _budget_rows(a: Advice) -> list[tuple[str, str, str, str]]:
@@ -136,7 +157,7 @@ def format_text(a: Advice) -> str:
     lines = [TITLE + (f": {a.inputs.name}" if a.inputs.name else "")]
     lines += ["  " + s for s in _summary(a)]
     lines += ["", "Interval"]
-    rows = [INTERVAL_HEADER, _interval_row(a.advised)] + ([_interval_row(a.current)] if a.current else [])
+    rows = [INTERVAL_HEADER] + [_interval_row(o) for o in _outcomes(a)]
     lines += _table(rows)
     lines += ["  " + s for s in (_saving(a), _rpo_check(a)) if s]
     b = a.budget
@@ -155,7 +176,7 @@ def _md_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]
 def format_markdown(a: Advice, heading: str = "##") -> str:
     lines = [f"{heading} {TITLE}", ""]
     lines += [s + "  " for s in _summary(a)[:-1]] + [_summary(a)[-1] + ".", ""]
-    rows = [_interval_row(a.advised)] + ([_interval_row(a.current)] if a.current else [])
+    rows = [_interval_row(o) for o in _outcomes(a)]
     lines += _md_table(("interval choice",) + INTERVAL_HEADER[1:], rows)
     lines += [""] + [f"- {s[0].upper()}{s[1:]}." for s in (_saving(a), _rpo_check(a)) if s]
     b = a.budget

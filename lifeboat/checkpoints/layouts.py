@@ -6,33 +6,26 @@ a summary (object count, newest write, well-known marker files) — and the obje
 themselves while the store is small enough (`cache_limit`), so certification does not list
 twice; past that it re-lists one directory at a time and memory stays flat.
 
-Completeness, by layout (a "latest" pointer is read and reported, never trusted):
-- dcp: `.metadata` exists (rank 0 writes it last) and at least one `.distcp` shard.
-- deepspeed: `global_stepN/` holds model states (`*model_states.pt`).
-- megatron / nemo: `iter_NNNNNNN/` holds `mp_rank_*/model_optim_rng.pt`, or a torch_dist
-  checkpoint (`.metadata` + `metadata.json` or `common.pt`).
-- hf: `checkpoint-N/` holds `model.safetensors`, or `model.safetensors.index.json` and every
-  shard its weight_map names.
-- manifest: `lifeboat-manifest.json` exists (committed last). Shards are checked against it
-  by certification.
+Completeness is each framework's own commit protocol: lifeboat/checkpoints/protocols.py
+(`incomplete_reason`). A root pointer (`latest`, `latest_checkpointed_iteration.txt`) is part
+of that protocol: a step past the one it names never committed; it is never followed alone.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from lifeboat.checkpoints.manifest import MANIFEST_NAME
+from lifeboat.checkpoints.protocols import HF_INDEX, incomplete_reason  # noqa: F401 (callers import it here)
 from lifeboat.checkpoints.receipt import RECEIPT_NAME
 from lifeboat.errors import ConfigError, NotFound
 from providers.storage.base import ObjectInfo, Store
 
-LAYOUTS = ("dcp", "deepspeed", "megatron", "hf", "manifest")
+LAYOUTS = ("dcp", "deepspeed", "megatron", "hf", "hf-weights", "manifest")
 POINTERS = ("latest", "latest_checkpointed_iteration.txt")
-HF_INDEX = "model.safetensors.index.json"
 _MARKERS = {
     ".metadata",
     HF_INDEX,
@@ -42,6 +35,7 @@ _MARKERS = {
     RECEIPT_NAME,
     "metadata.json",
     "common.pt",
+    "config.json",
 }
 _FLAGS = {  # flag -> (cheap suffix test, exact pattern)
     "distcp": (".distcp", re.compile(r"\.distcp$")),
@@ -156,7 +150,13 @@ def detect_layout(dirs, pointer_infos: dict[str, ObjectInfo]) -> str | None:
         return "hf"
     if any(".metadata" in d.markers or "distcp" in d.flags for d in dirs):
         return "dcp"
+    if any("config.json" in d.markers and _has_weights(d) for d in dirs):
+        return "hf-weights"
     return None
+
+
+def _has_weights(d: CheckpointDir) -> bool:
+    return bool({"model.safetensors", HF_INDEX} & d.markers.keys())
 
 
 def _step(layout: str, d: CheckpointDir) -> int | None:
@@ -166,46 +166,10 @@ def _step(layout: str, d: CheckpointDir) -> int | None:
         return int(m.group(1)) if m else None
     if layout == "dcp" and not (".metadata" in d.markers or "distcp" in d.flags):
         return None  # some other directory (logs, tokenizer): not a checkpoint
+    if layout == "hf-weights" and not ("config.json" in d.markers or _has_weights(d)):
+        return None
     m = _ANY_STEP.search(d.name)
     return int(m.group(1)) if m else None
-
-
-def incomplete_reason(store: Store, layout: str, d: CheckpointDir) -> str | None:
-    """Why checkpoint `d` is incomplete for `layout`, or None when it is complete."""
-    if layout == "manifest":
-        if MANIFEST_NAME not in d.markers:
-            return f"uncommitted: no {MANIFEST_NAME} (the manifest is written last)"
-        return None
-    if layout == "dcp":
-        if ".metadata" not in d.markers:
-            return "no .metadata (rank 0 writes it last): the save did not finish"
-        if "distcp" not in d.flags:
-            return ".metadata but no .distcp shard"
-        return None
-    if layout == "deepspeed":
-        return None if "model_states" in d.flags else "no model states (*model_states.pt)"
-    if layout == "megatron":
-        if "model_optim_rng" in d.flags:
-            return None
-        if ".metadata" in d.markers and ({"metadata.json", "common.pt"} & d.markers.keys()):
-            return None  # torch_dist format
-        return "no mp_rank_*/model_optim_rng.pt and no torch_dist .metadata"
-    if layout == "hf":
-        if HF_INDEX in d.markers:
-            try:
-                index = json.loads(_read_text(store, f"{d.name}/{HF_INDEX}"))
-                named = sorted(set(index["weight_map"].values()))
-            except (ValueError, KeyError, TypeError, AttributeError) as e:
-                return f"{HF_INDEX} is not a valid safetensors index ({e})"
-            present = {info.key[len(d.prefix) :] for info in d.files(store)}
-            missing = [name for name in named if name not in present]
-            if missing:
-                return f"{HF_INDEX} names shard {missing[0]}, which is missing" + (
-                    f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-                )
-            return None
-        return None if "model.safetensors" in d.markers else f"no model.safetensors or {HF_INDEX}"
-    raise ConfigError(f"unknown checkpoint layout {layout!r}")
 
 
 def pointer_notes(discovery: Discovery) -> list[str]:

@@ -107,7 +107,7 @@ def iter_manifest(chunks: Iterable[bytes], where: str = "manifest") -> tuple[dic
     Memory stays flat however many shards it lists (a 100,000-shard manifest is ~7 MB of
     JSON). Manifests written by `Manifest.to_json` put `shards` last, which this relies on;
     any other key order falls back to parsing the whole document."""
-    it = _text(chunks)
+    it = _text(chunks, where)
     buf = ""
     decoder = json.JSONDecoder()
     while True:
@@ -165,11 +165,14 @@ def iter_manifest(chunks: Iterable[bytes], where: str = "manifest") -> tuple[dic
     return header, shards()
 
 
-def _text(chunks: Iterable[bytes]) -> Iterator[str]:
+def _text(chunks: Iterable[bytes], where: str) -> Iterator[str]:
     decoder = codecs.getincrementaldecoder("utf-8")()
-    for chunk in chunks:
-        yield decoder.decode(bytes(chunk))
-    yield decoder.decode(b"", final=True)
+    try:
+        for chunk in chunks:
+            yield decoder.decode(bytes(chunk))
+        yield decoder.decode(b"", final=True)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: not a valid Lifeboat manifest: not UTF-8 ({e.reason})") from None
 
 
 def _whole(data: bytes, where: str) -> tuple[dict, Iterator[Shard]]:

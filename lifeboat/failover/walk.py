@@ -15,12 +15,13 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from lifeboat.certify import CertifyReport
-from lifeboat.errors import ProviderUnavailable, StandDown, StopFailover
+from lifeboat.errors import ProviderUnavailable, StandDown, StopFailover, WriteFailed
 from lifeboat.failover import graph
 from lifeboat.failover.card import approval_card
 from lifeboat.failover.results import FailoverSettings, FailoverSteps, Gate, Provisioned
@@ -138,7 +139,7 @@ class _Walk:
             return
         elif name == "prove":
             led.note("parity", v.detail)
-            if not v.passed:
+            if not v.passed or not v.compared:  # 0 compared (parity disabled) is never "passed"
                 return
         led.mark(step.milestone, t.finished)
 
@@ -271,7 +272,8 @@ def execute(
         return ledger.finish("stood-down")
     except BaseException as e:
         heading = next((m for m in graph.MILESTONES if m not in ledger.entry.phases), graph.MILESTONES[-1])
-        ledger.fail(heading, e)
+        with suppress(WriteFailed):  # an unwritable ledger: its own error is what we raise
+            ledger.fail(heading, e)
         gate.notify(f"Lifeboat failover of {settings.runbook} failed before {heading}: {e}")
         if (cluster := walk.cluster()) is not None:
             steps.teardown(cluster)

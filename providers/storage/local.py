@@ -1,7 +1,11 @@
 """`file://` stores on the local filesystem: the embedded default. See base.py.
 
 CRC32C is kept in a sidecar (`.<name>.crc32c`) written with the object, so the local
-store reports checksums by metadata like GCS does. Conditional writes use an exclusive
+store reports checksums by metadata like GCS does. The sidecar is bound to the file's size,
+mtime, inode and ctime: any write, rename-over, truncation or `touch` to restore an mtime
+changes one of them (ctime cannot be set back), and the store then reports no CRC32C, so
+certification streams the file instead of trusting a stale checksum. (Rot below the
+filesystem that changes no metadata at all is for `--deep` or a checksumming filesystem.) Conditional writes use an exclusive
 lock file per key and an atomic rename, so racing writers in several processes see
 exactly one winner.
 """
@@ -53,8 +57,8 @@ class LocalStore:
         crc = None
         sidecar = self._sidecar(path)
         try:
-            stored_mtime, stored_crc = sidecar.read_text().split()
-            if int(stored_mtime) == st.st_mtime_ns:  # stale sidecar: file rewritten behind our back
+            *stamp, stored_crc = sidecar.read_text().split()
+            if stamp == _stamp(st):  # otherwise stale: the file changed behind our back
                 crc = int(stored_crc, 16)
         except (FileNotFoundError, ValueError):
             pass
@@ -145,8 +149,7 @@ class LocalStore:
                             f"{self.uri}/{key} changed (version {current}, expected {if_match})"
                         )
                 os.replace(tmp, path)
-                st = path.stat()
-                self._sidecar(path).write_text(f"{st.st_mtime_ns} {crc:08x}")
+                self._write_sidecar(path, crc)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
@@ -174,8 +177,16 @@ class LocalStore:
             if os.path.exists(tmp):
                 os.unlink(tmp)
         if info.crc32c is not None:
-            self._sidecar(dst).write_text(f"{dst.stat().st_mtime_ns} {info.crc32c:08x}")
+            self._write_sidecar(dst, info.crc32c)
         return self.head(dst_key)
+
+    def _write_sidecar(self, path: Path, crc: int) -> None:
+        self._sidecar(path).write_text(" ".join([*_stamp(path.stat()), f"{crc:08x}"]))
+
+
+def _stamp(st: os.stat_result) -> list[str]:
+    """What binds a sidecar to one version of its file."""
+    return [str(st.st_size), str(st.st_mtime_ns), str(st.st_ino), str(st.st_ctime_ns)]
 
 
 @contextmanager

@@ -38,6 +38,9 @@ def run(args) -> int:
     from runbooks.loader import load_runbook
 
     load_runbook(args.runbook)  # a bad runbook is a one-line error, not a failed flow run
+    from lifeboat.ledger import LedgerFile
+
+    LedgerFile().ensure_writable()  # likewise an unwritable ledger: before anything is fenced
     result = failover(args.runbook, dry_run=args.dry_run, force=args.force, approval=args.approval)
     if args.json:
         print(json.dumps(result, indent=2))

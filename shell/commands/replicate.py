@@ -60,6 +60,7 @@ def run(args) -> int:
         LagLog,
         committed_checkpoints,
         default_lag_log,
+        loss_log_key,
         replicate_checkpoints,
         worth_replicating,
     )
@@ -85,9 +86,12 @@ def run(args) -> int:
                 progress=bars,
                 dry_run=args.dry_run,
                 trust_committed=not args.recheck,
+                also=[k for k in [loss_log_key(rb)] if k],
             )
         for t in report.transfers:
             _print_transfer(t, args.dry_run)
+        for name in report.pointers + report.copied_files:
+            print(f"{secondary.uri.rstrip('/')}/{name}: copied last")
         for prefix, error in report.failed.items():
             print(f"FAILED {prefix}: {error}", file=sys.stderr)
         failed = bool(report.failed)

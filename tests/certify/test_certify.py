@@ -8,7 +8,6 @@ import pytest
 from lifeboat.certify import (
     CRC,
     INCOMPLETE,
-    MISSING,
     SIZE,
     UNVERIFIABLE,
     certified_checkpoints,
@@ -49,8 +48,8 @@ def test_certify_rejects_replica_missing_a_dcp_shard(source, replica, clock):
     report = certify_replica(replica, source, layout="dcp", at=clock.now)
     assert report.certified.step == 100
     (rejected,) = report.rejected
-    assert (rejected.step, rejected.reason) == (200, MISSING)
-    assert rejected.detail == "missing shard step_0000200/__2_0.distcp"
+    assert (rejected.step, rejected.reason) == (200, INCOMPLETE)
+    assert rejected.detail == "step_0000200: .metadata names __2_0.distcp, which is missing"
     assert report.rpo == timedelta(minutes=10)
 
 
@@ -106,7 +105,9 @@ def test_hf_index_naming_a_missing_shard_is_an_incomplete_checkpoint(source, rep
     source.delete(f"{dirs[200]}/model-00003-of-00004.safetensors")  # lost on both sides
     report = certify_replica(replica, source, layout="hf", at=clock.now)
     assert report.rejected[0].reason == INCOMPLETE
-    assert "names shard model-00003-of-00004.safetensors, which is missing" in report.rejected[0].detail
+    assert report.rejected[0].detail == (
+        "checkpoint-200: model.safetensors.index.json names model-00003-of-00004.safetensors, which is missing"
+    )
 
 
 def test_uncommitted_manifest_checkpoint_is_incomplete(source, replica, clock):
@@ -127,7 +128,11 @@ def test_deepspeed_latest_pointer_is_never_trusted_alone(source, replica, clock)
     replica.put("latest", d.encode())  # the pointer says 300
     report = certify_replica(replica, source, layout="auto", at=clock.now)
     assert report.layout == "deepspeed"
-    assert report.rejected[0].step == 300 and report.rejected[0].reason == MISSING
+    assert report.rejected[0].step == 300 and report.rejected[0].reason == INCOMPLETE
+    assert report.rejected[0].detail == (
+        "global_step300: missing zero_pp_rank_1_mp_rank_00_optim_states.pt "
+        "(the save has 4 data-parallel x 1 model-parallel ranks)"
+    )
     assert report.certified.step == 200
     assert any("pointer latest names 'global_step300'" in n for n in report.notes)
 
@@ -200,9 +205,11 @@ def test_certified_checkpoints_are_listed_newest_first_for_retention_and_rollbac
 def test_metadata_certification_lists_each_side_once_and_reads_no_bytes(source, replica, clock):
     _train(source, replica, clock, "dcp", [100, 200], manifest=True)
     report = certify_replica(replica, source, layout="dcp", at=clock.now)
-    # both listings carry CRC32C: the manifest is not even fetched
-    assert report.calls == {"replica.list": 1, "source.list": 1}
-    assert report.object_bytes_read == 0 and report.metadata_bytes_read == 0
+    # both listings carry CRC32C: the manifest is not even fetched; only the DCP .metadata
+    # of each side is read (the commit protocol: which storage files it names)
+    assert report.calls == {"replica.list": 1, "replica.read": 1, "source.list": 1, "source.read": 1}
+    metadata = source.head("step_0000200/.metadata").size
+    assert report.object_bytes_read == 0 and report.metadata_bytes_read == 2 * metadata
     assert report.certified.written_at_basis == "source"
 
 

@@ -5,7 +5,7 @@ import pytest
 from lifeboat.certify import certify_replica
 from lifeboat.checkpoints.layouts import discover, incomplete_reason, pointer_notes
 from lifeboat.checkpoints.manifest import Manifest, Shard, iter_manifest
-from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
+from lifeboat.checkpoints.synthetic import dcp_metadata, replicate, write_checkpoint
 from lifeboat.errors import ConfigError
 from providers.storage.memory import MemoryStore
 
@@ -31,11 +31,14 @@ def test_dcp_ignores_directories_that_are_not_checkpoints():
 
 def test_megatron_torch_dist_checkpoint_is_complete():
     store = MemoryStore()
-    for name in (".metadata", "metadata.json", "__0_0.distcp"):
-        store.put(f"iter_0000100/{name}", b"x")
+    store.put("iter_0000100/__0_0.distcp", b"x" * 10)
+    for name in ("common.pt", "metadata.json"):
+        store.put(f"iter_0000100/{name}", b"{}")
+    store.put("iter_0000100/.metadata", dcp_metadata({"__0_0.distcp": 10}))
+    store.put("latest_checkpointed_iteration.txt", b"100")
     found = discover(store, "auto")
     (ckpt,) = found.checkpoints
-    assert found.layout == "megatron" and incomplete_reason(store, "megatron", ckpt) is None
+    assert found.layout == "megatron" and incomplete_reason(store, "megatron", ckpt, found.pointers) is None
 
 
 def test_a_pointer_to_a_checkpoint_that_is_not_there_is_reported_not_followed():
@@ -63,9 +66,10 @@ def test_past_the_cache_limit_certification_relists_and_still_finds_a_missing_sh
     found = discover(replica, "dcp", cache_limit=3)
     assert all(d.objects is None for d in found.checkpoints)
     report = certify_replica(replica, source, layout="dcp", cache_limit=3)
-    assert report.rejected[0].detail == "missing shard step_0000002/__3_0.distcp"
+    assert report.rejected[0].detail == "step_0000002: .metadata names __3_0.distcp, which is missing"
     assert report.certified.step == 1
-    assert report.calls["replica.list"] == 3  # discovery, then each checkpoint examined
+    # discovery; step 2's protocol check (rejected there); step 1's protocol check and comparison
+    assert report.calls["replica.list"] == 4
 
 
 def _manifest(n=50):

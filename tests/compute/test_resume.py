@@ -52,7 +52,7 @@ def test_steps_the_primary_never_reached_are_not_compared():
     result = loss_parity(pre, dict(PRE), resumed_from=20, steps=5, tolerance=0.0)
     assert result.passed and result.compared == 2
     died_at_checkpoint = loss_parity({s: PRE[s] for s in range(1, 21)}, dict(PRE), 20, 5, 0.0)
-    assert died_at_checkpoint.passed and died_at_checkpoint.compared == 0
+    assert not died_at_checkpoint.passed and died_at_checkpoint.compared == 0  # 0 compared: never a pass
     assert "not provable" in died_at_checkpoint.detail
 
 

@@ -38,8 +38,10 @@ def test_dry_run_fails_over_resumes_and_records_rto_and_rpo(prefect_server, ledg
     (entry,) = LedgerFile(ledger_path).read(runbook)
     assert entry.drill and entry.outcome == "completed"
     for phase in ("confirmed", "fenced", "certified", "planned", "prestaged", "approval_granted",
-                  "provisioned", "checkpoint_loaded", "first_step", "parity_passed"):  # fmt: skip
+                  "provisioned", "checkpoint_loaded", "first_step"):  # fmt: skip
         assert phase in entry.phases, phase
+    # parity is recorded as passed only when steps were compared; disabled is never "passed"
+    assert ("parity_passed" in entry.phases) == ("disabled" not in parity)
     assert entry.notes["parity"] == parity
 
 

@@ -50,7 +50,7 @@ def test_dry_run_lists_copies_and_deletions_and_changes_nothing(
     out = capsys.readouterr().out
     assert "would copy 5 object(s)" in out
     assert f"would delete {prefix(50)}" in out
-    assert f"keep {prefix(160)} (step 160): newest certified checkpoint" in out
+    assert f"keep {prefix(160)} (step 160): among the newest 2 certifiable" in out
     assert sorted(i.key for i in secondary.list()) == before
     assert not (tmp_path / ".lifeboat").exists()
 
@@ -119,8 +119,11 @@ def test_retention_keeps_the_newest_certified_checkpoint_when_newer_replicas_are
         secondary.put(f"{prefix(step)}/shard-001.bin", b"rotten" * 500)
     assert main(["replicate", str(runbook_file), "--retention-only"]) == 0
     out = capsys.readouterr().out
-    assert f"keep {prefix(20)} (step 20): newest certified checkpoint" in out
-    assert {i.key.rsplit("/", 1)[0] for i in secondary.list()} == {prefix(20), prefix(30), prefix(40)}
+    # keep_last 2 counts certifiable checkpoints: 20 and 10; the rotten newer ones stay too
+    assert f"keep {prefix(40)} (step 40): not certifiable; kept until 2 newer ones certify" in out
+    assert f"keep {prefix(20)} (step 20): among the newest 2 certifiable" in out
+    assert f"keep {prefix(10)} (step 10): among the newest 2 certifiable" in out
+    assert {i.key.rsplit("/", 1)[0] for i in secondary.list()} == {prefix(s) for s in (10, 20, 30, 40)}
 
 
 def test_the_progress_bar_shows_bytes_per_second(

@@ -120,7 +120,18 @@ BROKEN = [
     (
         "unknown layout",
         ("  cadence: 30m\n", "  cadence: 30m\n  layout: orbax\n"),
-        ["16: checkpoint.layout: Input should be 'auto', 'dcp', 'deepspeed', 'megatron', 'hf' or 'manifest'"],
+        [
+            "16: checkpoint.layout: Input should be 'auto', 'dcp', 'deepspeed', 'megatron', 'hf', "
+            "'hf-weights' or 'manifest'"
+        ],
+    ),
+    (
+        "loss parity with nothing to compare",
+        ("checkpoint:", "verify:\n  parity_steps: 20\ncheckpoint:"),
+        [
+            "14: verify.loss_log: parity_steps is 20 but no pre-failure loss log is named, so parity "
+            "could never be checked; name one (e.g. a loss.jsonl in the primary store) or set parity_steps: 0"
+        ],
     ),
     (
         "duplicate key",

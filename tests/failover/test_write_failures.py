@@ -1,0 +1,65 @@
+"""A ledger that cannot be written stops the failover before anything is fenced, in one line."""
+
+import pytest
+
+from flows.wiring import settings_for
+from lifeboat.errors import WriteFailed
+from lifeboat.failover.fake import ScriptedSteps
+from lifeboat.failover.walk import execute
+from lifeboat.ledger import LedgerFile, RtoLedger
+from runbooks.model import Runbook
+
+RUNBOOK = {
+    "name": "job-a",
+    "workload": "finetuning",
+    "primary": {"infra": "aws/us-east-1", "store": "s3://p/ck"},
+    "secondary": {
+        "infra": "gcp/us-central1",
+        "store": "gs://s/ck",
+        "candidates": [{"infra": "gcp/us-central1"}],
+    },
+    "job": {"task": "task.yaml"},
+    "checkpoint": {"cadence": "30m"},
+    "failover": {"retries": 0},
+}
+
+
+class Gate:
+    notes: list = []
+
+    def request(self, card, ledger):  # pragma: no cover - never reached
+        raise AssertionError("asked for approval with no ledger")
+
+    def notify(self, text):
+        self.notes.append(text)
+
+
+def test_an_unwritable_ledger_stops_the_failover_before_fencing(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    path = blocker / "ledger.jsonl"  # its folder is a file: cannot be created
+    rb = Runbook.model_validate(RUNBOOK)
+    steps = ScriptedSteps({})
+    ledger = RtoLedger.for_runbook(rb, "run-1", sink=LedgerFile(path))
+
+    with pytest.raises(WriteFailed) as caught:
+        execute(settings_for(rb), steps, ledger, Gate(), run_id="run-1")
+    assert str(caught.value) == f"cannot write the RTO ledger {path}: File exists"
+    ran = [c[0] for c in steps.calls]
+    assert "confirm" in ran and "fence" not in ran, "fenced with no ledger to say so"
+
+
+def test_lifeboat_failover_with_an_unwritable_ledger_is_one_line_before_any_flow_runs(
+    tmp_path, monkeypatch, capsys
+):
+    from pathlib import Path
+
+    from shell.cli import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("LIFEBOAT_LEDGER", str(blocker / "ledger.jsonl"))
+    demo = Path(__file__).resolve().parents[2] / "runbooks" / "demo.yaml"
+    assert main(["failover", str(demo), "--dry-run"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"lifeboat failover: cannot write the RTO ledger {blocker / 'ledger.jsonl'}: File exists\n"
