@@ -9,23 +9,12 @@ import tempfile
 import pytest
 
 from providers.compute.base import JobSpec, PlanOption
-from providers.compute.fake import FakeCompute
-from providers.compute.local import LocalCompute
 
 PY = sys.executable
 
 # SkyPilot fixes its catalog paths when first imported: give this test process its own
 # runtime dir (the shipped offline catalog is copied there), never the user's ~/.sky.
 os.environ.setdefault("LIFEBOAT_SKY_RUNTIME_DIR", tempfile.mkdtemp(prefix="lifeboat-sky-"))
-
-
-@pytest.fixture(params=["local", "fake"])
-def compute(request, tmp_path):
-    """Every backend that must pass the contract; nothing may be left running after a test."""
-    backend = LocalCompute(tmp_path / "clusters") if request.param == "local" else FakeCompute()
-    yield backend
-    for name in backend.clusters():
-        backend.teardown(name)
 
 
 @pytest.fixture
