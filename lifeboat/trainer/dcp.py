@@ -73,7 +73,7 @@ def train_step(
     return (mean / dist.get_world_size()).item()
 
 
-def _state(model, optimizer, step: int) -> dict:
+def checkpoint_state(model, optimizer, step: int) -> dict:
     model_sd, optim_sd = get_state_dict(model, optimizer)
     return {
         "model": model_sd,
@@ -89,7 +89,7 @@ def save_checkpoint(model, optimizer, step: int, ckpt_dir: Path) -> Path:
     if dist.get_rank() == 0 and path.exists():  # an older lineage's (a run we resumed before it)
         shutil.rmtree(path)  # its .metadata must never vouch for our shards
     dist.barrier()
-    dcp.save(_state(model, optimizer, step), checkpoint_id=path)
+    dcp.save(checkpoint_state(model, optimizer, step), checkpoint_id=path)
     return path
 
 
@@ -106,15 +106,16 @@ def committed_checkpoint(uri: str) -> Path:
 
 def load_checkpoint(model, optimizer, path: Path) -> int:
     """Restore model, optimizer and this rank's RNG from the DCP checkpoint `path`; its step."""
-    rng_key = f"rng.rank{dist.get_rank()}"
     saved = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
-    if rng_key not in saved:
-        ranks = sum(1 for k in saved if k.startswith("rng.rank"))
+    ranks = sum(1 for key in saved if key.startswith("rng.rank"))
+    if ranks != dist.get_world_size():  # each rank's batches continue its own RNG stream
         raise ConfigError(
             f"{path}: saved by {ranks} rank(s), this job has {dist.get_world_size()}; "
             "resume with the same --nproc-per-node"
         )
-    state = _state(model, optimizer, 0)  # the initialised optimizer state: Adam's moments load into it
+    state = checkpoint_state(
+        model, optimizer, 0
+    )  # the initialised optimizer state: Adam's moments load into it
     dcp.load(state, checkpoint_id=path)
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
     torch.set_rng_state(state["rng"][f"rank{dist.get_rank()}"])
