@@ -116,7 +116,9 @@ def test_failed_parity_rolls_back_to_the_previous_certified_checkpoint():
     assert entry.checkpoint == "memory://secondary/step-000200"
     assert "rolled back to step 200" in entry.notes["rollback"]
     assert len(steps.resumed) == 2
-    assert entry.phases["first_step"] == steps.resumed[1].first_step_at, "RTO counts to the resume that stayed"
+    assert entry.phases["first_step"] == steps.resumed[1].first_step_at, (
+        "RTO counts to the resume that stayed"
+    )
 
 
 def test_parity_failing_twice_stops_and_pages_and_tears_down():
