@@ -157,6 +157,7 @@ def die_with_launcher() -> None:
     except OSError:
         parent = b""
     if b"torchrun" not in parent and b"torch.distributed.run" not in parent:
+        print("trainer: torchrun is gone; this rank stops", file=sys.stderr, flush=True)
         os._exit(1)
 
 

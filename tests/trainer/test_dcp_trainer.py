@@ -137,6 +137,36 @@ def test_killed_at_a_random_step_resumes_with_bitwise_identical_losses(uninterru
     assert parse_losses((tmp_path / "resumed.jsonl").read_text()) == resumed
 
 
+def test_a_rollback_to_an_older_checkpoint_rewrites_the_newer_steps_whole(uninterrupted, tmp_path):
+    """Resumed from step 5 while step 10 exists (a rollback, a second resume): step 10 is
+    written anew, nothing of the older lineage's step 10 is left, the losses still match."""
+    import shutil
+
+    from lifeboat.replication import stored_checkpoints
+    from providers.storage.local import LocalStore
+
+    source, expected = uninterrupted
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(source, ckpt)
+    (ckpt / "step-00000010" / "__2_0.distcp").write_bytes(b"a shard of an older, wider lineage")
+    TORCH.run(
+        steps=12,
+        every=EVERY,
+        ckpt_dir=ckpt,
+        loss_log=tmp_path / "l.jsonl",
+        resume=str(ckpt / "step-00000005"),
+    )
+    text = (tmp_path / "l.jsonl").read_text()
+    assert parse_loaded(text)[0] == 5
+    assert parse_losses(text) == {s: expected[s] for s in range(6, 13)}
+    assert sorted(p.name for p in (ckpt / "step-00000010").iterdir()) == [
+        ".metadata",
+        "__0_0.distcp",
+        "__1_0.distcp",
+    ]
+    assert all(c.complete for c in stored_checkpoints(LocalStore(ckpt), "dcp"))
+
+
 def test_resumes_that_drop_optimizer_or_rng_state_drift(uninterrupted, tmp_path):
     """The negative control: what the exact resume keeps is what the comparison detects."""
     ckpt, expected = uninterrupted
