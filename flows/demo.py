@@ -6,6 +6,9 @@ copies its checkpoints to the "secondary", a random step kills it (SIGKILL: a lo
 real probes and quorum confirm the outage, and the real failover flow resumes the job on the
 secondary. Exit 0 only when RTO and RPO meet their targets and the resumed losses equal an
 uninterrupted run's.
+
+`--trainer torch` plays the same with `runbooks/demo-torch.yaml`: a tiny PyTorch model under
+torchrun (2 CPU ranks, gloo) saving torch.distributed.checkpoint checkpoints (the `torch` extra).
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -27,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNBOOK = "runbooks/demo.yaml"
+RUNBOOKS = {"numpy": "runbooks/demo.yaml", "torch": "runbooks/demo-torch.yaml"}
 DEMO = Path(".lifeboat/demo")
 STEPS, EVERY, STEP_SECONDS = 60, 5, 0.4
 
@@ -39,18 +41,30 @@ def main(argv: list[str] | None = None) -> int:
         "--port", type=int, default=int(os.environ.get("LIFEBOAT_DEMO_PORT", 0)), help="Prefect UI port"
     )
     p.add_argument("--seed", type=int, default=None, help="seed for the kill step (default: random, printed)")
+    p.add_argument(
+        "--trainer",
+        choices=sorted(RUNBOOKS),
+        default="numpy",
+        help="the job: the numpy trainer (manifest checkpoints) or a PyTorch one under torchrun (DCP)",
+    )
     args = p.parse_args(argv)
+    from lifeboat.trainer.jobs import trainer_job
+
+    job = trainer_job(args.trainer)
+    if why := job.missing():
+        print(f"make demo: {why}", file=sys.stderr)
+        return 2
     os.chdir(ROOT)
     for leftover in (DEMO, Path("runbooks/.lifeboat/clusters")):
         shutil.rmtree(leftover, ignore_errors=True)
     DEMO.mkdir(parents=True)
     os.environ["LIFEBOAT_STATE_DIR"] = str(DEMO / "detect")  # a fresh detection episode
-    with prefect_server(args.port or free_port()) as url:
+    with uninterrupted_run(job) as reference, prefect_server(args.port or free_port()) as url:
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         with temporary_settings(updates={PREFECT_API_URL: f"{url}/api"}):
             try:
-                return play(url, approve_in_ui=args.approve_in_ui, seed=args.seed)
+                return play(url, job, reference, approve_in_ui=args.approve_in_ui, seed=args.seed)
             finally:  # deliver the last logs and events before the server goes away
                 from prefect.events.worker import EventsWorker
                 from prefect.logging.handlers import APILogWorker
@@ -59,21 +73,23 @@ def main(argv: list[str] | None = None) -> int:
                 EventsWorker.drain_all()
 
 
-def play(url: str, *, approve_in_ui: bool, seed: int | None) -> int:
+def play(url: str, job, reference: subprocess.Popen, *, approve_in_ui: bool, seed: int | None) -> int:
     from flows.failover import failover
     from lifeboat.durations import format_duration
     from lifeboat.ledger import LedgerFile
     from lifeboat.timeline import phase_rows
     from runbooks.loader import load_runbook
 
-    rb = load_runbook(RUNBOOK)
+    runbook = RUNBOOKS[job.name]
+    rb = load_runbook(runbook)
     seed = seed if seed is not None else random.SystemRandom().randrange(10_000)
     kill_step = random.Random(seed).randint(15, 45)
     say(f"Prefect UI: {url}  (runs appear there as they happen)")
     say(
-        f"1. training on the primary: {STEPS} steps, a checkpoint every {EVERY}; replication to the secondary"
+        f"1. training on the primary ({JOBS[job.name]}): {STEPS} steps, a checkpoint every {EVERY}; "
+        "replication to the secondary"
     )
-    trainer = start_trainer()
+    trainer = start_trainer(job)
     replication = Replicator(rb)
     replication.start()
     try:
@@ -88,7 +104,7 @@ def play(url: str, *, approve_in_ui: bool, seed: int | None) -> int:
         trainer.wait()
 
     say("3. detection: the watch flow polls the runbook's signals until the quorum confirms")
-    decision = detect(timeout_s=60)
+    decision = detect(runbook, timeout_s=60)
     evidence = [f"{r['signal']}: {r['summary']}" for r in decision["evidence"]]
     for line in evidence:
         say(f"   {line}")
@@ -99,7 +115,7 @@ def play(url: str, *, approve_in_ui: bool, seed: int | None) -> int:
     else:
         say("4. failover (auto-approved at the console; --approve-in-ui to do it yourself)")
     result = failover(
-        RUNBOOK,
+        runbook,
         outage_started_at=outage_at,
         detected_at=datetime.fromisoformat(decision["at"]),
         evidence=evidence,
@@ -107,7 +123,7 @@ def play(url: str, *, approve_in_ui: bool, seed: int | None) -> int:
     )
     (entry,) = [e for e in LedgerFile().read(rb.name) if e.run_id == result["run_id"]]
     try:
-        same, detail = losses_match(result["checkpoint"])
+        same, detail = losses_match(rb, reference, result["checkpoint"])
     finally:
         teardown(rb)
 
@@ -137,14 +153,40 @@ def say(text: str) -> None:
     print(f"[lifeboat demo] {text}", flush=True)
 
 
-def start_trainer() -> subprocess.Popen:
-    log = open(DEMO / "primary.log", "wb")  # noqa: SIM115 - lives as long as the process
-    return subprocess.Popen(
-        [sys.executable, "-m", "lifeboat.trainer", "--steps", str(STEPS), "--every", str(EVERY),
-         "--ckpt-dir", str(DEMO / "primary"), "--loss-log", str(DEMO / "primary-loss.jsonl"),
-         "--heartbeat", str(DEMO / "primary-heartbeat.json"), "--step-seconds", str(STEP_SECONDS)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+JOBS = {"numpy": "numpy trainer, Lifeboat manifests", "torch": "PyTorch, 2 ranks under torchrun, DCP"}
+
+
+def start_trainer(job) -> subprocess.Popen:
+    return job.start(
+        log=DEMO / "primary.log",
+        steps=STEPS,
+        every=EVERY,
+        ckpt_dir=DEMO / "primary",
+        loss_log=DEMO / "primary-loss.jsonl",
+        heartbeat=DEMO / "primary-heartbeat.json",
+        step_seconds=STEP_SECONDS,
+    )
+
+
+@contextlib.contextmanager
+def uninterrupted_run(job):
+    """The same job run start to end, meanwhile, in a folder of its own: the loss check's
+    reference (`reference-loss.jsonl`). Stopped on the way out if still running."""
+    proc = job.start(
+        log=DEMO / "reference.log",
+        steps=STEPS,
+        every=EVERY,
+        ckpt_dir=DEMO / "reference",
+        loss_log=DEMO / "reference-loss.jsonl",
+        heartbeat=DEMO / "reference-heartbeat.json",
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def wait_for_step(loss_log: Path, step: int, trainer: subprocess.Popen) -> None:
@@ -179,51 +221,54 @@ class Replicator:
         from lifeboat.replication import committed_checkpoints, replicate_checkpoints
 
         while not self._stop.wait(1.0):
-            sources = committed_checkpoints(self.primary, "manifest")
+            sources = committed_checkpoints(self.primary, self.rb.checkpoint.layout.value)
             replicate_checkpoints(self.primary, self.secondary, sources[:2], rpo_target=self.rb.rpo_target)
 
 
-def detect(timeout_s: float) -> dict:
+def detect(runbook: str, timeout_s: float) -> dict:
     from flows.watch import watch
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        decision = watch(RUNBOOK)
+        decision = watch(runbook)
         if decision["state"] == "confirmed":
             return decision
         time.sleep(0.5)
     raise SystemExit(f"detection did not confirm the outage within {timeout_s:g}s")
 
 
-def losses_match(checkpoint: str) -> tuple[bool, str]:
-    """The resumed run's losses against an uninterrupted run of the same trainer."""
+def losses_match(rb, reference: subprocess.Popen, checkpoint: str) -> tuple[bool, str]:
+    """The resumed run's losses against the uninterrupted run of the same job."""
+    from flows.wiring import cluster_name
     from lifeboat.resume import parse_losses
-    from lifeboat.trainer.core import Trainer
     from providers.compute.base import JobState
     from providers.compute.local import LocalCompute
 
     compute = LocalCompute(ROOT / "runbooks/.lifeboat/clusters")
     deadline = time.monotonic() + 60
     while (
-        compute.status("demo-dr").job not in (JobState.SUCCEEDED, JobState.FAILED)
+        compute.status(cluster_name(rb)).job not in (JobState.SUCCEEDED, JobState.FAILED)
         and time.monotonic() < deadline
     ):
         time.sleep(0.2)
+    try:
+        code = reference.wait(timeout=max(deadline - time.monotonic(), 1))
+    except subprocess.TimeoutExpired:
+        code = None
+    if code != 0:
+        return False, f"the uninterrupted run did not finish (exit {code}); see {DEMO / 'reference.log'}"
     resumed_from = int(checkpoint.rstrip("/").rsplit("-", 1)[1])
     resumed = {
         s: v for s, v in parse_losses((DEMO / "secondary-loss.jsonl").read_text()).items() if s > resumed_from
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        Trainer(Path(tmp) / "ckpt", Path(tmp) / "loss.jsonl").run(STEPS, EVERY)
-        reference = {
-            s: v for s, v in parse_losses((Path(tmp) / "loss.jsonl").read_text()).items() if s > resumed_from
-        }
-    if not reference or resumed != reference:
-        diff = sorted(s for s in reference if resumed.get(s) != reference[s])[:5]
+    reference_losses = parse_losses((DEMO / "reference-loss.jsonl").read_text())
+    expected = {s: v for s, v in reference_losses.items() if s > resumed_from}
+    if not expected or resumed != expected:
+        diff = sorted(s for s in expected if resumed.get(s) != expected[s])[:5]
         return False, f"resumed losses differ from the uninterrupted run at steps {diff}"
     return (
         True,
-        f"steps {min(reference)}–{max(reference)}: {len(reference)} losses identical to an uninterrupted run",
+        f"steps {min(expected)}–{max(expected)}: {len(expected)} losses identical to an uninterrupted run",
     )
 
 

@@ -102,6 +102,7 @@ def drill(
         "all",
     ] = "all",
     scope: Literal["az", "region"] | None = None,
+    trainer: Literal["numpy", "torch"] = "numpy",
 ) -> list[dict[str, Any]]:
     """Rehearse a failure in a sandbox (never production) and prove the failover handled it.
 
@@ -109,13 +110,17 @@ def drill(
         runbook: Path of the runbook YAML on the worker.
         kind: Which failure to rehearse, or all of them in turn.
         scope: region-outage only: block the primary's zone (az) or its whole region.
+        trainer: The sandbox job: the numpy trainer (every kind), or a PyTorch job under
+            torchrun with DCP checkpoints (process-kill; needs the torch extra).
     """
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
     results = []
-    for k in kinds_for(kind):
-        result = run_drill(rb, k, failover=run_failover, scope=scope if k == "region-outage" else None)
+    for k in kinds_for(kind, trainer):
+        result = run_drill(
+            rb, k, failover=run_failover, scope=scope if k == "region-outage" else None, trainer=trainer
+        )
         print("\n".join(result.lines()))
         _publish(rb.name, result)
         results.append(result)

@@ -2,8 +2,9 @@
 
 `sandboxed(rb, name)` keeps the runbook's policy (targets, approval, detection, verify) and
 swaps its outside world for embedded counterparts under `.lifeboat/sandbox/<name>/`: `file://`
-stores for both sites, local compute, and the tiny deterministic trainer as the job, which
-checkpoints in Lifeboat's manifest layout. `seed` then plays the pre-failure history: the
+stores for both sites, local compute, and a tiny deterministic trainer as the job: the numpy
+one (Lifeboat's manifest layout), or with `trainer="torch"` the PyTorch one under torchrun
+(2 CPU ranks, DCP layout; `lifeboat.trainer.jobs`). `seed` then plays the pre-failure history: the
 trainer runs on the "primary", its checkpoints are replicated to the "secondary", its losses
 are logged for the parity gate. Dry runs and drills go through the real failover code path
 on top of it.
@@ -11,13 +12,13 @@ on top of it.
 
 from __future__ import annotations
 
-import shlex
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from lifeboat.errors import ConfigError
 from lifeboat.trainer.core import Trainer
+from lifeboat.trainer.jobs import TrainerJob, trainer_job
 from runbooks.model import Runbook
 
 SANDBOX_ROOT = Path(".lifeboat/sandbox")
@@ -49,23 +50,31 @@ def sandbox_of(name: str, root: Path = SANDBOX_ROOT) -> Sandbox:
 
 
 def sandboxed(
-    rb: Runbook, name: str, *, steps: int = 40, every: int = 5, root: Path = SANDBOX_ROOT
+    rb: Runbook,
+    name: str,
+    *,
+    steps: int = 40,
+    every: int = 5,
+    root: Path = SANDBOX_ROOT,
+    trainer: str = "numpy",
+    history: bool = True,
 ) -> Runbook:
-    """The runbook rewritten into a fresh sandbox folder, with its history already played."""
+    """The runbook rewritten into a fresh sandbox folder, with its history already played
+    (`history=False`: empty sites, for a caller that plays it). `trainer`: the job, `numpy`
+    or `torch` (lifeboat.trainer.jobs)."""
+    job = trainer_job(trainer)
+    if why := job.missing():
+        raise ConfigError(why)
     box = sandbox_of(name, root)
     if box.root.exists():
         shutil.rmtree(box.root)
     box.root.mkdir(parents=True)
-    command = " ".join(
-        [
-            shlex.quote(sys.executable),
-            "-m lifeboat.trainer",
-            f"--steps {steps + 2 * every}",
-            f"--every {every}",
-            f"--ckpt-dir {shlex.quote(str(box.secondary))}",
-            f"--loss-log {shlex.quote(str(box.root / 'secondary-loss.jsonl'))}",
-            f"--heartbeat {shlex.quote(str(box.root / 'secondary-heartbeat.json'))}",
-        ]
+    command = job.command(
+        steps=steps + 2 * every,
+        every=every,
+        ckpt_dir=box.secondary,
+        loss_log=box.root / "secondary-loss.jsonl",
+        heartbeat=box.root / "secondary-heartbeat.json",
     )
     weights = []
     for i, uri in enumerate(rb.prestage.weights):
@@ -81,29 +90,38 @@ def sandboxed(
         "candidates": [{"infra": "local"}],
     }
     doc["job"] = {"command": command, "resume": {"arg": "--resume {checkpoint}"}}
-    doc["checkpoint"] = {**doc["checkpoint"], "layout": "manifest"}
+    doc["checkpoint"] = {**doc["checkpoint"], "layout": job.layout}
     doc["prestage"] = {**doc["prestage"], "weights": weights}
     doc["verify"] = {**doc["verify"], "loss_log": str(box.pre_failure_log)}
     doc["detection"] = {**doc["detection"], "heartbeat": None}
     sandbox = Runbook.model_validate(doc)
     sandbox._path = box.root / f"{rb.name}.yaml"
-    seed(sandbox, box, steps=steps, every=every)
+    if history:
+        seed(sandbox, box, job, steps=steps, every=every)
     return sandbox
 
 
-def seed(rb: Runbook, box: Sandbox, *, steps: int, every: int) -> None:
+def seed(rb: Runbook, box: Sandbox, job: TrainerJob, *, steps: int, every: int) -> None:
     """Train on the primary until it dies 3 steps after its last checkpoint (work the resumed
     job must redo, and whose losses the parity gate compares), then replicate every
     committed checkpoint."""
     from flows.wiring import open_sites
     from lifeboat.replication import replicate_checkpoints, stored_checkpoints
 
-    Trainer(box.primary, box.pre_failure_log, heartbeat=box.root / "primary-heartbeat.json").run(
-        steps + 3, every
-    )
+    heartbeat = box.root / "primary-heartbeat.json"
+    if job.name == "numpy":  # in process: no interpreter to start, the same maths
+        Trainer(box.primary, box.pre_failure_log, heartbeat=heartbeat).run(steps + 3, every)
+    else:
+        job.run(
+            steps=steps + 3,
+            every=every,
+            ckpt_dir=box.primary,
+            loss_log=box.pre_failure_log,
+            heartbeat=heartbeat,
+        )
     primary, secondary = open_sites(rb)
     replicate_checkpoints(
-        primary, secondary, stored_checkpoints(primary, "manifest"), rpo_target=rb.rpo_target
+        primary, secondary, stored_checkpoints(primary, job.layout), rpo_target=rb.rpo_target
     )
 
 

@@ -8,6 +8,7 @@ Each kind is two halves: how to inject its fault into a sandboxed copy of the ru
     process-kill       the primary trainer (a real process) is SIGKILLed at a random step;
                        the real probes + quorum confirm; the secondary resumes from the
                        newest certified checkpoint with losses equal to an uninterrupted run
+                       (`trainer="torch"`: the PyTorch job under torchrun, DCP checkpoints)
     gpu-fault          XID 79 through the NVML fake fails gpu_health; alone it never
                        confirms, with a stalled heartbeat it does; the evidence names it
     region-outage      the primary's zone (scope az) or region (scope region) is blocked and
@@ -40,6 +41,7 @@ from typing import Any
 from flows.drills.base import (
     KINDS,
     SCOPES,
+    TRAINER_KINDS,
     Check,
     Drill,
     DrillResult,
@@ -73,7 +75,7 @@ from lifeboat.errors import ConfigError
 from runbooks.model import Runbook
 
 DRILLS: dict[str, Drill] = {
-    "process-kill": Drill(prepare_process_kill, verify_process_kill),
+    "process-kill": Drill(prepare_process_kill, verify_process_kill, history=False),
     "gpu-fault": Drill(prepare_gpu_fault, verify_gpu_fault),
     "region-outage": Drill(prepare_region_outage, verify_region_outage),
     "corrupted-replica": Drill(prepare_corrupted_replica, verify_corrupted_replica),
@@ -92,6 +94,7 @@ def run_drill(
     root: Path | None = None,
     options: Mapping[str, Any] | None = None,
     keep: bool = False,
+    trainer: str = "numpy",
 ) -> DrillResult:
     """Sandbox `rb`, inject `kind`'s fault, run `failover`, check, tear down. Never raises
     for what the drill finds: a broken failover is a failed check. The sandbox folder is
@@ -102,14 +105,16 @@ def run_drill(
         raise ConfigError(f"unknown drill kind {kind!r}; use one of {', '.join(KINDS)} or all")
     if scope is not None and scope not in SCOPES:
         raise ConfigError(f"unknown drill scope {scope!r}; use az or region")
+    check_trainer(kind, trainer)
     drill_id = f"{kind}-{secrets.token_hex(4)}"
     box = sandbox_of(drill_id, root or SANDBOX_ROOT)
     started = time.monotonic()
-    rig = Rig(kind, drill_id, rb, box.root, random.Random(seed if seed is not None else drill_id), scope)
+    rng = random.Random(seed if seed is not None else drill_id)
+    rig = Rig(kind, drill_id, rb, box.root, rng, scope, trainer)
     checks: list[Check] = []
     outcome: Outcome | None = None
     try:
-        rig.rb = sandbox(rb, drill_id, root or SANDBOX_ROOT)
+        rig.rb = sandbox(rb, drill_id, root or SANDBOX_ROOT, trainer, history=DRILLS[kind].history)
         DRILLS[kind].prepare(rig, options or {})
         outcome = failover(rig)
         checks += DRILLS[kind].verify(rig, outcome)
@@ -134,13 +139,22 @@ def run_drill(
     )
 
 
-def kinds_for(kind: str) -> tuple[str, ...]:
-    """`all` or one kind, checked."""
-    if kind == "all":
-        return KINDS
-    if kind not in DRILLS:
+def check_trainer(kind: str, trainer: str) -> None:
+    """Refuse a sandbox job a kind does not drill (the torch job: process-kill)."""
+    if trainer not in TRAINER_KINDS:
+        raise ConfigError(f"unknown trainer {trainer!r}; use one of {', '.join(TRAINER_KINDS)}")
+    if kind not in TRAINER_KINDS[trainer] and kind != "all":
+        raise ConfigError(
+            f"the {trainer} trainer drills {', '.join(TRAINER_KINDS[trainer])} only, not {kind}"
+        )
+
+
+def kinds_for(kind: str, trainer: str = "numpy") -> tuple[str, ...]:
+    """`all` (every kind the trainer drills) or one kind, checked."""
+    if kind != "all" and kind not in DRILLS:
         raise ConfigError(f"unknown drill kind {kind!r}; use one of {', '.join(KINDS)} or all")
-    return (kind,)
+    check_trainer(kind, trainer)
+    return TRAINER_KINDS[trainer] if kind == "all" else (kind,)
 
 
 __all__ = [
@@ -151,6 +165,7 @@ __all__ = [
     "FailoverRun",
     "Outcome",
     "Rig",
+    "check_trainer",
     "kinds_for",
     "run_drill",
 ]

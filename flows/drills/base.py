@@ -24,6 +24,7 @@ KINDS = (
     "stale-primary",
 )
 SCOPES = ("az", "region")
+TRAINER_KINDS = {"numpy": KINDS, "torch": ("process-kill",)}  # the kinds each sandbox job drills
 
 SANDBOX_JOB_STEPS = 50  # the sandbox job trains to step 50 (flows.sandbox: steps 40 + 2 x every 5)
 
@@ -92,6 +93,7 @@ class Rig:
     root: Path  # the sandbox folder
     rng: random.Random
     scope: str | None = None
+    trainer: str = "numpy"  # the sandbox job (lifeboat.trainer.jobs)
     primary: Any = None  # a Store replacing the sandbox primary (an outage), or None
     compute: Any = None  # a Compute replacing the sandbox's local one, or None
     evidence: list[str] | None = None  # None: the failover's confirm step runs the real probes
@@ -126,12 +128,13 @@ FailoverRun = Callable[[Rig], Outcome]
 class Drill:
     prepare: Callable[[Rig, Mapping[str, Any]], None]
     verify: Callable[[Rig, Outcome], list[Check]]
+    history: bool = True  # the sandbox plays the pre-failure history (False: prepare lives it)
 
 
-def sandbox(rb: Runbook, drill_id: str, root: Path) -> Runbook:
+def sandbox(rb: Runbook, drill_id: str, root: Path, trainer: str = "numpy", history: bool = True) -> Runbook:
     from flows.sandbox import sandboxed
 
-    return sandboxed(rb, drill_id, root=root)
+    return sandboxed(rb, drill_id, root=root, trainer=trainer, history=history)
 
 
 def amend(rb: Runbook, **sections: dict[str, Any] | Any) -> Runbook:

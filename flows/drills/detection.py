@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from datetime import timedelta
@@ -32,13 +30,11 @@ def prepare_process_kill(rig: Rig, options: Mapping[str, Any]) -> None:
     from flows.sandbox import sandbox_of
     from flows.wiring import open_sites
     from lifeboat.replication import replicate_checkpoints, stored_checkpoints
+    from lifeboat.trainer.jobs import trainer_job
 
-    box = sandbox_of(rig.drill_id, rig.root.parent)
-    for folder in (box.primary, box.secondary):  # the seeded history goes: this drill lives it
-        shutil.rmtree(folder, ignore_errors=True)
+    job = trainer_job(rig.trainer)
+    box = sandbox_of(rig.drill_id, rig.root.parent)  # empty sites (history=False): this drill lives it
     heartbeat = box.root / "primary-heartbeat.json"
-    for f in (box.pre_failure_log, heartbeat):
-        f.unlink(missing_ok=True)
     signals = [str(getattr(s, "value", s)) for s in rig.rb.detection.signals]
     signals += [s for s in ("training_progress", "checkpoint_freshness") if s not in signals]
     stall = float(options.get("stall_s", 1.0))
@@ -49,17 +45,25 @@ def prepare_process_kill(rig: Rig, options: Mapping[str, Any]) -> None:
     )
     every, step_s = 5, float(options.get("step_seconds", 0.05))
     kill_at = rig.rng.randint(11, SANDBOX_JOB_STEPS - 16)  # room after it for the parity steps
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeboat.trainer", "--steps", "1000", "--every", str(every)]
-        + ["--ckpt-dir", str(box.primary), "--loss-log", str(box.pre_failure_log)]
-        + ["--heartbeat", str(heartbeat), "--step-seconds", str(step_s)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": _repo_root() + os.pathsep + os.environ.get("PYTHONPATH", "")},
-        start_new_session=True,
+    reference = job.start(  # meanwhile, the same job uninterrupted: what the resumed losses must equal
+        steps=SANDBOX_JOB_STEPS,
+        every=every,
+        ckpt_dir=box.root / "reference",
+        loss_log=box.root / "reference-loss.jsonl",
+        heartbeat=box.root / "reference-heartbeat.json",
+    )
+    rig.processes.append(reference)
+    rig.facts["reference"] = reference
+    proc = job.start(
+        steps=1000,
+        every=every,
+        ckpt_dir=box.primary,
+        loss_log=box.pre_failure_log,
+        heartbeat=heartbeat,
+        step_seconds=step_s,
     )
     rig.processes.append(proc)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # torchrun starts three interpreters that import torch
     while _last_step(box.pre_failure_log) < kill_at:
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"the primary trainer stopped or stalled before step {kill_at}")
@@ -71,7 +75,7 @@ def prepare_process_kill(rig: Rig, options: Mapping[str, Any]) -> None:
 
     primary, secondary = open_sites(rig.rb)  # replication caught up to the kill
     replicate_checkpoints(
-        primary, secondary, stored_checkpoints(primary, "manifest"), rpo_target=rig.rb.rpo_target
+        primary, secondary, stored_checkpoints(primary, job.layout), rpo_target=rig.rb.rpo_target
     )
 
     decision = _watch_until_confirmed(rig.rb, timeout_s=float(options.get("detect_timeout_s", 10)))
@@ -101,8 +105,9 @@ def _watch_until_confirmed(rb: Runbook, *, timeout_s: float, poll_s: float = 0.2
 def verify_process_kill(rig: Rig, outcome: Outcome) -> list[Check]:
     from flows.sandbox import sandbox_of
     from lifeboat.resume import parse_losses
-    from lifeboat.trainer.core import Trainer, newest_committed
+    from lifeboat.trainer.jobs import trainer_job
 
+    job = trainer_job(rig.trainer)
     box = sandbox_of(rig.drill_id, rig.root.parent)
     f = rig.facts
     decision = f["decision"]
@@ -119,7 +124,7 @@ def verify_process_kill(rig: Rig, outcome: Outcome) -> list[Check]:
         ),
         completed(outcome),
     ]
-    newest = newest_committed(box.primary)
+    newest = job.newest_committed(box.primary)
     report = outcome.steps.get("certify")
     certified = report.certified if report is not None else None
     expected = int(newest.name.split("-")[1]) if newest else None
@@ -130,8 +135,13 @@ def verify_process_kill(rig: Rig, outcome: Outcome) -> list[Check]:
             f"resumed from step {getattr(certified, 'step', None)}, newest committed on the primary {expected}",
         )
     )
-    Trainer(box.root / "reference", box.root / "reference-loss.jsonl").run(SANDBOX_JOB_STEPS, 5)
-    uninterrupted = parse_losses((box.root / "reference-loss.jsonl").read_text())
+    try:
+        code = f["reference"].wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        code = None
+    if code != 0:
+        checks.append(Check("the uninterrupted reference run finished", False, f"exit {code}"))
+    uninterrupted = parse_losses((box.root / "reference-loss.jsonl").read_text()) if code == 0 else {}
     log = box.root / "secondary-loss.jsonl"
     resumed = parse_losses(log.read_text()) if log.exists() else {}
     checks.append(
@@ -167,10 +177,6 @@ def _last_step(log: Path) -> int:
         return max(parse_losses(log.read_text()), default=0)
     except FileNotFoundError:
         return 0
-
-
-def _repo_root() -> str:
-    return str(Path(__file__).resolve().parents[1])
 
 
 # -- gpu-fault -----------------------------------------------------------------------------

@@ -5,6 +5,10 @@ by (seed, step), so a run resumed from a checkpoint at step k reproduces the uni
 run's losses from step k+1 on, bit for bit. Checkpoints are real: shards written first
 (`model.npy`, `optim.npy`), then committed with a Lifeboat manifest; a directory without
 the manifest is an interrupted write and is never resumed from.
+
+`dcp.py` is its PyTorch twin (torchrun, DDP over gloo, `torch.distributed.checkpoint`; the
+`torch` extra), with the same flags (`options.py`) and log lines (`logs.py`); `jobs.py` says
+how to start either as a job.
 """
 
 from lifeboat.trainer.core import Trainer, TrainerState, newest_committed

@@ -14,6 +14,7 @@ import numpy as np
 
 from lifeboat.checkpoints.manifest import MANIFEST_NAME, write_manifest
 from lifeboat.errors import ConfigError
+from lifeboat.trainer.logs import RunLog
 
 DIM = 16
 BATCH = 32
@@ -43,14 +44,16 @@ def _batch(seed: int, step: int) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def newest_committed(ckpt_dir: str | Path) -> Path | None:
-    """The newest `step-N/` under `ckpt_dir` that has its manifest (committed), or None."""
+def newest_committed(ckpt_dir: str | Path, marker: str = MANIFEST_NAME) -> Path | None:
+    """The newest `step-N/` under `ckpt_dir` that has its commit `marker` (the Lifeboat
+    manifest; DCP's `.metadata` for the torch trainer), or None."""
     root = Path(ckpt_dir)
-    done = sorted(p.parent for p in root.glob(f"step-*/{MANIFEST_NAME}"))
+    done = sorted(p.parent for p in root.glob(f"step-*/{marker}"))
     return done[-1] if done else None
 
 
-def _local_path(uri: str) -> Path:
+def local_checkpoint_path(uri: str) -> Path:
+    """A local path or `file://` URI as a path; the demo trainers read nothing else."""
     parsed = urlparse(uri)
     if parsed.scheme in ("", "file"):
         return Path(parsed.netloc + parsed.path if parsed.scheme else uri)
@@ -78,7 +81,7 @@ class Trainer:
 
     def load(self, uri: str) -> TrainerState:
         """Resume from a committed checkpoint, or from the newest one under a directory."""
-        path = _local_path(uri)
+        path = local_checkpoint_path(uri)
         if not (path / MANIFEST_NAME).exists():
             newest = newest_committed(path)
             if newest is None:
@@ -118,30 +121,14 @@ class Trainer:
     ) -> TrainerState:
         state = self.load(resume) if resume else self.fresh()
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
-        self.loss_log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.loss_log, "a") as log:
-
-            def emit(record: dict) -> None:
-                line = json.dumps(record)
-                log.write(line + "\n")
-                log.flush()
-                if self.echo:  # the job log then carries it too (SkyPilot logs, LocalCompute)
-                    print(line, flush=True)
-
-            if resume:  # the failover timestamps "checkpoint loaded" from this line
-                emit({"event": "loaded", "step": state.step, "ts": time.time()})
+        with RunLog(self.loss_log, self.heartbeat, echo=self.echo) as log:
+            if resume:
+                log.loaded(state.step)
             while state.step < steps:
                 loss = self.step(state)
-                now = time.time()
-                emit({"step": state.step, "loss": loss, "ts": now})
-                self._beat(state.step, now, loss)
+                log.step(state.step, loss)
                 if every and state.step % every == 0:
                     self.save(state)
                 if step_seconds:
                     time.sleep(step_seconds)
         return state
-
-    def _beat(self, step: int, ts: float, loss: float) -> None:
-        tmp = self.heartbeat.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"step": step, "ts": ts, "loss": loss}))
-        tmp.replace(self.heartbeat)

@@ -1,8 +1,9 @@
-"""`lifeboat drill RUNBOOK --kind K [--scope az|region]`: rehearse a failure in a sandbox."""
+"""`lifeboat drill RUNBOOK --kind K [--scope az|region] [--trainer numpy|torch]`: rehearse a failure."""
 
 from __future__ import annotations
 
-from flows.drills import KINDS, SCOPES
+from flows.drills import KINDS, SCOPES, TRAINER_KINDS, kinds_for
+from lifeboat.errors import ConfigError
 from shell.cli import COMMANDS
 
 
@@ -17,16 +18,26 @@ def register(subparsers) -> None:
     p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
     p.add_argument("--kind", required=True, choices=(*KINDS, "all"), help="which failure to rehearse")
     p.add_argument("--scope", choices=SCOPES, default=None, help="region-outage: block a zone or a region")
+    p.add_argument(
+        "--trainer",
+        choices=tuple(TRAINER_KINDS),
+        default="numpy",
+        help="the sandbox job: numpy (every kind) or torch (torchrun + DCP; process-kill)",
+    )
     p.set_defaults(handler=run)
 
 
 def run(args) -> int:
     from flows.drill import DrillFailed, drill
+    from lifeboat.trainer.jobs import trainer_job
     from runbooks.loader import load_runbook
 
     load_runbook(args.runbook)  # a bad runbook is a one-line error, not a failed flow run
+    kinds_for(args.kind, args.trainer)  # so is a kind the trainer does not drill
+    if why := trainer_job(args.trainer).missing():
+        raise ConfigError(why)
     try:
-        results = drill(args.runbook, kind=args.kind, scope=args.scope)
+        results = drill(args.runbook, kind=args.kind, scope=args.scope, trainer=args.trainer)
     except DrillFailed as e:
         print(e)
         return 1

@@ -8,10 +8,12 @@ from prefect import flow
 from flows.drill import DrillFailed, drill, run_failover
 from flows.drills import run_drill
 from lifeboat.ledger import LedgerFile
+from lifeboat.trainer.jobs import TRAINERS
 from runbooks.loader import load_runbook
 from tests.drills.conftest import DEMO
 
 pytestmark = pytest.mark.integration  # the shared Prefect server
+TORCH_MISSING = TRAINERS["torch"].missing()
 
 
 @pytest.mark.parametrize(
@@ -75,3 +77,15 @@ def test_a_failing_drill_fails_the_flow_run(prefect_server, workdir):
     with pytest.raises(DrillFailed, match="detection confirmed the outage by quorum"):
         drill(str(runbook), kind="process-kill")
     assert list(workdir.glob(".lifeboat/sandbox/*/.lifeboat/clusters/*/state.json")) == []
+
+
+@pytest.mark.skipif(TORCH_MISSING is not None, reason=TORCH_MISSING or "")
+def test_process_kill_drill_with_the_torch_job_resumes_dcp_bit_for_bit(prefect_server, workdir):
+    (result,) = drill(str(DEMO), kind="all", trainer="torch")  # all: every kind the torch job drills
+
+    checks = {name: (ok, detail) for name, ok, detail in result["checks"]}
+    assert result["kind"] == "process-kill" and result["passed"], result["checks"]
+    assert "identical" in checks["resumed losses equal an uninterrupted run's exactly"][1]
+    (entry,) = LedgerFile(workdir / "ledger.jsonl").read("demo")
+    assert entry.checkpoint.rstrip("/").split("/")[-1].startswith("step-")
+    assert list(workdir.glob(".lifeboat/sandbox/*")) == []  # a passed drill leaves no sandbox

@@ -1,0 +1,39 @@
+"""The sandbox's job is a choice: the numpy trainer (manifest layout) or the torch one (DCP)."""
+
+import pytest
+
+from flows.drills import kinds_for
+from flows.sandbox import sandboxed
+from lifeboat.errors import ConfigError
+from runbooks.loader import load_runbook
+from tests.drills.conftest import DEMO
+
+
+def test_a_torch_sandbox_runs_torchrun_and_certifies_the_dcp_layout(tmp_path):
+    rb = sandboxed(load_runbook(DEMO), "t", root=tmp_path, trainer="torch", history=False)
+
+    assert rb.checkpoint.layout.value == "dcp"
+    assert (
+        "-m torch.distributed.run --standalone --nproc-per-node 2 -m lifeboat.trainer.dcp" in rb.job.command
+    )
+    assert f"--ckpt-dir {tmp_path / 't' / 'secondary'}" in rb.job.command
+    assert not (tmp_path / "t" / "primary").exists()  # no history played
+
+
+def test_the_numpy_sandbox_keeps_the_manifest_layout(tmp_path):
+    rb = sandboxed(load_runbook(DEMO), "n", root=tmp_path)
+
+    assert rb.checkpoint.layout.value == "manifest"
+    assert "-m lifeboat.trainer --steps 50 --every 5" in rb.job.command
+    assert sorted(p.name for p in (tmp_path / "n" / "secondary").glob("step-*")) == [
+        f"step-{s:08d}" for s in (5, 10, 15, 20, 25, 30, 35, 40)
+    ]
+
+
+def test_the_torch_job_drills_process_kill_only():
+    assert kinds_for("all", "torch") == ("process-kill",)
+    assert kinds_for("process-kill", "torch") == ("process-kill",)
+    with pytest.raises(ConfigError, match="the torch trainer drills process-kill only, not region-outage"):
+        kinds_for("region-outage", "torch")
+    with pytest.raises(ConfigError, match="unknown trainer 'jax'; use one of numpy, torch"):
+        kinds_for("all", "jax")
