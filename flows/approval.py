@@ -200,17 +200,22 @@ def _record(process: ApprovalProcess, runbook, ledger, ref: CardRef | None, card
                 f"rejected by {decision.approver} via {decision.via}: {decision.reason}",
                 outcome="aborted",
             )
+    # The trail as an artifact, off the critical path: the failover goes on meanwhile.
+    markdown = f"# Approval for {runbook.name}\n\n" + process.trail_markdown()
+    ctx = contextvars.copy_context()  # Prefect's client settings live in context variables
+    threading.Thread(target=ctx.run, args=(_publish_trail, runbook.name, markdown), daemon=True).start()
+    return decision
+
+
+def _publish_trail(runbook: str, markdown: str) -> None:
     try:
         from prefect.artifacts import create_markdown_artifact
 
         create_markdown_artifact(
-            f"# Approval for {runbook.name}\n\n" + process.trail_markdown(),
-            key=f"approval-{runbook.name}",
-            description="Who was asked, who decided, when and why",
+            markdown, key=f"approval-{runbook}", description="Who was asked, who decided, when and why"
         )
     except Exception as e:  # artifacts are a record, never a reason to fail the gate
         log.warning("could not record the approval artifact: %s", e)
-    return decision
 
 
 class ChatGate:

@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -130,7 +131,8 @@ def _ratio(value: timedelta | None, target: timedelta) -> float | None:
 
 
 class RtoLedger:
-    """Records one run's entry as the flow goes; `sink.append(entry)` after each change."""
+    """Records one run's entry as the flow goes; `sink.append(entry)` after each change, or
+    once at the end of a `batch()` (one durable write per step instead of one per field)."""
 
     def __init__(
         self,
@@ -147,6 +149,19 @@ class RtoLedger:
             runbook=runbook, run_id=run_id, drill=drill, rto_target=rto_target, rpo_target=rpo_target
         )
         self.sink, self.clock = sink, clock
+        self._batching = 0
+        self._dirty = False
+
+    @contextmanager
+    def batch(self):
+        """Changes inside the block are saved once, when it ends (even on an error)."""
+        self._batching += 1
+        try:
+            yield self
+        finally:
+            self._batching -= 1
+            if not self._batching and self._dirty:
+                self._save()
 
     @classmethod
     def for_runbook(cls, rb, run_id: str, **kw) -> RtoLedger:
@@ -193,7 +208,10 @@ class RtoLedger:
             raise ValueError(f"unknown ledger phase {phase!r}; phases are {', '.join(PHASES)}")
 
     def _save(self) -> None:
-        if self.sink is not None:
+        if self._batching:
+            self._dirty = True
+        elif self.sink is not None:
+            self._dirty = False
             self.sink.append(self.entry)
 
 

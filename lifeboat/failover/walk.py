@@ -126,7 +126,6 @@ class _Walk:
             )
             led.note("fence", f"epoch {v.epoch} on {', '.join(v.stores)}; {stopped}")
         elif name == "certify":
-            self.checkpoint = v
             led.checkpoint(v.certified.uri, v.certified.written_at)
             rejected = [f"step {r.step}: {r.reason} — {r.detail}" for r in v.rejected]
             led.note("certification", "; ".join([f"mode {v.mode}", *rejected]))
@@ -182,12 +181,22 @@ class _Walk:
         if not finished:
             late = next(n for n, (_, start) in self.running.items() if start == oldest)
             raise StopFailover(f"step {late} ran past {limit:g}s")
-        for name in sorted((futures[f] for f in finished), key=list(self.graph).index):
+        names = sorted((futures[f] for f in finished), key=list(self.graph).index)
+        for name in names:
             handle, _ = self.running.pop(name)
-            self.done[name] = t = self.runner.result(handle)
-            self.record(name, t)
+            self.done[name] = self.runner.result(handle)
+            if name == "certify":
+                self.checkpoint = self.done[name].value
+        # The next steps start before the ledger is written: its durable writes are not
+        # on the critical path.
+        for ready in self.ready():
+            if ready != "approval" and "prove" not in self.done:
+                self.start(ready)
+        for name in names:
+            with self.ledger.batch():
+                self.record(name, self.done[name])
             if name == "prove":
-                self.after_proof(t.value)
+                self.after_proof(self.done[name].value)
 
     def approve(self) -> bool:
         card = approval_card(

@@ -1,0 +1,63 @@
+"""A real dry-run failover, 15 times: measured RTO against the critical path of its own steps.
+
+Each run is the `failover` flow with `dry_run=True` on the demo runbook (a sandbox: local
+stores, local compute, the tiny trainer) against a temporary Prefect server. From the
+ledger, each step's span (its start to its milestone) gives the critical path through the
+step graph up to the first healthy step; RTO ÷ that path shows the time the walk itself
+adds (idle gaps between steps, task-run overhead). Goal: ≤ 1.05 in every run.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+from lifeboat.failover.graph import BY_NAME, STEPS, critical_path, step_graph
+from lifeboat.ledger import LedgerEntry, LedgerFile
+
+RUNS = int(os.environ.get("LIFEBOAT_BENCH_FAILOVER_RUNS", "15"))
+GOAL = 1.05
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def ratio(entry: LedgerEntry) -> tuple[float, float, float]:
+    """(RTO s, critical path s to the first step, RTO ÷ path)."""
+    durations = {}
+    for step in STEPS:
+        span = entry.span(step.milestone)
+        if span:
+            durations[step.name] = (span[1] - span[0]).total_seconds()
+    graph = {n: deps for n, deps in step_graph().items() if n != "prove"}  # RTO ends at the first step
+    path = critical_path(durations, graph)
+    rto = entry.rto.total_seconds()
+    return rto, path, rto / path
+
+
+def main() -> None:
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows.failover import failover
+
+    ledger = Path(tempfile.mkdtemp(prefix="lifeboat-bench-")) / "ledger.jsonl"
+    os.environ["LIFEBOAT_LEDGER"] = str(ledger)
+    rows = []
+    with prefect_test_harness(server_startup_timeout=120):
+        failover(runbook=str(ROOT / "runbooks/demo.yaml"), dry_run=True)  # warm-up: imports, client
+        for _ in range(RUNS):
+            out = failover(runbook=str(ROOT / "runbooks/demo.yaml"), dry_run=True)
+            (entry,) = [e for e in LedgerFile(ledger).read() if e.run_id == out["run_id"]]
+            rows.append((entry, *ratio(entry)))
+    print(f"{'run':>4} {'RTO s':>7} {'critical s':>10} {'RTO/critical':>13}  confirm began→ended, start-up")
+    for i, (entry, rto, path, r) in enumerate(rows, 1):
+        confirm = entry.span(BY_NAME["confirm"].milestone)
+        confirm_s = (confirm[1] - confirm[0]).total_seconds() if confirm else float("nan")
+        print(
+            f"{i:>4} {rto:7.2f} {path:10.2f} {r:13.3f}  {confirm_s:.2f}s, {entry.notes.get('flow start-up', '—')}"
+        )
+    worst, median = max(r for *_, r in rows), statistics.median(r for *_, r in rows)
+    verdict = "PASS" if worst <= GOAL else "FAIL"
+    print(
+        f"RTO ÷ critical path over {RUNS} dry runs: median {median:.3f}, worst {worst:.3f} (goal ≤ {GOAL}) {verdict}"
+    )
