@@ -33,7 +33,9 @@ class HaproxyTraffic:
             raise ConfigError("haproxy router: no sites (site -> server name) given")
         bad = [n for n in (backend, *sites.values()) if not _NAME.match(n)]
         if bad:  # a name is spliced into a command line: `;` or a newline would add commands
-            raise ConfigError(f"haproxy router: {bad[0]!r} is not a backend/server name (letters, digits, . _ : -)")
+            raise ConfigError(
+                f"haproxy router: {bad[0]!r} is not a backend/server name (letters, digits, . _ : -)"
+            )
         self.address, self.backend = socket_address, backend
         self._servers = dict(sites)  # site -> server name
         self._sites_of = {srv: site for site, srv in self._servers.items()}

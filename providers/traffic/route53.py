@@ -107,7 +107,9 @@ class Route53Traffic:
                 raise ConfigError("route53 traffic needs boto3: pip install 'boto3[crt]'") from None
             from botocore.config import Config
 
-            config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=3, read_timeout=10)
+            config = Config(
+                retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=3, read_timeout=10
+            )
             self._client_obj = boto3.client("route53", endpoint_url=self.endpoint_url, config=config)
         return self._client_obj
 

@@ -58,7 +58,12 @@ def make_route53(endpoint: str, *, with_health_checks: bool = True):
         if with_health_checks:
             check = client.create_health_check(
                 CallerReference=uuid.uuid4().hex,
-                HealthCheckConfig={"IPAddress": f"10.0.0.{i + 1}", "Port": 80, "Type": "HTTP", "ResourcePath": "/healthz"},
+                HealthCheckConfig={
+                    "IPAddress": f"10.0.0.{i + 1}",
+                    "Port": 80,
+                    "Type": "HTTP",
+                    "ResourcePath": "/healthz",
+                },
             )
             record["HealthCheckId"] = check["HealthCheck"]["Id"]
         changes.append({"Action": "CREATE", "ResourceRecordSet": record})
@@ -105,5 +110,8 @@ def unreachable(backend, tmp_path):
     from providers.traffic.route53 import Route53Traffic
 
     return Route53Traffic(
-        "Z1", "chat.example.com", {s: f"chat-{s}" for s in SITES}, endpoint_url=f"http://127.0.0.1:{free_port()}"
+        "Z1",
+        "chat.example.com",
+        {s: f"chat-{s}" for s in SITES},
+        endpoint_url=f"http://127.0.0.1:{free_port()}",
     )

@@ -14,7 +14,9 @@ from .conftest import SITES, make_route53
 
 
 def _served_by(frontend: str) -> str:
-    req = urllib.request.Request(f"{frontend}/v1/infer", data=json.dumps({"prompt": "hi"}).encode(), method="POST")
+    req = urllib.request.Request(
+        f"{frontend}/v1/infer", data=json.dumps({"prompt": "hi"}).encode(), method="POST"
+    )
     with urllib.request.urlopen(req, timeout=5) as r:
         return json.loads(r.read())["server"]
 
@@ -57,9 +59,15 @@ def test_haproxy_refuses_a_name_that_would_add_commands(name):
 @pytest.mark.integration
 def test_route53_changes_only_the_weight_of_a_record(s3_endpoint):
     router, client, zone_id = make_route53(s3_endpoint)
-    before = {r.get("SetIdentifier"): r for r in client.list_resource_record_sets(HostedZoneId=zone_id)["ResourceRecordSets"]}
+    before = {
+        r.get("SetIdentifier"): r
+        for r in client.list_resource_record_sets(HostedZoneId=zone_id)["ResourceRecordSets"]
+    }
     switch(router, "standby")
-    after = {r.get("SetIdentifier"): r for r in client.list_resource_record_sets(HostedZoneId=zone_id)["ResourceRecordSets"]}
+    after = {
+        r.get("SetIdentifier"): r
+        for r in client.list_resource_record_sets(HostedZoneId=zone_id)["ResourceRecordSets"]
+    }
     for sid in ("chat-primary", "chat-standby"):
         assert {k: v for k, v in after[sid].items() if k != "Weight"} == {
             k: v for k, v in before[sid].items() if k != "Weight"
@@ -81,6 +89,8 @@ def test_route53_names_a_missing_record(s3_endpoint):
     from providers.traffic.route53 import Route53Traffic
 
     router, _, zone_id = make_route53(s3_endpoint)
-    ghost = Route53Traffic(zone_id, "chat.example.com", {"primary": "chat-primary", "dr": "chat-dr"}, endpoint_url=s3_endpoint)
+    ghost = Route53Traffic(
+        zone_id, "chat.example.com", {"primary": "chat-primary", "dr": "chat-dr"}, endpoint_url=s3_endpoint
+    )
     with pytest.raises(NotFound, match="chat-dr"):
         ghost.weights()
