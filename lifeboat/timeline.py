@@ -40,6 +40,12 @@ def _offset(entry: LedgerEntry, at: datetime | None) -> str:
     return f"+{format_duration(at - start)}" if start else at.isoformat(timespec="seconds")
 
 
+def _order(entry: LedgerEntry) -> list[str]:
+    """The entry's milestones in its step table's order, then any others the ledger knows."""
+    own = ["outage_start", *(m for s in steps_for(entry.kind) for m in (*s.marks, s.milestone))]
+    return own + [p for p in PHASES if p not in own]
+
+
 def phase_rows(entry: LedgerEntry) -> list[dict[str, str]]:
     """One row per milestone reached: for `create_table_artifact`."""
     rows = [
@@ -48,7 +54,7 @@ def phase_rows(entry: LedgerEntry) -> list[dict[str, str]]:
             "at": entry.phases[p].isoformat(timespec="seconds"),
             "since outage": _offset(entry, entry.phases[p]),
         }
-        for p in PHASES
+        for p in _order(entry)
         if p in entry.phases
     ]
     rows += [

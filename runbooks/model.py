@@ -359,9 +359,13 @@ class Traffic(_Strict):
     )
     backend: str | None = Field(None, description="HAProxy: the backend whose servers are the sites.")
     zone_id: str | None = Field(None, description="Route 53: the hosted zone ID, e.g. Z0123456789ABC.")
-    record: str | None = Field(None, description="Route 53: the weighted record's name, e.g. chat.example.com.")
+    record: str | None = Field(
+        None, description="Route 53: the weighted record's name, e.g. chat.example.com."
+    )
     record_type: str = Field("A", description="Route 53: the weighted records' type (A, AAAA, CNAME).")
-    endpoint_url: str | None = Field(None, description="Route 53: another endpoint (tests, a local emulator).")
+    endpoint_url: str | None = Field(
+        None, description="Route 53: another endpoint (tests, a local emulator)."
+    )
 
     @model_validator(mode="after")
     def _router_fields(self) -> Traffic:
@@ -409,18 +413,28 @@ class Switch(_Strict):
 class Watch(_Strict):
     """What the standby must hold after the switch; past a threshold, traffic reverts."""
 
-    duration: Duration = Field(timedelta(minutes=2), description="How long the standby is watched after the switch.")
+    duration: Duration = Field(
+        timedelta(minutes=2), description="How long the standby is watched after the switch."
+    )
     interval: Duration = Field(timedelta(milliseconds=200), description="Time between watch requests.")
-    window: int = Field(20, ge=5, description="Requests in the sliding window that error rate and P99 are judged on.")
-    max_error_rate: float = Field(0.05, ge=0, le=1, description="Highest acceptable share of failed requests in the window.")
-    max_p99: Duration = Field(timedelta(seconds=2), description="Highest acceptable 99th-percentile latency in the window.")
+    window: int = Field(
+        20, ge=5, description="Requests in the sliding window that error rate and P99 are judged on."
+    )
+    max_error_rate: float = Field(
+        0.05, ge=0, le=1, description="Highest acceptable share of failed requests in the window."
+    )
+    max_p99: Duration = Field(
+        timedelta(seconds=2), description="Highest acceptable 99th-percentile latency in the window."
+    )
 
 
 class Serving(_Strict):
     """Realtime serving: a hot standby is verified, then traffic moves to it (no provisioning)."""
 
     traffic: Traffic = Field(description="The router that splits traffic between the sites.")
-    primary_url: str = Field(description="The primary site's own URL (health probes), e.g. http://10.0.0.1:8000.")
+    primary_url: str = Field(
+        description="The primary site's own URL (health probes), e.g. http://10.0.0.1:8000."
+    )
     standby_url: str = Field(description="The standby site's own URL: verified before it gets traffic.")
     weights: str | None = Field(
         None,
@@ -428,11 +442,16 @@ class Serving(_Strict):
     )
     health_path: str = Field("/healthz", description="Health endpoint on each site (200 = healthy).")
     model_path: str = Field(
-        "/v1/model", description="Endpoint that reports the served weights' digest as JSON {digest: sha256:...}."
+        "/v1/model",
+        description="Endpoint that reports the served weights' digest as JSON {digest: sha256:...}.",
     )
-    canary: Canary = Field(default_factory=Canary, description="The request the standby must answer before the switch.")
+    canary: Canary = Field(
+        default_factory=Canary, description="The request the standby must answer before the switch."
+    )
     switch: Switch = Field(default_factory=Switch, description="At once, or by steps with a hold between.")
-    watch: Watch = Field(default_factory=Watch, description="Error-rate and P99 thresholds that revert the switch.")
+    watch: Watch = Field(
+        default_factory=Watch, description="Error-rate and P99 thresholds that revert the switch."
+    )
 
     @field_validator("primary_url", "standby_url")
     @classmethod

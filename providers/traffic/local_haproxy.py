@@ -44,6 +44,7 @@ def _config(backend: str, servers: Mapping[str, tuple[str, int, int]], port: int
         "    timeout connect 1s",
         "    timeout client 10s",
         "    timeout server 10s",
+        "    timeout queue 5s",
         "    retries 1",
         "    option redispatch",
         "frontend fe",
