@@ -212,7 +212,8 @@ def build_ledger(
     rb: Runbook, *, run_id: str, drill: str | None = None, path: str | Path | None = None
 ) -> RtoLedger:
     """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`)."""
-    return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), sink=LedgerFile(path))
+    kind = "serving" if rb.serving is not None else "training"
+    return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), sink=LedgerFile(path), kind=kind)
 
 
 def build_gate(rb: Runbook, *, console: str = "wait"):

@@ -190,9 +190,10 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
                 va="bottom",
             )
     kind = "drill" if entry.drill else "failover"
+    client = f", client errors {_fmt(entry.client.window)}" if entry.client else ""
     ax.set_title(
         f"{entry.runbook} {kind} {entry.run_id} ({entry.outcome}): RTO {_fmt(entry.rto)} (target {_fmt(entry.rto_target)}), "
-        f"RPO {_fmt(entry.rpo)} (target {_fmt(entry.rpo_target)})",
+        f"RPO {_fmt(entry.rpo)} (target {_fmt(entry.rpo_target)}){client}",
         fontsize=9,
         pad=14,
     )
