@@ -20,6 +20,9 @@ Each kind is two halves: how to inject its fault into a sandboxed copy of the ru
     stale-primary      after fencing, the old primary (old epoch) tries to commit: refused,
                        and the secondary's checkpoints are untouched
 
+and, for the inference classes (`flows/drills/serving.py`): serving-kill,
+serving-stale-standby, serving-degraded (realtime runbooks) and batch-resume.
+
 Drills never touch production: everything lives under `.lifeboat/sandbox/<drill id>/`
 (`flows.sandbox`), the cluster is `cluster_name(rb, drill id)`, every drill ends with a
 check that no cluster is left (tearing down any that is), and the ledger entry is marked
@@ -63,6 +66,7 @@ from flows.drills.policy import (
     verify_approval_timeout,
     verify_stale_primary,
 )
+from flows.drills.serving import BATCH_KINDS, SERVING_KINDS
 from flows.drills.sites import (
     prepare_corrupted_replica,
     prepare_region_outage,
@@ -71,6 +75,9 @@ from flows.drills.sites import (
 )
 from lifeboat.errors import ConfigError
 from runbooks.model import Runbook
+
+INFERENCE_KINDS = SERVING_KINDS + BATCH_KINDS
+ALL_KINDS = KINDS + INFERENCE_KINDS
 
 DRILLS: dict[str, Drill] = {
     "process-kill": Drill(prepare_process_kill, verify_process_kill),
@@ -98,8 +105,15 @@ def run_drill(
     removed after a pass (unless `keep`) and kept after a failure."""
     from flows.sandbox import SANDBOX_ROOT, sandbox_of
 
+    if kind in INFERENCE_KINDS:  # serving failovers and the batch resume: their own rigs
+        from flows.drills.serving import inference_drill
+
+        drill_id = f"{kind}-{secrets.token_hex(4)}"
+        return inference_drill(
+            rb, kind, root=root or SANDBOX_ROOT, drill_id=drill_id, started=time.monotonic(), keep=keep
+        )
     if kind not in DRILLS:
-        raise ConfigError(f"unknown drill kind {kind!r}; use one of {', '.join(KINDS)} or all")
+        raise ConfigError(f"unknown drill kind {kind!r}; use one of {', '.join(ALL_KINDS)} or all")
     if scope is not None and scope not in SCOPES:
         raise ConfigError(f"unknown drill scope {scope!r}; use az or region")
     drill_id = f"{kind}-{secrets.token_hex(4)}"
@@ -134,16 +148,25 @@ def run_drill(
     )
 
 
-def kinds_for(kind: str) -> tuple[str, ...]:
-    """`all` or one kind, checked."""
+def kinds_for(kind: str, rb: Runbook | None = None) -> tuple[str, ...]:
+    """`all` (the kinds that fit the runbook's workload) or one kind, checked."""
     if kind == "all":
-        return KINDS
-    if kind not in DRILLS:
-        raise ConfigError(f"unknown drill kind {kind!r}; use one of {', '.join(KINDS)} or all")
+        workload = getattr(getattr(rb, "workload", None), "value", None)
+        if workload == "realtime-inference":
+            return SERVING_KINDS
+        return KINDS + BATCH_KINDS if workload == "batch-inference" else KINDS
+    if kind not in DRILLS and kind not in INFERENCE_KINDS:
+        raise ConfigError(f"unknown drill kind {kind!r}; use one of {', '.join(ALL_KINDS)} or all")
+    if rb is not None and (kind in SERVING_KINDS) != (rb.serving is not None):
+        raise ConfigError(
+            f"drill {kind!r} does not fit {rb.name} ({rb.workload.value}); "
+            f"use one of {', '.join(kinds_for('all', rb))}"
+        )
     return (kind,)
 
 
 __all__ = [
+    "ALL_KINDS",
     "KINDS",
     "SCOPES",
     "Check",

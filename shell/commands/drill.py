@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flows.drills import KINDS, SCOPES
+from flows.drills import ALL_KINDS, SCOPES
 
 
 def register(subparsers) -> None:
@@ -14,7 +14,7 @@ def register(subparsers) -> None:
         "and check the result. Prints every check; exit 0 when all pass, 1 otherwise.",
     )
     p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
-    p.add_argument("--kind", required=True, choices=(*KINDS, "all"), help="which failure to rehearse")
+    p.add_argument("--kind", required=True, choices=(*ALL_KINDS, "all"), help="which failure to rehearse")
     p.add_argument("--scope", choices=SCOPES, default=None, help="region-outage: block a zone or a region")
     p.set_defaults(handler=run)
 
