@@ -52,6 +52,7 @@ class HaproxyTraffic:
         check_weights(self.sites(), weights, self.where)
         if not weights:
             return
+        self._servers_state()  # every server exists, or nothing is sent: HAProxy would apply half a line
         line = "; ".join(
             f"set server {self.backend}/{self._servers[site]} weight {w}" for site, w in weights.items()
         )

@@ -94,3 +94,13 @@ def test_route53_names_a_missing_record(s3_endpoint):
     )
     with pytest.raises(NotFound, match="chat-dr"):
         ghost.weights()
+
+
+@pytest.mark.integration
+def test_haproxy_with_a_server_it_does_not_have_changes_nothing(haproxy):
+    from lifeboat.errors import NotFound
+
+    ghost = HaproxyTraffic(haproxy.socket, haproxy.backend, {"primary": "srv-primary", "dr": "srv-gone"})
+    with pytest.raises(NotFound, match="srv-gone"):
+        ghost.set_weights({"primary": 0, "dr": 255})
+    assert _router(haproxy).weights() == {"primary": 255, "standby": 0}
