@@ -2,10 +2,11 @@
 
 `flows.failover.failover` hands a runbook with a `serving` section here. Thin: `flows.wiring`
 builds the router, the standby endpoint, the expected weights digest and the settings; the
-core (`lifeboat.serving.failover`) verifies, switches, watches and reverts, as one task run
-retried on `ProviderUnavailable` (every part of it is idempotent: verifying again, setting the
-same weights again); approval, when the runbook requires it, goes through the same gate as
-training's, with a card that names the standby and the weights instead of a plan.
+core (`lifeboat.serving.failover`) runs as two task runs, "verify standby" and "switch
+traffic" (switch, watch, revert), each retried on `ProviderUnavailable` (verifying again and
+setting the same weights again are idempotent). Approval, when the runbook requires it, runs
+between them on the flow itself (a Prefect pause must), through the same gate as training's,
+with a card that names the standby instead of a plan.
 """
 
 from __future__ import annotations
@@ -29,20 +30,18 @@ def _retryable(task, task_run, state) -> bool:
     return False
 
 
-@task(name="serving failover", cache_policy=NO_CACHE, persist_result=False, retry_condition_fn=_retryable)
-def _serving_task(settings, router, standby, digest, ledger, outage, detected, approve):
-    from lifeboat.serving.failover import serving_failover
+@task(name="verify standby", cache_policy=NO_CACHE, persist_result=False, retry_condition_fn=_retryable)
+def _verify(settings, standby, digest, ledger) -> bool:
+    from lifeboat.serving.failover import verify_for_switch
 
-    return serving_failover(
-        settings,
-        router=router,
-        standby=standby,
-        expected_digest=digest,
-        ledger=ledger,
-        outage_started_at=outage,
-        detected_at=detected,
-        approve=approve,
-    )
+    return verify_for_switch(settings, standby=standby, expected_digest=digest, ledger=ledger)
+
+
+@task(name="switch traffic", cache_policy=NO_CACHE, persist_result=False, retry_condition_fn=_retryable)
+def _switch(settings, router, standby, ledger):
+    from lifeboat.serving.failover import switch_and_watch
+
+    return switch_and_watch(settings, router=router, standby=standby, ledger=ledger)
 
 
 def serve_failover(
@@ -59,13 +58,11 @@ def serve_failover(
     """Run the serving failover for `rb` inside the current flow run; publish its record."""
     from flows.record import publish
     from flows.wiring import (
-        build_gate,
         build_ledger,
         build_router,
         certified_weights_digest,
         serving_settings,
     )
-    from providers.chat.base import ApprovalCard
     from providers.serving.http import HttpEndpoint
 
     if dry_run:  # the same failover over toy servers behind a local HAProxy, primary killed
@@ -89,40 +86,23 @@ def serve_failover(
             )
     now = datetime.now(UTC)
     ledger = build_ledger(rb, run_id=run_id, drill=drill)
-    approve = None
-    if rb.approval.required:
-        gate = build_gate(rb, console=approval)
-
-        def approve(led) -> bool:
-            card = ApprovalCard(
-                runbook=rb.name,
-                run_id=run_id,
-                channel=rb.approval.channel,
-                evidence=list(evidence or []),
-                checkpoint=f"standby {rb.serving.standby_url}: verified against the certified weights",
-                plan=f"move traffic to {rb.serving.traffic.secondary} ({rb.serving.traffic.router.value}), steps {rb.serving.switch.steps}",
-                rto_target=rb.rto_target,
-                approvers=list(rb.approval.approvers),
-                drill=bool(drill),
-            )
-            return gate.request(card, led).approved
-
-    run = _serving_task.with_options(
-        retries=rb.failover.retries, retry_delay_seconds=rb.failover.retry_delay.total_seconds()
-    )
+    settings, standby = serving_settings(rb), HttpEndpoint(rb.serving.standby_url)
+    retried = {"retries": rb.failover.retries, "retry_delay_seconds": rb.failover.retry_delay.total_seconds()}
     try:
-        entry = run(
-            serving_settings(rb),
-            build_router(rb),
-            HttpEndpoint(rb.serving.standby_url),
-            certified_weights_digest(rb),
-            ledger,
-            outage_started_at or now,
-            detected_at or now,
-            approve,
+        ledger.mark("outage_start", outage_started_at or now)
+        ledger.mark("detected", detected_at or now)
+        ledger.mark("confirmed")
+        verified = _verify.with_options(**retried)(settings, standby, certified_weights_digest(rb), ledger)
+        approved = verified and (
+            not rb.approval.required or _approve(rb, run_id, evidence, drill, approval, ledger)
         )
+        if verified and not approved:
+            ledger.fail("approval_granted", "the approvers said no", outcome="aborted")
+        if approved:
+            _switch.with_options(**retried)(settings, build_router(rb), standby, ledger)
     finally:
         picture = publish(ledger.entry)
+    entry = ledger.entry
     return {
         "run_id": run_id,
         "outcome": entry.outcome,
@@ -132,3 +112,22 @@ def serve_failover(
         "timeline": str(picture) if picture else None,
         "failures": [f.error for f in entry.failures],
     }
+
+
+def _approve(rb, run_id: str, evidence, drill, approval: str, ledger) -> bool:
+    from flows.wiring import build_gate
+    from providers.chat.base import ApprovalCard
+
+    card = ApprovalCard(
+        runbook=rb.name,
+        run_id=run_id,
+        channel=rb.approval.channel,
+        evidence=list(evidence or []),
+        checkpoint=f"standby {rb.serving.standby_url}: serves the certified weights, canary in budget",
+        plan=f"move traffic to {rb.serving.traffic.secondary} ({rb.serving.traffic.router.value}), "
+        f"steps {rb.serving.switch.steps}",
+        rto_target=rb.rto_target,
+        approvers=list(rb.approval.approvers),
+        drill=bool(drill),
+    )
+    return build_gate(rb, console=approval).request(card, ledger).approved

@@ -53,17 +53,34 @@ def serving_failover(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> LedgerEntry:
-    """Fail serving over to the standby; the ledger entry says how it went."""
+    """Fail serving over to the standby; the ledger entry says how it went. The two halves
+    (`verify_for_switch`, `switch_and_watch`) are also called apart, by the flow, so that a
+    human approval between them runs on the flow itself."""
     ledger.mark("outage_start", outage_started_at)
     ledger.mark("detected", detected_at)
     ledger.mark("confirmed")
+    if not verify_for_switch(settings, standby=standby, expected_digest=expected_digest, ledger=ledger):
+        return ledger.entry
+    if approve is not None and not approve(ledger):
+        ledger.fail("approval_granted", "the approvers said no", outcome="aborted")
+        return ledger.entry
+    return switch_and_watch(settings, router=router, standby=standby, ledger=ledger, clock=clock, sleep=sleep)
 
+
+def verify_for_switch(
+    settings: ServingSettings,
+    *,
+    standby: ModelEndpoint,
+    expected_digest: Callable[[], str],
+    ledger: RtoLedger,
+) -> bool:
+    """Verify the standby against the certified weights; `standby_verified` or a failure."""
     ledger.begin("standby_verified")
     try:
         digest = expected_digest()
     except Exception as e:  # no certified weights: nothing to compare the standby with
         ledger.fail("standby_verified", f"certified weights: {type(e).__name__}: {e}")
-        return ledger.entry
+        return False
     check = verify_standby(
         standby,
         digest,
@@ -76,19 +93,38 @@ def serving_failover(
     ledger.note("weights_digest", digest)
     if not check.ok:
         ledger.fail("standby_verified", "standby refused: " + "; ".join(check.problems))
-        return ledger.entry
+        return False
     ledger.note("canary_ms", f"{check.canary_latency_s * 1000:.0f}")
     ledger.mark("standby_verified")
+    return True
 
-    if approve is not None and not approve(ledger):
-        ledger.fail("approval_granted", "the approvers said no", outcome="aborted")
-        return ledger.entry
+
+def switch_and_watch(
+    settings: ServingSettings,
+    *,
+    router: TrafficRouter,
+    standby: ModelEndpoint,
+    ledger: RtoLedger,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> LedgerEntry:
+    """Move traffic by the runbook's steps, watch, and revert past a threshold."""
 
     def probe() -> Answer:
         return standby.post(
             settings.canary_path,
             settings.canary_body or {"prompt": "lifeboat watch"},
             timeout=settings.budget_s * 2,
+        )
+
+    def watched(duration_s: float) -> WatchResult:
+        return watch(
+            probe,
+            settings.thresholds,
+            duration_s=duration_s,
+            interval_s=settings.interval_s,
+            clock=clock,
+            sleep=sleep,
         )
 
     ledger.begin("first_step")
@@ -98,28 +134,14 @@ def serving_failover(
         before = before or shown
         ledger.note("switch", " → ".join(f"{p}%" for p in settings.steps[: i + 1]))
         if i < len(settings.steps) - 1:
-            held = watch(
-                probe,
-                settings.thresholds,
-                duration_s=settings.hold_s,
-                interval_s=settings.interval_s,
-                clock=clock,
-                sleep=sleep,
-            )
+            held = watched(settings.hold_s)
             if held.breach:
                 return _revert(ledger, router, before, held, f"at {percent}%")
     ledger.mark("first_step")
     ledger.note("weights_before", ", ".join(f"{s}={w}" for s, w in before.items()))
 
     ledger.begin("watch_passed")
-    held = watch(
-        probe,
-        settings.thresholds,
-        duration_s=settings.watch_s,
-        interval_s=settings.interval_s,
-        clock=clock,
-        sleep=sleep,
-    )
+    held = watched(settings.watch_s)
     if held.breach:
         return _revert(ledger, router, before, held, "after the switch")
     ledger.note("watch", _summary(held))

@@ -28,3 +28,22 @@ def test_dry_run_of_a_serving_runbook_verifies_the_standby_and_moves_traffic(pre
     assert entry.kind == "serving" and entry.drill
     assert {"confirmed", "standby_verified", "first_step", "watch_passed"} <= set(entry.phases)
     assert entry.notes["weights_digest"].startswith("sha256:")
+
+
+def test_a_serving_runbook_that_requires_approval_asks_on_the_flow_and_a_no_moves_nothing(
+    prefect_server, ledger_path, tmp_path
+):
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "runbooks" / "chat-serving.yaml").read_text())
+    doc["approval"] = {"required": True, "approvers": ["U0ONCALL"], "timeout": "1m"}
+    doc["job"]["task"] = str(ROOT / "runbooks" / doc["job"]["task"])
+    path = tmp_path / "chat-serving.yaml"
+    path.write_text(yaml.safe_dump(doc))
+
+    result = failover(str(path), dry_run=True, approval="reject")
+
+    assert result["outcome"] == "aborted"
+    (entry,) = LedgerFile(ledger_path).read("chat-serving")
+    assert "standby_verified" in entry.phases and "approval_requested" in entry.phases
+    assert "first_step" not in entry.phases
