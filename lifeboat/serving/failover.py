@@ -128,17 +128,19 @@ def switch_and_watch(
         )
 
     ledger.begin("first_step")
-    before: dict[str, int] | None = None
+    # A retry after a crash mid-switch reverts to the weights the *first* attempt found.
+    before = _parse_weights(ledger.entry.notes.get("weights_before"))
     for i, percent in enumerate(settings.steps):
         shown = switch(router, settings.standby_site, percent)
-        before = before or shown
+        if before is None:
+            before = shown
+            ledger.note("weights_before", _show(before))
         ledger.note("switch", " → ".join(f"{p}%" for p in settings.steps[: i + 1]))
         if i < len(settings.steps) - 1:
             held = watched(settings.hold_s)
             if held.breach:
                 return _revert(ledger, router, before, held, f"at {percent}%")
     ledger.mark("first_step")
-    ledger.note("weights_before", ", ".join(f"{s}={w}" for s, w in before.items()))
 
     ledger.begin("watch_passed")
     held = watched(settings.watch_s)
@@ -147,6 +149,16 @@ def switch_and_watch(
     ledger.note("watch", _summary(held))
     ledger.mark("watch_passed")
     return ledger.finish("completed")
+
+
+def _show(weights: dict[str, int]) -> str:
+    return ", ".join(f"{s}={w}" for s, w in weights.items())
+
+
+def _parse_weights(text: str | None) -> dict[str, int] | None:
+    if not text:
+        return None
+    return {site: int(w) for site, _, w in (part.partition("=") for part in text.split(", "))}
 
 
 def _summary(w: WatchResult) -> str:

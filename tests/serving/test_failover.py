@@ -167,3 +167,33 @@ def test_a_router_that_does_not_answer_is_left_to_the_flow_to_retry():
     router.unavailable = True
     with pytest.raises(ProviderUnavailable):
         run(router=router)
+
+
+def test_a_retry_after_a_crash_mid_switch_reverts_to_the_weights_the_first_attempt_found():
+    from lifeboat.serving.failover import switch_and_watch
+
+    router = FakeTraffic({"primary": 255, "standby": 0})
+    ledger = RtoLedger(
+        "chat", "r1", rto_target=timedelta(seconds=10), rpo_target=timedelta(0), kind="serving"
+    )
+    standby = FakeEndpoint(digest=DIGEST)
+    clock = Clock()
+    s = settings(steps=(50, 100))
+    standby.script = [200] * 10  # the hold at 50% passes; then the router stops answering
+    original = router.set_weights
+    calls = []
+
+    def flaky(weights):
+        calls.append(weights)
+        if len(calls) == 2:
+            raise ProviderUnavailable("router: 503")
+        original(weights)
+
+    router.set_weights = flaky
+    with pytest.raises(ProviderUnavailable):
+        switch_and_watch(s, router=router, standby=standby, ledger=ledger, clock=clock, sleep=clock.sleep)
+    assert router.weights() == {"primary": 127, "standby": 127}  # half-done
+    standby.status = 500  # the retry switches, and the standby now fails
+    entry = switch_and_watch(s, router=router, standby=standby, ledger=ledger, clock=clock, sleep=clock.sleep)
+    assert entry.outcome == "reverted"
+    assert router.weights() == {"primary": 255, "standby": 0}  # not the half-done 127/127
