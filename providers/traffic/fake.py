@@ -11,7 +11,7 @@ import threading
 from collections.abc import Mapping
 
 from lifeboat.errors import ProviderUnavailable
-from providers.traffic.base import MAX_WEIGHT, SiteHealth, check_weights
+from providers.traffic.base import SiteHealth, check_weights
 
 
 class FakeTraffic:
@@ -55,4 +55,4 @@ class FakeTraffic:
             raise ProviderUnavailable("fake router: not answering")
 
 
-__all__ = ["MAX_WEIGHT", "FakeTraffic"]
+__all__ = ["FakeTraffic"]
