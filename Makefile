@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup haproxy demo test lint bench clean
 
 setup: $(STAMP)
 
@@ -14,10 +14,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,torch]'
 	touch $(STAMP)
 
-demo: setup
+# HAProxy fronts the serving demo and the traffic tests (Debian's package; root installs it).
+haproxy:
+	@command -v haproxy >/dev/null || test -x /usr/sbin/haproxy || \
+	  { test "$$(id -u)" = 0 && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; } || \
+	  { echo "haproxy is missing: sudo apt-get install -y haproxy" >&2; exit 1; }
+
+demo: setup haproxy
 	$(BIN)/python -m flows.demo $(DEMO_ARGS)
 
-test: setup
+test: setup haproxy
 	$(BIN)/python -m pytest -q
 	$(BIN)/ruff check .
 

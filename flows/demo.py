@@ -35,6 +35,10 @@ STEPS, EVERY, STEP_SECONDS = 60, 5, 0.4
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "--serving" in (sys.argv[1:] if argv is None else argv):  # the realtime-serving demo
+        from flows.serving_demo import main as serving_demo
+
+        return serving_demo(argv)
     p = argparse.ArgumentParser(prog="make demo", description=__doc__.splitlines()[0])
     p.add_argument("--approve-in-ui", action="store_true", help="pause for your approval in the Prefect UI")
     p.add_argument(

@@ -99,6 +99,10 @@ def drill(
         "corrupted-replica",
         "approval-timeout",
         "stale-primary",
+        "serving-kill",
+        "serving-stale-standby",
+        "serving-degraded",
+        "batch-resume",
         "all",
     ] = "all",
     scope: Literal["az", "region"] | None = None,
@@ -117,7 +121,7 @@ def drill(
 
     rb = load_runbook(runbook)
     results = []
-    for k in kinds_for(kind, trainer):
+    for k in kinds_for(kind, rb, trainer):
         result = run_drill(
             rb, k, failover=run_failover, scope=scope if k == "region-outage" else None, trainer=trainer
         )

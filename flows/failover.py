@@ -116,6 +116,19 @@ def failover(
 
     rb = load_runbook(runbook)
     run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
+    if rb.serving is not None:  # realtime serving: verify the hot standby, move traffic
+        from flows.serving import serve_failover
+
+        return serve_failover(
+            rb,
+            run_id=run_id,
+            outage_started_at=outage_started_at,
+            detected_at=detected_at,
+            evidence=evidence,
+            approval=approval,
+            drill=drill,
+            dry_run=dry_run,
+        )
     providers = None
     if dry_run:  # the same steps over a sandboxed copy: local stores and compute, a fake registry
         registry = FakeRegistry(sandbox_images(rb))

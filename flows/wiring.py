@@ -217,7 +217,8 @@ def build_ledger(
     rb: Runbook, *, run_id: str, drill: str | None = None, path: str | Path | None = None
 ) -> RtoLedger:
     """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`)."""
-    return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), sink=LedgerFile(path))
+    kind = "serving" if rb.serving is not None else "training"
+    return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), sink=LedgerFile(path), kind=kind)
 
 
 def build_gate(rb: Runbook, *, console: str = "wait"):
@@ -247,3 +248,66 @@ def _slack_token():
         return SecretStr(secret("lifeboat-slack-bot-token"))
     except LifeboatError:  # no block, no server: no Slack
         return None
+
+
+# -- realtime serving ----------------------------------------------------------------------------
+def build_router(rb: Runbook):
+    """The runbook's traffic router (HAProxy runtime API or Route 53 weighted records)."""
+    from lifeboat.errors import ConfigError
+
+    if rb.serving is None:
+        raise ConfigError(f"{rb.name}: no serving section: only realtime-inference runbooks move traffic")
+    t = rb.serving.traffic
+    sites = {"primary": t.primary, "secondary": t.secondary}
+    if t.router.value == "haproxy":
+        from providers.traffic.haproxy import HaproxyTraffic
+
+        return HaproxyTraffic(t.socket, t.backend, sites)
+    from providers.traffic.route53 import Route53Traffic
+
+    return Route53Traffic(t.zone_id, t.record, sites, record_type=t.record_type, endpoint_url=t.endpoint_url)
+
+
+def serving_settings(rb: Runbook):
+    """The runbook's serving policy as the core reads it."""
+    from lifeboat.serving.failover import ServingSettings
+    from lifeboat.serving.watch import Thresholds
+
+    s = rb.serving
+    return ServingSettings(
+        standby_site="secondary",
+        budget_s=s.canary.latency_budget.total_seconds(),
+        health_path=s.health_path,
+        model_path=s.model_path,
+        canary_path=s.canary.path,
+        canary_body=s.canary.body,
+        steps=tuple(s.switch.steps),
+        hold_s=s.switch.hold.total_seconds(),
+        watch_s=s.watch.duration.total_seconds(),
+        interval_s=s.watch.interval.total_seconds(),
+        thresholds=Thresholds(
+            window=s.watch.window,
+            max_error_rate=s.watch.max_error_rate,
+            max_p99_s=s.watch.max_p99.total_seconds(),
+        ),
+    )
+
+
+def certified_weights_digest(rb: Runbook) -> Callable[[], str]:
+    """The digest the standby must serve: of `serving.weights` if given, else of the newest
+    certified checkpoint of the secondary store (certified against the primary's)."""
+    from lifeboat.errors import StopFailover
+    from lifeboat.serving.digest import store_weights_digest
+
+    def digest() -> str:
+        if rb.serving.weights:
+            parent, _, name = rb.store_uri(rb.serving.weights).rstrip("/").rpartition("/")
+            return store_weights_digest(store_opener(rb)(parent), name)
+        report = certify_runbook(rb)
+        if report.certified is None:
+            reasons = "; ".join(f"{r.uri}: {r.reason}" for r in report.rejected) or "no checkpoint"
+            raise StopFailover(f"no certified weights on {rb.secondary.store}: {reasons}")
+        replica = open_site(rb, rb.secondary)
+        return store_weights_digest(replica, report.certified.uri.rstrip("/").rsplit("/", 1)[-1])
+
+    return digest

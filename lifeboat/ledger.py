@@ -22,10 +22,11 @@ from pydantic import BaseModel, Field
 
 from lifeboat.durations import format_duration
 from lifeboat.errors import ConfigError, LifeboatError, NotFound, WriteFailed
-from lifeboat.failover.graph import MILESTONES, step_for_milestone
+from lifeboat.failover.graph import MILESTONES
+from lifeboat.serving.steps import SERVING_ONLY, steps_for
 
-# Milestones, in the order a failover normally reaches them (from the step graph).
-PHASES = MILESTONES
+# Milestones, in the order a failover normally reaches them (from the step graphs).
+PHASES = MILESTONES + SERVING_ONLY
 
 RCA_THRESHOLD = 1.2  # more than 20% over a target calls for a root-cause analysis
 
@@ -42,11 +43,33 @@ class Failure(BaseModel):
     error: str = Field(description="One line: the error type and message.")
 
 
+class ClientWindow(BaseModel):
+    """What an independent synthetic client saw during a serving failover."""
+
+    first_error: datetime | None = Field(None, description="Its first failed request after the outage began.")
+    first_good_after: datetime | None = Field(
+        None, description="Its first good request after traffic moved to the standby."
+    )
+    requests: int = Field(0, description="Requests it sent.")
+    errors: int = Field(0, description="Of those, how many failed (HTTP error, refused, timed out).")
+    measured_by: str = Field("", description="Which client, e.g. `python load loop, 50 req/s, pid 4242`.")
+
+    @property
+    def window(self) -> timedelta | None:
+        """First failed request -> first good one after the switch (zero when none failed)."""
+        if self.first_error is None:
+            return timedelta(0) if self.requests else None
+        if self.first_good_after is None:
+            return None
+        return self.first_good_after - self.first_error
+
+
 class LedgerEntry(BaseModel):
     """One failover (or drill) as measured."""
 
     runbook: str
     run_id: str
+    kind: str = Field("training", description="Which step table: training (the failover graph) or serving.")
     drill: bool = Field(False, description="A rehearsal, not a real outage.")
     rto_target: timedelta
     rpo_target: timedelta
@@ -59,6 +82,9 @@ class LedgerEntry(BaseModel):
     failures: list[Failure] = Field(default_factory=list)
     outcome: str = Field("in-progress", description="in-progress, completed, failed or aborted.")
     notes: dict[str, str] = Field(default_factory=dict, description="Who approved, which plan, etc.")
+    client: ClientWindow | None = Field(
+        None, description="Serving: the error window a synthetic client saw (drills, the demo)."
+    )
 
     @property
     def rto(self) -> timedelta | None:
@@ -94,6 +120,12 @@ class LedgerEntry(BaseModel):
                 reasons.append(
                     f"{name} {format_duration(value)} is {ratio - 1:.0%} over its target {format_duration(target)}"
                 )
+        window = self.client.window if self.client else None
+        ratio = _ratio(window, self.rto_target)
+        if ratio is not None and ratio > RCA_THRESHOLD:
+            reasons.append(
+                f"client-visible error window {format_duration(window)} is {ratio - 1:.0%} over the RTO target {format_duration(self.rto_target)}"
+            )
         reasons += [f"failed at {f.phase}: {f.error}" for f in self.failures]
         return reasons
 
@@ -103,8 +135,8 @@ class LedgerEntry(BaseModel):
 
     def span(self, end_phase: str) -> tuple[datetime, datetime] | None:
         """(start, end) of the step that reaches `end_phase`, for the timeline."""
-        step = step_for_milestone(end_phase)
-        if step is None or step.milestone != end_phase:
+        step = next((s for s in steps_for(self.kind) if s.milestone == end_phase), None)
+        if step is None:
             return None
         stop = self.phases.get(end_phase)
         start = self.began.get(end_phase) or self.start_of(step)
@@ -113,11 +145,10 @@ class LedgerEntry(BaseModel):
     def start_of(self, step) -> datetime | None:
         """When a step began by default: its own start milestone, else the latest end of the
         steps it waits for (the graph's own order; early provisioning's variant where it ran)."""
-        from lifeboat.failover.graph import BY_NAME
-
+        by_name = {s.name: s for s in steps_for(self.kind)}
         if step.starts_at:
             return self.phases.get(step.starts_at)
-        ends = [self.phases.get(BY_NAME[d].milestone) for d in step.after]
+        ends = [self.phases.get(by_name[d].milestone) for d in step.after if d in by_name]
         ends = [e for e in ends if e is not None]
         return max(ends, default=None)
 
@@ -144,9 +175,15 @@ class RtoLedger:
         drill: bool = False,
         sink: LedgerFile | LedgerStore | None = None,
         clock: Callable[[], datetime] = _utcnow,
+        kind: str = "training",
     ):
         self.entry = LedgerEntry(
-            runbook=runbook, run_id=run_id, drill=drill, rto_target=rto_target, rpo_target=rpo_target
+            runbook=runbook,
+            run_id=run_id,
+            kind=kind,
+            drill=drill,
+            rto_target=rto_target,
+            rpo_target=rpo_target,
         )
         self.sink, self.clock = sink, clock
         self._batching = 0
@@ -185,6 +222,10 @@ class RtoLedger:
 
     def checkpoint(self, uri: str, written_at: datetime) -> None:
         self.entry.checkpoint, self.entry.checkpoint_written_at = uri, written_at
+        self._save()
+
+    def client_window(self, window: ClientWindow) -> None:
+        self.entry.client = window
         self._save()
 
     def note(self, key: str, value: str) -> None:

@@ -11,8 +11,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from lifeboat.durations import format_duration
-from lifeboat.failover.graph import STEPS
 from lifeboat.ledger import PHASES, RCA_THRESHOLD, LedgerEntry
+from lifeboat.serving.steps import steps_for
+
+CLIENT_LABEL = "client-visible errors (synthetic client)"
 
 
 def _fmt(td: timedelta | None) -> str:
@@ -38,6 +40,12 @@ def _offset(entry: LedgerEntry, at: datetime | None) -> str:
     return f"+{format_duration(at - start)}" if start else at.isoformat(timespec="seconds")
 
 
+def _order(entry: LedgerEntry) -> list[str]:
+    """The entry's milestones in its step table's order, then any others the ledger knows."""
+    own = ["outage_start", *(m for s in steps_for(entry.kind) for m in (*s.marks, s.milestone))]
+    return own + [p for p in PHASES if p not in own]
+
+
 def phase_rows(entry: LedgerEntry) -> list[dict[str, str]]:
     """One row per milestone reached: for `create_table_artifact`."""
     rows = [
@@ -46,7 +54,7 @@ def phase_rows(entry: LedgerEntry) -> list[dict[str, str]]:
             "at": entry.phases[p].isoformat(timespec="seconds"),
             "since outage": _offset(entry, entry.phases[p]),
         }
-        for p in PHASES
+        for p in _order(entry)
         if p in entry.phases
     ]
     rows += [
@@ -92,6 +100,16 @@ def entry_markdown(entry: LedgerEntry) -> str:
         f"| RPO | {_fmt(entry.rpo)} | {_fmt(entry.rpo_target)} | {_ratio(entry.rpo_ratio)} | {_verdict(entry.rpo_ratio)} |",
         "",
     ]
+    window = entry.client.window if entry.client else None
+    if entry.client:
+        ratio = window / entry.rto_target if window is not None and entry.rto_target else None
+        lines[6:6] = [
+            f"| client-visible error window | {_fmt(window)} | {_fmt(entry.rto_target)} | {_ratio(ratio)} | {_verdict(ratio)} |"
+        ]
+        lines += [
+            f"Client: {entry.client.measured_by}: {entry.client.errors} of {entry.client.requests} requests failed.",
+            "",
+        ]
     if entry.checkpoint:
         lines += [f"Resumed from `{entry.checkpoint}`.", ""]
     lines += ["| phase | at | since outage |", "|---|---|---|"]
@@ -131,10 +149,13 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
     origin = entry.phases.get("outage_start") or min(entry.phases.values(), default=None)
     if origin is None:
         raise ValueError(f"run {entry.run_id} has no recorded phase to draw")
-    bars = [(s.label, entry.span(s.milestone)) for s in STEPS]
+    steps = steps_for(entry.kind)
+    bars = [(s.label, entry.span(s.milestone)) for s in steps]
     bars = [(label, span) for label, span in bars if span]
+    if entry.client and entry.client.first_error and entry.client.first_good_after:
+        bars.append((CLIENT_LABEL, (entry.client.first_error, entry.client.first_good_after)))
     for f in entry.failures:  # the step that failed, up to the failure
-        for s in STEPS:
+        for s in steps:
             start = entry.began.get(s.milestone) or entry.start_of(s)
             if f.phase in (s.milestone, *s.marks) and start:
                 bars.append((f"{s.label} (failed)", (start, f.at)))
@@ -144,6 +165,7 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
         left = (start - origin).total_seconds()
         width = max((stop - start).total_seconds(), 0.0)
         color = "#d62728" if label.endswith("(failed)") else ("#ff7f0e" if label == "approval" else "#1f77b4")
+        color = "#9467bd" if label == CLIENT_LABEL else color
         ax.barh(row, width or 0.001, left=left, color=color, height=0.6)
         ax.text(left + width, row, f" {format_duration(stop - start)}", va="center", fontsize=8)
     ax.set_yticks(range(len(bars)), [b[0] for b in bars])
@@ -168,9 +190,10 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
                 va="bottom",
             )
     kind = "drill" if entry.drill else "failover"
+    client = f", client errors {_fmt(entry.client.window)}" if entry.client else ""
     ax.set_title(
         f"{entry.runbook} {kind} {entry.run_id} ({entry.outcome}): RTO {_fmt(entry.rto)} (target {_fmt(entry.rto_target)}), "
-        f"RPO {_fmt(entry.rpo)} (target {_fmt(entry.rpo_target)})",
+        f"RPO {_fmt(entry.rpo)} (target {_fmt(entry.rpo_target)}){client}",
         fontsize=9,
         pad=14,
     )

@@ -360,6 +360,129 @@ class FailoverPolicy(_Strict):
     )
 
 
+class TrafficRouterKind(StrEnum):
+    haproxy = "haproxy"
+    route53 = "route53"
+
+
+class Traffic(_Strict):
+    """The router in front of the sites: an HAProxy backend or a Route 53 weighted record set."""
+
+    router: TrafficRouterKind = Field(description="haproxy (runtime API) or route53 (weighted DNS records).")
+    primary: str = Field(
+        description="The primary site at the router: its HAProxy server name or its Route 53 SetIdentifier."
+    )
+    secondary: str = Field(
+        description="The standby site at the router: its HAProxy server name or its Route 53 SetIdentifier."
+    )
+    socket: str | None = Field(
+        None,
+        description="HAProxy: the runtime API's stats socket at admin level, a unix path or host:port.",
+    )
+    backend: str | None = Field(None, description="HAProxy: the backend whose servers are the sites.")
+    zone_id: str | None = Field(None, description="Route 53: the hosted zone ID, e.g. Z0123456789ABC.")
+    record: str | None = Field(
+        None, description="Route 53: the weighted record's name, e.g. chat.example.com."
+    )
+    record_type: str = Field("A", description="Route 53: the weighted records' type (A, AAAA, CNAME).")
+    endpoint_url: str | None = Field(
+        None, description="Route 53: another endpoint (tests, a local emulator)."
+    )
+
+    @model_validator(mode="after")
+    def _router_fields(self) -> Traffic:
+        need = ("socket", "backend") if self.router is TrafficRouterKind.haproxy else ("zone_id", "record")
+        missing = [f for f in need if not getattr(self, f)]
+        if missing:
+            raise ValueError(f"{missing[0]}: the {self.router.value} router needs {' and '.join(need)}")
+        if self.primary == self.secondary:
+            raise ValueError("secondary: the same router site as primary")
+        return self
+
+
+class Canary(_Strict):
+    """One real request the standby must answer, within budget, before it gets traffic."""
+
+    path: str = Field("/v1/infer", description="Path of the canary request on the standby.")
+    body: dict = Field(
+        default_factory=lambda: {"prompt": "lifeboat canary"},
+        description="JSON body of the canary request (POST).",
+    )
+    latency_budget: Duration = Field(
+        timedelta(seconds=2), description="Slowest acceptable answer to the canary (and to the health check)."
+    )
+
+
+class Switch(_Strict):
+    """How traffic moves to the standby."""
+
+    steps: list[int] = Field(
+        default_factory=lambda: [100],
+        description="Percent of traffic on the standby after each step, ending at 100; [100] switches at once.",
+    )
+    hold: Duration = Field(
+        timedelta(seconds=30), description="How long each step but the last is watched before the next."
+    )
+
+    @field_validator("steps")
+    @classmethod
+    def _rising_to_100(cls, v: list[int]) -> list[int]:
+        if not v or v[-1] != 100 or any(not 0 < p <= 100 for p in v) or v != sorted(set(v)):
+            raise ValueError("steps: rising percentages in 1..100 ending at 100, e.g. [10, 50, 100]")
+        return v
+
+
+class Watch(_Strict):
+    """What the standby must hold after the switch; past a threshold, traffic reverts."""
+
+    duration: Duration = Field(
+        timedelta(minutes=2), description="How long the standby is watched after the switch."
+    )
+    interval: Duration = Field(timedelta(milliseconds=200), description="Time between watch requests.")
+    window: int = Field(
+        20, ge=5, description="Requests in the sliding window that error rate and P99 are judged on."
+    )
+    max_error_rate: float = Field(
+        0.05, ge=0, le=1, description="Highest acceptable share of failed requests in the window."
+    )
+    max_p99: Duration = Field(
+        timedelta(seconds=2), description="Highest acceptable 99th-percentile latency in the window."
+    )
+
+
+class Serving(_Strict):
+    """Realtime serving: a hot standby is verified, then traffic moves to it (no provisioning)."""
+
+    traffic: Traffic = Field(description="The router that splits traffic between the sites.")
+    primary_url: str = Field(
+        description="The primary site's own URL (health probes), e.g. http://10.0.0.1:8000."
+    )
+    standby_url: str = Field(description="The standby site's own URL: verified before it gets traffic.")
+    weights: str | None = Field(
+        None,
+        description="Store URI of the certified weights the standby must serve; default: the newest certified checkpoint of secondary.store.",
+    )
+    health_path: str = Field("/healthz", description="Health endpoint on each site (200 = healthy).")
+    model_path: str = Field(
+        "/v1/model",
+        description="Endpoint that reports the served weights' digest as JSON {digest: sha256:...}.",
+    )
+    canary: Canary = Field(
+        default_factory=Canary, description="The request the standby must answer before the switch."
+    )
+    switch: Switch = Field(default_factory=Switch, description="At once, or by steps with a hold between.")
+    watch: Watch = Field(
+        default_factory=Watch, description="Error-rate and P99 thresholds that revert the switch."
+    )
+
+    @field_validator("primary_url", "standby_url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if urlparse(v).scheme not in ("http", "https") or not urlparse(v).netloc:
+            raise ValueError(f"{v!r} is not an http(s) URL")
+        return v.rstrip("/")
+
+
 class Cluster(_Strict):
     """The cluster's own numbers, for `lifeboat advise`: checkpoint interval and DR budget."""
 
@@ -443,6 +566,10 @@ class Runbook(_Strict):
         None,
         description="The cluster's own numbers (GPUs, failure rate, checkpoint costs, prices, standby) for `lifeboat advise`.",
     )
+    serving: Serving | None = Field(
+        None,
+        description="Realtime inference: the router, the standby and how traffic moves (required for realtime-inference).",
+    )
 
     _path: Path | None = PrivateAttr(None)
 
@@ -454,6 +581,13 @@ class Runbook(_Strict):
             raise ValueError(
                 "job.command: the local provider (secondary.infra: local) runs job.command, which is missing"
             )
+        if self.workload is Workload.realtime_inference and self.serving is None:
+            raise ValueError(
+                "serving: a realtime-inference runbook needs a serving section (router, standby URL): "
+                "a 10-second RTO cannot be met by provisioning"
+            )
+        if self.serving is not None and self.workload is not Workload.realtime_inference:
+            raise ValueError("serving: only realtime-inference runbooks move traffic")
         if self.secondary.infra != "local" and not self.job.task:
             raise ValueError("job.task: a SkyPilot secondary needs job.task (the task YAML)")
         return self

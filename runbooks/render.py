@@ -18,6 +18,18 @@ LEASE_KEY = "_lifeboat/lease.json"
 def render_markdown(rb: Runbook, source: str, advice: str = "") -> str:
     """The whole runbook; `source` is the YAML path as it should be shown (relative);
     `advice` the checkpoint-interval and DR-budget section (`lifeboat.advise.advice_markdown`)."""
+    if rb.serving is not None:  # realtime serving: the standby runs; traffic moves
+        from runbooks.render_serving import serving_steps
+
+        parts = [
+            _header(rb, source),
+            _targets(rb),
+            _sites(rb),
+            _detect(rb),
+            *serving_steps(rb, source),
+            advice,
+        ]
+        return "\n\n".join(p.strip() for p in parts if p) + "\n"
     parts = [
         _header(rb, source),
         _targets(rb),

@@ -20,7 +20,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "false")
 
 PEERS = ("prefect_server", "prefect_server_process", "s3_endpoint", "gcs_endpoint")
-PEER_PARAMS = {"s3", "gcs", "s3-moto", "gcs-emulator"}
+PEER_PARAMS = {"s3", "gcs", "s3-moto", "gcs-emulator", "haproxy", "route53"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -21,6 +21,9 @@ Each kind is two halves: how to inject its fault into a sandboxed copy of the ru
     stale-primary      after fencing, the old primary (old epoch) tries to commit: refused,
                        and the secondary's checkpoints are untouched
 
+and, for the inference classes (`flows/drills/serving.py`): serving-kill,
+serving-stale-standby, serving-degraded (realtime runbooks) and batch-resume.
+
 Drills never touch production: everything lives under `.lifeboat/sandbox/<drill id>/`
 (`flows.sandbox`), the cluster is `cluster_name(rb, drill id)`, every drill ends with a
 check that no cluster is left (tearing down any that is), and the ledger entry is marked
@@ -65,6 +68,7 @@ from flows.drills.policy import (
     verify_approval_timeout,
     verify_stale_primary,
 )
+from flows.drills.serving import BATCH_KINDS, SERVING_KINDS
 from flows.drills.sites import (
     prepare_corrupted_replica,
     prepare_region_outage,
@@ -73,6 +77,9 @@ from flows.drills.sites import (
 )
 from lifeboat.errors import ConfigError
 from runbooks.model import Runbook
+
+INFERENCE_KINDS = SERVING_KINDS + BATCH_KINDS
+ALL_KINDS = KINDS + INFERENCE_KINDS
 
 DRILLS: dict[str, Drill] = {
     "process-kill": Drill(prepare_process_kill, verify_process_kill, history=False),
@@ -101,8 +108,15 @@ def run_drill(
     removed after a pass (unless `keep`) and kept after a failure."""
     from flows.sandbox import SANDBOX_ROOT, sandbox_of
 
+    if kind in INFERENCE_KINDS:  # serving failovers and the batch resume: their own rigs
+        from flows.drills.serving import inference_drill
+
+        drill_id = f"{kind}-{secrets.token_hex(4)}"
+        return inference_drill(
+            rb, kind, root=root or SANDBOX_ROOT, drill_id=drill_id, started=time.monotonic(), keep=keep
+        )
     if kind not in DRILLS:
-        raise ConfigError(f"unknown drill kind {kind!r}; use one of {', '.join(KINDS)} or all")
+        raise ConfigError(f"unknown drill kind {kind!r}; use one of {', '.join(ALL_KINDS)} or all")
     if scope is not None and scope not in SCOPES:
         raise ConfigError(f"unknown drill scope {scope!r}; use az or region")
     check_trainer(kind, trainer)
@@ -149,15 +163,30 @@ def check_trainer(kind: str, trainer: str) -> None:
         )
 
 
-def kinds_for(kind: str, trainer: str = "numpy") -> tuple[str, ...]:
-    """`all` (every kind the trainer drills) or one kind, checked."""
-    if kind != "all" and kind not in DRILLS:
-        raise ConfigError(f"unknown drill kind {kind!r}; use one of {', '.join(KINDS)} or all")
-    check_trainer(kind, trainer)
-    return TRAINER_KINDS[trainer] if kind == "all" else (kind,)
+def kinds_for(kind: str, rb: Runbook | None = None, trainer: str = "numpy") -> tuple[str, ...]:
+    """`all` (the kinds that fit the runbook's workload and the sandbox's trainer) or one
+    kind, checked."""
+    if kind == "all":
+        workload = getattr(getattr(rb, "workload", None), "value", None)
+        if workload == "realtime-inference":
+            return SERVING_KINDS
+        check_trainer(kind, trainer)
+        training = TRAINER_KINDS[trainer]
+        return training + BATCH_KINDS if workload == "batch-inference" else training
+    if kind not in DRILLS and kind not in INFERENCE_KINDS:
+        raise ConfigError(f"unknown drill kind {kind!r}; use one of {', '.join(ALL_KINDS)} or all")
+    if rb is not None and (kind in SERVING_KINDS) != (rb.serving is not None):
+        raise ConfigError(
+            f"drill {kind!r} does not fit {rb.name} ({rb.workload.value}); "
+            f"use one of {', '.join(kinds_for('all', rb))}"
+        )
+    if kind in DRILLS:
+        check_trainer(kind, trainer)
+    return (kind,)
 
 
 __all__ = [
+    "ALL_KINDS",
     "KINDS",
     "SCOPES",
     "Check",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flows.drills import KINDS, SCOPES, TRAINER_KINDS, kinds_for
+from flows.drills import ALL_KINDS, SCOPES, TRAINER_KINDS, kinds_for
 from lifeboat.errors import ConfigError
 from shell.cli import COMMANDS
 
@@ -16,7 +16,7 @@ def register(subparsers) -> None:
         "and check the result. Prints every check; exit 0 when all pass, 1 otherwise.",
     )
     p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
-    p.add_argument("--kind", required=True, choices=(*KINDS, "all"), help="which failure to rehearse")
+    p.add_argument("--kind", required=True, choices=(*ALL_KINDS, "all"), help="which failure to rehearse")
     p.add_argument("--scope", choices=SCOPES, default=None, help="region-outage: block a zone or a region")
     p.add_argument(
         "--trainer",
@@ -32,8 +32,8 @@ def run(args) -> int:
     from lifeboat.trainer.jobs import trainer_job
     from runbooks.loader import load_runbook
 
-    load_runbook(args.runbook)  # a bad runbook is a one-line error, not a failed flow run
-    kinds_for(args.kind, args.trainer)  # so is a kind the trainer does not drill
+    rb = load_runbook(args.runbook)  # a bad runbook is a one-line error, not a failed flow run
+    kinds_for(args.kind, rb, args.trainer)  # so is a kind the runbook or the trainer does not drill
     if why := trainer_job(args.trainer).missing():
         raise ConfigError(why)
     try:

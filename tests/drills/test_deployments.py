@@ -57,7 +57,7 @@ def test_the_existing_deployments_are_kept():
 
 def test_the_drill_form_offers_every_kind():
     from flows.drill import drill
-    from flows.drills import KINDS
+    from flows.drills import ALL_KINDS
 
     schema = drill.parameters.model_dump()["properties"]["kind"]
-    assert set(schema["enum"]) == {*KINDS, "all"}
+    assert set(schema["enum"]) == {*ALL_KINDS, "all"}

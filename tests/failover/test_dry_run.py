@@ -25,7 +25,6 @@ def ledger_path(tmp_path, monkeypatch):
         ("llama-70b-pretrain", "3 step(s) within 0.01 (worst 0 at step 41)"),  # died 3 steps after step 40
         ("mistral-7b-sft", "3 step(s) within 0.02 (worst 0 at step 41)"),
         ("batch-embed", "loss parity disabled (parity_steps: 0)"),
-        ("chat-serving", "loss parity disabled (parity_steps: 0)"),
     ],
 )
 def test_dry_run_fails_over_resumes_and_records_rto_and_rpo(prefect_server, ledger_path, runbook, parity):

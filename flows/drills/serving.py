@@ -1,0 +1,175 @@
+"""Drills for the inference classes: serving failovers under load, and a batch resume.
+
+    serving-kill           the primary model server is SIGKILLed under client load; the
+                           verified standby takes all traffic; the client-visible error window
+                           (an independent client process) meets the RTO target
+    serving-stale-standby  the standby serves other weights than the certified ones: it is
+                           refused and traffic stays where it was
+    serving-degraded       the standby passes verification, then fails half its requests:
+                           the watch reverts the traffic and says why
+    batch-resume           the batch job dies mid-way on the primary; resumed on the secondary
+                           from its certified progress, every output is there exactly once
+
+Serving drills run in `flows.serving_sandbox` (toy servers behind a real HAProxy on
+loopback), the batch drill over `file://` stores in the sandbox folder. Each returns the same
+`DrillResult` as the training drills, and records a ledger entry marked as a drill.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+from flows.drills.base import Check, DrillResult, stop_process
+
+SERVING_KINDS = ("serving-kill", "serving-stale-standby", "serving-degraded")
+BATCH_KINDS = ("batch-resume",)
+
+
+def run_inference_drill(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], str | None]:
+    """Run one inference drill in `folder`; (checks, failover outcome)."""
+    if kind in BATCH_KINDS:
+        return _batch_resume(rb, drill_id, folder)
+    return _serving(rb, kind, drill_id, folder)
+
+
+def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], str | None]:
+    from flows.serving_sandbox import serving_sandbox
+    from flows.wiring import build_ledger, build_router, certified_weights_digest, serving_settings
+    from lifeboat.serving.client import client_window, read_samples
+    from lifeboat.serving.failover import serving_failover
+    from providers.serving.http import HttpEndpoint
+
+    checks: list[Check] = []
+    with serving_sandbox(rb, folder, stale_standby=kind == "serving-stale-standby") as box:
+        router, samples = build_router(box.rb), folder / "client.jsonl"
+        client = subprocess.Popen(
+            [sys.executable, "-m", "lifeboat.serving.client", "--url", f"{box.frontend}/v1/infer",
+             "--rate", "40", "--workers", "4", "--out", str(samples)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 15
+            while sum(s["ok"] for s in read_samples(samples)) < 20 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            before = router.weights()
+            outage = datetime.now(UTC)
+            box.kill_primary()
+            detected, _ = box.confirm_outage(router)
+            ledger = build_ledger(box.rb, run_id=drill_id, drill=kind)
+            ledger.note("drill", kind)
+
+            def degrade(_ledger) -> bool:  # verified; now the standby starts failing
+                _post(f"{box.urls['secondary']}/admin/faults", {"error_rate": 0.5})
+                return True
+
+            entry = serving_failover(
+                serving_settings(box.rb),
+                router=router,
+                standby=HttpEndpoint(box.rb.serving.standby_url),
+                expected_digest=certified_weights_digest(box.rb),
+                ledger=ledger,
+                outage_started_at=outage,
+                detected_at=detected,
+                approve=degrade if kind == "serving-degraded" else None,
+            )
+            time.sleep(0.3)
+        finally:
+            stop_process(client)
+        after = router.weights()
+        window = client_window(
+            read_samples(samples),
+            entry.phases.get("first_step") or datetime.now(UTC),
+            "drill client, 40 req/s, 4 workers",
+        )
+        ledger.client_window(window)
+    failures = "; ".join(f.error for f in entry.failures)
+    if kind == "serving-kill":
+        checks.append(Check("failover completed", entry.outcome == "completed", failures or entry.outcome))
+        checks.append(
+            Check("all traffic on the standby", after == {"primary": 0, "secondary": 255}, str(after))
+        )
+        ok = window.window is not None and window.window <= rb.rto_target
+        checks.append(
+            Check(
+                "client-visible error window within the RTO target",
+                ok,
+                f"{window.window} of {rb.rto_target}, {window.errors}/{window.requests} failed",
+            )
+        )
+    elif kind == "serving-stale-standby":
+        checks.append(Check("standby refused for its model version", "model version" in failures, failures))
+        checks.append(Check("traffic stayed where it was", after == before, str(after)))
+    else:
+        reverted = entry.outcome == "reverted" and "error rate" in entry.notes.get("reverted", "")
+        checks.append(
+            Check("traffic reverted on the error rate", reverted, entry.notes.get("reverted", entry.outcome))
+        )
+        checks.append(Check("weights back as before the switch", after == before, str(after)))
+    checks.append(Check("ledger entry marked as a drill", entry.drill and entry.kind == "serving"))
+    return checks, entry.outcome
+
+
+def _post(url: str, body: dict) -> None:
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
+    urllib.request.urlopen(req, timeout=2).close()
+
+
+def _batch_resume(rb, drill_id: str, folder: Path) -> tuple[list[Check], str | None]:
+    from lifeboat.certify import certify_replica
+    from lifeboat.serving.batch import audit_outputs, run_batch
+    from providers.storage.local import LocalStore
+
+    shards = [f"shard-{i:03d}" for i in range(24)]
+    records = lambda shard: [f"{shard} item {j}" for j in range(4)]  # noqa: E731
+    infer = lambda text: text[::-1]  # noqa: E731
+    primary, secondary = LocalStore(folder / "primary"), LocalStore(folder / "secondary")
+    died = run_batch(primary, shards, records, infer, every=4, stop_after=14)  # dies after shard 14
+    for info in primary.list():  # replication, as the replicate flow leaves it
+        secondary.put(info.key, b"".join(primary.read(info.key)))
+    report = certify_replica(secondary, None, layout="manifest")
+    checks = [
+        Check("a progress checkpoint certified on the secondary", report.certified is not None, report.mode)
+    ]
+    if report.certified is None:
+        return checks, "failed"
+    resumed = run_batch(secondary, shards, records, infer, every=4, resume_from=report.certified.uri)
+    again = run_batch(secondary, shards, records, infer, every=4, resume_from=resumed.checkpoints[-1])
+    problems = audit_outputs(secondary, shards, records)
+    checks += [
+        Check("done shards skipped, the rest processed", set(resumed.skipped) | set(resumed.processed) == set(shards),
+              f"{len(resumed.skipped)} skipped, {len(resumed.processed)} processed ({len(died.processed)} done before the crash)"),
+        Check("every output exactly once", not problems, "; ".join(problems[:3])),
+        Check("a second resume processes nothing", again.processed == [], f"{len(again.processed)} processed"),
+    ]  # fmt: skip
+    return checks, "completed" if not problems else "failed"
+
+
+def inference_drill(
+    rb, kind: str, *, root: Path, drill_id: str, started: float, keep: bool = False
+) -> DrillResult:
+    folder = (root / drill_id).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        checks, outcome = run_inference_drill(rb, kind, drill_id, folder)
+    except Exception as e:  # an injection or check that could not run is a failed drill
+        checks, outcome = [Check("drill ran to the end", False, f"{type(e).__name__}: {e}")], None
+    passed = all(c.ok for c in checks)
+    if passed and not keep:
+        shutil.rmtree(folder, ignore_errors=True)
+    return DrillResult(
+        kind=kind,
+        passed=passed,
+        checks=tuple(checks),
+        run_id=drill_id,
+        outcome=outcome,
+        seconds=time.monotonic() - started,
+    )

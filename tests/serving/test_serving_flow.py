@@ -1,0 +1,49 @@
+"""The `failover` flow on a realtime-serving runbook: the serving path, on a real Prefect server."""
+
+from pathlib import Path
+
+import pytest
+
+from flows.failover import failover
+from lifeboat.ledger import LedgerFile
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def ledger_path(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv("LIFEBOAT_LEDGER", str(path))
+    monkeypatch.chdir(tmp_path)
+    return path
+
+
+def test_dry_run_of_a_serving_runbook_verifies_the_standby_and_moves_traffic(prefect_server, ledger_path):
+    result = failover(str(ROOT / "runbooks" / "chat-serving.yaml"), dry_run=True)
+
+    assert result["outcome"] == "completed", result["failures"]
+    assert 0 < result["rto_s"] < 10
+    assert Path(result["timeline"]).stat().st_size > 10_000
+    (entry,) = LedgerFile(ledger_path).read("chat-serving")
+    assert entry.kind == "serving" and entry.drill
+    assert {"confirmed", "standby_verified", "first_step", "watch_passed"} <= set(entry.phases)
+    assert entry.notes["weights_digest"].startswith("sha256:")
+
+
+def test_a_serving_runbook_that_requires_approval_asks_on_the_flow_and_a_no_moves_nothing(
+    prefect_server, ledger_path, tmp_path
+):
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "runbooks" / "chat-serving.yaml").read_text())
+    doc["approval"] = {"required": True, "approvers": ["U0ONCALL"], "timeout": "1m"}
+    doc["job"]["task"] = str(ROOT / "runbooks" / doc["job"]["task"])
+    path = tmp_path / "chat-serving.yaml"
+    path.write_text(yaml.safe_dump(doc))
+
+    result = failover(str(path), dry_run=True, approval="reject")
+
+    assert result["outcome"] == "aborted"
+    (entry,) = LedgerFile(ledger_path).read("chat-serving")
+    assert "standby_verified" in entry.phases and "approval_requested" in entry.phases
+    assert "first_step" not in entry.phases
