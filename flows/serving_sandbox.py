@@ -11,8 +11,10 @@ canary and endpoints become the toy's, and the watch and holds are capped at a f
 
 from __future__ import annotations
 
+import json
 import random
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -58,8 +60,12 @@ class ServingSandbox:
 
 
 def _weights(folder: Path, seed: int) -> None:
+    """A `save_pretrained`-shaped export: config.json and one real safetensors file (8-byte
+    header length, JSON header, data), so it certifies as `hf-weights`."""
     folder.mkdir(parents=True)
-    (folder / "model.safetensors").write_bytes(random.Random(seed).randbytes(256 << 10))
+    data = random.Random(seed).randbytes(256 << 10)
+    header = json.dumps({"w": {"dtype": "U8", "shape": [len(data)], "data_offsets": [0, len(data)]}}).encode()
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + data)
     (folder / "config.json").write_text('{"model_type": "toy", "hidden_size": 64}\n')
 
 
@@ -131,7 +137,7 @@ def _rewrite(rb, folder: Path, urls: dict[str, str], lb):
             "secondary": rb.secondary.model_copy(
                 update={"store": f"file://{(folder / 'secondary').resolve()}", "endpoint_url": None}
             ),
-            "checkpoint": rb.checkpoint.model_copy(update={"layout": "hf"}),
+            "checkpoint": rb.checkpoint.model_copy(update={"layout": "hf-weights"}),
         }
     )
 

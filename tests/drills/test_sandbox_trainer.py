@@ -31,9 +31,9 @@ def test_the_numpy_sandbox_keeps_the_manifest_layout(tmp_path):
 
 
 def test_the_torch_job_drills_process_kill_only():
-    assert kinds_for("all", "torch") == ("process-kill",)
-    assert kinds_for("process-kill", "torch") == ("process-kill",)
+    assert kinds_for("all", trainer="torch") == ("process-kill",)
+    assert kinds_for("process-kill", trainer="torch") == ("process-kill",)
     with pytest.raises(ConfigError, match="the torch trainer drills process-kill only, not region-outage"):
-        kinds_for("region-outage", "torch")
+        kinds_for("region-outage", trainer="torch")
     with pytest.raises(ConfigError, match="unknown trainer 'jax'; use one of numpy, torch"):
-        kinds_for("all", "jax")
+        kinds_for("all", trainer="jax")
