@@ -15,6 +15,7 @@ reads `unknown` and does not vote.
 
 from __future__ import annotations
 
+import os
 from urllib.parse import urlparse
 
 from prefect import flow, get_run_logger, task
@@ -44,7 +45,8 @@ def build_probes(rb, *, xid_wait_ms: int | None = 0) -> list[Probe]:
     probes: list[Probe] = []
     primary = None
     if signals & {"checkpoint_freshness", "provider"}:
-        primary = open_site(rb, rb.primary)
+        # a probe must read "failing" in seconds, not wait out the store's default deadline
+        primary = open_site(rb, rb.primary, deadline_s=probe_deadline())
     if "gpu_health" in signals:
         probes.append(GpuHealthReadingProbe(NvmlHealth(xid_wait_ms=xid_wait_ms)))
     if "training_progress" in signals and rb.detection.heartbeat:
@@ -66,6 +68,14 @@ def build_probes(rb, *, xid_wait_ms: int | None = 0) -> list[Probe]:
     if "provider" in signals:
         probes.append(ProviderProbe(StoreControlPlane(primary)))
     return probes
+
+
+def probe_deadline() -> float:
+    """Seconds one probe call may wait on an unanswering store (`LIFEBOAT_PROBE_DEADLINE`, 2 s):
+    the provider probe pings three times, so a dead region reads failing in about 6 s."""
+    from providers.storage.base import store_deadline
+
+    return store_deadline(float(os.environ.get("LIFEBOAT_PROBE_DEADLINE", "2")))
 
 
 def _heartbeat_reader(rb):

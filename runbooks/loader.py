@@ -54,7 +54,7 @@ def load_runbook(path: str | Path) -> Runbook:
         raise RunbookInvalid([Problem(shown, None, "", "no such file")]) from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
         raise RunbookInvalid([Problem(shown, None, "", f"cannot read: {e}")]) from None
-    data, lines = _parse_yaml(text, shown)
+    data, lines = parse_yaml_with_lines(text, shown)
     if not isinstance(data, dict):
         raise RunbookInvalid([Problem(shown, 1, "", "a runbook is a YAML mapping (key: value lines)")])
     try:
@@ -69,7 +69,9 @@ def load_runbook(path: str | Path) -> Runbook:
     return runbook
 
 
-def _parse_yaml(text: str, shown: str) -> tuple[object, dict[Loc, int]]:
+def parse_yaml_with_lines(text: str, shown: str) -> tuple[object, dict[Loc, int]]:
+    """YAML text as plain data plus the line of every key and item (`RunbookInvalid` on a
+    syntax error or a duplicate key, naming `shown`). Used for task YAMLs too."""
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()

@@ -191,6 +191,23 @@ class ResumeArg(_Strict):
         return self
 
 
+class ManagedJob(_Strict):
+    """Run the job as a SkyPilot managed job: SkyPilot's jobs controller relaunches it when
+    spot capacity is reclaimed or it fails, with this recovery strategy."""
+
+    strategy: Literal["FAILOVER", "EAGER_NEXT_REGION"] = Field(
+        "FAILOVER",
+        description="SkyPilot job_recovery strategy: FAILOVER retries the same region first, EAGER_NEXT_REGION moves on at once.",
+    )
+    max_restarts_on_errors: int = Field(
+        3, ge=0, description="Restarts SkyPilot allows when the job itself fails (not a preemption)."
+    )
+
+    def job_recovery(self) -> dict:
+        """SkyPilot's `resources.job_recovery` value."""
+        return {"strategy": self.strategy, "max_restarts_on_errors": self.max_restarts_on_errors}
+
+
 class Job(_Strict):
     """The training or serving job to restart on the secondary."""
 
@@ -204,6 +221,10 @@ class Job(_Strict):
     )
     workdir: str | None = Field(
         None, description="Working directory of the local command, relative to the runbook."
+    )
+    managed: ManagedJob | None = Field(
+        None,
+        description="Launch the task as a SkyPilot managed job (its controller recovers preemptions); omitted: a plain cluster.",
     )
 
     @model_validator(mode="after")
@@ -338,6 +359,15 @@ class FailoverPolicy(_Strict):
     )
 
 
+class PlanSettings(_Strict):
+    """Where the optimizer's prices come from."""
+
+    catalog: Literal["live", "snapshot"] | None = Field(
+        None,
+        description="live: your SkyPilot setup's enabled clouds and fetched catalogs; snapshot: the catalog shipped with Lifeboat (no network). Omitted: live when `sky check` found enabled clouds, else snapshot.",
+    )
+
+
 class Cluster(_Strict):
     """The cluster's own numbers, for `lifeboat advise`: checkpoint interval and DR budget."""
 
@@ -417,6 +447,7 @@ class Runbook(_Strict):
     failover: FailoverPolicy = Field(
         default_factory=FailoverPolicy, description="Retries and timeouts of the failover's steps."
     )
+    plan: PlanSettings = Field(default_factory=PlanSettings, description="How candidates are priced.")
     cluster: Cluster | None = Field(
         None,
         description="The cluster's own numbers (GPUs, failure rate, checkpoint costs, prices, standby) for `lifeboat advise`.",
@@ -435,6 +466,17 @@ class Runbook(_Strict):
         if self.secondary.infra != "local" and not self.job.task:
             raise ValueError("job.task: a SkyPilot secondary needs job.task (the task YAML)")
         return self
+
+    def warnings(self) -> list[str]:
+        """What this runbook cannot deliver although it loads: said plainly by validate and render."""
+        out = []
+        if self.workload is Workload.realtime_inference:
+            out.append(
+                "realtime serving needs a traffic switch (DNS, load balancer, gateway) to the "
+                "secondary, which Lifeboat does not do yet: the failover starts the server on the "
+                "secondary, but clients keep calling the primary until you switch them"
+            )
+        return out
 
     @property
     def rpo_target(self) -> timedelta:

@@ -1,9 +1,11 @@
 """`lifeboat plan RUNBOOK [--block INFRA] [--json]`: where the secondary would run, and at what price.
 
 The runbook's candidates in fallback order, priced by SkyPilot's own optimizer with the
-failed primary blocked (always) plus any `--block`. Offline by default: the optimizer runs
-over the catalog shipped in providers/compute/catalog/v8, with no network and no
-credentials; `--live` uses your SkyPilot setup's enabled clouds and catalogs instead.
+failed primary blocked (always) plus any `--block`. Prices come from the catalog the runbook's
+`plan.catalog` names (default: live when `sky check` enabled a cloud, else the snapshot
+shipped in providers/compute/catalog/v8, no network); `--catalog` overrides it. The source
+and the catalog's date are printed. A plan is remembered by its exact inputs (runbook, task
+YAML, catalog files, blocks), so asking again during an incident answers at once.
 Exit 0 when at least one candidate is feasible, 1 when none is.
 """
 
@@ -32,24 +34,45 @@ def register(subparsers) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument(
-        "--live", action="store_true", help="use your SkyPilot setup instead of the shipped catalog"
+        "--catalog",
+        choices=("live", "snapshot"),
+        help="price over your SkyPilot setup (live) or the shipped snapshot; default: the runbook's plan.catalog",
+    )
+    p.add_argument(
+        "--live", action="store_const", const="live", dest="catalog", help="same as --catalog live"
     )
     p.set_defaults(handler=run)
 
 
-def build_plan(rb, extra_blocks: list[str], *, live: bool = False) -> dict:
-    """The plan as plain data: what `lifeboat plan` prints and the failover's `plan` step uses."""
+def build_plan(rb, extra_blocks: list[str], *, catalog: str | None = None) -> dict:
+    """The plan as plain data: what `lifeboat plan` prints. `catalog` overrides the
+    runbook's `plan.catalog`; the answer is remembered by its exact inputs (`memo`)."""
+    from providers.compute.memo import fingerprint, remembered
+    from providers.compute.skycatalog import SNAPSHOT_DIR, choose_catalog, sky_home
+
+    blocked = [b for b in dict.fromkeys([rb.primary.infra, *extra_blocks]) if b and b != "local"]
+    if rb.secondary.infra == "local":
+        return _compute_plan(rb, blocked, None)
+    choice = choose_catalog(catalog or rb.plan.catalog)
+    trees = [SNAPSHOT_DIR] if choice.kind == "snapshot" else [sky_home() / ".sky" / "catalogs"]
+    key = fingerprint(
+        files=[rb.path, rb.resolve(rb.job.task)], trees=trees, blocked=blocked, catalog=choice.kind
+    )
+    plan, hit = remembered("plan", key, lambda: _compute_plan(rb, blocked, choice.kind))
+    return {**plan, "cached": hit}
+
+
+def _compute_plan(rb, blocked: list[str], catalog: str | None) -> dict:
     from providers.compute import compute_for_runbook
     from providers.compute.base import candidates_from_runbook
 
-    blocked = [b for b in dict.fromkeys([rb.primary.infra, *extra_blocks]) if b and b != "local"]
-    candidates = candidates_from_runbook(rb)
+    live = None if catalog is None else catalog == "live"
     compute = compute_for_runbook(rb, live=live)
-    options = compute.plan(candidates, blocked)
+    options = compute.plan(candidates_from_runbook(rb), blocked)
     if rb.secondary.infra == "local":
         source = "local provider (no price)"
     else:
-        source = "SkyPilot optimizer, " + ("your enabled clouds" if live else "shipped offline catalog")
+        source = "SkyPilot optimizer over the " + getattr(compute, "price_source", "")
     nodes = getattr(compute, "num_nodes", 1)
     feasible = [o for o in options if o.feasible]
     cheapest = min(
@@ -66,11 +89,13 @@ def build_plan(rb, extra_blocks: list[str], *, live: bool = False) -> dict:
 
 
 def run(args) -> int:
-    from runbooks.loader import load_runbook
+    from providers.compute.skycheck import check_runbook
 
-    rb = load_runbook(args.runbook)
+    rb = check_runbook(
+        args.runbook, catalog=args.catalog
+    )  # a task SkyPilot would refuse: its line, not a traceback
     try:
-        plan = build_plan(rb, args.block, live=args.live)
+        plan = build_plan(rb, args.block, catalog=args.catalog)
     except ImportError as e:  # pragma: no cover - skypilot is a project dependency
         raise ConfigError(f"cannot plan: {e}") from None
     if args.json:
@@ -87,7 +112,8 @@ def render(plan: dict) -> str:
     blocked = ", ".join(plan["blocked"]) or "nothing"
     lines = [
         f"{plan['runbook']}: secondary candidates in fallback order (blocked: {blocked})",
-        f"{plan['source']}, {plan['num_nodes']} node(s) per cluster",
+        f"{plan['source']}, {plan['num_nodes']} node(s) per cluster"
+        + (" (remembered: same runbook, task and catalog as before)" if plan.get("cached") else ""),
         "",
     ]
     rows = [("#", "INFRA", "INSTANCE", "GPUS", "SPOT", "$/HOUR", "")]

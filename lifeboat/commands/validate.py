@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from runbooks.loader import RunbookInvalid, load_runbook
+from providers.compute.skycheck import check_runbook
+from runbooks.loader import RunbookInvalid
 
 
 def register(subparsers) -> None:
@@ -21,12 +22,14 @@ def run(args) -> int:
     failed = False
     for file in args.files:
         try:
-            rb = load_runbook(file)
+            rb = check_runbook(file)
         except RunbookInvalid as e:
             failed = True
             for problem in e.problems:
                 print(problem, file=sys.stderr)
             continue
+        for warning in rb.warnings():
+            print(f"{file}: warning: {warning}", file=sys.stderr)
         print(
             f"{file}: ok ({rb.name}, {rb.workload.value}, RPO {_fmt(rb.rpo_target)}, RTO {_fmt(rb.rto_target)})"
         )

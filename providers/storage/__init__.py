@@ -14,8 +14,10 @@ _BACKENDS = {
 }
 
 
-def open_store(uri: str, *, endpoint_url: str | None = None) -> Store:
-    """Build the store for `s3://bucket/prefix`, `gs://bucket/prefix` or `file:///path`."""
+def open_store(uri: str, *, endpoint_url: str | None = None, deadline_s: float | None = None) -> Store:
+    """Build the store for `s3://bucket/prefix`, `gs://bucket/prefix` or `file:///path`.
+    `deadline_s` bounds how long a remote store's call may take when its endpoint does not
+    answer (see base.py); a local store has none."""
     parsed = urlparse(uri)
     if parsed.scheme not in _BACKENDS:
         raise ConfigError(
@@ -29,13 +31,13 @@ def open_store(uri: str, *, endpoint_url: str | None = None) -> Store:
     import importlib
 
     backend = getattr(importlib.import_module(module), cls)
-    return backend(parsed.netloc, parsed.path.lstrip("/"), endpoint_url=endpoint_url)
+    return backend(parsed.netloc, parsed.path.lstrip("/"), endpoint_url=endpoint_url, deadline_s=deadline_s)
 
 
-def open_site(rb, site) -> Store:
+def open_site(rb, site, *, deadline_s: float | None = None) -> Store:
     """The checkpoint store of a runbook's site (`rb.primary` or `rb.secondary`): its URI with
     a relative `file://` path resolved against the runbook, and its S3-compatible endpoint."""
-    return open_store(rb.store_uri(site.store), endpoint_url=site.endpoint_url)
+    return open_store(rb.store_uri(site.store), endpoint_url=site.endpoint_url, deadline_s=deadline_s)
 
 
 __all__ = ["Capabilities", "ObjectInfo", "Store", "open_site", "open_store"]
