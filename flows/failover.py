@@ -134,6 +134,8 @@ def execute(
         ledger.checkpoint(checkpoint.uri, checkpoint.written_at)
         ledger.note("certification", "; ".join([f"mode {checkpoint.mode}", *checkpoint.rejected]))
         options, readiness = done["plan"].value, done["prestage"].value
+        if options and options[0].price_source:
+            ledger.note("plan prices", options[0].price_source)
 
         card = _card(rb, run_id, drill, confirmed.value, checkpoint, options, readiness, clock())
         decision = gate.request(card, ledger)
@@ -267,6 +269,12 @@ def failover(
     rb = load_runbook(runbook)
     run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
     providers = None
+    rehearsal = None
+    if dry_run and rb.secondary.infra != "local":  # the user's task through SkyPilot's dry-run launch
+        from providers.compute.skydryrun import dry_run_launch
+
+        rehearsal = dry_run_launch(rb)
+        print(rehearsal.summary())
     if dry_run:  # the same steps over a sandboxed copy: local stores and compute, a fake registry
         registry = FakeRegistry(sandbox_images(rb))
         rb = sandboxed(rb, run_id)
@@ -284,6 +292,8 @@ def failover(
         force=force,
     )
     ledger = build_ledger(rb, run_id=run_id, drill=drill or ("dry-run" if dry_run else None))
+    if rehearsal is not None:
+        ledger.note("skypilot dry run", rehearsal.summary())
     try:
         entry = execute(
             rb, steps, ledger, build_gate(rb, console=approval), run_id=run_id, drill=bool(drill or dry_run)

@@ -10,8 +10,9 @@ here instead, each said in the result:
 
 - the enabled-clouds check and AWS's zone mapping: `skyplan.offline_clouds` (the snapshot);
 - bucket mounts (`s3://`, `gs://`): `Storage.construct()` asks the cloud whether the bucket
-  exists, so they are checked by SkyPilot's schema and `Storage` spec when the task is built,
-  then left out of the launch (listed in `skipped_mounts`);
+  exists, so each is checked by what construct() runs first, SkyPilot's
+  `Storage._validate_storage_spec` (source, name, mode: a sub-path in MOUNT mode fails
+  there), then left out of the launch (listed in `skipped_mounts`);
 - the local `rsync` check (the backend syncs nothing on a dry run);
 - AWS's `describe_images` for the AMI's root device (`AWS.get_image_root_device_name`):
   SkyPilot's default device name, as SkyPilot itself uses for its own images.
@@ -57,7 +58,14 @@ def dry_run_launch(rb, *, checkpoint: str = "<certified checkpoint>") -> DryRun:
     from providers.compute.skyplan import import_sky, offline_clouds
 
     task_yaml = rb.resolve(rb.job.task)
-    compute = SkyPilotCompute(offline=True, task_yaml=task_yaml, num_nodes=task_nodes(task_yaml))
+    from providers.compute.skycatalog import choose_catalog
+
+    compute = SkyPilotCompute(
+        offline=True,
+        task_yaml=task_yaml,
+        num_nodes=task_nodes(task_yaml),
+        price_source=choose_catalog("snapshot").describe(),
+    )
     blocked = [] if rb.primary.infra == "local" else [rb.primary.infra]
     options = [o for o in compute.plan(candidates_from_runbook(rb), blocked) if o.feasible]
     if not options:
@@ -69,13 +77,17 @@ def dry_run_launch(rb, *, checkpoint: str = "<certified checkpoint>") -> DryRun:
     calls = ["sky.optimizer.Optimizer.optimize (plan)", "sky.Task.from_yaml_config"]
     task = build_task(job, option, job_recovery=recovery)
     skipped = tuple(sorted(f"{dst} <- {s.source}" for dst, s in (task.storage_mounts or {}).items()))
-    task.storage_mounts = {}
     cluster = f"{rb.name}-dryrun"
     sky = import_sky()
     from sky import execution, sky_logging
     from sky.backends import backend_utils
 
     try:
+        for storage in (task.storage_mounts or {}).values():
+            # what construct() checks first, before it asks the cloud about the bucket
+            storage._validate_storage_spec(storage.name)
+        calls.append("sky.data.Storage._validate_storage_spec (each bucket mount)")
+        task.storage_mounts = {}
         with offline_clouds(), _no_network_lookups(backend_utils), sky_logging.silent():
             execution.launch(task, cluster_name=cluster, dryrun=True, _quiet_optimizer=True)
     except Exception as e:
