@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from runbooks.loader import load_runbook
@@ -30,6 +31,8 @@ def rendered_path(runbook_path: str | Path, name: str) -> Path:
 def run(args) -> int:
     rb = load_runbook(args.runbook)
     text = render_markdown(rb, os.path.relpath(args.runbook))
+    for warning in rb.warnings():
+        print(f"{args.runbook}: warning: {warning}", file=sys.stderr)
     if args.write:
         out = rendered_path(args.runbook, rb.name)
         out.write_text(text)

@@ -77,7 +77,6 @@ class JobSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     store_uri: str | None = None  # secondary checkpoint store, mounted where the backend can
     primary_store_uri: str | None = None  # the failed site's store: task references to it move to store_uri
-    store_mount: str = "/lifeboat/checkpoints"
 
     @classmethod
     def from_runbook(cls, rb: Runbook, checkpoint: str | None = None) -> JobSpec:

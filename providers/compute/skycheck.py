@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 
 from providers.compute.memo import fingerprint, remembered
-from providers.compute.skytask import read_task, rewrite_store_refs, schema_problems
-from runbooks.loader import Problem, RunbookInvalid, load_runbook
+from runbooks.loader import Loc, Problem, RunbookInvalid, load_runbook
+from runbooks.skytask import line_of, read_task, rewrite_store_refs, strip_location
 
 
 def check_runbook(path: str | Path, *, catalog: str | None = None):
@@ -86,3 +86,43 @@ def _to_json(p: Problem) -> dict:
 def _as_task(p: Problem) -> Problem:
     message = f"{p.field}: {p.message}" if p.field else p.message
     return Problem(p.file, p.line, "job.task", message)
+
+
+def schema_problems(config: dict, *, shown: str, lines: dict[Loc, int]) -> list[Problem]:
+    """SkyPilot's own verdict on the task: its JSON schema (the message is SkyPilot's, the
+    line is the offending key's), then `sky.Task.from_yaml_config` for the rules the schema
+    cannot say (a bad accelerator name, conflicting fields)."""
+    from providers.compute.skyplan import import_sky
+
+    sky = import_sky()
+    from sky.utils import common_utils, schemas
+    from sky.utils import validator as sky_validator
+
+    clean = {k: v for k, v in config.items() if v is not None}
+    checks: list[tuple[Loc, object, dict]] = [((), clean, schemas.get_task_schema())]
+    res = clean.get("resources")
+    if isinstance(res, dict):  # the task schema leaves `resources` to the resources schema
+        checks.append((("resources",), res, schemas.get_resources_schema()))
+    for base, obj, schema in checks:
+        errors = list(sky_validator.get_schema_validator()(schema).iter_errors(obj))
+        if not errors:
+            continue
+        first = min(errors, key=lambda e: len(e.absolute_path))
+        loc = (*base, *first.absolute_path)
+        if first.validator == "additionalProperties" and isinstance(first.instance, dict):
+            known = set((first.schema or {}).get("properties", {}))
+            loc = (*loc, next((k for k in first.instance if k not in known), ""))
+        try:
+            common_utils.validate_schema(obj, schema, "")
+            message = first.message
+        except ValueError as e:
+            message = str(e).strip().splitlines()[0]
+        return [Problem(shown, line_of(lines, loc), ".".join(map(str, loc)), message)]
+    try:
+        sky.Task.from_yaml_config(strip_location(config))
+    except (ValueError, TypeError, KeyError) as e:
+        text = str(e).strip().splitlines()
+        return [
+            Problem(shown, line_of(lines, ("resources",)) or 1, "", f"SkyPilot: {text[0] if text else e}")
+        ]
+    return []

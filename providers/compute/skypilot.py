@@ -47,7 +47,13 @@ from providers.compute.skyplan import (
     optimize,
     use_offline_catalog,
 )
-from providers.compute.skytask import config_for, read_task, rewrite_store_refs, strip_location
+from runbooks.skytask import (
+    config_for,
+    mount_secondary,
+    read_task,
+    rewrite_store_refs,
+    strip_location,
+)
 
 _CLUSTER_STATES = {
     "INIT": ClusterState.PROVISIONING,
@@ -68,8 +74,6 @@ _JOB_STATES = {
     "RUNNING": JobState.RUNNING,
     "SUCCEEDED": JobState.SUCCEEDED,
 }
-_MOUNTABLE = ("s3://", "gs://")
-CHECKPOINT_DIR_ENV = "LIFEBOAT_CHECKPOINT_DIR"  # where the secondary store's prefix is mounted
 
 
 @dataclass(frozen=True)
@@ -145,17 +149,7 @@ def build_task(
         if not config.get("run"):
             raise ConfigError(f"{job.task_yaml}: job.resume.arg needs a `run:` command to append to")
         config["run"] = str(config["run"]).rstrip() + job.resume_suffix()
-    if job.store_uri and job.store_uri.startswith(_MOUNTABLE):
-        # SkyPilot mounts whole buckets only (MOUNT of a sub-path is a StorageModeError):
-        # mount the bucket, and tell the job where its checkpoint prefix is.
-        bucket, _, prefix = job.store_uri.partition("://")[2].partition("/")
-        root = f"{job.store_uri.partition('://')[0]}://{bucket}"
-        mount_dir = f"{job.store_mount.rstrip('/')}/{prefix.strip('/')}".rstrip("/")
-        config["envs"] = {**config["envs"], CHECKPOINT_DIR_ENV: mount_dir}
-        if stage != "exec":
-            mounts = dict(config.get("file_mounts") or {})
-            mounts[job.store_mount] = {"source": root, "mode": "MOUNT"}
-            config["file_mounts"] = mounts
+    config = mount_secondary(config, job.store_uri, files=stage != "exec")
     try:
         task = sky.Task.from_yaml_config(config)
     except ValueError as e:

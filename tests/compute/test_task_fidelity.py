@@ -13,8 +13,8 @@ from lifeboat.errors import ConfigError
 from providers.compute.base import JobSpec, PlanOption
 from providers.compute.skycheck import check_runbook
 from providers.compute.skypilot import SkyPilotCompute, build_task
-from providers.compute.skytask import map_store_uri
 from runbooks.loader import RunbookInvalid
+from runbooks.skytask import map_store_uri
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -160,18 +160,15 @@ def test_the_pinned_task_with_the_primary_mount_validates(tmp_path):
 
 
 def test_validate_remembers_skypilots_verdict_by_the_task_content(tmp_path, monkeypatch):
-    from providers.compute import skytask
+    from providers.compute import skycheck
 
     rb = _runbook(tmp_path, PINNED)
     check_runbook(rb)
     calls = []
-    monkeypatch.setattr(skytask, "schema_problems", lambda *a, **k: calls.append(1) or [])
+    monkeypatch.setattr(skycheck, "schema_problems", lambda *a, **k: calls.append(1) or [])
     check_runbook(rb)
     assert calls == []  # same content: SkyPilot not asked again
     (tmp_path / "jobs" / "llama-70b.sky.yaml").write_text(PINNED.replace("H100:8", "acelerators"))
-    from providers.compute import skycheck
-
-    monkeypatch.setattr(skycheck, "schema_problems", lambda *a, **k: calls.append(1) or [])
     check_runbook(rb)
     assert calls == [1]  # changed content: asked again
 

@@ -1,11 +1,10 @@
-"""The user's SkyPilot task YAML, read with its lines, checked by SkyPilot's own schema, and
-adapted for the secondary: where it runs is the candidate's business, and what it names of
-the primary's checkpoint store points at the secondary's.
+"""The user's SkyPilot task YAML, read with its lines and adapted for the secondary: where it
+runs is the candidate's business, and what it names of the primary's checkpoint store points
+at the secondary's.
 
-Pure functions over the YAML mapping, except `schema_problems`, which imports SkyPilot's
-schema and validator (`sky.utils.schemas`, `sky.utils.common_utils.validate_schema`) so
-that a typo like `acelerators` is reported in SkyPilot's words, at its line, before any
-approval, not as a traceback from `plan` or after approval from `sky.launch`.
+Pure functions over the YAML mapping (no SkyPilot import): the compute provider builds the
+`sky.Task` from their output, the renderer writes the hand-run task from it, and validate
+(`providers.compute.skycheck`) adds SkyPilot's own schema verdict.
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ from runbooks.loader import Loc, Problem, RunbookInvalid, parse_yaml_with_lines
 # The keys that say where a task runs; a failover candidate replaces all of them.
 LOCATION_KEYS = ("infra", "cloud", "region", "zone")
 STORE_SCHEMES = ("s3://", "gs://")
+STORE_MOUNT = "/lifeboat/checkpoints"  # where the secondary store's bucket is mounted
+CHECKPOINT_DIR_ENV = "LIFEBOAT_CHECKPOINT_DIR"  # where its checkpoint prefix then lies
 
 
 def read_task(path: Path, shown: str) -> tuple[dict, dict[Loc, int]]:
@@ -50,6 +51,28 @@ def strip_location(config: dict) -> dict:
                 for r in res[key]
             ]
     return {**config, "resources": res}
+
+
+def mount_secondary(config: dict, store_uri: str | None, *, files: bool = True) -> dict:
+    """`config` with the secondary store's bucket mounted at `STORE_MOUNT` (SkyPilot mounts
+    whole buckets only: a sub-path in MOUNT mode is its StorageModeError) and
+    `LIFEBOAT_CHECKPOINT_DIR` naming the prefix under it. `files=False`: the env only
+    (`sky exec` skips file mounts)."""
+    if not store_uri or not store_uri.startswith(STORE_SCHEMES):
+        return config
+    scheme, _, rest = store_uri.partition("://")
+    bucket, _, prefix = rest.partition("/")
+    config = dict(config)
+    config["envs"] = {
+        **(config.get("envs") or {}),
+        CHECKPOINT_DIR_ENV: f"{STORE_MOUNT}/{prefix.strip('/')}".rstrip("/"),
+    }
+    if files:
+        config["file_mounts"] = {
+            **(config.get("file_mounts") or {}),
+            STORE_MOUNT: {"source": f"{scheme}://{bucket}", "mode": "MOUNT"},
+        }
+    return config
 
 
 def pinned_location(config: Mapping) -> str | None:
@@ -103,7 +126,7 @@ def rewrite_store_refs(
         try:
             new = map_store_uri(value, primary, secondary)
         except ValueError as e:
-            problems.append(Problem(shown, _line(lines, loc), ".".join(map(str, loc)), str(e)))
+            problems.append(Problem(shown, line_of(lines, loc), ".".join(map(str, loc)), str(e)))
             return value
         if new is None:
             return value
@@ -140,7 +163,7 @@ def rewrite_store_refs(
             problems.append(
                 Problem(
                     shown,
-                    _line(lines, (key,)),
+                    line_of(lines, (key,)),
                     key,
                     f"names the primary store's bucket {bucket}, which is down in a failover; "
                     "pass it through an env var or a file mount that Lifeboat can repoint",
@@ -149,49 +172,11 @@ def rewrite_store_refs(
     return config, done, problems
 
 
-def _line(lines: dict[Loc, int], loc: Loc) -> int | None:
+def line_of(lines: dict[Loc, int], loc: Loc) -> int | None:
     for end in range(len(loc), -1, -1):
         if loc[:end] in lines:
             return lines[loc[:end]]
     return None
-
-
-def schema_problems(config: dict, *, shown: str, lines: dict[Loc, int]) -> list[Problem]:
-    """SkyPilot's own verdict on the task: its JSON schema (the message is SkyPilot's, the
-    line is the offending key's), then `sky.Task.from_yaml_config` for the rules the schema
-    cannot say (a bad accelerator name, conflicting fields)."""
-    from providers.compute.skyplan import import_sky
-
-    sky = import_sky()
-    from sky.utils import common_utils, schemas
-    from sky.utils import validator as sky_validator
-
-    clean = {k: v for k, v in config.items() if v is not None}
-    checks: list[tuple[Loc, object, dict]] = [((), clean, schemas.get_task_schema())]
-    res = clean.get("resources")
-    if isinstance(res, dict):  # the task schema leaves `resources` to the resources schema
-        checks.append((("resources",), res, schemas.get_resources_schema()))
-    for base, obj, schema in checks:
-        errors = list(sky_validator.get_schema_validator()(schema).iter_errors(obj))
-        if not errors:
-            continue
-        first = min(errors, key=lambda e: len(e.absolute_path))
-        loc = (*base, *first.absolute_path)
-        if first.validator == "additionalProperties" and isinstance(first.instance, dict):
-            known = set((first.schema or {}).get("properties", {}))
-            loc = (*loc, next((k for k in first.instance if k not in known), ""))
-        try:
-            common_utils.validate_schema(obj, schema, "")
-            message = first.message
-        except ValueError as e:
-            message = str(e).strip().splitlines()[0]
-        return [Problem(shown, _line(lines, loc), ".".join(map(str, loc)), message)]
-    try:
-        sky.Task.from_yaml_config(strip_location(config))
-    except (ValueError, TypeError, KeyError) as e:
-        text = str(e).strip().splitlines()
-        return [Problem(shown, _line(lines, ("resources",)) or 1, "", f"SkyPilot: {text[0] if text else e}")]
-    return []
 
 
 def config_for(task_yaml: Path) -> dict:
