@@ -220,10 +220,7 @@ prestage readiness and the expected RTO. From a terminal: `lifeboat approve RUN_
 
 
 def _provision(rb: Runbook, source: str) -> str:
-    if rb.secondary.infra == "local":
-        how = _hand_local(rb, source)
-    else:
-        how = _hand_launch(rb, source)
+    how = _hand_local(rb, source) if rb.secondary.infra == "local" else _hand_launch(rb, source)
     return f"""
 ## 5. Provision on the secondary
 
