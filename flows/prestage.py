@@ -30,7 +30,8 @@ def check(runbook_path: str, mirrors: dict[str, str] | None) -> PrestageReadines
     from providers.storage import open_store
     from runbooks.loader import load_runbook
 
-    return readiness_for(load_runbook(runbook_path), OciRegistry(mirror=mirrors), open_store)
+    rb = load_runbook(runbook_path)
+    return readiness_for(rb, OciRegistry.for_runbook(rb, mirror=mirrors), open_store)
 
 
 @flow(name="prestage", log_prints=True)
@@ -40,7 +41,8 @@ def prestage(runbook: str, stage_weights: bool = True, mirrors: dict[str, str] |
     Args:
         runbook: Path of the runbook YAML on the worker.
         stage_weights: Copy the runbook's weights to the secondary store first.
-        mirrors: Registry mirrors the secondary pulls from, registry host -> mirror host.
+        mirrors: Registry mirrors the secondary pulls from, registry host -> mirror URL (default: the
+            runbook's prestage.mirrors).
     """
     from runbooks.loader import load_runbook
 

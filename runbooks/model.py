@@ -268,6 +268,14 @@ class Prestage(_Strict):
     weights: list[StoreUri] = Field(
         default_factory=list, description="Weight or tokenizer URIs copied to the secondary store."
     )
+    mirrors: dict[str, str] = Field(
+        default_factory=dict,
+        description="Where the secondary pulls images from: registry host -> mirror URL, e.g. nvcr.io: https://us-central1-docker.pkg.dev/acme/nvcr.",
+    )
+    pull: bool = Field(
+        False,
+        description="Pre-warm the mirror: fetch every image's manifest and layers through it (digest-checked), not only its manifest digest.",
+    )
 
 
 class Escalation(_Strict):

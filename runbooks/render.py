@@ -309,15 +309,41 @@ def _prestage(rb: Runbook) -> str:
 Nothing to prestage.
 """
     lines = [f"- image `{i.image}`" + (f" with digest `{i.digest}`" if i.digest else "") for i in p.images]
-    lines += [f"- weights `{w}` → `{rb.secondary.store}/_prestage/`" for w in p.weights]
+    lines += [f"- weights `{w}` → `{_staged(rb.secondary.store, w)}`" for w in p.weights]
+    pulls = [_mirrored(i.image, p.mirrors) for i in p.images]
+    hand = "".join(
+        f"\n- `docker buildx imagetools inspect {ref}` (digest), `docker pull {ref}` (warms the mirror)"
+        for ref in pulls
+    )
+    auto = (
+        "The failover pulls every image's layers through where the secondary pulls from (digest-checked)."
+        if p.pull
+        else "The failover checks each image's manifest digest where the secondary pulls from."
+    )
     return f"""
 ## 6. Prestage
 
 {chr(10).join(lines)}
 
-By hand: `docker buildx imagetools inspect IMAGE` shows the digest where the secondary pulls from;
-copy weights with `gcloud storage cp -r` or `aws s3 sync`.
+{auto}
+
+By hand:{hand}
+- copy weights with `gcloud storage cp -r` or `aws s3 sync`.
 """
+
+
+def _staged(secondary: str, source: str) -> str:
+    """Where prestage copies a weights URI (as `lifeboat.prestage.destination_for` does)."""
+    parsed = urlparse(source)
+    return f"{secondary.rstrip('/')}/prestage/" + f"{parsed.netloc}/{parsed.path.strip('/')}".strip("/")
+
+
+def _mirrored(image: str, mirrors: dict[str, str]) -> str:
+    """The reference the secondary pulls: the image's registry host replaced by its mirror."""
+    host, _, rest = image.partition("/")
+    if host in mirrors and rest:
+        return f"{urlparse(mirrors[host]).netloc}{urlparse(mirrors[host]).path.rstrip('/')}/{rest}"
+    return image
 
 
 def _resume(rb: Runbook) -> str:

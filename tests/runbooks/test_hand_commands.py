@@ -37,7 +37,8 @@ def _markdown(name: str) -> str:
 
 
 def _inline_commands(text: str, program: str) -> list[list[str]]:
-    return [shlex.split(c) for c in re.findall(r"`([^`]+)`", text) if c.startswith(program + " ")]
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)  # fenced blocks are read apart
+    return [shlex.split(c) for c in re.findall(r"`([^`]+)`", prose) if c.startswith(program + " ")]
 
 
 def _run_launch_block(name: str, tmp_path: Path) -> tuple[list[str], Path]:
@@ -152,3 +153,14 @@ def test_the_local_hand_run_resumes_from_the_certified_checkpoint(tmp_path):
     assert argv[:3] == ["python", "-m", "lifeboat.trainer"] and argv[-2:] == ["--resume", "$CKPT"]
     rb = load_runbook(ROOT / "runbooks" / "demo.yaml")
     assert rb.job.resume.arg == "--resume {checkpoint}"  # what the failover appends, the same way
+
+
+def test_prestage_names_where_weights_land_and_the_mirror_to_pull_through():
+    from lifeboat.prestage import destination_for
+
+    rb = load_runbook(ROOT / "runbooks" / "llama-70b-pretrain.yaml")
+    text = _markdown("llama-70b-pretrain")
+    (weights,) = rb.prestage.weights
+    assert f"`{destination_for(rb.secondary.store, weights)}`" in text
+    pulls = [c for c in _inline_commands(text, "docker") if c[1] == "pull"]
+    assert pulls == [["docker", "pull", "us-central1-docker.pkg.dev/acme/nvcr/nvidia/pytorch:24.05-py3"]]
