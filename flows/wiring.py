@@ -60,7 +60,9 @@ class Providers:
         except LifeboatError:
             primary = None
         secondary = open_site(rb, rb.secondary)
-        return cls(primary, secondary, compute_for_runbook(rb), registry or OciRegistry.for_runbook(rb), opener)
+        return cls(
+            primary, secondary, compute_for_runbook(rb), registry or OciRegistry.for_runbook(rb), opener
+        )
 
 
 class RunbookSteps:

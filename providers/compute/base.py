@@ -53,7 +53,9 @@ class PlanOption:
     rank: int = 0  # position in the runbook's ordered candidate list (fallback order)
     feasible: bool = True  # False: blocked or absent from the catalog; `reason` says why
     reason: str = ""
-    price_source: str = ""  # where the price came from: "snapshot catalog of 2026-11-30 ...", "live catalog ..."
+    price_source: str = (
+        ""  # where the price came from: "snapshot catalog of 2026-11-30 ...", "live catalog ..."
+    )
 
     def describe(self) -> str:
         kind = "spot" if self.use_spot else "on-demand"

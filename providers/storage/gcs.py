@@ -49,7 +49,12 @@ class GcsStore:
     list_page_size = 1000
 
     def __init__(
-        self, bucket: str, prefix: str = "", endpoint_url: str | None = None, *, deadline_s: float | None = None
+        self,
+        bucket: str,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        *,
+        deadline_s: float | None = None,
     ):
         if not bucket:
             raise ConfigError("a gs:// store needs a bucket: gs://bucket/prefix")
@@ -211,7 +216,9 @@ class GcsStore:
         blob = self._bucket().blob(self._key(key))
         if isinstance(data, bytes | bytearray | memoryview):
             body = bytes(data)
-            self._call("insert", key, lambda: blob.upload_from_string(body, checksum="crc32c", **cond, **self._rpc))
+            self._call(
+                "insert", key, lambda: blob.upload_from_string(body, checksum="crc32c", **cond, **self._rpc)
+            )
         else:
             # A resumable upload streams chunk by chunk: bounded memory for any size.
             blob.chunk_size = UPLOAD_CHUNK
@@ -235,7 +242,9 @@ class GcsStore:
         dst_blob = self._bucket().blob(self._key(dst_key))
         token = None
         while True:  # rewrite may take several calls for large objects across locations
-            token, _, _ = self._call("rewrite", dst_key, lambda t=token: dst_blob.rewrite(src_blob, token=t, **self._rpc))
+            token, _, _ = self._call(
+                "rewrite", dst_key, lambda t=token: dst_blob.rewrite(src_blob, token=t, **self._rpc)
+            )
             if token is None:
                 return self.head(dst_key)
 

@@ -76,7 +76,12 @@ class S3Store:
     list_page_size = 1000  # S3's maximum
 
     def __init__(
-        self, bucket: str, prefix: str = "", endpoint_url: str | None = None, *, deadline_s: float | None = None
+        self,
+        bucket: str,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        *,
+        deadline_s: float | None = None,
     ):
         if not bucket:
             raise ConfigError("an s3:// store needs a bucket: s3://bucket/prefix")

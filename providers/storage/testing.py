@@ -186,7 +186,15 @@ def stopped_server(kind: str) -> Iterator[str]:
         cmd = [str(bindir / "moto_server"), "-H", "127.0.0.1", "-p", port]
         ready = f"{url}/moto-api/"
     else:
-        cmd = [str(bindir / "gcp-storage-emulator"), "start", "--host", "127.0.0.1", "--port", port, "--in-memory"]
+        cmd = [
+            str(bindir / "gcp-storage-emulator"),
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            port,
+            "--in-memory",
+        ]
         ready = f"{url}/storage/v1/b?project=lifeboat"
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
