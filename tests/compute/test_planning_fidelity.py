@@ -191,3 +191,22 @@ def test_managed_jobs_are_chosen_in_the_runbook_with_their_recovery_strategy(tmp
     path.write_text(text.replace("EAGER_NEXT_REGION", "EAGER"))
     with pytest.raises(Exception, match=r"job.managed.strategy"):
         load_runbook(path)
+
+
+def test_the_card_and_ledger_line_of_a_priced_option_names_its_catalog():
+    priced = PlanOption(
+        "gcp/us-central1",
+        "a3-highgpu-8g",
+        "H100:8",
+        False,
+        88.25,
+        price_source="snapshot catalog of 2026-11-30",
+    )
+    assert (
+        priced.describe()
+        == "gcp/us-central1 a3-highgpu-8g H100:8 on-demand $88.25/h (snapshot catalog of 2026-11-30)"
+    )
+    assert (
+        PlanOption("local", None, None, False, None, price_source="x").describe()
+        == "local on-demand price n/a"
+    )
