@@ -263,10 +263,10 @@ def failover(
     from flows.record import publish
     from flows.sandbox import sandbox_images, sandboxed
     from flows.wiring import Providers, build_gate, build_ledger, build_steps
+    from providers.compute.skycheck import check_runbook
     from providers.registry import FakeRegistry
-    from runbooks.loader import load_runbook
 
-    rb = load_runbook(runbook)
+    rb = check_runbook(runbook)  # the task YAML too: a typo stops here, not after approval
     run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
     providers = None
     rehearsal = None

@@ -33,9 +33,9 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from flows.failover import failover
-    from runbooks.loader import load_runbook
+    from providers.compute.skycheck import check_runbook
 
-    load_runbook(args.runbook)  # a bad runbook is a one-line error, not a failed flow run
+    check_runbook(args.runbook)  # a bad runbook or task YAML is a one-line error, not a failed flow run
     result = failover(args.runbook, dry_run=args.dry_run, force=args.force, approval=args.approval)
     if args.json:
         print(json.dumps(result, indent=2))

@@ -208,3 +208,16 @@ def test_the_shipped_snapshot_has_what_the_dry_run_needs():
 
     for cloud in ("aws", "gcp"):
         assert (SHIPPED_CATALOG / cloud / "images.csv").exists()
+
+
+@pytest.mark.parametrize("command", ["validate", "plan", "failover"])
+def test_the_typo_is_one_line_before_any_approval_from_every_command(tmp_path, capsys, command):
+    from lifeboat.cli import main
+
+    rb = _runbook(tmp_path, PINNED.replace("  accelerators: H100:8", "  acelerators: H100:8"))
+    argv = [command, str(rb)] + (["--dry-run"] if command == "failover" else [])
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(
+        "llama-70b.sky.yaml:5: job.task: resources.acelerators: Instead of 'acelerators', did you mean 'accelerators'?"
+    )
