@@ -44,22 +44,54 @@ def register(subparsers) -> None:
     p.set_defaults(handler=run)
 
 
+LIVE_REFRESH_S = 600  # a remembered live plan older than this is refreshed in the background
+
+
 def build_plan(rb, extra_blocks: list[str], *, catalog: str | None = None) -> dict:
     """The plan as plain data: what `lifeboat plan` prints. `catalog` overrides the
-    runbook's `plan.catalog`; the answer is remembered by its exact inputs (`memo`)."""
+    runbook's `plan.catalog`. The answer is remembered (`memo`): over the snapshot by its
+    exact inputs (runbook, task, catalog files, blocks); over a live catalog by the runbook,
+    task, blocks and enabled clouds, served at once and recomputed by a background
+    `lifeboat plan` once older than LIVE_REFRESH_S (SkyPilot refreshes its catalogs then)."""
+    import time
+
     from providers.compute.memo import fingerprint, remembered
-    from providers.compute.skycatalog import SNAPSHOT_DIR, choose_catalog, sky_home
+    from providers.compute.skycatalog import SNAPSHOT_DIR, choose_catalog
 
     blocked = [b for b in dict.fromkeys([rb.primary.infra, *extra_blocks]) if b and b != "local"]
     if rb.secondary.infra == "local":
         return _compute_plan(rb, blocked, None)
     choice = choose_catalog(catalog or rb.plan.catalog)
-    trees = [SNAPSHOT_DIR] if choice.kind == "snapshot" else [sky_home() / ".sky" / "catalogs"]
+    live = choice.kind == "live"
     key = fingerprint(
-        files=[rb.path, rb.resolve(rb.job.task)], trees=trees, blocked=blocked, catalog=choice.kind
+        files=[rb.path, rb.resolve(rb.job.task)],
+        trees=[] if live else [SNAPSHOT_DIR],
+        blocked=blocked,
+        catalog=choice.kind,
+        clouds=choice.clouds,
     )
     plan, hit = remembered("plan", key, lambda: _compute_plan(rb, blocked, choice.kind))
-    return {**plan, "cached": hit}
+    refreshing = hit and live and time.time() - plan.get("computed_at", 0) > LIVE_REFRESH_S
+    if refreshing:
+        _refresh_in_background(rb, extra_blocks)
+    return {**plan, "cached": hit, "refreshing": refreshing}
+
+
+def _refresh_in_background(rb, extra_blocks: list[str]) -> None:
+    """A detached `lifeboat plan --catalog live` that recomputes and rewrites the entry."""
+    import os
+    import subprocess
+
+    argv = [sys.executable, "-m", "lifeboat", "plan", str(rb.path), "--catalog", "live", "--json"]
+    argv += [a for b in extra_blocks for a in ("--block", b)]
+    subprocess.Popen(
+        argv,
+        env={**os.environ, "LIFEBOAT_MEMO_REFRESH": "1"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _compute_plan(rb, blocked: list[str], catalog: str | None) -> dict:
@@ -78,8 +110,11 @@ def _compute_plan(rb, blocked: list[str], catalog: str | None) -> dict:
     cheapest = min(
         (o for o in feasible if o.hourly_usd is not None), key=lambda o: o.hourly_usd, default=None
     )
+    import time
+
     return {
         "runbook": rb.name,
+        "computed_at": time.time(),
         "blocked": blocked,
         "source": source,
         "num_nodes": nodes,
@@ -113,7 +148,8 @@ def render(plan: dict) -> str:
     lines = [
         f"{plan['runbook']}: secondary candidates in fallback order (blocked: {blocked})",
         f"{plan['source']}, {plan['num_nodes']} node(s) per cluster"
-        + (" (remembered: same runbook, task and catalog as before)" if plan.get("cached") else ""),
+        + (" (remembered: same runbook, task and catalog as before)" if plan.get("cached") else "")
+        + ("; refreshing it in the background" if plan.get("refreshing") else ""),
         "",
     ]
     rows = [("#", "INFRA", "INSTANCE", "GPUS", "SPOT", "$/HOUR", "")]

@@ -5,7 +5,8 @@ YAML), the catalog's files (path, size, mtime), the arguments, SkyPilot's versio
 inputs, same answer: the optimizer is deterministic over a fixed catalog, and the schema
 check over a fixed file. A changed input is a new key, so nothing stale is ever served;
 entries are JSON files under `$LIFEBOAT_CACHE_DIR` (default `~/.cache/lifeboat/memo`),
-written atomically, and a corrupt one is ignored and recomputed.
+written atomically, and a corrupt one is ignored and recomputed. `LIFEBOAT_MEMO_REFRESH=1`
+recomputes and rewrites instead of reading (a background refresh).
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ def remembered(kind: str, key: str, compute: Callable[[], Any]) -> tuple[Any, bo
     """`compute()`'s JSON-able answer for `key`, from the cache when there; returns
     (answer, hit). An unwritable cache only costs the speed-up."""
     path = cache_dir() / kind / f"{key}.json"
-    with contextlib.suppress(OSError, ValueError):
-        return json.loads(path.read_text())["value"], True
+    if not os.environ.get("LIFEBOAT_MEMO_REFRESH"):  # set: recompute and rewrite (a refresh)
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            return json.loads(path.read_text())["value"], True
     value = compute()
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -210,3 +210,38 @@ def test_the_card_and_ledger_line_of_a_priced_option_names_its_catalog():
         PlanOption("local", None, None, False, None, price_source="x").describe()
         == "local on-demand price n/a"
     )
+
+
+def test_a_remembered_live_plan_is_served_at_once_and_refreshed_in_the_background(tmp_path, monkeypatch):
+    """The policy only: the live optimizer needs the user's clouds, so the plan itself is
+    computed by a counter here; the snapshot path is exercised for real above."""
+    import subprocess as sp
+
+    from lifeboat.commands import plan as plan_cmd
+    from runbooks.loader import load_runbook
+
+    monkeypatch.setenv("LIFEBOAT_CACHE_DIR", str(tmp_path / "memo"))
+    monkeypatch.setenv("LIFEBOAT_SKY_HOME", str(_sky_home(tmp_path, ["AWS", "GCP"])))
+    computed, spawned = [], []
+    monkeypatch.setattr(
+        plan_cmd,
+        "_compute_plan",
+        lambda rb, blocked, kind: computed.append(kind) or {"computed_at": 0.0, "options": []},
+    )
+    monkeypatch.setattr(
+        sp, "Popen", lambda argv, **kw: spawned.append((argv, kw["env"].get("LIFEBOAT_MEMO_REFRESH")))
+    )
+    rb = load_runbook(REPO / "runbooks" / "llama-70b-pretrain.yaml")
+
+    first = plan_cmd.build_plan(rb, [])
+    assert computed == ["live"] and not first["cached"] and not first["refreshing"] and spawned == []
+    stale = plan_cmd.build_plan(rb, ["gcp/us-east4"])  # another input: computed again
+    assert computed == ["live", "live"] and not stale["cached"]
+    again = plan_cmd.build_plan(rb, [])  # remembered, computed long ago: served, refreshed
+    assert again["cached"] and again["refreshing"] and computed == ["live", "live"]
+    ((argv, flag),) = spawned
+    assert argv[argv.index("--catalog") + 1] == "live" and str(rb.path) in argv and flag == "1"
+
+    monkeypatch.setenv("LIFEBOAT_MEMO_REFRESH", "1")  # what the background process does
+    plan_cmd.build_plan(rb, [])
+    assert computed == ["live", "live", "live"]
