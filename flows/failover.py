@@ -110,11 +110,11 @@ def failover(
     from flows.record import publish
     from flows.sandbox import sandbox_images, sandboxed
     from flows.wiring import build_gate, build_ledger, build_steps, providers_for, settings_for
+    from providers.compute.skycheck import check_runbook
     from providers.image_registry import FakeRegistry
     from providers.orchestrator.prefect_api import runbook_lock
-    from runbooks.loader import load_runbook
 
-    rb = load_runbook(runbook)
+    rb = check_runbook(runbook)  # the task YAML too: a typo stops here, not after approval
     run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
     if rb.serving is not None:  # realtime serving: verify the hot standby, move traffic
         from flows.serving import serve_failover
@@ -130,6 +130,12 @@ def failover(
             dry_run=dry_run,
         )
     providers = None
+    sky_rehearsal = None
+    if dry_run and rb.secondary.infra != "local":  # the user's task through SkyPilot's dry-run launch
+        from providers.compute.skydryrun import dry_run_launch
+
+        sky_rehearsal = dry_run_launch(rb)
+        print(sky_rehearsal.summary())
     if dry_run:  # the same steps over a sandboxed copy: local stores and compute, a fake registry
         registry = FakeRegistry(sandbox_images(rb))
         rb = sandboxed(rb, run_id)
@@ -147,6 +153,8 @@ def failover(
         force=force,
     )
     ledger = build_ledger(rb, run_id=run_id, drill=drill or ("dry-run" if dry_run else None))
+    if sky_rehearsal is not None:
+        ledger.note("skypilot dry run", sky_rehearsal.summary())
     _note_start_up(ledger, flow_run)
     gate = build_gate(rb, console=approval)
     rehearsal = bool(drill or dry_run)  # sandboxed: its own stores and cluster, no lock to share

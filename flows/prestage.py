@@ -32,7 +32,7 @@ def check(runbook_path: str, mirrors: dict[str, str] | None) -> PrestageReadines
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook_path)
-    return readiness_for(rb, OciRegistry(mirror=mirrors), store_opener(rb))
+    return readiness_for(rb, OciRegistry.for_runbook(rb, mirror=mirrors), store_opener(rb))
 
 
 @flow(name="prestage", log_prints=True)
@@ -42,7 +42,8 @@ def prestage(runbook: str, stage_weights: bool = True, mirrors: dict[str, str] |
     Args:
         runbook: Path of the runbook YAML on the worker.
         stage_weights: Copy the runbook's weights to the secondary store first.
-        mirrors: Registry mirrors the secondary pulls from, registry host -> mirror host.
+        mirrors: Registry mirrors the secondary pulls from, registry host -> mirror URL (default: the
+            runbook's prestage.mirrors).
     """
     from runbooks.loader import load_runbook
 

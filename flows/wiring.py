@@ -32,9 +32,10 @@ def cluster_name(rb: Runbook, drill: str | None = None) -> str:
 
 
 # -- stores ---------------------------------------------------------------------------------
-def store_opener(rb: Runbook) -> Callable[[str], Store]:
+def store_opener(rb: Runbook, *, deadline_s: float | None = None) -> Callable[[str], Store]:
     """Any store URI -> its Store. A URI in a site's bucket (the checkpoints, prestaged
-    weights, the loss log) gets that site's `endpoint_url` (R2, MinIO); others get none."""
+    weights, the loss log) gets that site's `endpoint_url` (R2, MinIO); others get none.
+    `deadline_s` bounds each call on an unanswering store (default: `LIFEBOAT_STORE_DEADLINE`)."""
     sites = [rb.secondary, rb.primary]
 
     def bucket(uri: str) -> tuple[str, str]:
@@ -45,7 +46,7 @@ def store_opener(rb: Runbook) -> Callable[[str], Store]:
         uri = rb.store_uri(uri)
         site = next((s for s in sites if bucket(rb.store_uri(s.store)) == bucket(uri)), None)
         endpoint = site.endpoint_url if site is not None and uri.startswith("s3://") else None
-        return open_store(uri, endpoint_url=endpoint)
+        return open_store(uri, endpoint_url=endpoint, deadline_s=deadline_s)
 
     return opener
 
@@ -93,7 +94,11 @@ def providers_for(rb: Runbook, *, registry: Registry | None = None) -> Providers
     except LifeboatError:
         primary = None
     return Providers(
-        primary, opener(rb.secondary.store), compute_for_runbook(rb), registry or OciRegistry(), opener
+        primary,
+        opener(rb.secondary.store),
+        compute_for_runbook(rb),
+        registry or OciRegistry.for_runbook(rb),
+        opener,
     )
 
 
@@ -113,7 +118,8 @@ def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0) -> list:
     from providers.health.nvml import NvmlHealth
 
     signals = {str(getattr(s, "value", s)) for s in rb.detection.signals}
-    opener = store_opener(rb)
+    # a probe must read "failing" in seconds, not wait out the store's default deadline
+    opener = store_opener(rb, deadline_s=probe_deadline())
     probes: list = []
     primary = opener(rb.primary.store) if signals & {"checkpoint_freshness", "provider"} else None
     if "gpu_health" in signals:
@@ -139,6 +145,14 @@ def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0) -> list:
     if "provider" in signals:
         probes.append(ProviderProbe(StoreControlPlane(primary)))
     return probes
+
+
+def probe_deadline() -> float:
+    """Seconds one probe call may wait on an unanswering store (`LIFEBOAT_PROBE_DEADLINE`, 2 s):
+    the provider probe pings three times, so a dead region reads failing in about 6 s."""
+    from providers.storage.base import store_deadline
+
+    return store_deadline(float(os.environ.get("LIFEBOAT_PROBE_DEADLINE", "2")))
 
 
 # -- the failover ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlparse
 
-from lifeboat.errors import LifeboatError, ProviderUnavailable
+from lifeboat.errors import ConfigError, LifeboatError, ProviderUnavailable
 from providers.image_registry import Registry
 from providers.storage.base import Store
 
@@ -75,11 +75,19 @@ def destination_for(secondary_store: str, source: str) -> str:
     return f"{secondary_store.rstrip('/')}/{PRESTAGE_PREFIX}/{path}"
 
 
-def check_image(registry: Registry, image: str, expected: str | None) -> ImageCheck:
+def check_image(registry: Registry, image: str, expected: str | None, *, pull: bool = False) -> ImageCheck:
+    """Digest and readiness of one image where the secondary pulls from; with `pull`, every
+    blob fetched through there (a warmed mirror), not only the manifest digest read."""
+    pulled = None
     try:
-        found = registry.digest(image)
-    except ProviderUnavailable as e:
-        return ImageCheck(image, expected, None, False, f"image {image}: registry unreachable ({e})")
+        if pull:
+            pulled = registry.pull(image)
+            found = pulled.digest if pulled else None
+        else:
+            found = registry.digest(image)
+    except (ProviderUnavailable, ConfigError) as e:
+        what = "registry unreachable" if isinstance(e, ProviderUnavailable) else "registry refused"
+        return ImageCheck(image, expected, None, False, f"image {image}: {what} ({e})")
     if found is None:
         return ImageCheck(
             image, expected, None, False, f"image {image}: absent where the secondary pulls from"
@@ -93,7 +101,12 @@ def check_image(registry: Registry, image: str, expected: str | None) -> ImageCh
             f"image {image}: digest {_short(found)} differs from pinned {_short(expected)}",
         )
     pinned = "pinned digest" if expected else "digest (unpinned)"
-    return ImageCheck(image, expected, found, True, f"image {image}: present, {pinned} {_short(found)}")
+    how = (
+        f"pulled {pulled.blobs} blobs ({pulled.bytes / 2**20:,.1f} MiB) via {pulled.where}"
+        if pulled
+        else "present"
+    )
+    return ImageCheck(image, expected, found, True, f"image {image}: {how}, {pinned} {_short(found)}")
 
 
 def _short(digest: str) -> str:
@@ -147,9 +160,12 @@ def check_readiness(
     secondary_store: str,
     registry: Registry,
     open_store: OpenStore,
+    *,
+    pull: bool = False,
 ) -> PrestageReadiness:
-    """Registry HEADs and store listings only: fast enough for the approval card."""
-    image_checks = tuple(check_image(registry, image, digest) for image, digest in images)
+    """Registry HEADs (or, with `pull`, whole-image pulls through the mirror) and store
+    listings."""
+    image_checks = tuple(check_image(registry, image, digest, pull=pull) for image, digest in images)
     weight_checks = tuple(check_weights(w, destination_for(secondary_store, w), open_store) for w in weights)
     ready = all(c.ok for c in (*image_checks, *weight_checks))
     return PrestageReadiness(ready, image_checks, weight_checks)
@@ -200,6 +216,7 @@ def readiness_for(rb, registry: Registry, open_store: OpenStore) -> PrestageRead
         rb.store_uri(rb.secondary.store),
         registry,
         open_store,
+        pull=rb.prestage.pull,
     )
 
 

@@ -9,17 +9,27 @@ image bytes move. `OciRegistry` speaks HTTP with the standard library (no SDK);
 `mirror` maps an image's registry host to where the secondary actually pulls from (a
 regional pull-through cache, Artifact Registry, ECR), e.g.
 `{"nvcr.io": "https://us-central1-docker.pkg.dev/acme/nvcr"}`.
+
+`pull(image)` pre-warms that mirror: it GETs the manifest (and, for an index, the
+linux/amd64 one), then every blob (config and layers), streaming, each checked against its
+sha256 digest, so a pull-through cache holds the whole image before the secondary's nodes
+ask for it. Credentials (`registry_credentials`) come from `LIFEBOAT_REGISTRY_<HOST>`
+(`user:password`), else the Prefect Secret block `lifeboat-registry-<host>`, else
+`~/.docker/config.json`; they answer a Bearer token challenge or a Basic one.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import os
 import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from lifeboat.errors import ConfigError, ProviderUnavailable
@@ -62,12 +72,71 @@ class ImageRef:
         return cls(host=host, name=name, reference=digest or tag)
 
 
+@dataclass(frozen=True)
+class PullReport:
+    """What pre-warming one image through the mirror fetched, every byte digest-checked."""
+
+    digest: str  # the manifest (or index) digest the mirror serves for the reference
+    blobs: int  # config + layer blobs fetched
+    bytes: int  # blob bytes fetched
+    where: str  # the base URL pulled from (the mirror, or the registry itself)
+
+
 @runtime_checkable
 class Registry(Protocol):
     def digest(self, image: str) -> str | None:
         """The manifest digest (`sha256:...`) the registry serves for `image`, or None when
         it does not have it. Raises `ProviderUnavailable` when the registry cannot answer."""
         ...
+
+    def pull(self, image: str) -> PullReport | None:
+        """Fetch the image's manifest and every blob where the secondary pulls from (warming a
+        pull-through mirror), verifying each digest; None when absent. Raises
+        `ProviderUnavailable` (unreachable, or a blob that does not match its digest)."""
+        ...
+
+
+def registry_credentials(hosts, env=None, docker_config: Path | None = None) -> dict[str, tuple[str, str]]:
+    """`user:password` per registry host: `LIFEBOAT_REGISTRY_<HOST>` (host upper-cased, every
+    other character `_`), else the Prefect Secret block `lifeboat-registry-<host>` (dots and
+    colons as `-`), else `~/.docker/config.json`'s `auths`. Hosts with none are left out."""
+    env = os.environ if env is None else env
+    docker = _docker_auths(docker_config or Path.home() / ".docker" / "config.json")
+    out = {}
+    for host in hosts:
+        value = env.get("LIFEBOAT_REGISTRY_" + re.sub(r"[^A-Z0-9]", "_", host.upper()))
+        value = value or _secret_block("lifeboat-registry-" + re.sub(r"[^a-z0-9]", "-", host.lower()))
+        value = value or docker.get(host)
+        if value and ":" in value:
+            user, _, password = value.partition(":")
+            out[host] = (user, password)
+    return out
+
+
+def _docker_auths(path: Path) -> dict[str, str]:
+    try:
+        auths = json.loads(path.read_text()).get("auths") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    out = {}
+    for host, entry in auths.items():
+        try:
+            out[urllib.parse.urlparse(host).netloc or host] = base64.b64decode(entry["auth"]).decode()
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _secret_block(name: str) -> str | None:
+    if not os.environ.get("PREFECT_API_URL"):
+        return None  # no server: no blocks (and no temporary server started for a lookup)
+    from lifeboat.errors import LifeboatError
+    from providers.orchestrator.prefect_api import secret
+
+    try:
+        return secret(name)
+    except LifeboatError:  # no such block, server down: no credentials from there
+        return None
 
 
 class FakeRegistry:
@@ -77,6 +146,8 @@ class FakeRegistry:
         self.images = dict(images or {})
         self.down = down
         self.calls: list[str] = []
+        self.pulled: list[str] = []
+        self.layers = 3  # blobs a fake pull reports
 
     def digest(self, image: str) -> str | None:
         self.calls.append(image)
@@ -84,6 +155,13 @@ class FakeRegistry:
         if self.down:
             raise ProviderUnavailable(f"registry for {image} unavailable (fake outage)")
         return self.images.get(image)
+
+    def pull(self, image: str) -> PullReport | None:
+        digest = self.digest(image)
+        if digest is None:
+            return None
+        self.pulled.append(image)
+        return PullReport(digest, self.layers, self.layers * 1024, "fake")
 
 
 class OciRegistry:
@@ -100,6 +178,7 @@ class OciRegistry:
         self.credentials = credentials or {}  # host -> (user, password); unwrap SecretStr at the call site
         self.timeout = timeout
         self._tokens: dict[tuple[str, str], str] = {}
+        self._auth: dict[tuple[str, str], str] = {}  # (base, repository) -> Authorization header
 
     def _base(self, ref: ImageRef) -> tuple[str, str]:
         """Base URL and repository path prefix where this image is pulled from."""
@@ -128,6 +207,118 @@ class OciRegistry:
             raise ConfigError(f"{url}: registry refused us ({status}); check the pull credentials")
         raise ProviderUnavailable(f"{url}: registry answered {status}")
 
+    @classmethod
+    def for_runbook(cls, rb, *, mirror: dict[str, str] | None = None) -> OciRegistry:
+        """The runbook's mirrors (or `mirror`) and the credentials for every host involved."""
+        mirrors = dict(mirror if mirror is not None else rb.prestage.mirrors)
+        hosts = {ImageRef.parse(i.image).host for i in rb.prestage.images}
+        hosts |= {urllib.parse.urlparse(u).netloc for u in mirrors.values()}
+        return cls(mirror=mirrors, credentials=registry_credentials(sorted(hosts)))
+
+    def pull(self, image: str) -> PullReport | None:
+        ref = ImageRef.parse(image)
+        base, prefix = self._base(ref)
+        name = f"{prefix}/{ref.name}" if prefix else ref.name
+        found = self._get_manifest(ref, base, name, ref.reference)
+        if found is None:
+            return None
+        digest, manifest = found
+        if "manifests" in manifest:  # an index: the platform the GPU nodes run
+            chosen = next(
+                (
+                    m
+                    for m in manifest["manifests"]
+                    if (m.get("platform") or {}).get("os") == "linux"
+                    and (m.get("platform") or {}).get("architecture") == "amd64"
+                ),
+                (manifest["manifests"] or [None])[0],
+            )
+            if chosen is None:
+                raise ProviderUnavailable(f"{image}: empty image index")
+            inner = self._get_manifest(ref, base, name, chosen["digest"])
+            if inner is None:
+                raise ProviderUnavailable(
+                    f"{image}: index names {chosen['digest']}, which the registry lacks"
+                )
+            manifest = inner[1]
+        blobs = [manifest.get("config"), *(manifest.get("layers") or [])]
+        total = 0
+        for blob in (b for b in blobs if b):
+            total += self._get_blob(ref, base, name, blob["digest"])
+        return PullReport(digest, sum(1 for b in blobs if b), total, base)
+
+    def _get_manifest(self, ref: ImageRef, base: str, name: str, reference: str) -> tuple[str, dict] | None:
+        url = f"{base}/v2/{name}/manifests/{reference}"
+        status, headers, body = self._request("GET", url, ref, base, name)
+        if status == 404:
+            return None
+        actual = "sha256:" + hashlib.sha256(body).hexdigest()
+        digest = headers.get("Docker-Content-Digest") or actual
+        if digest != actual or (reference.startswith("sha256:") and reference != actual):
+            raise ProviderUnavailable(f"{url}: manifest body is {actual}, not {digest}")
+        try:
+            return digest, json.loads(body)
+        except ValueError:
+            raise ProviderUnavailable(f"{url}: manifest is not JSON") from None
+
+    def _get_blob(self, ref: ImageRef, base: str, name: str, digest: str) -> int:
+        url = f"{base}/v2/{name}/blobs/{digest}"
+        h, size = hashlib.sha256(), 0
+
+        def sink(chunk: bytes) -> None:
+            nonlocal size
+            h.update(chunk)
+            size += len(chunk)
+
+        status, _, _ = self._request("GET", url, ref, base, name, sink=sink)
+        if status == 404:
+            raise ProviderUnavailable(f"{url}: blob missing where the secondary pulls from")
+        if "sha256:" + h.hexdigest() != digest:
+            raise ProviderUnavailable(f"{url}: blob bytes do not match {digest}")
+        return size
+
+    def _request(self, method, url, ref, base, name, *, sink=None) -> tuple[int, dict[str, str], bytes]:
+        """One GET/HEAD, answering a 401 challenge once; non-2xx other than 404 raise."""
+        status, headers, body = self._send(method, url, self._auth.get((base, name)), sink)
+        if status == 401:
+            self._auth[(base, name)] = self._answer(base, name, headers.get("WWW-Authenticate", ""), ref.host)
+            status, headers, body = self._send(method, url, self._auth[(base, name)], sink)
+        if status in (401, 403):
+            raise ConfigError(f"{url}: registry refused us ({status}); check the pull credentials")
+        if status != 404 and not 200 <= status < 300:
+            raise ProviderUnavailable(f"{url}: registry answered {status}")
+        return status, headers, body
+
+    def _send(self, method, url, auth, sink) -> tuple[int, dict[str, str], bytes]:
+        req = urllib.request.Request(url, method=method, headers={"Accept": MANIFEST_TYPES})
+        if auth:
+            req.add_header("Authorization", auth)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                if sink is None:
+                    return resp.status, dict(resp.headers), resp.read()
+                while chunk := resp.read(1 << 20):
+                    sink(chunk)
+                return resp.status, dict(resp.headers), b""
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers or {}), b""
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+            raise ProviderUnavailable(f"{url}: {getattr(e, 'reason', e)}") from e
+
+    def _answer(self, base: str, name: str, challenge: str, host: str) -> str:
+        """The Authorization header for a 401 challenge: a Bearer token, or Basic credentials."""
+        if challenge.lower().startswith("basic"):
+            user_pw = self._credentials_for(base, host)
+            if user_pw is None:
+                raise ConfigError(
+                    f"{base}: registry wants Basic auth and no credentials are configured for it"
+                )
+            return "Basic " + base64.b64encode(":".join(user_pw).encode()).decode()
+        return f"Bearer {self._token(base, name, challenge, host)}"
+
+    def _credentials_for(self, base: str, host: str) -> tuple[str, str] | None:
+        return self.credentials.get(urllib.parse.urlparse(base).netloc) or self.credentials.get(host)
+
     def _head(self, url: str, token: str | None) -> tuple[int, dict[str, str]]:
         req = urllib.request.Request(url, method="HEAD", headers={"Accept": MANIFEST_TYPES})
         if token:
@@ -149,8 +340,8 @@ class OciRegistry:
             raise ProviderUnavailable(f"{base}: Bearer challenge without realm")
         params.setdefault("scope", f"repository:{name}:pull")
         req = urllib.request.Request(f"{realm}?{urllib.parse.urlencode(params)}")
-        if host in self.credentials:
-            user, password = self.credentials[host]
+        if (user_pw := self._credentials_for(base, host)) is not None:
+            user, password = user_pw
             req.add_header(
                 "Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
             )

@@ -196,6 +196,23 @@ class ResumeArg(_Strict):
         return self
 
 
+class ManagedJob(_Strict):
+    """Run the job as a SkyPilot managed job: SkyPilot's jobs controller relaunches it when
+    spot capacity is reclaimed or it fails, with this recovery strategy."""
+
+    strategy: Literal["FAILOVER", "EAGER_NEXT_REGION"] = Field(
+        "FAILOVER",
+        description="SkyPilot job_recovery strategy: FAILOVER retries the same region first, EAGER_NEXT_REGION moves on at once.",
+    )
+    max_restarts_on_errors: int = Field(
+        3, ge=0, description="Restarts SkyPilot allows when the job itself fails (not a preemption)."
+    )
+
+    def job_recovery(self) -> dict:
+        """SkyPilot's `resources.job_recovery` value."""
+        return {"strategy": self.strategy, "max_restarts_on_errors": self.max_restarts_on_errors}
+
+
 class Job(_Strict):
     """The training or serving job to restart on the secondary."""
 
@@ -209,6 +226,10 @@ class Job(_Strict):
     )
     workdir: str | None = Field(
         None, description="Working directory of the local command, relative to the runbook."
+    )
+    managed: ManagedJob | None = Field(
+        None,
+        description="Launch the task as a SkyPilot managed job (its controller recovers preemptions); omitted: a plain cluster.",
     )
 
     @model_validator(mode="after")
@@ -252,6 +273,14 @@ class Prestage(_Strict):
     images: list[Image] = Field(default_factory=list, description="Container images the secondary needs.")
     weights: list[StoreUri] = Field(
         default_factory=list, description="Weight or tokenizer URIs copied to the secondary store."
+    )
+    mirrors: dict[str, str] = Field(
+        default_factory=dict,
+        description="Where the secondary pulls images from: registry host -> mirror URL, e.g. nvcr.io: https://us-central1-docker.pkg.dev/acme/nvcr.",
+    )
+    pull: bool = Field(
+        False,
+        description="Pre-warm the mirror: fetch every image's manifest and layers through it (digest-checked), not only its manifest digest.",
     )
 
 
@@ -483,6 +512,15 @@ class Serving(_Strict):
         return v.rstrip("/")
 
 
+class PlanSettings(_Strict):
+    """Where the optimizer's prices come from."""
+
+    catalog: Literal["live", "snapshot"] | None = Field(
+        None,
+        description="live: your SkyPilot setup's enabled clouds and fetched catalogs; snapshot: the catalog shipped with Lifeboat (no network). Omitted: live when `sky check` found enabled clouds, else snapshot.",
+    )
+
+
 class Cluster(_Strict):
     """The cluster's own numbers, for `lifeboat advise`: checkpoint interval and DR budget."""
 
@@ -562,6 +600,7 @@ class Runbook(_Strict):
     failover: FailoverPolicy = Field(
         default_factory=FailoverPolicy, description="Retries and timeouts of the failover's steps."
     )
+    plan: PlanSettings = Field(default_factory=PlanSettings, description="How candidates are priced.")
     cluster: Cluster | None = Field(
         None,
         description="The cluster's own numbers (GPUs, failure rate, checkpoint costs, prices, standby) for `lifeboat advise`.",

@@ -7,10 +7,15 @@ the YAML can be checked for staleness.
 
 from __future__ import annotations
 
+import posixpath
+import shlex
 from urllib.parse import urlparse
+
+import yaml
 
 from lifeboat.durations import format_duration as fd
 from runbooks.model import Runbook
+from runbooks.skytask import config_for, mount_secondary, rewrite_store_refs, strip_location
 
 LEASE_KEY = "_lifeboat/lease.json"
 
@@ -38,7 +43,7 @@ def render_markdown(rb: Runbook, source: str, advice: str = "") -> str:
         _certify(rb, source),
         _fence(rb),
         _approve(rb),
-        _provision(rb),
+        _provision(rb, source),
         _prestage(rb),
         _resume(rb),
         _verify(rb),
@@ -129,16 +134,37 @@ def _local_path(uri: str) -> str:
     return uri.removeprefix("file://")
 
 
+def _from_root(uri: str, source: str) -> str:
+    """A store URI as seen from the repository root: a relative `file://` path in the runbook
+    is relative to the runbook's folder (`source`'s), which a pasted command is not in."""
+    path = _local_path(uri)
+    if not uri.startswith("file://") or posixpath.isabs(path):
+        return uri
+    return "file://" + posixpath.normpath(posixpath.join(posixpath.dirname(source), path))
+
+
 def _checksum(uri: str) -> str:
-    scheme = urlparse(uri).scheme
-    if scheme == "s3":
-        return "aws s3api head-object --checksum-mode ENABLED --bucket BUCKET --key KEY  # ChecksumCRC32C"
-    if scheme == "gs":
-        return "gcloud storage objects describe URI --format='value(crc32c_hash)'"
-    return "python -c 'import google_crc32c,sys; print(google_crc32c.value(open(sys.argv[1],\"rb\").read()))' FILE"
+    """A command that prints one object's full-object CRC32C (base64, as S3 and GCS show it)."""
+    parsed = urlparse(uri)
+    key = posixpath.join(parsed.path.strip("/"), "CHECKPOINT/SHARD")
+    if parsed.scheme == "s3":
+        return (
+            f"aws s3api head-object --checksum-mode ENABLED --bucket {parsed.netloc} --key {key} "
+            "--query '[ContentLength,ChecksumCRC32C,ChecksumType]'"
+        )
+    if parsed.scheme == "gs":
+        return (
+            f"gcloud storage objects describe gs://{parsed.netloc}/{key} --format='value(size,crc32c_hash)'"
+        )
+    return (
+        'python -c \'import base64,sys,google_crc32c; d=open(sys.argv[1],"rb").read(); '
+        'print(len(d), base64.b64encode(google_crc32c.value(d).to_bytes(4,"big")).decode())\' '
+        f"{posixpath.join(_local_path(uri), 'CHECKPOINT/SHARD')}"
+    )
 
 
 def _certify(rb: Runbook, source: str) -> str:
+    primary, secondary = _from_root(rb.primary.store, source), _from_root(rb.secondary.store, source)
     return f"""
 ## 2. Certify the replica
 
@@ -146,11 +172,14 @@ Automated: `lifeboat certify {source}` — the newest replica checkpoint that is
 layout and whose every shard matches the source's size and CRC32C. Its write time defines the RPO.
 
 By hand:
-1. List checkpoints on the secondary: `{_ls(rb.secondary.store)}`
+1. List checkpoints on the secondary: `{_ls(secondary)}`
 2. Take the newest one that is complete (`{rb.checkpoint.layout.value}` layout: commit marker or
    manifest present — never trust a `latest` pointer alone).
-3. Compare each shard's size and CRC32C with the primary's (`{_ls(rb.primary.store)}`):
-   `{_checksum(rb.secondary.store)}`
+3. For each shard (replace `CHECKPOINT/SHARD`), print size and CRC32C on the secondary:
+   `{_checksum(secondary)}`
+   and on the primary, if it answers:
+   `{_checksum(primary)}`
+   A listing shows sizes only, never checksums: compare the CRC32C values these print.
 4. Any mismatch: reject it and try the next older checkpoint. Note its step and write time.
 """
 
@@ -197,22 +226,85 @@ prestage readiness and the expected RTO. From a terminal: `lifeboat approve RUN_
 """
 
 
-def _provision(rb: Runbook) -> str:
-    if rb.secondary.infra == "local":
-        how = f"Run `{rb.job.command}` on the standby host."
-    else:
-        c = rb.secondary.candidates[0]
-        gpus = f" --gpus {c.accelerators}" if c.accelerators else ""
-        spot = " --use-spot" if c.use_spot else ""
-        how = f"`sky launch -c {rb.name}-dr --infra {c.infra}{gpus}{spot} {rb.job.task}`; on a capacity error, the next candidate."
+def _provision(rb: Runbook, source: str) -> str:
+    how = _hand_local(rb, source) if rb.secondary.infra == "local" else _hand_launch(rb, source)
     return f"""
 ## 5. Provision on the secondary
 
 Automated: `lifeboat plan` ranks the candidates with SkyPilot's optimizer (the failed primary
 region blocked) and shows $/h; provisioning falls back through them in order.
 
-By hand: {how}
+{how}
 """
+
+
+def _hand_local(rb: Runbook, source: str) -> str:
+    """The local job's command with its resume variable or argument, from the repository root."""
+    workdir = posixpath.normpath(posixpath.join(posixpath.dirname(source), rb.job.workdir or "."))
+    cd = "" if workdir == "." else f"cd {shlex.quote(workdir)} && "
+    r = rb.job.resume
+    command = " ".join(rb.job.command.split())
+    if r.arg:
+        line = cd + command + " " + r.arg.replace("{checkpoint}", '"$CKPT"')
+    else:
+        line = f'{cd}{r.env}="$CKPT" {command}'
+    checkpoint = _local_path(_from_root(rb.secondary.store, source)).rstrip("/") + "/CHECKPOINT"
+    return f"""By hand, on the standby host, from the repository root:
+
+```bash
+CKPT={checkpoint}  # the checkpoint certified in step 2
+{line}
+```"""
+
+
+def _hand_launch(rb: Runbook, source: str) -> str:
+    """The user's task as the failover launches it, written next to it, and the `sky launch`
+    for the first candidate, from the repository root: paste as is."""
+    base = posixpath.dirname(source)
+    task_rel = posixpath.normpath(posixpath.join(base, rb.job.task))
+    config = strip_location(config_for(rb.resolve(rb.job.task)))
+    primary, secondary = rb.store_uri(rb.primary.store), rb.store_uri(rb.secondary.store)
+    config, _, _ = rewrite_store_refs(config, primary, secondary, shown=task_rel, lines={})
+    config = mount_secondary(config, secondary)
+    workdir = config.get("workdir")
+    if isinstance(workdir, str) and not posixpath.isabs(workdir):
+        config["workdir"] = posixpath.normpath(posixpath.join(posixpath.dirname(task_rel), workdir))
+    r = rb.job.resume
+    env = r.env or "LIFEBOAT_CHECKPOINT"
+    if r.arg:
+        config["run"] = str(config.get("run", "")).rstrip() + " " + r.arg.replace("{checkpoint}", f'"${env}"')
+    dr_task = posixpath.join(posixpath.dirname(task_rel), f"{rb.name}.dr.sky.yaml")
+    c = rb.secondary.candidates[0]
+    args = ["sky", "launch", "-c", f"{rb.name}-dr", "--infra", c.infra]
+    if c.accelerators:
+        args += ["--gpus", c.accelerators]
+    if c.use_spot:
+        args.append("--use-spot")
+    args += ["--env", f"{env}=$CKPT", dr_task]
+    body = yaml.dump(config, Dumper=_BlockDumper, sort_keys=False, width=1000).rstrip()
+    command = " ".join(shlex.quote(a) for a in args[:-3]) + f' --env "{env}=$CKPT" ' + shlex.quote(dr_task)
+    return f"""By hand, from the repository root: the task `{task_rel}` as the failover launches it (no
+pinned region, checkpoint store references moved to the secondary, the secondary's bucket mounted
+at `/lifeboat/checkpoints`), then SkyPilot on the first candidate. On a capacity error, change
+`--infra` to the next candidate.
+
+```bash
+CKPT={secondary.rstrip("/")}/CHECKPOINT  # the checkpoint certified in step 2
+cat > {dr_task} <<'LIFEBOAT_TASK'
+{body}
+LIFEBOAT_TASK
+{command}
+```"""
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings (setup, run) as `|` blocks, as people write them."""
+
+
+_BlockDumper.add_representer(
+    str,
+    lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v, style="|" if "\n" in v else None),
+)
 
 
 def _prestage(rb: Runbook) -> str:
@@ -224,15 +316,41 @@ def _prestage(rb: Runbook) -> str:
 Nothing to prestage.
 """
     lines = [f"- image `{i.image}`" + (f" with digest `{i.digest}`" if i.digest else "") for i in p.images]
-    lines += [f"- weights `{w}` → `{rb.secondary.store}/_prestage/`" for w in p.weights]
+    lines += [f"- weights `{w}` → `{_staged(rb.secondary.store, w)}`" for w in p.weights]
+    pulls = [_mirrored(i.image, p.mirrors) for i in p.images]
+    hand = "".join(
+        f"\n- `docker buildx imagetools inspect {ref}` (digest), `docker pull {ref}` (warms the mirror)"
+        for ref in pulls
+    )
+    auto = (
+        "The failover pulls every image's layers through where the secondary pulls from (digest-checked)."
+        if p.pull
+        else "The failover checks each image's manifest digest where the secondary pulls from."
+    )
     return f"""
 ## 6. Prestage
 
 {chr(10).join(lines)}
 
-By hand: `docker buildx imagetools inspect IMAGE` shows the digest where the secondary pulls from;
-copy weights with `gcloud storage cp -r` or `aws s3 sync`.
+{auto}
+
+By hand:{hand}
+- copy weights with `gcloud storage cp -r` or `aws s3 sync`.
 """
+
+
+def _staged(secondary: str, source: str) -> str:
+    """Where prestage copies a weights URI (as `lifeboat.prestage.destination_for` does)."""
+    parsed = urlparse(source)
+    return f"{secondary.rstrip('/')}/prestage/" + f"{parsed.netloc}/{parsed.path.strip('/')}".strip("/")
+
+
+def _mirrored(image: str, mirrors: dict[str, str]) -> str:
+    """The reference the secondary pulls: the image's registry host replaced by its mirror."""
+    host, _, rest = image.partition("/")
+    if host in mirrors and rest:
+        return f"{urlparse(mirrors[host]).netloc}{urlparse(mirrors[host]).path.rstrip('/')}/{rest}"
+    return image
 
 
 def _resume(rb: Runbook) -> str:
@@ -241,8 +359,8 @@ def _resume(rb: Runbook) -> str:
     return f"""
 ## 7. Resume
 
-Start the job on the secondary from the certified checkpoint, passed as the {how}.
-Never resume from an uncertified checkpoint.
+Start the job on the secondary from the certified checkpoint, passed as the {how}
+(the launch in step 5 does). Never resume from an uncertified checkpoint.
 """
 
 

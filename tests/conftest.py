@@ -11,12 +11,17 @@ on SQLite, so every area's events, deployments and automations land on one serve
 """
 
 import os
+import tempfile
 
 import pytest
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+# Plans price over the shipped snapshot whatever the developer's own `sky check` enabled, and
+# remembered plans and task verdicts stay out of the developer's cache.
+os.environ.setdefault("LIFEBOAT_SKY_HOME", tempfile.mkdtemp(prefix="lifeboat-test-sky-home-"))
+os.environ.setdefault("LIFEBOAT_CACHE_DIR", tempfile.mkdtemp(prefix="lifeboat-test-memo-"))
 os.environ.setdefault("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "false")
 
 PEERS = ("prefect_server", "prefect_server_process", "s3_endpoint", "gcs_endpoint")

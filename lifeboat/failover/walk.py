@@ -129,6 +129,9 @@ class _Walk:
             led.checkpoint(v.certified.uri, v.certified.written_at)
             rejected = [f"step {r.step}: {r.reason} — {r.detail}" for r in v.rejected]
             led.note("certification", "; ".join([f"mode {v.mode}", *rejected]))
+        elif name == "plan":
+            if v and v[0].price_source:
+                led.note("plan prices", v[0].price_source)
         elif name == "provision":
             led.note("cluster", f"{v.cluster} on {v.option.describe()}")
             led.note("provision attempts", "; ".join(v.attempts))

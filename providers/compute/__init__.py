@@ -37,19 +37,31 @@ def open_compute(name: str, **kwargs: Any) -> Compute:
     return getattr(importlib.import_module(module), cls)(**kwargs)
 
 
-def compute_for_runbook(rb, *, live: bool = False, state_dir=None, **kwargs: Any) -> Compute:
+def compute_for_runbook(rb, *, live: bool | None = None, state_dir=None, **kwargs: Any) -> Compute:
     """The backend a runbook's secondary needs: `local` runs job.command as a process group
     (state under `state_dir`, default `<runbook dir>/.lifeboat/clusters`); anything else is
-    SkyPilot with the job's task YAML (offline catalog unless `live`)."""
+    SkyPilot with the job's task YAML, priced over the catalog `plan.catalog` chooses
+    (`live` overrides it: True live, False the shipped snapshot), as a managed job when
+    `job.managed` says so."""
     if rb.secondary.infra == "local":
         from providers.compute.local import LocalCompute
 
         return LocalCompute(state_dir or rb.base_dir / ".lifeboat" / "clusters")
+    from providers.compute.skycatalog import choose_catalog
     from providers.compute.skypilot import SkyPilotCompute, task_nodes
 
+    setting = rb.plan.catalog if live is None else ("live" if live else "snapshot")
+    catalog = choose_catalog(setting)
     task = rb.resolve(rb.job.task)
     kwargs.setdefault("store_uri", rb.store_uri(rb.secondary.store))
-    return SkyPilotCompute(offline=not live, task_yaml=task, num_nodes=task_nodes(task), **kwargs)
+    kwargs.setdefault("primary_store_uri", rb.store_uri(rb.primary.store))
+    kwargs.setdefault("price_source", catalog.describe())
+    if rb.job.managed is not None:
+        kwargs.setdefault("managed", True)
+        kwargs.setdefault("job_recovery", rb.job.managed.job_recovery())
+    return SkyPilotCompute(
+        offline=catalog.kind == "snapshot", task_yaml=task, num_nodes=task_nodes(task), **kwargs
+    )
 
 
 __all__ = [

@@ -53,12 +53,16 @@ class PlanOption:
     rank: int = 0  # position in the runbook's ordered candidate list (fallback order)
     feasible: bool = True  # False: blocked or absent from the catalog; `reason` says why
     reason: str = ""
+    price_source: str = (
+        ""  # where the price came from: "snapshot catalog of 2026-11-30 ...", "live catalog ..."
+    )
 
     def describe(self) -> str:
         kind = "spot" if self.use_spot else "on-demand"
         price = f"${self.hourly_usd:,.2f}/h" if self.hourly_usd is not None else "price n/a"
         what = " ".join(x for x in (self.instance_type, self.accelerators) if x)
-        return f"{self.infra} {what} {kind} {price}".replace("  ", " ")
+        source = f" ({self.price_source})" if self.price_source and self.hourly_usd is not None else ""
+        return f"{self.infra} {what} {kind} {price}{source}".replace("  ", " ")
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ class JobSpec:
     checkpoint: str | None = None  # certified checkpoint URI to resume from; None: fresh start
     env: Mapping[str, str] = field(default_factory=dict)
     store_uri: str | None = None  # secondary checkpoint store, mounted where the backend can
-    store_mount: str = "/lifeboat/checkpoints"
+    primary_store_uri: str | None = None  # the failed site's store: task references to it move to store_uri
 
     @classmethod
     def from_runbook(cls, rb: Runbook, checkpoint: str | None = None) -> JobSpec:
@@ -88,6 +92,7 @@ class JobSpec:
             resume_arg=job.resume.arg,
             checkpoint=checkpoint,
             store_uri=rb.store_uri(rb.secondary.store),
+            primary_store_uri=rb.store_uri(rb.primary.store),
         )
 
     def resuming_from(self, checkpoint: str | None) -> JobSpec:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -33,19 +33,26 @@ import yaml
 
 from lifeboat.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
 from providers.compute.base import (
-    CapacityError,
     ClusterState,
     ClusterStatus,
     JobSpec,
     JobState,
     PlanOption,
 )
+from providers.compute.skyerrors import launch_error
 from providers.compute.skyplan import (
     SHIPPED_CATALOG,
     import_sky,
     offline_clouds,
     optimize,
     use_offline_catalog,
+)
+from runbooks.skytask import (
+    config_for,
+    mount_secondary,
+    read_task,
+    rewrite_store_refs,
+    strip_location,
 )
 
 _CLUSTER_STATES = {
@@ -67,7 +74,6 @@ _JOB_STATES = {
     "RUNNING": JobState.RUNNING,
     "SUCCEEDED": JobState.SUCCEEDED,
 }
-_MOUNTABLE = ("s3://", "gs://")
 
 
 @dataclass(frozen=True)
@@ -129,14 +135,7 @@ def build_task(
     sky = import_sky()
     if job.task_yaml is None and stage != "provision":
         raise ConfigError("the SkyPilot provider needs job.task (the task YAML)")
-    try:
-        config = (yaml.safe_load(Path(job.task_yaml).read_text()) or {}) if job.task_yaml else {}
-    except FileNotFoundError:
-        raise ConfigError(f"{job.task_yaml}: task YAML not found") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{job.task_yaml}: not valid YAML: {e}") from None
-    if not isinstance(config, dict):
-        raise ConfigError(f"{job.task_yaml}: a SkyPilot task YAML is a mapping")
+    config = adapt_task(job)
     if stage == "provision":
         config.pop("run", None)
     elif stage == "exec":
@@ -150,10 +149,7 @@ def build_task(
         if not config.get("run"):
             raise ConfigError(f"{job.task_yaml}: job.resume.arg needs a `run:` command to append to")
         config["run"] = str(config["run"]).rstrip() + job.resume_suffix()
-    if stage != "exec" and job.store_uri and job.store_uri.startswith(_MOUNTABLE):
-        mounts = dict(config.get("file_mounts") or {})
-        mounts[job.store_mount] = {"source": job.store_uri, "mode": "MOUNT"}
-        config["file_mounts"] = mounts
+    config = mount_secondary(config, job.store_uri, files=stage != "exec")
     try:
         task = sky.Task.from_yaml_config(config)
     except ValueError as e:
@@ -172,6 +168,24 @@ def build_task(
     if not task.name:
         task.name = job.name
     return task
+
+
+def adapt_task(job: JobSpec) -> dict[str, Any]:
+    """The task YAML as a mapping, made to run on the secondary: no pinned location (the
+    candidate decides), and mounts/envs naming the primary store moved to the secondary.
+    A reference that cannot be moved is a ConfigError naming its line (validate says so
+    first: `providers.compute.skycheck`)."""
+    if job.task_yaml is None:
+        return {}
+    config = strip_location(config_for(job.task_yaml))
+    shown = str(job.task_yaml)
+    _, lines = read_task(job.task_yaml, shown)
+    config, _, problems = rewrite_store_refs(
+        config, job.primary_store_uri, job.store_uri, shown=shown, lines=lines
+    )
+    if problems:
+        raise ConfigError("\n".join(str(p) for p in problems))
+    return config
 
 
 def task_defaults(task_yaml: Path) -> dict[str, Any]:
@@ -210,10 +224,14 @@ class SkyPilotCompute:
         managed: bool = False,
         job_recovery: Mapping[str, Any] | str | None = None,
         store_uri: str | None = None,
+        primary_store_uri: str | None = None,
+        price_source: str = "",
     ):
         self.offline = offline
         self.task_yaml = task_yaml  # what `launch` without a job provisions (less its run:)
         self.store_uri = store_uri  # the secondary store, mounted when provisioning
+        self.primary_store_uri = primary_store_uri  # task references to it move to store_uri
+        self.price_source = price_source  # stamped on every priced option
         self.catalog = catalog
         self.defaults = task_defaults(task_yaml) if task_yaml else {}
         self.num_nodes = num_nodes
@@ -235,9 +253,11 @@ class SkyPilotCompute:
 
     def plan(self, candidates: Sequence[PlanOption], blocked: Sequence[str] = ()) -> list[PlanOption]:
         if not self.offline:
-            return optimize(candidates, blocked, defaults=self.defaults, num_nodes=self.num_nodes)
-        with offline_clouds(self.catalog):
-            return optimize(candidates, blocked, defaults=self.defaults, num_nodes=self.num_nodes)
+            options = optimize(candidates, blocked, defaults=self.defaults, num_nodes=self.num_nodes)
+        else:
+            with offline_clouds(self.catalog):
+                options = optimize(candidates, blocked, defaults=self.defaults, num_nodes=self.num_nodes)
+        return [replace(o, price_source=self.price_source) if o.feasible else o for o in options]
 
     def launch(self, cluster: str, option: PlanOption, job: JobSpec | None = None) -> ClusterStatus:
         if job is None and self.managed:
@@ -250,21 +270,20 @@ class SkyPilotCompute:
             st = self.status(cluster)
             return self.run(cluster, job) if job is not None and st.job is JobState.IDLE else st
         if job is None:
-            bare = JobSpec(name=cluster, task_yaml=self.task_yaml, store_uri=self.store_uri)
+            bare = JobSpec(
+                name=cluster,
+                task_yaml=self.task_yaml,
+                store_uri=self.store_uri,
+                primary_store_uri=self.primary_store_uri,
+            )
             task = build_task(bare, option, stage="provision")
         else:
             task = build_task(job, option, job_recovery=self.job_recovery)
-        from sky import exceptions as sky_exceptions
-
         try:
             job_id = self.launcher.launch(task, cluster)
-        except sky_exceptions.ResourcesUnavailableError as e:
-            self._down_quietly(cluster)  # SkyPilot may leave an INIT record behind
-            raise CapacityError(
-                f"{option.infra}: {str(e).strip().splitlines()[0] if str(e).strip() else 'no capacity'}"
-            ) from e
-        except (sky_exceptions.ApiServerConnectionError, ConnectionError, TimeoutError) as e:
-            raise ProviderUnavailable(f"SkyPilot API server unreachable: {e}") from e
+        except Exception as e:
+            self._down_quietly(cluster)  # a failed launch may leave INIT nodes or a record behind
+            raise launch_error(option.infra, e) from e
         self._options[cluster] = option
         if job is None:
             self._setup_jobs[cluster] = job_id

@@ -14,8 +14,10 @@ _BACKENDS = {
 }
 
 
-def open_store(uri: str, *, endpoint_url: str | None = None) -> Store:
-    """Build the store for `s3://bucket/prefix`, `gs://bucket/prefix` or `file:///path`."""
+def open_store(uri: str, *, endpoint_url: str | None = None, deadline_s: float | None = None) -> Store:
+    """Build the store for `s3://bucket/prefix`, `gs://bucket/prefix` or `file:///path`.
+    `deadline_s` bounds how long a remote store's call may take when its endpoint does not
+    answer (see base.py); a local store has none."""
     parsed = urlparse(uri)
     if parsed.scheme not in _BACKENDS:
         raise ConfigError(
@@ -29,7 +31,7 @@ def open_store(uri: str, *, endpoint_url: str | None = None) -> Store:
     import importlib
 
     backend = getattr(importlib.import_module(module), cls)
-    return backend(parsed.netloc, parsed.path.lstrip("/"), endpoint_url=endpoint_url)
+    return backend(parsed.netloc, parsed.path.lstrip("/"), endpoint_url=endpoint_url, deadline_s=deadline_s)
 
 
 __all__ = ["Capabilities", "ObjectInfo", "Store", "open_store"]

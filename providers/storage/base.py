@@ -3,14 +3,21 @@
 Backends (`LocalStore`, `S3Store`, `GcsStore`) implement these and nothing else; copying,
 certification and fencing are written once on top of them. Keys are relative to the
 store's root prefix and use `/` separators.
+
+Unreachable endpoints: a remote store answers every call within its deadline
+(`deadline_s`, default `LIFEBOAT_STORE_DEADLINE` or 30 s), retries included; past it the
+call raises `ProviderUnavailable`, never an SDK error, never a wait on the SDK's own retries.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
+
+from lifeboat.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -84,3 +91,19 @@ class Store(Protocol):
 def join(prefix: str, key: str) -> str:
     """Join key parts with exactly one `/`."""
     return f"{prefix.rstrip('/')}/{key.lstrip('/')}" if prefix else key.lstrip("/")
+
+
+DEFAULT_DEADLINE_S = 30.0
+
+
+def store_deadline(deadline_s: float | None = None) -> float:
+    """The deadline a remote store's call honours: `deadline_s`, else `LIFEBOAT_STORE_DEADLINE`
+    (seconds), else 30 s. Must be positive."""
+    value = deadline_s if deadline_s is not None else os.environ.get("LIFEBOAT_STORE_DEADLINE")
+    try:
+        seconds = float(value) if value is not None else DEFAULT_DEADLINE_S
+    except ValueError:
+        raise ConfigError(f"LIFEBOAT_STORE_DEADLINE={value!r} is not a number of seconds") from None
+    if seconds <= 0:
+        raise ConfigError(f"a store deadline must be positive seconds, not {seconds:g}")
+    return seconds

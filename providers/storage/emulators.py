@@ -154,3 +154,66 @@ class ThrottlingProxy:
     def __exit__(self, *exc) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def dead_port() -> str:
+    """An endpoint URL on 127.0.0.1 where nothing listens: every connect is refused."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def stopped_server(kind: str) -> Iterator[str]:
+    """A real moto (`kind="s3"`) or gcp-storage-emulator (`"gcs"`) process, started, seen
+    answering, then frozen with SIGSTOP: the kernel still accepts connections into its
+    backlog, nothing ever answers (a hung endpoint, the worst outage for a client).
+    Yields its URL; the process is resumed and ended on exit."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    url = dead_port()
+    port = url.rsplit(":", 1)[1]
+    bindir = Path(sys.executable).parent
+    if kind == "s3":
+        cmd = [str(bindir / "moto_server"), "-H", "127.0.0.1", "-p", port]
+        ready = f"{url}/moto-api/"
+    else:
+        cmd = [
+            str(bindir / "gcp-storage-emulator"),
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            port,
+            "--in-memory",
+        ]
+        ready = f"{url}/storage/v1/b?project=lifeboat"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(ready, timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{cmd[0]} did not start") from None
+                time.sleep(0.2)
+        proc.send_signal(signal.SIGSTOP)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
 from lifeboat.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
-from providers.storage.base import Capabilities, ObjectInfo, join
+from providers.storage.base import Capabilities, ObjectInfo, join, store_deadline
 
 CHUNK = 1 << 20
 UPLOAD_CHUNK = 8 << 20  # resumable upload chunk for streamed puts (a multiple of 256 KiB)
@@ -48,9 +48,21 @@ class GcsStore:
     backoff_cap = 5.0
     list_page_size = 1000
 
-    def __init__(self, bucket: str, prefix: str = "", endpoint_url: str | None = None):
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        *,
+        deadline_s: float | None = None,
+    ):
         if not bucket:
             raise ConfigError("a gs:// store needs a bucket: gs://bucket/prefix")
+        self.deadline_s = store_deadline(deadline_s)  # an unanswering endpoint: ProviderUnavailable by then
+        # Every google call gets our (connect, read) timeout and no retry of its own: its
+        # DEFAULT_RETRY retries a refused connection for 120 s, then raises RetryError.
+        per_try = min(60.0, self.deadline_s / 2)
+        self._rpc = {"timeout": (min(5.0, per_try), per_try), "retry": None}
         self.bucket_name = bucket
         self.prefix = prefix.strip("/")
         self.endpoint_url = endpoint_url
@@ -92,6 +104,7 @@ class GcsStore:
         where = f"{self.uri}/{key}" if key else self.uri
         last = None
         attempts = self.max_attempts if retry else 1
+        give_up = time.monotonic() + self.deadline_s
         for attempt in range(attempts):
             with self._lock:
                 self.calls[op] += 1
@@ -107,7 +120,7 @@ class GcsStore:
                 raise ConfigError(
                     f"{self.uri}: access refused ({e}); check the credentials for this store"
                 ) from None
-            except (gexc.TooManyRequests, gexc.ServerError, ConnectionError) as e:
+            except (gexc.TooManyRequests, gexc.ServerError, gexc.RetryError, ConnectionError) as e:
                 last = f"{type(e).__name__}: {e}"
             except Exception as e:
                 import requests
@@ -116,10 +129,13 @@ class GcsStore:
                     last = f"{type(e).__name__}: {e}"
                 else:
                     raise
-            if attempt + 1 < attempts:
-                delay = min(self.backoff_cap, self.backoff_base * 2**attempt)
-                time.sleep(delay * (0.5 + random.random() / 2))
-        raise ProviderUnavailable(f"{where}: {op} failed after {attempts} attempt(s) ({last})")
+            delay = min(self.backoff_cap, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
+            if attempt + 1 >= attempts or time.monotonic() + delay >= give_up:
+                raise ProviderUnavailable(
+                    f"{where}: {op} failed after {attempt + 1} attempt(s) within {self.deadline_s:g}s ({last})"
+                )
+            time.sleep(delay)
+        raise AssertionError("unreachable")  # the loop always returns or raises
 
     def _info(self, key: str, blob) -> ObjectInfo:
         # Read the JSON resource directly: the client's `updated` property goes through
@@ -138,25 +154,31 @@ class GcsStore:
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         root = f"{self.prefix}/" if self.prefix else ""
-        it = iter(
-            self._client()
-            .list_blobs(
-                self.bucket_name, prefix=root + prefix, page_size=self.list_page_size, fields=_LIST_FIELDS
+
+        def page(token: str | None):
+            # A fresh iterator per page, from the page token: a page that failed is fetched
+            # again, never taken for the end of the listing (a dead iterator reads empty).
+            it = self._client().list_blobs(
+                self.bucket_name,
+                prefix=root + prefix,
+                page_size=self.list_page_size,
+                fields=_LIST_FIELDS,
+                page_token=token,
+                **self._rpc,
             )
-            .pages
-        )
-        while True:  # every page; each page fetch is one API call, retried as such
-            page = self._call("list", None, lambda: next(it, None))
-            if page is None:
-                with self._lock:
-                    self.calls["list"] -= 1  # the iterator ended without a request
-                return
-            blobs = sorted(page, key=lambda b: b.name)
-            for blob in blobs:
+            first = next(it.pages, None)
+            return (list(first) if first is not None else []), it.next_page_token
+
+        token = None
+        while True:  # one request per page, retried as such
+            blobs, token = self._call("list", None, lambda t=token: page(t))
+            for blob in sorted(blobs, key=lambda b: b.name):
                 yield self._info(blob.name[len(root) :], blob)
+            if not token:
+                return
 
     def head(self, key: str) -> ObjectInfo:
-        blob = self._call("get", key, lambda: self._bucket().get_blob(self._key(key)))
+        blob = self._call("get", key, lambda: self._bucket().get_blob(self._key(key), **self._rpc))
         if blob is None:
             raise NotFound(f"{self.uri}/{key}: no such object")
         return self._info(key, blob)
@@ -171,7 +193,7 @@ class GcsStore:
             chunk = self._call(
                 "get_media",
                 key,
-                lambda p=pos, s=stop: blob.download_as_bytes(start=p, end=s - 1, checksum=None),
+                lambda p=pos, s=stop: blob.download_as_bytes(start=p, end=s - 1, checksum=None, **self._rpc),
             )
             if not chunk:
                 return
@@ -194,7 +216,9 @@ class GcsStore:
         blob = self._bucket().blob(self._key(key))
         if isinstance(data, bytes | bytearray | memoryview):
             body = bytes(data)
-            self._call("insert", key, lambda: blob.upload_from_string(body, checksum="crc32c", **cond))
+            self._call(
+                "insert", key, lambda: blob.upload_from_string(body, checksum="crc32c", **cond, **self._rpc)
+            )
         else:
             # A resumable upload streams chunk by chunk: bounded memory for any size.
             blob.chunk_size = UPLOAD_CHUNK
@@ -202,14 +226,14 @@ class GcsStore:
             self._call(
                 "insert",
                 key,
-                lambda: blob.upload_from_file(stream, checksum="crc32c", **cond),
+                lambda: blob.upload_from_file(stream, checksum="crc32c", **cond, **self._rpc),
                 retry=False,  # the stream is consumed: a retry must come from the caller
             )
         return self.head(key)
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(NotFound):
-            self._call("delete", key, lambda: self._bucket().blob(self._key(key)).delete())
+            self._call("delete", key, lambda: self._bucket().blob(self._key(key)).delete(**self._rpc))
 
     def server_copy(self, source, src_key: str, dst_key: str) -> ObjectInfo | None:
         if not isinstance(source, GcsStore) or source.endpoint_url != self.endpoint_url:
@@ -218,7 +242,9 @@ class GcsStore:
         dst_blob = self._bucket().blob(self._key(dst_key))
         token = None
         while True:  # rewrite may take several calls for large objects across locations
-            token, _, _ = self._call("rewrite", dst_key, lambda t=token: dst_blob.rewrite(src_blob, token=t))
+            token, _, _ = self._call(
+                "rewrite", dst_key, lambda t=token: dst_blob.rewrite(src_blob, token=t, **self._rpc)
+            )
             if token is None:
                 return self.head(dst_key)
 

@@ -25,7 +25,7 @@ from datetime import UTC
 
 from lifeboat.crc32c import crc32c, from_b64, to_b64
 from lifeboat.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
-from providers.storage.base import Capabilities, ObjectInfo, join
+from providers.storage.base import Capabilities, ObjectInfo, join, store_deadline
 
 CHUNK = 1 << 20
 PART_SIZE = 8 << 20  # multipart part size for streamed puts
@@ -75,9 +75,17 @@ class S3Store:
     backoff_cap = 5.0
     list_page_size = 1000  # S3's maximum
 
-    def __init__(self, bucket: str, prefix: str = "", endpoint_url: str | None = None):
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        *,
+        deadline_s: float | None = None,
+    ):
         if not bucket:
             raise ConfigError("an s3:// store needs a bucket: s3://bucket/prefix")
+        self.deadline_s = store_deadline(deadline_s)  # an unanswering endpoint: ProviderUnavailable by then
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.endpoint_url = endpoint_url
@@ -96,8 +104,9 @@ class S3Store:
             config = Config(
                 retries={"total_max_attempts": 1, "mode": "standard"},  # ours, in _call
                 max_pool_connections=32,
-                connect_timeout=5,
-                read_timeout=60,
+                # one attempt never outlasts the deadline (botocore's defaults are 60 s each)
+                connect_timeout=min(5.0, self.deadline_s / 2),
+                read_timeout=min(60.0, self.deadline_s / 2),
                 request_checksum_calculation="when_required",
                 response_checksum_validation="when_required",
             )
@@ -124,6 +133,7 @@ class S3Store:
         method = getattr(client, _snake(op))
         where = f"{self.uri}/{key}" if key else self.uri
         last = None
+        give_up = time.monotonic() + self.deadline_s
         for attempt in range(self.max_attempts):
             with self._lock:
                 self.calls[op] += 1
@@ -151,12 +161,15 @@ class S3Store:
                     last = f"{code or status}"
                 else:
                     raise ProviderUnavailable(f"{where}: {op} failed: {code} {err.get('Message', '')}") from e
-            except (ConnectionError, HTTPClientError) as e:
+            except (ConnectionError, HTTPClientError) as e:  # refused, connect/read timeouts
                 last = f"{type(e).__name__}: {e}"
-            if attempt + 1 < self.max_attempts:
-                delay = min(self.backoff_cap, self.backoff_base * 2**attempt)
-                time.sleep(delay * (0.5 + random.random() / 2))
-        raise ProviderUnavailable(f"{where}: {op} failed after {self.max_attempts} attempts ({last})")
+            delay = min(self.backoff_cap, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
+            if attempt + 1 >= self.max_attempts or time.monotonic() + delay >= give_up:
+                raise ProviderUnavailable(
+                    f"{where}: {op} failed after {attempt + 1} attempt(s) within {self.deadline_s:g}s ({last})"
+                )
+            time.sleep(delay)
+        raise AssertionError("unreachable")  # the loop always returns or raises
 
     # -- primitives ----------------------------------------------------------------------
 

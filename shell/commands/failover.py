@@ -35,9 +35,9 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from flows.failover import failover
-    from runbooks.loader import load_runbook
+    from providers.compute.skycheck import check_runbook
 
-    load_runbook(args.runbook)  # a bad runbook is a one-line error, not a failed flow run
+    check_runbook(args.runbook)  # a bad runbook or task YAML is a one-line error, not a failed flow run
     from lifeboat.ledger import LedgerFile
 
     LedgerFile().ensure_writable()  # likewise an unwritable ledger: before anything is fenced

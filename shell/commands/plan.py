@@ -1,9 +1,11 @@
 """`lifeboat plan RUNBOOK [--block INFRA] [--json]`: where the secondary would run, and at what price.
 
 The runbook's candidates in fallback order, priced by SkyPilot's own optimizer with the
-failed primary blocked (always) plus any `--block`. Offline by default: the optimizer runs
-over the catalog shipped in providers/compute/catalog/v8, with no network and no
-credentials; `--live` uses your SkyPilot setup's enabled clouds and catalogs instead.
+failed primary blocked (always) plus any `--block`. Prices come from the catalog the runbook's
+`plan.catalog` names (default: live when `sky check` enabled a cloud, else the snapshot
+shipped in providers/compute/catalog/v8, no network); `--catalog` overrides it. The source
+and the catalog's date are printed. A plan is remembered by its exact inputs (runbook, task
+YAML, catalog files, blocks), so asking again during an incident answers at once.
 Exit 0 when at least one candidate is feasible, 1 when none is.
 """
 
@@ -33,31 +35,87 @@ def register(subparsers) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument(
-        "--live", action="store_true", help="use your SkyPilot setup instead of the shipped catalog"
+        "--catalog",
+        choices=("live", "snapshot"),
+        help="price over your SkyPilot setup (live) or the shipped snapshot; default: the runbook's plan.catalog",
+    )
+    p.add_argument(
+        "--live", action="store_const", const="live", dest="catalog", help="same as --catalog live"
     )
     p.set_defaults(handler=run)
 
 
-def build_plan(rb, extra_blocks: list[str], *, live: bool = False) -> dict:
-    """The plan as plain data: what `lifeboat plan` prints and the failover's `plan` step uses."""
+LIVE_REFRESH_S = 600  # a remembered live plan older than this is refreshed in the background
+
+
+def build_plan(rb, extra_blocks: list[str], *, catalog: str | None = None) -> dict:
+    """The plan as plain data: what `lifeboat plan` prints. `catalog` overrides the
+    runbook's `plan.catalog`. The answer is remembered (`memo`): over the snapshot by its
+    exact inputs (runbook, task, catalog files, blocks); over a live catalog by the runbook,
+    task, blocks and enabled clouds, served at once and recomputed by a background
+    `lifeboat plan` once older than LIVE_REFRESH_S (SkyPilot refreshes its catalogs then)."""
+    import time
+
+    from providers.compute.memo import fingerprint, remembered
+    from providers.compute.skycatalog import SNAPSHOT_DIR, choose_catalog
+
+    blocked = [b for b in dict.fromkeys([rb.primary.infra, *extra_blocks]) if b and b != "local"]
+    if rb.secondary.infra == "local":
+        return _compute_plan(rb, blocked, None)
+    choice = choose_catalog(catalog or rb.plan.catalog)
+    live = choice.kind == "live"
+    key = fingerprint(
+        files=[rb.path, rb.resolve(rb.job.task)],
+        trees=[] if live else [SNAPSHOT_DIR],
+        blocked=blocked,
+        catalog=choice.kind,
+        clouds=choice.clouds,
+    )
+    plan, hit = remembered("plan", key, lambda: _compute_plan(rb, blocked, choice.kind))
+    refreshing = hit and live and time.time() - plan.get("computed_at", 0) > LIVE_REFRESH_S
+    if refreshing:
+        _refresh_in_background(rb, extra_blocks)
+    return {**plan, "cached": hit, "refreshing": refreshing}
+
+
+def _refresh_in_background(rb, extra_blocks: list[str]) -> None:
+    """A detached `lifeboat plan --catalog live` that recomputes and rewrites the entry."""
+    import os
+    import subprocess
+
+    argv = [sys.executable, "-m", "shell", "plan", str(rb.path), "--catalog", "live", "--json"]
+    argv += [a for b in extra_blocks for a in ("--block", b)]
+    subprocess.Popen(
+        argv,
+        env={**os.environ, "LIFEBOAT_MEMO_REFRESH": "1"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _compute_plan(rb, blocked: list[str], catalog: str | None) -> dict:
     from providers.compute import compute_for_runbook
     from providers.compute.base import candidates_from_runbook
 
-    blocked = [b for b in dict.fromkeys([rb.primary.infra, *extra_blocks]) if b and b != "local"]
-    candidates = candidates_from_runbook(rb)
+    live = None if catalog is None else catalog == "live"
     compute = compute_for_runbook(rb, live=live)
-    options = compute.plan(candidates, blocked)
+    options = compute.plan(candidates_from_runbook(rb), blocked)
     if rb.secondary.infra == "local":
         source = "local provider (no price)"
     else:
-        source = "SkyPilot optimizer, " + ("your enabled clouds" if live else "shipped offline catalog")
+        source = "SkyPilot optimizer over the " + getattr(compute, "price_source", "")
     nodes = getattr(compute, "num_nodes", 1)
     feasible = [o for o in options if o.feasible]
     cheapest = min(
         (o for o in feasible if o.hourly_usd is not None), key=lambda o: o.hourly_usd, default=None
     )
+    import time
+
     return {
         "runbook": rb.name,
+        "computed_at": time.time(),
         "blocked": blocked,
         "source": source,
         "num_nodes": nodes,
@@ -67,11 +125,13 @@ def build_plan(rb, extra_blocks: list[str], *, live: bool = False) -> dict:
 
 
 def run(args) -> int:
-    from runbooks.loader import load_runbook
+    from providers.compute.skycheck import check_runbook
 
-    rb = load_runbook(args.runbook)
+    rb = check_runbook(
+        args.runbook, catalog=args.catalog
+    )  # a task SkyPilot would refuse: its line, not a traceback
     try:
-        plan = build_plan(rb, args.block, live=args.live)
+        plan = build_plan(rb, args.block, catalog=args.catalog)
     except ImportError as e:  # pragma: no cover - skypilot is a project dependency
         raise ConfigError(f"cannot plan: {e}") from None
     if args.json:
@@ -88,7 +148,9 @@ def render(plan: dict) -> str:
     blocked = ", ".join(plan["blocked"]) or "nothing"
     lines = [
         f"{plan['runbook']}: secondary candidates in fallback order (blocked: {blocked})",
-        f"{plan['source']}, {plan['num_nodes']} node(s) per cluster",
+        f"{plan['source']}, {plan['num_nodes']} node(s) per cluster"
+        + (" (remembered: same runbook, task and catalog as before)" if plan.get("cached") else "")
+        + ("; refreshing it in the background" if plan.get("refreshing") else ""),
         "",
     ]
     rows = [("#", "INFRA", "INSTANCE", "GPUS", "SPOT", "$/HOUR", "")]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from runbooks.loader import RunbookInvalid, load_runbook
+from providers.compute.skycheck import check_runbook
+from runbooks.loader import RunbookInvalid
 from shell.cli import COMMANDS
 
 
@@ -22,7 +23,7 @@ def run(args) -> int:
     failed = False
     for file in args.files:
         try:
-            rb = load_runbook(file)
+            rb = check_runbook(file)
         except RunbookInvalid as e:
             failed = True
             for problem in e.problems:

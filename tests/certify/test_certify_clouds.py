@@ -87,7 +87,7 @@ def test_s3_source_down_certifies_the_s3_replica_on_its_manifest(s3_endpoint):
     dead.backoff_base, dead.max_attempts = 0.01, 2
     report = certify_replica(replica, dead, layout="manifest")
     assert report.mode == "manifest-only-source-down"
-    assert "after 2 attempts" in report.source_error
+    assert "after 2 attempt(s)" in report.source_error
     assert report.certified.step == 100 and report.certified.verified_by == {"manifest": 4}
     assert report.object_bytes_read == 0
 

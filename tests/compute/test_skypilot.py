@@ -112,10 +112,16 @@ def test_task_gets_the_candidate_resources_the_checkpoint_env_and_the_mounted_st
     (res,) = list(task.resources)
     assert (res.infra.cloud.lower(), res.infra.region) == ("gcp", "us-central1")
     assert res.accelerators == {"H100": 8} and res.use_spot and res.disk_size == 512
-    assert task.envs == {"WANDB_PROJECT": "llm", "RESUME_FROM": "s3://dr-bucket/ckpt/step-00012000"}
+    assert task.envs == {
+        "WANDB_PROJECT": "llm",
+        "RESUME_FROM": "s3://dr-bucket/ckpt/step-00012000",
+        "LIFEBOAT_CHECKPOINT_DIR": "/lifeboat/checkpoints/ckpt",
+    }
     assert task.workdir == str(task_yaml.parent / "src")
+    # SkyPilot mounts whole buckets only (a sub-path in MOUNT mode is its StorageModeError):
+    # the bucket is mounted and the job told where its prefix lies.
     mount = task.storage_mounts["/lifeboat/checkpoints"]
-    assert mount.source == "s3://dr-bucket/ckpt" and mount.mode.value == "MOUNT"
+    assert mount.source == "s3://dr-bucket" and mount.mode.value == "MOUNT"
 
 
 def test_task_resumes_by_argument_when_the_runbook_says_so(task_yaml):
@@ -240,10 +246,13 @@ def test_gpus_held_before_approval_get_setup_and_the_store_but_run_nothing(task_
     (_, task) = launcher.launched[-1]
     # sky exec skips setup and file mounts, so provisioning does them; only `run:` waits.
     assert task.run is None and task.setup == "pip install -r requirements.txt"
-    assert task.storage_mounts["/lifeboat/checkpoints"].source == "s3://dr-bucket/ckpt"
+    assert task.storage_mounts["/lifeboat/checkpoints"].source == "s3://dr-bucket"
     (res,) = list(task.resources)
     assert res.infra.region == "us-central1" and res.accelerators == {"H100": 8}
-    assert "RESUME_FROM" not in task.envs
+    assert (
+        "RESUME_FROM" not in task.envs
+        and task.envs["LIFEBOAT_CHECKPOINT_DIR"] == "/lifeboat/checkpoints/ckpt"
+    )
 
     job = JobSpec(name="llm", task_yaml=task_yaml, resume_env="RESUME_FROM", store_uri="s3://dr-bucket/ckpt")
     started = compute.run("llm-failover", job.resuming_from("s3://dr-bucket/ckpt/step-40"))

@@ -42,6 +42,9 @@ def test_dry_run_fails_over_resumes_and_records_rto_and_rpo(prefect_server, ledg
     # parity is recorded as passed only when steps were compared; disabled is never "passed"
     assert ("parity_passed" in entry.phases) == ("disabled" not in parity)
     assert entry.notes["parity"] == parity
+    # the user's own task went through SkyPilot's dry-run launch on the first feasible candidate
+    assert entry.notes["skypilot dry run"].startswith(f"SkyPilot dry-run launch of {runbook}-dryrun on ")
+    assert "catalog" in entry.notes["skypilot dry run"]  # the price says where it came from
 
 
 def test_dry_run_leaves_no_cluster_behind(prefect_server, ledger_path):

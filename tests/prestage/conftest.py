@@ -1,7 +1,10 @@
-"""A tiny OCI registry on loopback: HEAD manifests with Docker-Content-Digest, Bearer tokens."""
+"""A tiny OCI registry on loopback: HEAD manifests with Docker-Content-Digest, GET manifests
+and blobs (`publish`), Bearer tokens or Basic auth."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +19,32 @@ class StubRegistry:
         self.require_token = False
         self.status_override: int | None = None  # e.g. 503 during a registry outage
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization)
+        self.documents: dict[tuple[str, str], bytes] = {}  # (name, tag or digest) -> manifest body
+        self.blobs: dict[str, bytes] = {}  # digest -> bytes (may be corrupted on purpose)
+        self.basic: tuple[str, str] | None = None  # require Basic auth with these credentials
         stub = self
+
+        def refused(handler) -> bool:
+            auth = handler.headers.get("Authorization")
+            if stub.basic:
+                ok = auth == "Basic " + base64.b64encode(":".join(stub.basic).encode()).decode()
+                challenge = 'Basic realm="stub"'
+            else:
+                ok = not stub.require_token or auth == "Bearer good-token"
+                challenge = f'Bearer realm="http://127.0.0.1:{stub.port}/token",service="stub"'
+            if not ok:
+                handler.send_response(401)
+                handler.send_header("WWW-Authenticate", challenge)
+                handler.end_headers()
+            return not ok
+
+        def send(handler, status: int, body: bytes = b"", **headers) -> None:
+            handler.send_response(status)
+            for k, v in headers.items():
+                handler.send_header(k.replace("_", "-"), v)
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -51,6 +79,19 @@ class StubRegistry:
 
             def do_GET(self):
                 stub.requests.append(("GET", self.path, self.headers.get("Authorization")))
+                path = urlparse(self.path).path
+                if path.startswith("/v2/"):
+                    if refused(self):
+                        return
+                    if "/blobs/" in path:
+                        blob = stub.blobs.get(path.rsplit("/blobs/", 1)[1])
+                        return send(self, 404) if blob is None else send(self, 200, blob)
+                    name, _, ref = path.removeprefix("/v2/").partition("/manifests/")
+                    doc = stub.documents.get((name, ref))
+                    if doc is None:
+                        return send(self, 404)
+                    digest = "sha256:" + hashlib.sha256(doc).hexdigest()
+                    return send(self, 200, doc, Docker_Content_Digest=digest)
                 query = parse_qs(urlparse(self.path).query)
                 body = json.dumps({"token": "good-token", "scope": query.get("scope", [""])[0]}).encode()
                 self.send_response(200)
@@ -63,6 +104,37 @@ class StubRegistry:
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def publish(self, name: str, tag: str, layers: list[bytes]) -> str:
+        """An image index (linux/amd64 + arm64) over a manifest with a config and `layers`;
+        returns the index digest, which HEAD and GET then serve for `tag`."""
+
+        def put_blob(data: bytes) -> dict:
+            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            self.blobs[digest] = data
+            return {"digest": digest, "size": len(data)}
+
+        def put_doc(doc: dict) -> str:
+            body = json.dumps(doc).encode()
+            digest = "sha256:" + hashlib.sha256(body).hexdigest()
+            self.documents[(name, digest)] = body
+            return digest
+
+        config = put_blob(b'{"architecture": "amd64"}')
+        manifest = {"schemaVersion": 2, "config": config, "layers": [put_blob(x) for x in layers]}
+        amd64 = put_doc(manifest)
+        arm64 = put_doc({"schemaVersion": 2, "config": put_blob(b"arm"), "layers": []})
+        index = {
+            "schemaVersion": 2,
+            "manifests": [
+                {"digest": arm64, "platform": {"os": "linux", "architecture": "arm64"}},
+                {"digest": amd64, "platform": {"os": "linux", "architecture": "amd64"}},
+            ],
+        }
+        digest = put_doc(index)
+        self.documents[(name, tag)] = self.documents[(name, digest)]
+        self.manifests[(name, tag)] = digest
+        return digest
 
     def __enter__(self):
         self.thread.start()
