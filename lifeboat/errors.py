@@ -27,3 +27,7 @@ class PreconditionFailed(LifeboatError):
 
 class StopFailover(LifeboatError):
     """Continuing would be unsafe (no certified checkpoint, fenced out, rejected)."""
+
+
+class ChecksumMismatch(LifeboatError):
+    """Bytes differ from the CRC32C they must have; the object was not accepted (retryable)."""

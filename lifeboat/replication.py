@@ -149,7 +149,7 @@ def replicate_checkpoints(
             continue
         report.transfers.append(transfer)
         if transfer.markers and not dry_run and (transfer.copied or transfer.server_copied):
-            _write_receipt(secondary, ckpt.prefix)
+            _write_receipt(secondary, ckpt.prefix, transfer)
         if transfer.markers and not dry_run and transfer.source_written:
             report.lags.append(
                 LagRecord(ckpt.prefix, ckpt.step, transfer.source_written, clock(), rpo_target)
@@ -157,14 +157,15 @@ def replicate_checkpoints(
     return report
 
 
-def _write_receipt(replica: Store, prefix: str) -> None:
-    """Where listings carry no checksum (S3), record the replica's CRC32Cs now, so that
-    certification during an outage needs no HEAD per object (lifeboat/checkpoints/receipt.py)."""
+def _write_receipt(replica: Store, prefix: str, transfer: TransferReport) -> None:
+    """Where listings carry no checksum (S3), record the replica's CRC32Cs now, from what the
+    copy already knows, so that certification during an outage needs no HEAD per object
+    (lifeboat/checkpoints/receipt.py)."""
     if replica.capabilities.crc32c_in_list:
         return
     from lifeboat.checkpoints.receipt import write_receipt
 
-    write_receipt(replica, prefix)
+    write_receipt(replica, prefix, transfer.landed)
 
 
 def open_sites(rb) -> tuple[Store, Store]:
