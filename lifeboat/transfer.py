@@ -72,9 +72,11 @@ def commit_order(rel: str, markers: tuple[str, ...] = COMMIT_ORDER) -> tuple[int
     return (-rel.count("/"), markers.index(_basename(rel)), rel)
 
 
-# Objects up to this size are gathered (and verified) before one put; larger ones stream to
-# the store in parts. Either way the bytes in memory come from the process's byte budget.
-WHOLE_OBJECT_LIMIT = 16 << 20
+# Objects up to this size (one read chunk) are gathered here, hashed and verified before one
+# put; larger ones stream to the store with their size and the CRC32C they must have, and
+# the store picks one request (S3: up to 16 MiB) or parts. Either way the bytes held in
+# memory are reserved from the process's byte budget.
+WHOLE_OBJECT_LIMIT = 1 << 20
 
 T = TypeVar("T")
 
@@ -326,8 +328,9 @@ def _copy_object(
     try:
         chunks = _counted(src.read(item.src.key), item, seen, progress)
         if item.src.size <= WHOLE_OBJECT_LIMIT:
-            # Small objects: hashed as they are gathered, verified in full before a byte is
-            # sent, then one request carrying their CRC32C (no second hash in the store).
+            # Small objects (usually one chunk, so not copied): hashed as they are gathered,
+            # verified in full before a byte is sent, then one request carrying their CRC32C
+            # (no second hash in the store).
             with BUFFERS.held(gather_cost(item.src.size)):
                 body, crc = gather(chunks, item.src.size, item.src.key)
                 if crc != item.expected_crc:
@@ -337,8 +340,8 @@ def _copy_object(
                     )
                 info = dst.put(dst_key, body, crc32c=crc)
         else:
-            # Large objects: the store hashes each part once and refuses to commit unless
-            # the whole equals the source's CRC32C.
+            # Larger objects: the store hashes each byte once as it fills its request bodies,
+            # and refuses to commit unless the whole equals the source's CRC32C.
             info = dst.put(dst_key, chunks, crc32c=item.expected_crc, size=item.src.size)
         _check_landed(dst, dst_key, info, item, item.expected_crc)
     except BaseException:

@@ -201,6 +201,8 @@ class GcsStore:
         if if_match is not None:
             cond["if_generation_match"] = int(if_match)
         blob = self._bucket().blob(self._key(key))
+        if size is not None and size <= UPLOAD_CHUNK and not isinstance(data, bytes | bytearray | memoryview):
+            data = b"".join(data)  # small enough for one simple upload instead of a resumable session
         if isinstance(data, bytes | bytearray | memoryview):
             body = bytes(data)
             self._call("insert", key, lambda: blob.upload_from_string(body, checksum="crc32c", **cond))

@@ -255,10 +255,14 @@ class S3Store:
         if isinstance(data, bytes | bytearray | memoryview):
             return self._put_one(key, data, cond, crc32c)
         if size is not None and size <= SINGLE_PUT_LIMIT:
-            with BUFFERS.held(gather_cost(size)):
+            taken = BUFFERS.acquire(gather_cost(size))
+            try:
                 body, crc = gather(data, size, f"{self.uri}/{key}")
+                taken = BUFFERS.keep(taken, len(body))  # the chunks are gone: only the body
                 _expect(f"{self.uri}/{key}", crc, crc32c)
                 return self._put_one(key, body, cond, crc)
+            finally:
+                BUFFERS.release(taken)
         return self._put_stream(key, data, cond, crc32c, part_size(size))
 
     def _put_one(self, key: str, data, cond: dict, crc: int | None) -> ObjectInfo:
@@ -302,9 +306,10 @@ class S3Store:
         that ends within the first part becomes one PutObject."""
         where = f"{self.uri}/{key}"
         parts = _Parts(data, psize)
-        taken = BUFFERS.acquire(psize)
+        taken = BUFFERS.acquire(gather_cost(psize))
         try:
             first = parts.next()
+            taken = BUFFERS.keep(taken, len(first[0]))
         except BaseException:
             BUFFERS.release(taken)
             raise
@@ -339,8 +344,9 @@ class S3Store:
                 taken = 0  # the part's worker frees its reservation
                 if parts.done:
                     break
-                taken = BUFFERS.acquire(psize)
+                taken = BUFFERS.acquire(gather_cost(psize))
                 part = parts.next()
+                taken = BUFFERS.keep(taken, len(part[0]))
             listed = [f.result() for f, _ in sent]
             _expect(where, full, expected)
             r = self._call(
@@ -479,38 +485,40 @@ def part_size(size: int | None) -> int:
 
 
 class _Parts:
-    """A stream of chunks cut into part-sized buffers, each byte copied and hashed once."""
+    """A stream of chunks cut into part-sized bodies, each byte hashed once. Bodies are
+    `bytes` joined once from the chunks: botocore's signer wraps a bytes body without
+    copying it (a bytearray it would copy whole)."""
 
     def __init__(self, chunks: Iterable[bytes], size: int):
         self._chunks, self._size = iter(chunks), size
-        self._rest = memoryview(b"")
+        self._rest: bytes | memoryview = b""
         self.done = False
 
-    def next(self) -> tuple[bytearray, int]:
-        buf = bytearray(self._size)
-        view, pos, crc = memoryview(buf), 0, 0
-        while pos < self._size:
-            if not self._rest:
-                chunk = next(self._chunks, None)
-                if chunk is None:
-                    self.done = True
-                    break
-                self._rest = memoryview(chunk)
-            take = self._rest[: self._size - pos]
-            view[pos : pos + len(take)] = take
-            crc = crc32c(take, crc)
-            pos += len(take)
-            self._rest = self._rest[len(take) :]
-        view.release()
-        if pos < self._size:
-            del buf[pos:]
-        elif not self._rest:  # exactly full: look ahead so the last part is known as last
+    def _fill(self) -> bool:
+        if not self._rest:
             chunk = next(self._chunks, None)
             if chunk is None:
                 self.done = True
-            else:
-                self._rest = memoryview(chunk)
-        return buf, crc
+                return False
+            self._rest = chunk
+        return True
+
+    def next(self) -> tuple[bytes, int]:
+        pieces, pos, crc = [], 0, 0
+        while pos < self._size and self._fill():
+            room = self._size - pos
+            if len(self._rest) <= room:
+                take, self._rest = self._rest, b""
+            else:  # a chunk across the part boundary (rare: chunks are 1 MiB, parts MiB multiples)
+                view = memoryview(self._rest)
+                take, self._rest = bytes(view[:room]), view[room:]
+            take = take if isinstance(take, bytes) else bytes(take)
+            crc = crc32c(take, crc)
+            pieces.append(take)
+            pos += len(take)
+        if pos == self._size:
+            self._fill()  # look ahead, so that the last part is known to be last
+        return b"".join(pieces), crc
 
 
 def _expect(where: str, crc: int, expected: int | None) -> None:
