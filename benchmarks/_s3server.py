@@ -77,13 +77,19 @@ class Counting:
             self.ops[op] += 1
             self.body_bytes += int(environ.get("CONTENT_LENGTH") or 0)
             if op in ("PutObject", "UploadPart"):
-                self.hashes["unsigned" if sha.startswith(("UNSIGNED", "STREAMING-UNSIGNED")) else "sha256"] += 1
+                self.hashes[
+                    "unsigned" if sha.startswith(("UNSIGNED", "STREAMING-UNSIGNED")) else "sha256"
+                ] += 1
         return self.app(environ, start_response)
 
     def _bench(self, path, query, start_response):
         if path == "/_bench/counts":
             with self.lock:
-                body = {"ops": dict(self.ops), "body_bytes": self.body_bytes, "payload_hashes": dict(self.hashes)}
+                body = {
+                    "ops": dict(self.ops),
+                    "body_bytes": self.body_bytes,
+                    "payload_hashes": dict(self.hashes),
+                }
         elif path == "/_bench/reset":
             from moto.moto_api._internal.models import moto_api_backend
 

@@ -145,7 +145,14 @@ class _Bench:
         cmd = [sys.executable, "-m", "lifeboat", "replicate", str(runbook), "--no-progress"]
         wall, cpu, rss = _spawn(cmd, env, self.work, self.work / "lifeboat.log")
         after = self.server.counts()
-        return Run(wall, cpu, rss, _diff(after["ops"], before), after["payload_hashes"], json.loads(probe.read_text()))
+        return Run(
+            wall,
+            cpu,
+            rss,
+            _diff(after["ops"], before),
+            after["payload_hashes"],
+            json.loads(probe.read_text()),
+        )
 
     def s5cmd(self, primary: Path) -> Run:
         before = self._fresh_bucket()
@@ -157,7 +164,9 @@ class _Bench:
 
     def landed(self, n: int) -> int:
         """Objects the last run left under the checkpoint (outside the timing)."""
-        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket="bench", Prefix=f"ckpt/{STEP_DIR}/")
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket="bench", Prefix=f"ckpt/{STEP_DIR}/"
+        )
         return sum(len(p.get("Contents", [])) for p in pages)
 
 
@@ -187,9 +196,13 @@ def _shape(bench: _Bench, name: str, n: int, size: int) -> list[tuple[str, bool,
         signed = {k: sum(r.signed.get(k, 0) for r in rs) for k in ("sha256", "unsigned")}
         print(line)
         print(f"{'':<11}by operation per object: {per_obj}")
-        print(f"{'':<11}PUT/UploadPart bodies SigV4-signed (SHA-256): {signed['sha256']}, unsigned: {signed['unsigned']}")
+        print(
+            f"{'':<11}PUT/UploadPart bodies SigV4-signed (SHA-256): {signed['sha256']}, unsigned: {signed['unsigned']}"
+        )
     lb = runs["lifeboat"]
-    hashed = {k: statistics.median(r.hashed.get(k, 0) for r in lb) / total for k in ("crc32c", "md5", "sha256")}
+    hashed = {
+        k: statistics.median(r.hashed.get(k, 0) for r in lb) / total for k in ("crc32c", "md5", "sha256")
+    }
     content = hashed["crc32c"] + hashed["md5"]
     print(
         f"  lifeboat hashed per byte copied: CRC32C {hashed['crc32c']:.3f}, MD5 {hashed['md5']:.3f} "

@@ -166,11 +166,13 @@ class _Certifier:
 
     older_than: int | None = None
 
+    given: tuple[Discovery | None, Discovery | None] = (None, None)  # (replica, source) taken already
+
     def run(self) -> Iterator[Certified | Rejection]:
-        self.found = discover(self.replica, self.layout, cache_limit=self.cache_limit)
+        self.found = self.given[0] or discover(self.replica, self.layout, cache_limit=self.cache_limit)
         self.notes.extend(pointer_notes(self.found))
-        self.source_found: Discovery | None = None
-        if self.source is not None:
+        self.source_found: Discovery | None = self.given[1]
+        if self.source is not None and self.source_found is None:
             try:
                 self.source_found = discover(
                     self.source, self.found.layout or self.layout, cache_limit=self.cache_limit
@@ -515,10 +517,19 @@ def certify_replica(
 
 
 def certified_checkpoints(
-    replica: Store, source: Store | None, *, layout: str = "auto", deep: bool = False, stream: bool = True
+    replica: Store,
+    source: Store | None,
+    *,
+    layout: str = "auto",
+    deep: bool = False,
+    stream: bool = True,
+    found: Discovery | None = None,
+    source_found: Discovery | None = None,
 ) -> Iterator[Certified]:
     """Every certified checkpoint on the replica, newest first (for retention, and for
-    rolling back to the previous certified one)."""
+    rolling back to the previous certified one). `found` / `source_found`: discoveries of
+    the replica / source the caller already took (lifeboat.checkpoints.layouts.discover),
+    so that neither is listed again."""
     c = _Certifier(
         replica,
         source,
@@ -529,6 +540,7 @@ def certified_checkpoints(
         max_workers=16,
         cache_limit=20_000,
     )
+    c.given = (found, source_found)
     for outcome in c.run():
         if isinstance(outcome, Certified):
             yield outcome

@@ -20,7 +20,14 @@ from pathlib import Path
 
 from lifeboat.errors import LifeboatError
 from lifeboat.retention import StoredCheckpoint, plan_retention
-from lifeboat.transfer import Progress, RetryPolicy, TransferIncomplete, TransferReport, copy_prefix
+from lifeboat.transfer import (
+    DEFAULT_CONCURRENCY,
+    Progress,
+    RetryPolicy,
+    TransferIncomplete,
+    TransferReport,
+    copy_prefix,
+)
 from providers.storage.base import Store
 
 LAG_EVENT = "lifeboat.replication.lag_exceeded"
@@ -110,7 +117,7 @@ def replicate_checkpoints(
     checkpoints: Iterable[StoredCheckpoint],
     *,
     rpo_target: timedelta,
-    concurrency: int = 8,
+    concurrency: int = DEFAULT_CONCURRENCY,
     progress: Callable[[StoredCheckpoint], Progress | None] | None = None,
     retry: RetryPolicy | None = None,
     dry_run: bool = False,
@@ -180,28 +187,32 @@ def default_lag_log(rb) -> Path:
     return Path(".lifeboat") / rb.name / "replication-lag.jsonl"
 
 
-def stored_checkpoints(store: Store, layout: str = "auto") -> list[StoredCheckpoint]:
+def stored_checkpoints(store: Store, layout: str = "auto", found=None) -> list[StoredCheckpoint]:
     """Checkpoints in `store` by its layout (top-level directories), newest step first, each
-    marked complete or not (lifeboat.checkpoints.layouts)."""
+    marked complete or not (lifeboat.checkpoints.layouts). `found`: a discovery of `store`
+    already taken (no second listing)."""
     from lifeboat.checkpoints.layouts import discover, incomplete_reason
 
-    found = discover(store, layout)
+    found = found or discover(store, layout)
     return [
         StoredCheckpoint(d.name, d.step, complete=incomplete_reason(store, found.layout, d) is None)
         for d in found.checkpoints
     ]
 
 
-def committed_checkpoints(store: Store, layout: str = "auto") -> list[StoredCheckpoint]:
+def committed_checkpoints(store: Store, layout: str = "auto", found=None) -> list[StoredCheckpoint]:
     """The complete (committed) checkpoints in `store`, newest step first."""
-    return [c for c in stored_checkpoints(store, layout) if c.complete]
+    return [c for c in stored_checkpoints(store, layout, found) if c.complete]
 
 
-def newest_certified_prefix(secondary: Store, primary: Store | None, layout: str = "auto") -> str | None:
-    """Prefix on the secondary of the newest checkpoint that certifies (lifeboat.certify)."""
+def newest_certified_prefix(
+    secondary: Store, primary: Store | None, layout: str = "auto", *, found=None, primary_found=None
+) -> str | None:
+    """Prefix on the secondary of the newest checkpoint that certifies (lifeboat.certify);
+    `found` / `primary_found`: discoveries of either store already taken."""
     from lifeboat.certify import newest_certified
 
-    certified = newest_certified(secondary, primary, layout=layout)
+    certified = newest_certified(secondary, primary, layout=layout, found=found, source_found=primary_found)
     if certified is None:
         return None
     return certified.uri[len(secondary.uri.rstrip("/")) + 1 :]
@@ -225,20 +236,31 @@ def failover_checkpoints(rb, secondary: Store, ledger_file: str | Path | None = 
 
 
 def retention_for(
-    rb, secondary: Store, primary: Store | None, *, protect: Iterable[str] = (), dry_run: bool = False
+    rb,
+    secondary: Store,
+    primary: Store | None,
+    *,
+    protect: Iterable[str] = (),
+    dry_run: bool = False,
+    primary_found=None,
 ):
     """Apply the runbook's retention to the secondary store, keeping the newest certified
     checkpoint (certified against `primary`, or its manifests when None or down) and every
-    prefix in `protect` (checkpoints a running failover uses). Incomplete ones are kept."""
+    prefix in `protect` (checkpoints a running failover uses). Incomplete ones are kept.
+
+    The secondary is listed once, for certification and retention together; the primary
+    not at all when `primary_found` (its discovery from this run) is given."""
+    from lifeboat.checkpoints.layouts import discover
     from lifeboat.retention import apply_retention
 
     layout = rb.checkpoint.layout.value
     protected = failover_checkpoints(rb, secondary)
     protected.update(dict.fromkeys((p.strip("/") for p in protect), "protected: named with --protect"))
-    certified = newest_certified_prefix(secondary, primary, layout)
+    found = discover(secondary, layout)
+    certified = newest_certified_prefix(secondary, primary, layout, found=found, primary_found=primary_found)
     if certified is not None:
         protected[certified] = "newest certified checkpoint"
-    present = stored_checkpoints(secondary, layout)
+    present = stored_checkpoints(secondary, layout, found)
     verdicts = plan_retention(
         present,
         keep_last=rb.checkpoint.retention.keep_last,

@@ -78,6 +78,10 @@ def commit_order(rel: str, markers: tuple[str, ...] = COMMIT_ORDER) -> tuple[int
 # memory are reserved from the process's byte budget.
 WHOLE_OBJECT_LIMIT = 1 << 20
 
+# Objects in flight. Small files are latency-bound (a request each), so a copy tool keeps
+# many going; memory does not grow with it (the byte budget bounds the bodies).
+DEFAULT_CONCURRENCY = 32
+
 T = TypeVar("T")
 
 __all__ = ["ChecksumMismatch", "RetryPolicy", "TransferIncomplete", "TransferReport", "copy_prefix"]
@@ -167,7 +171,7 @@ def copy_prefix(
     src_prefix: str,
     dst_prefix: str,
     *,
-    concurrency: int = 8,
+    concurrency: int = DEFAULT_CONCURRENCY,
     progress: Progress | None = None,
     retry: RetryPolicy | None = None,
     markers: tuple[str, ...] = COMMIT_ORDER,

@@ -102,7 +102,8 @@ class _Spill:
     def write(self, infos: list[ObjectInfo]) -> tuple[int, int]:
         """Append objects; returns their byte range."""
         lines = "".join(
-            json.dumps([i.key, i.size, i.updated.isoformat(), i.version, i.crc32c, i.etag]) + "\n" for i in infos
+            json.dumps([i.key, i.size, i.updated.isoformat(), i.version, i.crc32c, i.etag]) + "\n"
+            for i in infos
         ).encode()
         start = self.size
         os.pwrite(self._fd, lines, start)
