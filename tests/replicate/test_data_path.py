@@ -109,7 +109,7 @@ def test_lifeboat_replicate_lists_the_secondary_once_for_certification_and_reten
 name: local-to-s3
 workload: finetuning
 primary: {{infra: local, store: "{primary.uri}"}}
-secondary: {{infra: aws/us-east-1, store: "{secondary.uri}", endpoint_url: "{s3_endpoint}", candidates: [{{infra: local}}]}}
+secondary: {{infra: local, store: "{secondary.uri}", endpoint_url: "{s3_endpoint}", candidates: [{{infra: local}}]}}
 job: {{command: "python train.py"}}
 checkpoint: {{layout: manifest, cadence: 10m, retention: {{keep_last: 2}}}}
 """
