@@ -9,6 +9,12 @@ prints its port and serves until stdin closes. Besides moto's own API it answers
   POST /_bench/populate?bucket=B&prefix=P&n=N&size=S
                                  N objects of S bytes written straight into moto's backend
                                  (set-up for listing benchmarks; not counted)
+
+`--indexed-list`: moto's ListObjectsV2 walks, sorts and filters every key of the bucket for
+each page (O(n) per page: 100,000 keys would take an hour to list). With this flag a page is
+cut from a sorted index of the bucket's key names instead: the same keys, tokens and
+truncation, O(page) per page. For listing benchmarks over static data (the index is rebuilt
+whenever the bucket's key count changes); both sides of a comparison get the same server.
 """
 
 from __future__ import annotations
@@ -122,6 +128,44 @@ def _populate(query) -> int:
     return n
 
 
+def _indexed_list_objects_v2() -> None:
+    """Replace moto's O(n)-per-page ListObjectsV2 (no delimiter) by a bisect over a sorted
+    index of key names; anything else goes to moto's own code."""
+    import bisect
+
+    from moto.s3.models import FakeDeleteMarker, S3Backend
+
+    original = S3Backend.list_objects_v2
+    index: dict[str, tuple[int, list[str]]] = {}
+
+    def list_objects_v2(self, bucket, prefix, delimiter, continuation_token, start_after, max_keys):
+        if delimiter:
+            return original(self, bucket, prefix, delimiter, continuation_token, start_after, max_keys)
+        count = len(bucket.keys)
+        cached = index.get(bucket.name)
+        if cached is None or cached[0] != count:
+            cached = index[bucket.name] = (count, sorted(bucket.keys.keys()))
+        names, prefix = cached[1], prefix or ""
+        after = self._pagination_tokens.get(continuation_token) if continuation_token else start_after
+        pos = bisect.bisect_right(names, after) if after else bisect.bisect_left(names, prefix)
+        pos = max(pos, bisect.bisect_left(names, prefix))
+        page = []
+        while pos < len(names) and names[pos].startswith(prefix) and len(page) <= max_keys:
+            key = bucket.keys[names[pos]]
+            if not isinstance(key, FakeDeleteMarker):
+                page.append(key)
+            pos += 1
+        truncated = len(page) > max_keys
+        page = page[:max_keys]
+        token = None
+        if truncated:
+            token = hashlib.md5(page[-1].name.encode()).hexdigest()
+            self._pagination_tokens[token] = page[-1].name
+        return page, truncated, token
+
+    S3Backend.list_objects_v2 = list_objects_v2
+
+
 def serve() -> None:
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
@@ -130,6 +174,8 @@ def serve() -> None:
     )
     from werkzeug.serving import make_server
 
+    if "--indexed-list" in sys.argv:
+        _indexed_list_objects_v2()
     app = Counting(DomainDispatcherApplication(create_backend_app))
     server = make_server("127.0.0.1", 0, app, True, request_handler=MotoRequestHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -162,11 +208,11 @@ class CountedS3:
 
 
 @contextmanager
-def counted_s3():
+def counted_s3(indexed_list: bool = False):
     """Start the server process; yields a CountedS3. Stopped (and waited for) on exit."""
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks._s3server"],
+        [sys.executable, "-m", "benchmarks._s3server", *(["--indexed-list"] if indexed_list else [])],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
