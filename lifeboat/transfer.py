@@ -84,8 +84,6 @@ DEFAULT_CONCURRENCY = 32
 
 T = TypeVar("T")
 
-__all__ = ["ChecksumMismatch", "RetryPolicy", "TransferIncomplete", "TransferReport", "copy_prefix"]
-
 
 class TransferIncomplete(ProviderUnavailable):
     """Some objects could not be copied; no commit marker was written. Rerun to resume."""
