@@ -11,6 +11,9 @@ from pathlib import Path
 def main(names: list[str]) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+    if "--quick" in names:  # smaller shapes, fewer runs (benchmarks read LIFEBOAT_BENCH_QUICK)
+        os.environ["LIFEBOAT_BENCH_QUICK"] = "1"
+    names = [n for n in names if not n.startswith("--")]
     here = Path(__file__).parent
     found = sorted(m.name for m in pkgutil.iter_modules([str(here)]) if not m.name.startswith("_"))
     for name in names or found:

@@ -1,15 +1,29 @@
-"""Replication throughput: Lifeboat's copy engine vs s5cmd and boto3's transfer manager on the
-same moto S3 endpoint, in the same run; then the engine under 5% injected 503 SlowDown.
+"""`lifeboat replicate` against `s5cmd cp`, both as processes, on one moto S3 server.
 
-Printed ratios (targets): engine/s5cmd and engine/boto3 throughput (>= 0.9x), and
-throttled/clean wall time (<= 1.3x, every object verified by CRC32C). Each figure is the
-median of a few runs; both sides write to fresh buckets. The engine does more work than the
-baselines (CRC32C end to end, a HEAD per object to verify what landed) and the ratios say
-what that costs.
+The user's command is what is timed: `python -m lifeboat replicate RUNBOOK` (primary: a local
+folder holding one committed checkpoint; secondary: a bucket on moto), start-up, listing,
+copy, receipt, certification and retention included; against `s5cmd cp DIR/* s3://…` of the
+same folder (s5cmd from the `s5cmd` package in the test extra, its default settings). Three
+shapes: many small files, 16 MiB objects (one PUT each at our 16 MiB limit), one object far
+above it (multipart). Runs are paired and interleaved (the order alternates), after one
+untimed warm-up of each; every bucket is deleted between runs (moto reset).
+
+Figures per run, none taken from the client's own word: wall time (spawn to exit), peak RSS
+and CPU time (the child's rusage), requests by S3 operation counted at the server
+(benchmarks/_s3server.py), and for Lifeboat the bytes hashed in its process counted where the
+hash libraries are entered (benchmarks/_probe/sitecustomize.py: CRC32C, MD5, SHA-256).
+
+Goals (PASS/FAIL per shape): wall <= 1.2x s5cmd's (median of the paired ratios), content
+hashing 1.0 byte per byte copied, 0 HEAD per object.
+
+`LIFEBOAT_BENCH_QUICK=1` (or `python -m benchmarks replicate --quick`): smaller shapes, 2 runs.
+`LIFEBOAT_BENCH_RUNS=N` sets the paired runs per shape (default 3); `LIFEBOAT_BENCH_SHAPES=0,2`
+runs only those shapes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -17,218 +31,220 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
-OBJECTS = int(os.environ.get("LIFEBOAT_BENCH_OBJECTS", "48"))
-OBJECT_MB = int(os.environ.get("LIFEBOAT_BENCH_OBJECT_MB", "4"))
-RUNS = int(os.environ.get("LIFEBOAT_BENCH_RUNS", "5"))
-CONCURRENCY = 8
-THROTTLE_RATE = 0.05
+QUICK = os.environ.get("LIFEBOAT_BENCH_QUICK") == "1" or "--quick" in sys.argv
+MiB = 1 << 20
+SHAPES = (
+    [("500 x 4 KiB", 500, 4096), ("8 x 16 MiB", 8, 16 * MiB), ("1 x 256 MiB", 1, 256 * MiB)]
+    if QUICK
+    else [("5,000 x 4 KiB", 5000, 4096), ("64 x 16 MiB", 64, 16 * MiB), ("1 x 2 GiB", 1, 2048 * MiB)]
+)
+RUNS = int(os.environ.get("LIFEBOAT_BENCH_RUNS", "2" if QUICK else "3"))
+ONLY = os.environ.get("LIFEBOAT_BENCH_SHAPES")  # e.g. "0,2": run only those shapes
+GOAL_RATIO = 1.2
+REPO = Path(__file__).resolve().parent.parent
+PROBE = Path(__file__).resolve().parent / "_probe"
+STEP_DIR = "step_0001000"
+
+RUNBOOK = """\
+name: bench
+workload: finetuning
+targets: {{rpo: 30m}}
+primary: {{infra: local, store: "file://{primary}"}}
+secondary: {{infra: local, store: "s3://bench/ckpt", endpoint_url: "{endpoint}", candidates: [{{infra: local}}]}}
+job: {{command: "python train.py"}}
+checkpoint: {{layout: manifest, cadence: 5m, retention: {{keep_last: 2}}}}
+"""
 
 
-def _dataset(root: Path) -> Path:
-    """A checkpoint of OBJECTS shards (incompressible bytes) plus its Lifeboat manifest."""
+@dataclass
+class Run:
+    wall: float
+    cpu: float
+    rss_mib: float
+    ops: dict[str, int]
+    signed: dict[str, int]  # body-carrying requests by x-amz-content-sha256: sha256 / unsigned
+    sent: int  # PUT / UploadPart body bytes the server received
+    hashed: dict[str, int] = field(default_factory=dict)
+
+
+def _dataset(root: Path, n: int, size: int) -> tuple[Path, int]:
+    """One committed checkpoint: n incompressible shards of `size` bytes + its manifest."""
     from lifeboat.checkpoints.manifest import write_manifest
 
-    ckpt = root / "step-001000"
+    ckpt = root / STEP_DIR
     ckpt.mkdir(parents=True)
-    block = os.urandom(1 << 20)
-    for i in range(OBJECTS):
+    block = os.urandom(min(size, MiB))
+    for i in range(n):
         with open(ckpt / f"shard-{i:05d}.bin", "wb") as f:
-            for j in range(OBJECT_MB):
-                f.write(bytes([i, j]) + block[2:])
+            left = size
+            while left:
+                piece = block[: min(left, len(block))]
+                f.write(i.to_bytes(4, "big") + piece[4:] if left == size else piece)
+                left -= len(piece)
     write_manifest(ckpt, 1000)
-    return ckpt
+    total = sum(p.stat().st_size for p in ckpt.iterdir() if not p.name.startswith("."))
+    return ckpt, total
 
 
-class _Race:
-    """Seconds per contender per run. Each contender is (prepare, run): `prepare()` (fresh
-    bucket, client built and connected) is not timed, `run(prepared)` is. Runs interleave,
-    and ratios are taken per run then the median, so drift on a shared machine cancels."""
+def _s5cmd() -> str:
+    here = Path(sys.executable).parent / "s5cmd"  # the `s5cmd` package's binary
+    return str(here) if here.exists() else shutil.which("s5cmd") or "s5cmd"
 
-    def __init__(self, contenders: dict, runs: int = RUNS):
-        self.times: dict[str, list[float]] = {name: [] for name in contenders}
-        for _ in range(runs):
-            for name, (prepare, run) in contenders.items():
-                prepared = prepare()
-                started = time.perf_counter()
-                run(prepared)
-                self.times[name].append(time.perf_counter() - started)
 
-    def __getitem__(self, name: str) -> float:
-        return statistics.median(self.times[name])
+def _spawn(cmd: list[str], env: dict, cwd: Path, log: Path) -> tuple[float, float, float]:
+    """Run a process; (wall seconds, CPU seconds, peak RSS MiB) from its own rusage."""
+    with open(log, "w") as out:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} exited {proc.returncode}:\n{log.read_text()[-3000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
-    def ratio(self, slow: str, fast: str) -> str:
-        """time(slow)/time(fast): the ratio of the medians, then the median and range of the
-        per-run (paired) ratios."""
-        r = sorted(a / b for a, b in zip(self.times[slow], self.times[fast], strict=True))
-        return f"{self[slow] / self[fast]:.2f}x (paired runs: median {statistics.median(r):.2f}, {r[0]:.2f}-{r[-1]:.2f})"
+
+def _diff(after: dict, before: dict) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+
+
+class _Bench:
+    def __init__(self, server, work: Path):
+        import boto3
+
+        self.server, self.work = server, work
+        self.client = boto3.client("s3", endpoint_url=server.url, region_name="us-east-1")
+        self.env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "DO_NOT_TRACK": "1",
+        }
+
+    def _fresh_bucket(self) -> dict:
+        self.server.reset()  # every bucket from the previous run deleted, counts zeroed
+        self.client.create_bucket(Bucket="bench")
+        return self.server.counts()["ops"]
+
+    def lifeboat(self, primary: Path) -> Run:
+        runbook = self.work / "bench.yaml"
+        runbook.write_text(RUNBOOK.format(primary=primary, endpoint=self.server.url))
+        probe = self.work / "probe.json"
+        env = {
+            **self.env,
+            "PYTHONPATH": os.pathsep.join([str(PROBE), str(REPO)]),
+            "LIFEBOAT_BENCH_PROBE": str(probe),
+            "LIFEBOAT_LEDGER": str(self.work / "ledger.jsonl"),
+        }
+        before = self._fresh_bucket()
+        cmd = [sys.executable, "-m", "shell", "replicate", str(runbook), "--no-progress"]
+        wall, cpu, rss = _spawn(cmd, env, self.work, self.work / "lifeboat.log")
+        after = self.server.counts()
+        return Run(
+            wall,
+            cpu,
+            rss,
+            _diff(after["ops"], before),
+            after["payload_hashes"],
+            after["body_bytes"],
+            json.loads(probe.read_text()),
+        )
+
+    def s5cmd(self, primary: Path) -> Run:
+        before = self._fresh_bucket()
+        cmd = [_s5cmd(), "--endpoint-url", self.server.url, "cp", f"{primary}/{STEP_DIR}/*",
+               f"s3://bench/ckpt/{STEP_DIR}/"]  # fmt: skip
+        wall, cpu, rss = _spawn(cmd, self.env, self.work, self.work / "s5cmd.log")
+        after = self.server.counts()
+        return Run(wall, cpu, rss, _diff(after["ops"], before), after["payload_hashes"], after["body_bytes"])
+
+    def landed(self, n: int) -> int:
+        """Objects the last run left under the checkpoint (outside the timing)."""
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket="bench", Prefix=f"ckpt/{STEP_DIR}/"
+        )
+        return sum(len(p.get("Contents", [])) for p in pages)
+
+
+def _shape(bench: _Bench, name: str, n: int, size: int) -> list[tuple[str, bool, str]]:
+    primary = bench.work / f"primary-{n}-{size}"
+    _, total = _dataset(primary, n, size)
+    objects = n + 1  # the shards and the manifest
+    print(f"\n{name}: {objects:,} objects, {total / MiB:,.1f} MiB; {RUNS} paired runs after a warm-up")
+    bench.lifeboat(primary)  # warm-up: page cache, moto's code paths
+    bench.s5cmd(primary)
+    runs: dict[str, list[Run]] = {"lifeboat": [], "s5cmd": []}
+    for r in range(RUNS):
+        order = ["lifeboat", "s5cmd"] if r % 2 == 0 else ["s5cmd", "lifeboat"]
+        for who in order:
+            runs[who].append(getattr(bench, who)(primary))
+            assert bench.landed(n) >= objects, f"{who} left {bench.landed(n)} of {objects} objects"
+    shutil.rmtree(primary, ignore_errors=True)
+
+    for who, rs in runs.items():
+        ops = {k: sum(r.ops.get(k, 0) for r in rs) / len(rs) for k in sorted({k for r in rs for k in r.ops})}
+        per_obj = " ".join(f"{k} {v / objects:.2f}" for k, v in ops.items())
+        line = (
+            f"  {who:<8} wall {statistics.median(r.wall for r in rs):6.2f} s "
+            f"({' '.join(f'{r.wall:.2f}' for r in rs)})  CPU {statistics.median(r.cpu for r in rs):6.2f} s  "
+            f"peak RSS {max(r.rss_mib for r in rs):5.0f} MiB  requests/object {sum(ops.values()) / objects:.3f}"
+        )
+        signed = {k: sum(r.signed.get(k, 0) for r in rs) for k in ("sha256", "unsigned")}
+        print(line)
+        print(f"{'':<11}by operation per object: {per_obj}")
+        print(
+            f"{'':<11}PUT/UploadPart bodies SigV4-signed (SHA-256): {signed['sha256']}, unsigned: {signed['unsigned']}"
+        )
+    lb = runs["lifeboat"]
+    # per byte the server received: the checkpoint, and the receipt Lifeboat adds to it
+    hashed = {
+        k: statistics.median(r.hashed.get(k, 0) / r.sent for r in lb) for k in ("crc32c", "md5", "sha256")
+    }
+    content = hashed["crc32c"] + hashed["md5"]
+    sent = statistics.median(r.sent for r in lb) / total
+    print(
+        f"  lifeboat hashed per byte sent ({sent:.3f} x the checkpoint): CRC32C {hashed['crc32c']:.3f}, "
+        f"MD5 {hashed['md5']:.3f} (content checksums {content:.3f}); SHA-256 in Python "
+        f"{hashed['sha256']:.3f} (SigV4 payload hashes run inside awscrt: see 'signed' above)"
+    )
+    ratios = sorted(a.wall / b.wall for a, b in zip(lb, runs["s5cmd"], strict=True))
+    ratio = statistics.median(ratios)
+    heads = max(r.ops.get("HeadObject", 0) for r in lb) / objects
+    print(f"  ratio lifeboat/s5cmd wall: median of paired {ratio:.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})")
+    return [
+        (f"{name}: wall <= {GOAL_RATIO}x s5cmd", ratio <= GOAL_RATIO, f"{ratio:.2f}x"),
+        (f"{name}: content hashing 1.0 byte per byte", abs(content - 1.0) <= 0.01, f"{content:.3f}"),
+        (f"{name}: 0 HEAD per object", heads == 0, f"{heads:.3f}"),
+    ]
 
 
 def main() -> None:
     import logging
 
-    from lifeboat.transfer import copy_prefix
-    from providers.storage.emulators import ThrottlingProxy, new_s3_bucket
-    from providers.storage.local import LocalStore
-    from providers.storage.s3 import S3Store
+    from benchmarks._s3server import counted_s3
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
         os.environ.setdefault(k, v)
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    os.environ.setdefault("AWS_REGION", "us-east-1")
-    s5cmd = str(Path(sys.executable).parent / "s5cmd")  # the `s5cmd` package's binary
-    if not Path(s5cmd).exists():
-        s5cmd = shutil.which("s5cmd") or "s5cmd"
-
-    tmp = Path(tempfile.mkdtemp(prefix="lifeboat-bench-"))
+    work = Path(tempfile.mkdtemp(prefix="lifeboat-bench-"))
+    goals = []
     try:
-        ckpt = _dataset(tmp / "local")
-        local = LocalStore(ckpt.parent)
-        files = sorted(f for f in ckpt.iterdir() if not f.name.startswith("."))
-        total = sum(f.stat().st_size for f in files)
-        nobj = len(files)
-        print(f"dataset: {nobj} objects, {total / 1e6:.0f} MB; concurrency {CONCURRENCY}; median of {RUNS}")
-        mbps = lambda t: total / t / 1e6  # noqa: E731
-
-        with _moto_process() as endpoint:
-            import boto3
-            from boto3.s3.transfer import TransferConfig
-
-            client = boto3.client("s3", endpoint_url=endpoint)
-
-            def new_store(url: str = endpoint) -> S3Store:
-                store = S3Store(new_s3_bucket(endpoint), "ckpt", endpoint_url=url)
-                list(store.list())  # build the client and open a connection, outside the timing
-                return store
-
-            def engine(src):
-                def run(dst):
-                    report = copy_prefix(src, dst, "step-001000", "step-001000", concurrency=CONCURRENCY)
-                    assert report.complete and not report.hashed
-                    return report
-
-                return run
-
-            def s5cmd_cp(source: str):
-                def run(bucket: str):
-                    subprocess.run(
-                        [s5cmd, "--endpoint-url", endpoint, "--numworkers", str(CONCURRENCY), "cp",
-                         source, f"s3://{bucket}/ckpt/step-001000/"],
-                        check=True, capture_output=True,
-                    )  # fmt: skip
-
-                return run
-
-            def boto3_upload(bucket: str):
-                from concurrent.futures import ThreadPoolExecutor
-
-                config = TransferConfig(max_concurrency=CONCURRENCY)
-                with ThreadPoolExecutor(CONCURRENCY) as pool:
-                    list(pool.map(
-                        lambda f: client.upload_file(str(f), bucket, f"ckpt/step-001000/{f.name}", Config=config),
-                        files,
-                    ))  # fmt: skip
-
-            # 1. streamed: local -> S3 (bytes through us, CRC32C on the fly and verified)
-            engine(local)(new_store())  # warm-up: moto code paths, page cache
-            t = _Race(
-                {
-                    "engine": (new_store, engine(local)),
-                    "s5cmd": (lambda: new_s3_bucket(endpoint), s5cmd_cp(f"{ckpt}/*")),
-                    "boto3": (lambda: new_s3_bucket(endpoint), boto3_upload),
-                }
-            )
-            print(f"upload local->s3   engine {mbps(t['engine']):7.1f} MB/s   s5cmd {mbps(t['s5cmd']):7.1f} MB/s"
-                  f"   boto3 TransferManager {mbps(t['boto3']):7.1f} MB/s")  # fmt: skip
-            print(f"  ratio engine/s5cmd {t.ratio('s5cmd', 'engine')}   engine/boto3 {t.ratio('boto3', 'engine')}"
-                  "   (target >= 0.9x)")  # fmt: skip
-
-            # 2. server-side: S3 -> S3 on one endpoint (CopyObject, no bytes through us)
-            src = new_store()
-            engine(local)(src)
-            t = _Race(
-                {
-                    "engine": (new_store, engine(src)),
-                    "s5cmd": (
-                        lambda: new_s3_bucket(endpoint),
-                        s5cmd_cp(f"s3://{src.bucket}/ckpt/step-001000/*"),
-                    ),
-                }
-            )
-            print(
-                f"server-side s3->s3 engine {mbps(t['engine']):7.1f} MB/s   s5cmd {mbps(t['s5cmd']):7.1f} MB/s"
-            )
-            print(f"  ratio engine/s5cmd {t.ratio('s5cmd', 'engine')}   (target >= 0.9x)")
-
-            # 3. throttling: the same upload through a loopback proxy, clean vs 5% 503 SlowDown
-            with ThrottlingProxy(endpoint, seed=7) as proxy:
-                landed, requests, refused = [], [0], [0]
-
-                def throttled(dst):
-                    seen, throttled_before = proxy.seen, proxy.throttled
-                    proxy.rate = THROTTLE_RATE
-                    engine(local)(dst)
-                    proxy.rate = 0.0
-                    requests[0] += proxy.seen - seen
-                    refused[0] += proxy.throttled - throttled_before
-                    landed.append(dst)  # verified after the race, outside the timing
-
-                engine(local)(new_store(proxy.url))  # warm-up through the proxy
-                t = _Race(
-                    {
-                        "clean": (lambda: new_store(proxy.url), engine(local)),
-                        "throttled": (lambda: new_store(proxy.url), throttled),
-                    }
-                )
-                verified = [_verify(local, dst) for dst in landed]
-            print(f"throttled upload: {refused[0]} of {requests[0]} requests answered 503 SlowDown"
-                  f" ({refused[0] / max(1, requests[0]):.1%}); every object verified by HEAD CRC32C"
-                  f" in {sum(verified)}/{len(verified)} runs")  # fmt: skip
-            print(f"  ratio throttled/clean wall time {t.ratio('throttled', 'clean')}   (target <= 1.3x)")
+        with counted_s3() as server:
+            bench = _Bench(server, work)
+            for i, (name, n, size) in enumerate(SHAPES):
+                if ONLY is None or str(i) in ONLY.split(","):
+                    goals += _shape(bench, name, n, size)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-@contextmanager
-def _moto_process():
-    """moto in its own process, so the engine's threads and the server do not share a GIL
-    (s5cmd, a separate process, would otherwise get the server to itself)."""
-    code = (
-        "import sys, time\n"
-        "from moto.server import ThreadedMotoServer\n"
-        "s = ThreadedMotoServer(ip_address='127.0.0.1', port=0, verbose=False); s.start()\n"
-        "print(s.get_host_and_port()[1], flush=True)\n"
-        "sys.stdin.read()\n"
-    )
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    try:
-        port = int(proc.stdout.readline())
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=10)
-
-
-def _verify(local, dst) -> bool:
-    """Every object on the destination has the source's size and CRC32C (by HEAD)."""
-    from lifeboat.crc32c import crc32c_of
-
-    for info in local.list("step-001000/"):
-        landed = dst.head(info.key)
-        if (landed.size, landed.crc32c) != (info.size, crc32c_of(local.read(info.key))):
-            print(f"  MISMATCH {info.key}: {landed} vs {info}")
-            return False
-    return True
+        shutil.rmtree(work, ignore_errors=True)
+    print("\ngoals:")
+    for what, ok, value in goals:
+        print(f"  {'PASS' if ok else 'FAIL'}  {what}: {value}")
 
 
 if __name__ == "__main__":

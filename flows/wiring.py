@@ -179,7 +179,7 @@ def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
 
     def prestage():
         stage_runbook_weights(rb, providers.open_store)
-        return readiness_for(rb, providers.registry, providers.open_store)
+        return readiness_for(rb, providers.image_registry, providers.open_store)
 
     from lifeboat.replication import loss_log_for_failover
 

@@ -202,11 +202,13 @@ class _Certifier:
 
     older_than: int | None = None
 
+    given: tuple[Discovery | None, Discovery | None] = (None, None)  # (replica, source) taken already
+
     def run(self) -> Iterator[Certified | Rejection]:
-        self.found = discover(self.replica, self.layout, cache_limit=self.cache_limit)
+        self.found = self.given[0] or discover(self.replica, self.layout, cache_limit=self.cache_limit)
         self.notes.extend(pointer_notes(self.found))
-        self.source_found: Discovery | None = None
-        if self.source is not None:
+        self.source_found: Discovery | None = self.given[1]
+        if self.source is not None and self.source_found is None:
             try:
                 self.source_found = discover(
                     self.source, self.found.layout or self.layout, cache_limit=self.cache_limit
@@ -575,10 +577,19 @@ def certify_replica(
 
 
 def certified_checkpoints(
-    replica: Store, source: Store | None, *, layout: str = "auto", deep: bool = False, stream: bool = True
+    replica: Store,
+    source: Store | None,
+    *,
+    layout: str = "auto",
+    deep: bool = False,
+    stream: bool = True,
+    found: Discovery | None = None,
+    source_found: Discovery | None = None,
 ) -> Iterator[Certified]:
     """Every certified checkpoint on the replica, newest first (for retention, and for
-    rolling back to the previous certified one)."""
+    rolling back to the previous certified one). `found` / `source_found`: discoveries of
+    the replica / source the caller already took (lifeboat.checkpoints.layouts.discover),
+    so that neither is listed again."""
     c = _Certifier(
         replica,
         source,
@@ -589,16 +600,24 @@ def certified_checkpoints(
         max_workers=16,
         cache_limit=20_000,
     )
+    c.given = (found, source_found)
     for outcome in c.run():
         if isinstance(outcome, Certified):
             yield outcome
 
 
 def certifiable_prefixes(
-    replica: Store, source: Store | None, *, layout: str = "auto", want: int = 1
+    replica: Store,
+    source: Store | None,
+    *,
+    layout: str = "auto",
+    want: int = 1,
+    found: Discovery | None = None,
+    source_found: Discovery | None = None,
 ) -> tuple[list[str], str | None]:
     """The newest `want` checkpoints that certify (prefixes on the replica, newest first),
-    and why the source could not be used, if it could not (retention deletes nothing then)."""
+    and why the source could not be used, if it could not (retention deletes nothing then).
+    `found` / `source_found` as for `certified_checkpoints`."""
     c = _Certifier(
         replica,
         source,
@@ -609,16 +628,17 @@ def certifiable_prefixes(
         max_workers=16,
         cache_limit=20_000,
     )
-    found: list[str] = []
+    c.given = (found, source_found)
+    good: list[str] = []
     root = replica.uri.rstrip("/") + "/"
     for outcome in c.run():
         if c.source_error:
             break
         if isinstance(outcome, Certified):
-            found.append(outcome.uri[len(root) :])
-            if len(found) >= want:
+            good.append(outcome.uri[len(root) :])
+            if len(good) >= want:
                 break
-    return found, c.source_error
+    return good, c.source_error
 
 
 def newest_certified(replica: Store, source: Store | None, **kwargs) -> Certified | None:

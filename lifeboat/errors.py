@@ -37,3 +37,7 @@ class StandDown(StopFailover):
 class WriteFailed(LifeboatError):
     """A local file Lifeboat must write (ledger, lag log) cannot be written: the message
     names the path and the reason, in one line."""
+
+
+class ChecksumMismatch(LifeboatError):
+    """Bytes differ from the CRC32C they must have; the object was not accepted (retryable)."""

@@ -20,7 +20,14 @@ from pathlib import Path
 
 from lifeboat.errors import LifeboatError, NotFound, WriteFailed
 from lifeboat.retention import StoredCheckpoint, plan_retention
-from lifeboat.transfer import Progress, RetryPolicy, TransferIncomplete, TransferReport, copy_prefix
+from lifeboat.transfer import (
+    DEFAULT_CONCURRENCY,
+    Progress,
+    RetryPolicy,
+    TransferIncomplete,
+    TransferReport,
+    copy_prefix,
+)
 from providers.storage.base import Store
 
 LAG_EVENT = "lifeboat.replication.lag_exceeded"
@@ -116,7 +123,7 @@ def replicate_checkpoints(
     checkpoints: Iterable[StoredCheckpoint],
     *,
     rpo_target: timedelta,
-    concurrency: int = 8,
+    concurrency: int = DEFAULT_CONCURRENCY,
     progress: Callable[[StoredCheckpoint], Progress | None] | None = None,
     retry: RetryPolicy | None = None,
     dry_run: bool = False,
@@ -161,7 +168,7 @@ def replicate_checkpoints(
         # whose commit point is a root pointer (DeepSpeed, Megatron) have no marker inside
         landed = not dry_run and bool(transfer.copied or transfer.server_copied)
         if landed:
-            _write_receipt(secondary, ckpt.prefix)
+            _write_receipt(secondary, ckpt.prefix, transfer)
         if landed and transfer.source_written:
             report.lags.append(
                 LagRecord(ckpt.prefix, ckpt.step, transfer.source_written, clock(), rpo_target)
@@ -237,14 +244,16 @@ def _read_or_none(store: Store, key: str) -> bytes | None:
         return None
 
 
-def _write_receipt(replica: Store, prefix: str) -> None:
-    """Where listings carry no checksum (S3), record the replica's CRC32Cs now, so that
-    certification during an outage needs no HEAD per object (lifeboat/checkpoints/receipt.py)."""
+def _write_receipt(replica: Store, prefix: str, transfer: TransferReport) -> None:
+    """Where listings carry no checksum (S3), record the replica's CRC32Cs now, from what the
+    copy already knows, so that certification during an outage needs no HEAD per object
+    (lifeboat/checkpoints/receipt.py)."""
+
     if replica.capabilities.crc32c_in_list:
         return
     from lifeboat.checkpoints.receipt import write_receipt
 
-    write_receipt(replica, prefix)
+    write_receipt(replica, prefix, transfer.landed)
 
 
 def loss_log_key(rb) -> str | None:
@@ -271,12 +280,13 @@ def default_lag_log(rb) -> Path:
     return Path(".lifeboat") / rb.name / "replication-lag.jsonl"
 
 
-def stored_checkpoints(store: Store, layout: str = "auto") -> list[StoredCheckpoint]:
+def stored_checkpoints(store: Store, layout: str = "auto", found=None) -> list[StoredCheckpoint]:
     """Checkpoints in `store` by its layout (top-level directories), newest step first, each
-    marked complete or not (lifeboat.checkpoints.layouts)."""
+    marked complete or not (lifeboat.checkpoints.layouts). `found`: a discovery of `store`
+    already taken (no second listing)."""
     from lifeboat.checkpoints.layouts import discover, incomplete_reason
 
-    found = discover(store, layout)
+    found = found or discover(store, layout)
     return [
         StoredCheckpoint(
             d.name, d.step, complete=incomplete_reason(store, found.layout, d, found.pointers) is None
@@ -285,9 +295,9 @@ def stored_checkpoints(store: Store, layout: str = "auto") -> list[StoredCheckpo
     ]
 
 
-def committed_checkpoints(store: Store, layout: str = "auto") -> list[StoredCheckpoint]:
+def committed_checkpoints(store: Store, layout: str = "auto", found=None) -> list[StoredCheckpoint]:
     """The complete (committed) checkpoints in `store`, newest step first."""
-    return [c for c in stored_checkpoints(store, layout) if c.complete]
+    return [c for c in stored_checkpoints(store, layout, found) if c.complete]
 
 
 def failover_checkpoints(rb, secondary: Store, ledger_file: str | Path | None = None) -> dict[str, str]:
@@ -317,19 +327,32 @@ def retention_protections(rb, secondary: Store, protect: Iterable[str] = ()) -> 
 
 
 def retention_for(
-    rb, secondary: Store, primary: Store | None, *, protect: Iterable[str] = (), dry_run: bool = False
+    rb,
+    secondary: Store,
+    primary: Store | None,
+    *,
+    protect: Iterable[str] = (),
+    dry_run: bool = False,
+    primary_found=None,
 ):
     """Apply the runbook's retention to the secondary store: keep the newest `keep_last`
     checkpoints that certify (against `primary`, or its manifests when None), everything
     newer, and `retention_protections`. Nothing is deleted when none certifies or when
-    `primary` is given but cannot be read (certification would be on manifests alone)."""
+    `primary` is given but cannot be read (certification would be on manifests alone).
+
+    The secondary is listed once, for certification and retention together; the primary
+    not at all when `primary_found` (its discovery from this run) is given."""
     from lifeboat.certify import certifiable_prefixes
+    from lifeboat.checkpoints.layouts import discover
     from lifeboat.retention import RetentionReport, Verdict, apply_retention
 
     layout = rb.checkpoint.layout.value
     keep_last = rb.checkpoint.retention.keep_last
-    present = stored_checkpoints(secondary, layout)
-    good, source_error = certifiable_prefixes(secondary, primary, layout=layout, want=keep_last)
+    found = discover(secondary, layout)
+    present = stored_checkpoints(secondary, layout, found)
+    good, source_error = certifiable_prefixes(
+        secondary, primary, layout=layout, want=keep_last, found=found, source_found=primary_found
+    )
     if source_error:
         why = f"source unreachable ({source_error}): retention deletes nothing"
         ordered = sorted(present, key=lambda c: (c.step, c.prefix), reverse=True)

@@ -7,19 +7,26 @@
 2. unmark   if anything must change under a destination that already holds a commit
             marker, the marker is deleted first: the old replica stops being "complete".
 3. data     objects in parallel (bounded threads): server-side copy where the destination
-            can (S3 CopyObject, GCS rewrite, local), otherwise streamed chunk by chunk with
-            CRC32C computed on the fly. Objects up to WHOLE_OBJECT_LIMIT (one S3 part) are
-            gathered and verified before one request; larger ones are never held whole.
+            can (S3 CopyObject, GCS rewrite, local), otherwise streamed. Each byte is read
+            once and hashed once: objects up to WHOLE_OBJECT_LIMIT are gathered into one
+            buffer (reserved from the byte budget, providers/storage/buffers.py), hashed as
+            they arrive, checked and sent in one request with their CRC32C; larger ones are
+            handed to the store as a stream with the CRC32C they must have, which the store
+            hashes part by part and checks before it commits. Memory stays bounded by the
+            budget whatever the sizes.
 4. commit   commit markers (COMMIT_ORDER: manifest, DCP `.metadata`, `latest` pointers)
             last, in commit order, and only when every data object verified: a half-copied checkpoint is
             never complete on the destination.
 
 Every object is checked against the source's CRC32C twice: over the bytes we read (a flipped
-byte between source and us fails the stream before the destination commits it) and against
-the CRC32C the destination computed (a flip between us and the destination). A mismatch is
-retried like throttling; the object is never accepted. Objects land atomically (local rename,
-single PUT or completed multipart, GCS upload), so a copy killed mid-way leaves finished
-objects whole, and a rerun skips them.
+byte between source and us fails the stream before the destination commits it) and by the
+destination, which receives that CRC32C with the bytes and verifies it (S3 BadDigest) or
+reports its own (GCS, local); the write's answer is the object's metadata, so no HEAD
+follows a write. A mismatch is retried like throttling; the object is never accepted.
+Objects land atomically (local rename, single PUT or completed multipart, GCS upload), so a
+copy killed mid-way leaves finished objects whole, and a rerun skips them. A source object
+with no CRC32C anywhere (no metadata, no manifest) is the one case read twice: a first read
+gives the reference a flipped byte in either read is caught against.
 """
 
 from __future__ import annotations
@@ -33,9 +40,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from lifeboat.crc32c import crc32c, crc32c_of
-from lifeboat.errors import LifeboatError, NotFound, ProviderUnavailable
+from lifeboat.crc32c import crc32c_of
+from lifeboat.errors import ChecksumMismatch, LifeboatError, NotFound, ProviderUnavailable
 from providers.storage.base import ObjectInfo, Store, join
+from providers.storage.buffers import BUFFERS, gather, gather_cost
 
 if TYPE_CHECKING:
     from lifeboat.checkpoints.manifest import Shard
@@ -64,15 +72,17 @@ def commit_order(rel: str, markers: tuple[str, ...] = COMMIT_ORDER) -> tuple[int
     return (-rel.count("/"), markers.index(_basename(rel)), rel)
 
 
-# Objects up to this size are gathered (and verified) before the put; larger ones stream
-# chunk by chunk. Memory in flight stays under concurrency x max(this, the store's part size).
-WHOLE_OBJECT_LIMIT = 8 << 20
+# Objects up to this size (one read chunk) are gathered here, hashed and verified before one
+# put; larger ones stream to the store with their size and the CRC32C they must have, and
+# the store picks one request (S3: up to 16 MiB) or parts. Either way the bytes held in
+# memory are reserved from the process's byte budget.
+WHOLE_OBJECT_LIMIT = 1 << 20
+
+# Objects in flight. Small files are latency-bound (a request each), so a copy tool keeps
+# many going; memory does not grow with it (the byte budget bounds the bodies).
+DEFAULT_CONCURRENCY = 32
 
 T = TypeVar("T")
-
-
-class ChecksumMismatch(LifeboatError):
-    """Bytes changed between source and destination; the copy was not accepted."""
 
 
 class TransferIncomplete(ProviderUnavailable):
@@ -125,7 +135,10 @@ class TransferReport:
     server_copied: list[str] = field(default_factory=list)  # copied inside the provider
     skipped: list[str] = field(default_factory=list)  # already present with same size + CRC32C
     failed: dict[str, str] = field(default_factory=dict)  # key -> last error
-    hashed: list[str] = field(default_factory=list)  # streamed with no source CRC32C: hashed first
+    hashed: list[str] = field(default_factory=list)  # no source CRC32C anywhere: read twice (hashed first)
+    # what the destination holds, by relative key, with its CRC32C: objects written (from the
+    # write's answer) and objects skipped whose CRC32C was compared (replication receipts)
+    landed: dict[str, ObjectInfo] = field(default_factory=dict)
     markers: list[str] = field(default_factory=list)  # commit markers written last
     planned: list[str] = field(default_factory=list)  # what had to move (a dry run stops here)
     source_written: datetime | None = None  # newest write among the source objects
@@ -156,7 +169,7 @@ def copy_prefix(
     src_prefix: str,
     dst_prefix: str,
     *,
-    concurrency: int = 8,
+    concurrency: int = DEFAULT_CONCURRENCY,
     progress: Progress | None = None,
     retry: RetryPolicy | None = None,
     markers: tuple[str, ...] = COMMIT_ORDER,
@@ -208,7 +221,7 @@ def copy_prefix(
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         # 1. plan
-        def plan(info: ObjectInfo) -> tuple[_Item, bool] | None:
+        def plan(info: ObjectInfo) -> tuple[_Item, bool, int | None] | None:
             rel = info.key[len(src_base) :]
             shard = manifest.get(rel)
             expected = info.crc32c
@@ -220,21 +233,23 @@ def copy_prefix(
                     report.failed[rel] = problem
                 return None
             item = _Item(rel, info, shard.crc32c if shard else expected)
-            return item, _same(dst, join(dst_prefix, rel), present.get(rel), item, retry, count_retry)
+            return item, *_same(dst, join(dst_prefix, rel), present.get(rel), item, retry, count_retry)
 
         planned = [p for p in pool.map(plan, sources) if p is not None]
-        data = [i for i, same in planned if not same and _basename(i.rel) not in markers]
+        data = [i for i, same, _ in planned if not same and _basename(i.rel) not in markers]
         # Any data change re-commits every marker; otherwise only markers that differ.
         commit = sorted(
-            (i for i, same in planned if _basename(i.rel) in markers and (data or not same)),
+            (i for i, same, _ in planned if _basename(i.rel) in markers and (data or not same)),
             key=lambda i: commit_order(i.rel, markers),
         )
         moving = {i.rel for i in data} | {i.rel for i in commit}
         report.planned = sorted(moving)
-        for item, _ in planned:
+        for item, _, dst_crc in planned:
             if item.rel not in moving:
                 report.skipped.append(item.rel)
                 report.bytes_skipped += item.src.size
+                if dst_crc is not None:
+                    report.landed[item.rel] = replace(present[item.rel], crc32c=dst_crc)
         if dry_run:
             report.seconds = time.monotonic() - started
             return report
@@ -250,7 +265,7 @@ def copy_prefix(
         # 3. data, in parallel
         def copy_one(item: _Item) -> None:
             try:
-                how = retry.call(
+                how, info = retry.call(
                     lambda: _copy_object(src, dst, item, join(dst_prefix, item.rel), server_side, progress),
                     count_retry,
                 )
@@ -261,6 +276,7 @@ def copy_prefix(
             with lock:
                 (report.server_copied if how == "server" else report.copied).append(item.rel)
                 report.bytes_copied += item.src.size
+                report.landed[item.rel] = info
                 if item.expected_crc is None and how == "stream":
                     report.hashed.append(item.rel)
 
@@ -293,8 +309,9 @@ def _copy_object(
     dst_key: str,
     server_side: bool,
     progress: Progress | None,
-) -> str:
+) -> tuple[str, ObjectInfo]:
     """One attempt at one object; raises ChecksumMismatch / ProviderUnavailable to retry.
+    Returns how it went ("server" or "stream") and what landed.
 
     A server-side copy never passes bytes through us; without a source CRC32C it rests on
     the provider's own copy (S3 keeps the source's checksum, GCS rewrite its crc32c)."""
@@ -304,55 +321,57 @@ def _copy_object(
             _check_landed(dst, dst_key, info, item, item.expected_crc)
             if progress:
                 progress.advance(item.src.size)
-            return "server"
+            return "server", info
     if item.expected_crc is None:
         # Unverifiable by metadata: a first read gives the reference the copy is checked
         # against (a flipped byte in either read fails the attempt; never a silent pass).
         item = replace(item, expected_crc=crc32c_of(src.read(item.src.key)))
     seen = _Seen()
     try:
-        chunks = _verified(src.read(item.src.key), item, seen, progress)
+        chunks = _counted(src.read(item.src.key), item, seen, progress)
         if item.src.size <= WHOLE_OBJECT_LIMIT:
-            # Small objects: verified in full before a byte is sent, then one request
-            # (S3 PutObject / GCS simple upload instead of a resumable session).
-            chunks = b"".join(chunks)
-        info = dst.put(dst_key, chunks)
-        _check_landed(dst, dst_key, info, item, seen.crc)
+            # Small objects (usually one chunk, so not copied): hashed as they are gathered,
+            # verified in full before a byte is sent, then one request carrying their CRC32C
+            # (no second hash in the store).
+            with BUFFERS.held(gather_cost(item.src.size)):
+                body, crc = gather(chunks, item.src.size, item.src.key)
+                if crc != item.expected_crc:
+                    raise ChecksumMismatch(
+                        f"{item.src.key}: CRC32C of the bytes read is {crc:08x}, "
+                        f"source has {item.expected_crc:08x}"
+                    )
+                info = dst.put(dst_key, body, crc32c=crc)
+        else:
+            # Larger objects: the store hashes each byte once as it fills its request bodies,
+            # and refuses to commit unless the whole equals the source's CRC32C.
+            info = dst.put(dst_key, chunks, crc32c=item.expected_crc, size=item.src.size)
+        _check_landed(dst, dst_key, info, item, item.expected_crc)
     except BaseException:
         if progress and seen.size:
             progress.advance(-seen.size)  # this attempt's bytes are discarded
         raise
-    return "stream"
+    return "stream", info
 
 
 @dataclass
 class _Seen:
-    crc: int = 0
     size: int = 0
 
 
-def _verified(
-    chunks: Iterable[bytes], item: _Item, seen: _Seen, progress: Progress | None
-) -> Iterator[bytes]:
-    """Pass chunks through, computing CRC32C; raise before the last chunk is handed over
-    if the bytes differ from the source, so the destination never commits them."""
-    pending = None
+def _counted(chunks: Iterable[bytes], item: _Item, seen: _Seen, progress: Progress | None) -> Iterator[bytes]:
+    """Pass chunks through, counting them; a source that yields another size than it
+    listed fails the stream (before the store can commit it)."""
+    read = 0
     for chunk in chunks:
-        if pending is not None:
-            yield pending
-        seen.crc = crc32c(chunk, seen.crc)
-        seen.size += len(chunk)
+        read += len(chunk)
+        if read > item.src.size:
+            break
+        seen.size = read
         if progress:
             progress.advance(len(chunk))
-        pending = chunk
-    if seen.size != item.src.size:
-        raise ChecksumMismatch(f"{item.src.key}: read {seen.size} bytes, source has {item.src.size}")
-    if item.expected_crc is not None and seen.crc != item.expected_crc:
-        raise ChecksumMismatch(
-            f"{item.src.key}: CRC32C of the bytes read is {seen.crc:08x}, source has {item.expected_crc:08x}"
-        )
-    if pending is not None:
-        yield pending
+        yield chunk
+    if read != item.src.size:
+        raise ChecksumMismatch(f"{item.src.key}: read {read} bytes, source has {item.src.size}")
 
 
 def _check_landed(dst: Store, dst_key: str, info: ObjectInfo, item: _Item, crc: int | None) -> None:
@@ -414,23 +433,25 @@ def _contradicts(info: ObjectInfo, crc: int | None, shard: Shard | None) -> str 
 
 def _same(
     dst: Store, dst_key: str, have: ObjectInfo | None, item: _Item, retry: RetryPolicy, on_retry
-) -> bool:
+) -> tuple[bool, int | None]:
+    """Whether the destination already holds the object, and its CRC32C when compared."""
     if have is None or have.size != item.src.size:
-        return False
+        return False, None
     if item.expected_crc is None:
         # No CRC32C for the source (e.g. S3's default CRC64NVME, no manifest): hashing it on
         # every run would read the whole checkpoint each time. A same-size copy written after
         # the source's last write was verified when it was made (see _copy_object), and
         # checkpoint objects are immutable, so it stands.
-        return have.updated >= item.src.updated
+        return have.updated >= item.src.updated, have.crc32c
     crc = have.crc32c
     if crc is None and dst.capabilities.crc32c_in_head:
         try:
             crc = retry.call(lambda: dst.head(dst_key), on_retry).crc32c
         except NotFound:
-            return False
+            return False, None
     # Without a CRC32C on the destination "same size" proves nothing: copy again.
-    return crc is not None and crc == item.expected_crc
+    same = crc is not None and crc == item.expected_crc
+    return same, crc if same else None
 
 
 def _manifest_shards(

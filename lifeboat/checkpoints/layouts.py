@@ -2,9 +2,10 @@
 
 A checkpoint is a top-level directory of the store (`global_step1200/`, `iter_0001200/`,
 `checkpoint-1200/`, `step_1200/`). Discovery lists the store once and keeps, per directory,
-a summary (object count, newest write, well-known marker files) — and the objects
-themselves while the store is small enough (`cache_limit`), so certification does not list
-twice; past that it re-lists one directory at a time and memory stays flat.
+a summary (object count, newest write, well-known marker files) and the objects themselves:
+in memory while the store is small enough (`cache_limit`), past that in a temporary file
+(one JSON line per object, read back a block at a time), so certification never lists a
+store twice whatever its size, and memory stays flat.
 
 Completeness is each framework's own commit protocol: lifeboat/checkpoints/protocols.py
 (`incomplete_reason`). A root pointer (`latest`, `latest_checkpointed_iteration.txt`) is part
@@ -13,7 +14,10 @@ of that protocol: a step past the one it names never committed; it is never foll
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -63,14 +67,55 @@ class CheckpointDir:
     markers: dict[str, ObjectInfo] = field(default_factory=dict)  # well-known files, by name
     flags: set[str] = field(default_factory=set)  # shard kinds seen: distcp, model_states, ...
     objects: list[ObjectInfo] | None = None  # the listing, while under the cache limit
+    spilled: list[tuple[_Spill, int, int]] = field(default_factory=list)  # past it: file ranges
 
     @property
     def prefix(self) -> str:
         return f"{self.name}/"
 
     def files(self, store: Store) -> Iterator[ObjectInfo]:
-        """Every object in the checkpoint, sorted: from the cache, or listed again."""
-        return iter(self.objects) if self.objects is not None else store.list(self.prefix)
+        """Every object in the checkpoint, sorted: from memory, from the spill file, or
+        (a directory built by hand, with neither) listed."""
+        if self.objects is not None:
+            return iter(self.objects)
+        if self.spilled:
+            return (info for spill, start, end in self.spilled for info in spill.read(start, end))
+        return store.list(self.prefix)
+
+
+class _Spill:
+    """Listed objects past the cache limit, as JSON lines in an unnamed temporary file.
+    Reads use offsets (pread), so readers never share a file position."""
+
+    BLOCK = 1 << 20
+
+    def __init__(self):
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the discovery
+        self._fd = self._file.fileno()
+        self.size = 0
+
+    def write(self, infos: list[ObjectInfo]) -> tuple[int, int]:
+        """Append objects; returns their byte range."""
+        lines = "".join(
+            json.dumps([i.key, i.size, i.updated.isoformat(), i.version, i.crc32c, i.etag]) + "\n"
+            for i in infos
+        ).encode()
+        start = self.size
+        os.pwrite(self._fd, lines, start)
+        self.size += len(lines)
+        return start, self.size
+
+    def read(self, start: int, end: int) -> Iterator[ObjectInfo]:
+        pending = b""
+        while start < end:
+            block = os.pread(self._fd, min(self.BLOCK, end - start), start)
+            if not block:
+                break
+            start += len(block)
+            *lines, pending = (pending + block).split(b"\n")
+            for line in lines:
+                key, size, updated, version, crc, etag = json.loads(line)
+                yield ObjectInfo(key, size, datetime.fromisoformat(updated), version, crc, etag)
 
 
 @dataclass
@@ -86,7 +131,16 @@ def discover(store: Store, layout: str = "auto", *, cache_limit: int = 20_000) -
     dirs: dict[str, CheckpointDir] = {}
     pointer_infos: dict[str, ObjectInfo] = {}
     cached = total = 0
-    overflow = False  # past cache_limit: keep summaries only
+    spill: _Spill | None = None  # past cache_limit: objects go to a file, summaries stay
+    pending: list[ObjectInfo] = []  # objects of `current` not yet written to the spill
+    current: CheckpointDir | None = None
+
+    def flush() -> None:
+        if pending:
+            start, end = spill.write(pending)
+            current.spilled.append((spill, start, end))
+            pending.clear()
+
     for info in store.list():
         total += 1
         top, sep, rest = info.key.partition("/")
@@ -96,7 +150,7 @@ def discover(store: Store, layout: str = "auto", *, cache_limit: int = 20_000) -
             continue
         d = dirs.get(top)
         if d is None:
-            d = dirs[top] = CheckpointDir(name=top, step=-1, objects=None if overflow else [])
+            d = dirs[top] = CheckpointDir(name=top, step=-1, objects=None if spill else [])
         d.count += 1
         d.bytes += info.size
         d.newest = info.updated if d.newest is None or info.updated > d.newest else d.newest
@@ -106,14 +160,24 @@ def discover(store: Store, layout: str = "auto", *, cache_limit: int = 20_000) -
             for flag, (suffix, pattern) in _FLAGS.items():
                 if flag not in d.flags and rest.endswith(suffix) and pattern.search(rest):
                     d.flags.add(flag)
-        if not overflow:
-            if cached < cache_limit:
-                d.objects.append(info)
-                cached += 1
-            else:
-                overflow = True
-                for other in dirs.values():
-                    other.objects = None
+        if spill is None and cached < cache_limit:
+            d.objects.append(info)
+            cached += 1
+            continue
+        if spill is None:  # the limit is reached: what is cached moves to the file
+            spill = _Spill()
+            for other in dirs.values():
+                if other.objects:
+                    other.spilled.append((spill, *spill.write(other.objects)))
+                other.objects = None
+        if d is not current:
+            flush()
+            current = d
+        pending.append(info)
+        if len(pending) >= 1000:
+            flush()
+    if spill is not None:
+        flush()
     resolved = layout if layout != "auto" else detect_layout(dirs.values(), pointer_infos)
     if resolved is None:
         if dirs:

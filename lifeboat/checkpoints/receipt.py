@@ -2,8 +2,9 @@
 
 S3 lists no checksum values, so certifying an S3 replica costs one HEAD per object. A
 receipt moves that cost from the incident to replication time: after copying a checkpoint,
-the replicator HEADs each replica object once and writes `lifeboat-receipt.jsonl` (one
-JSON object per line: path, size, etag, crc32c). At certification, an object whose listed
+the replicator writes `lifeboat-receipt.jsonl` (one JSON object per line: path, size, etag,
+crc32c) from what the copy already knows (each write's answer, each compared object), with
+no request per object; without that knowledge it HEADs each replica object once. At certification, an object whose listed
 ETag and size equal the receipt's is the very object S3 checksummed when it was written
 (any overwrite changes the ETag), so the receipt's CRC32C stands for it without a HEAD; an
 object whose ETag moved is HEADed as usual. Lines are sorted by path and read as a stream.
@@ -13,12 +14,12 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from lifeboat.errors import ConfigError
-from providers.storage.base import Store, join
+from providers.storage.base import ObjectInfo, Store, join
 
 RECEIPT_NAME = "lifeboat-receipt.jsonl"
 
@@ -31,28 +32,35 @@ class ReceiptEntry:
     crc32c: int
 
 
-def write_receipt(replica: Store, directory: str) -> int:
-    """HEAD every object of `directory/` on the replica and record it; returns the count.
-    Objects without a comparable CRC32C are left out (certification HEADs or streams them)."""
-    plen = len(directory.rstrip("/")) + 1
-    infos = [i for i in replica.list(f"{directory.rstrip('/')}/") if i.key[plen:] != RECEIPT_NAME]
+def write_receipt(replica: Store, directory: str, known: Mapping[str, ObjectInfo] | None = None) -> int:
+    """Record every object of `directory/` on the replica; returns the count.
 
-    def line(info) -> str | None:
-        head = info if info.crc32c is not None and info.etag else replica.head(info.key)
-        if head.crc32c is None or not head.etag:
-            return None
-        entry = {
-            "path": info.key[plen:],
-            "size": head.size,
-            "etag": head.etag,
-            "crc32c": f"{head.crc32c:08x}",
-        }
-        return json.dumps(entry, separators=(",", ":"))
+    `known` (path relative to `directory` -> the replica object's metadata, as a copy's
+    writes answered it) is written as is: no list, no HEAD. Without it the directory is
+    listed and each object HEADed. Objects without a comparable CRC32C or an ETag are left
+    out (certification HEADs or streams them)."""
+    if known is not None:
+        lines = [_line(path, info) for path, info in sorted(known.items()) if path != RECEIPT_NAME]
+    else:
+        plen = len(directory.rstrip("/")) + 1
+        infos = [i for i in replica.list(f"{directory.rstrip('/')}/") if i.key[plen:] != RECEIPT_NAME]
 
-    with ThreadPoolExecutor(16) as pool:  # one HEAD per object (S3), in flight together
-        lines = [x for x in pool.map(line, infos) if x is not None]
+        def line(info) -> str | None:
+            head = info if info.crc32c is not None and info.etag else replica.head(info.key)
+            return _line(info.key[plen:], head)
+
+        with ThreadPoolExecutor(16) as pool:  # one HEAD per object (S3), in flight together
+            lines = list(pool.map(line, infos))
+    lines = [x for x in lines if x is not None]
     replica.put(join(directory, RECEIPT_NAME), ("\n".join(lines) + "\n").encode())
     return len(lines)
+
+
+def _line(path: str, info: ObjectInfo) -> str | None:
+    if info.crc32c is None or not info.etag:
+        return None
+    entry = {"path": path, "size": info.size, "etag": info.etag, "crc32c": f"{info.crc32c:08x}"}
+    return json.dumps(entry, separators=(",", ":"))
 
 
 def iter_receipt(chunks: Iterable[bytes], where: str = "receipt") -> Iterator[ReceiptEntry]:

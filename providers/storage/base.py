@@ -70,11 +70,18 @@ class Store(Protocol):
         *,
         if_none_match: bool = False,
         if_match: str | None = None,
+        crc32c: int | None = None,
+        size: int | None = None,
     ) -> ObjectInfo:
-        """Write an object from bytes or a stream of chunks, storing its CRC32C.
+        """Write an object from bytes or a stream of chunks, storing its CRC32C; returns its
+        metadata from the write's own answer (no second request).
 
         `if_none_match=True` creates only; `if_match=version` replaces only that version.
-        A lost condition raises `PreconditionFailed`."""
+        A lost condition raises `PreconditionFailed`. `crc32c` is the CRC32C the bytes must
+        have (the source's, or the caller's own hash of `data`): it is sent for the server
+        to verify, or checked by the store, and bytes that differ are never committed
+        (`ChecksumMismatch`). `size`, when known, lets the store pick one request or parts
+        of a size fit for the object."""
         ...
 
     def delete(self, key: str) -> None:

@@ -21,7 +21,14 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
-from lifeboat.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
+from lifeboat.errors import (
+    ChecksumMismatch,
+    ConfigError,
+    LifeboatError,
+    NotFound,
+    PreconditionFailed,
+    ProviderUnavailable,
+)
 from providers.storage.base import Capabilities, ObjectInfo, join, store_deadline
 
 CHUNK = 1 << 20
@@ -207,6 +214,8 @@ class GcsStore:
         *,
         if_none_match: bool = False,
         if_match: str | None = None,
+        crc32c: int | None = None,
+        size: int | None = None,
     ) -> ObjectInfo:
         cond = {}
         if if_none_match:
@@ -214,6 +223,8 @@ class GcsStore:
         if if_match is not None:
             cond["if_generation_match"] = int(if_match)
         blob = self._bucket().blob(self._key(key))
+        if size is not None and size <= UPLOAD_CHUNK and not isinstance(data, bytes | bytearray | memoryview):
+            data = b"".join(data)  # small enough for one simple upload instead of a resumable session
         if isinstance(data, bytes | bytearray | memoryview):
             body = bytes(data)
             self._call(
@@ -229,7 +240,15 @@ class GcsStore:
                 lambda: blob.upload_from_file(stream, checksum="crc32c", **cond, **self._rpc),
                 retry=False,  # the stream is consumed: a retry must come from the caller
             )
-        return self.head(key)
+        # The upload's answer is the object resource: no second request for its metadata.
+        info = self._info(key, blob) if blob._properties.get("generation") else self.head(key)
+        if crc32c is not None and info.crc32c != crc32c:
+            with contextlib.suppress(LifeboatError):
+                self._call("delete", key, lambda: blob.delete(if_generation_match=int(info.version)))
+            raise ChecksumMismatch(
+                f"{self.uri}/{key}: stored CRC32C {info.crc32c or 0:08x}, expected {crc32c:08x}; removed"
+            )
+        return info
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(NotFound):

@@ -21,8 +21,8 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lifeboat.crc32c import crc32c
-from lifeboat.errors import NotFound, PreconditionFailed
+from lifeboat.crc32c import crc32c as _crc32c
+from lifeboat.errors import ChecksumMismatch, NotFound, PreconditionFailed
 from providers.storage.base import Capabilities, ObjectInfo
 
 CHUNK = 1 << 20
@@ -127,6 +127,8 @@ class LocalStore:
         *,
         if_none_match: bool = False,
         if_match: str | None = None,
+        crc32c: int | None = None,
+        size: int | None = None,
     ) -> ObjectInfo:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -136,8 +138,12 @@ class LocalStore:
         try:
             with os.fdopen(fd, "wb") as f:
                 for chunk in chunks:
-                    crc = crc32c(chunk, crc)
+                    crc = _crc32c(chunk, crc)
                     f.write(chunk)
+            if crc32c is not None and crc != crc32c:
+                raise ChecksumMismatch(
+                    f"{self.uri}/{key}: CRC32C of the bytes is {crc:08x}, expected {crc32c:08x}"
+                )
             conditional = if_none_match or if_match is not None
             with self._key_lock(key) if conditional else _nothing():
                 if if_none_match and path.exists():

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from lifeboat.crc32c import crc32c
-from lifeboat.errors import NotFound, PreconditionFailed, ProviderUnavailable
+from lifeboat.crc32c import crc32c as _crc32c
+from lifeboat.errors import ChecksumMismatch, NotFound, PreconditionFailed, ProviderUnavailable
 from providers.storage.base import Capabilities, ObjectInfo
 
 CHUNK = 1 << 20
@@ -90,9 +90,16 @@ class MemoryStore:
         *,
         if_none_match: bool = False,
         if_match: str | None = None,
+        crc32c: int | None = None,
+        size: int | None = None,
     ) -> ObjectInfo:
         self._up()
         body = bytes(data) if isinstance(data, bytes | bytearray | memoryview) else b"".join(data)
+        crc = _crc32c(body)
+        if crc32c is not None and crc != crc32c:
+            raise ChecksumMismatch(
+                f"{self.uri}/{key}: CRC32C of the bytes is {crc:08x}, expected {crc32c:08x}"
+            )
         with self._lock:
             current = self._objects.get(key)
             if if_none_match and current is not None:
@@ -100,7 +107,7 @@ class MemoryStore:
             if if_match is not None and (current is None or str(current.generation) != if_match):
                 have = None if current is None else current.generation
                 raise PreconditionFailed(f"{self.uri}/{key} changed (generation {have}, expected {if_match})")
-            obj = _Object(body, next(self._generation), self._clock(), crc32c(body))
+            obj = _Object(body, next(self._generation), self._clock(), crc)
             self._objects[key] = obj
         return self._info(key, obj)
 
@@ -118,5 +125,5 @@ class MemoryStore:
         """Test helper: replace an object's bytes behind the API (bit rot, a bad copy)."""
         with self._lock:
             old = self._objects[key]
-            crc = old.crc32c if keep_crc else crc32c(data)
+            crc = old.crc32c if keep_crc else _crc32c(data)
             self._objects[key] = _Object(data, next(self._generation), old.updated, crc)

@@ -7,10 +7,19 @@ botocore's own retries are off so the attempt count is ours and the API-call cou
 (`calls`, by operation) are exact.
 
 Checksums: objects are written with full-object CRC32C (`ChecksumType=FULL_OBJECT` for
-multipart too), which equals the GCS `crc32c`. List does not return checksum values, so
-`list()` reports `crc32c=None` and `head()` asks for it (`ChecksumMode=ENABLED`). A
-multipart COMPOSITE checksum, or an object carrying only S3's default CRC64NVME, is not
-comparable: `head()` reports `crc32c=None` ("unverifiable by metadata").
+multipart too), which equals the GCS `crc32c`. Each byte is hashed once, as it is gathered
+into the request body: a part's CRC32C goes with the part, and the full-object value is
+combined from the parts' (`crc32c_combine`), never hashed again. S3 verifies what we send
+and refuses a mismatch (BadDigest -> `ChecksumMismatch`), so the answer to a PutObject or
+CompleteMultipartUpload is the object's metadata: no HEAD after a write. List does not
+return checksum values, so `list()` reports `crc32c=None` and `head()` asks for it
+(`ChecksumMode=ENABLED`). A multipart COMPOSITE checksum, or an object carrying only S3's
+default CRC64NVME, is not comparable: `head()` reports `crc32c=None` ("unverifiable by
+metadata").
+
+Memory: objects up to SINGLE_PUT_LIMIT go in one PutObject; larger ones in parts sized per
+object (`part_size`), uploaded concurrently by a small pool; every body in flight is
+reserved from the process's byte budget (providers/storage/buffers.py) first.
 """
 
 from __future__ import annotations
@@ -21,14 +30,27 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from datetime import UTC
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
-from lifeboat.crc32c import crc32c, from_b64, to_b64
-from lifeboat.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
+from lifeboat.crc32c import crc32c, crc32c_combine, from_b64, to_b64
+from lifeboat.errors import (
+    ChecksumMismatch,
+    ConfigError,
+    NotFound,
+    PreconditionFailed,
+    ProviderUnavailable,
+)
 from providers.storage.base import Capabilities, ObjectInfo, join, store_deadline
+from providers.storage.buffers import BUFFERS, gather, gather_cost
 
 CHUNK = 1 << 20
-PART_SIZE = 8 << 20  # multipart part size for streamed puts
+SINGLE_PUT_LIMIT = 16 << 20  # objects up to this size (when known) go in one PutObject
+PART_SIZE = 8 << 20  # smallest multipart part; larger objects get larger parts (part_size)
+MAX_PARTS = 10_000  # S3's limit per upload
+PART_WORKERS = 8  # parts in flight per store, all objects together (bytes: the budget)
+POOL_CONNECTIONS = 64  # HTTP connections kept alive: copy threads + part workers + HEADs
 COPY_PART_SIZE = 1 << 30  # UploadPartCopy part size above COPY_LIMIT
 COPY_LIMIT = 5 << 30  # CopyObject's single-request ceiling
 
@@ -47,6 +69,7 @@ _RETRYABLE_CODES = {
     "504",
     "429",
 }
+_CHECKSUM_CODES = {"BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch", "InvalidChecksum"}
 _CREDENTIAL_CODES = {
     "InvalidAccessKeyId",
     "SignatureDoesNotMatch",
@@ -93,6 +116,7 @@ class S3Store:
         self.calls: Counter[str] = Counter()  # API requests by operation, retries included
         self._lock = threading.Lock()
         self._client_obj = None
+        self._parts_pool: ThreadPoolExecutor | None = None
 
     # -- the one place a boto3 client is built and called ---------------------------------
 
@@ -103,16 +127,20 @@ class S3Store:
 
             config = Config(
                 retries={"total_max_attempts": 1, "mode": "standard"},  # ours, in _call
-                max_pool_connections=32,
+                max_pool_connections=POOL_CONNECTIONS,
                 # one attempt never outlasts the deadline (botocore's defaults are 60 s each)
                 connect_timeout=min(5.0, self.deadline_s / 2),
                 read_timeout=min(60.0, self.deadline_s / 2),
                 request_checksum_calculation="when_required",
                 response_checksum_validation="when_required",
             )
-            self._client_obj = boto3.session.Session().client(
-                "s3", endpoint_url=self.endpoint_url, config=config
+            session = boto3.session.Session()
+            # Listing parses a timestamp per object: dateutil (botocore's default) cost as
+            # much as the rest of a page together; ISO 8601 goes through fromisoformat.
+            session._session.get_component("response_parser_factory").set_parser_defaults(
+                timestamp_parser=_timestamp
             )
+            self._client_obj = session.client("s3", endpoint_url=self.endpoint_url, config=config)
         return self._client_obj
 
     def _key(self, key: str) -> str:
@@ -151,6 +179,10 @@ class S3Store:
                     raise NotFound(f"{self.uri}: bucket {self.bucket!r} does not exist") from None
                 if code in ("NoSuchKey", "NotFound", "404") or status == 404:
                     raise NotFound(f"{where}: no such object") from None
+                if code in _CHECKSUM_CODES:
+                    raise ChecksumMismatch(
+                        f"{where}: the server refused the body's CRC32C ({code})"
+                    ) from None
                 if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (412, 409):
                     raise PreconditionFailed(f"{where}: conditional write lost ({code})") from None
                 if code in _CREDENTIAL_CODES or status == 403:
@@ -229,6 +261,8 @@ class S3Store:
         *,
         if_none_match: bool = False,
         if_match: str | None = None,
+        crc32c: int | None = None,
+        size: int | None = None,
     ) -> ObjectInfo:
         cond = {}
         if if_none_match:
@@ -236,19 +270,23 @@ class S3Store:
         if if_match is not None:
             cond["IfMatch"] = f'"{if_match}"'
         if isinstance(data, bytes | bytearray | memoryview):
-            return self._put_one(key, bytes(data), cond)
-        # Stream: buffer one part; small streams become one PutObject, large ones multipart.
-        chunks = iter(data)
-        buf = bytearray()
-        for chunk in chunks:
-            buf += chunk
-            if len(buf) >= PART_SIZE:
-                return self._put_multipart(key, buf, chunks, cond)
-        return self._put_one(key, bytes(buf), cond)
+            return self._put_one(key, data, cond, crc32c)
+        if size is not None and size <= SINGLE_PUT_LIMIT:
+            taken = BUFFERS.acquire(gather_cost(size))
+            try:
+                body, crc = gather(data, size, f"{self.uri}/{key}")
+                taken = BUFFERS.keep(taken, len(body))  # the chunks are gone: only the body
+                _expect(f"{self.uri}/{key}", crc, crc32c)
+                return self._put_one(key, body, cond, crc)
+            finally:
+                BUFFERS.release(taken)
+        return self._put_stream(key, data, cond, crc32c, part_size(size))
 
-    def _put_one(self, key: str, data: bytes, cond: dict) -> ObjectInfo:
-        crc = crc32c(data)
-        self._call(
+    def _put_one(self, key: str, data, cond: dict, crc: int | None) -> ObjectInfo:
+        """One PutObject; `crc` is the body's CRC32C when the caller hashed it already."""
+        if crc is None:
+            crc = crc32c(data)
+        r = self._call(
             "PutObject",
             key,
             Bucket=self.bucket,
@@ -258,65 +296,117 @@ class S3Store:
             ChecksumCRC32C=to_b64(crc),
             **cond,
         )
-        return self.head(key)
+        return self._landed(key, len(data), r, crc)
 
-    def _put_multipart(self, key: str, buf: bytearray, rest: Iterator[bytes], cond: dict) -> ObjectInfo:
-        k = self._key(key)
-        up = self._call(
-            "CreateMultipartUpload",
-            key,
-            Bucket=self.bucket,
-            Key=k,
-            ChecksumAlgorithm="CRC32C",
-            ChecksumType="FULL_OBJECT",
-        )
-        upload_id = up["UploadId"]
-        parts, crc = [], 0
+    def _landed(self, key: str, size: int, response: dict, sent_crc: int | None) -> ObjectInfo:
+        """What a write's own answer says about the object (no HEAD): its ETag, the CRC32C the
+        server echoes (else the one it verified on receipt), and its time (Last-Modified where
+        the answer carries it, else the answer's Date), to the second."""
+        crc = sent_crc
+        echoed = response.get("ChecksumCRC32C")
+        if echoed and "-" not in echoed and response.get("ChecksumType", "FULL_OBJECT") == "FULL_OBJECT":
+            crc = from_b64(echoed)
+        headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+        stamp = headers.get("last-modified") or headers.get("date")
+        when = parsedate_to_datetime(stamp) if stamp else datetime.now(UTC)
+        return self._info(key, size, when, response.get("ETag"), crc)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._parts_pool is None:
+                self._parts_pool = ThreadPoolExecutor(PART_WORKERS, thread_name_prefix="s3-part")
+            return self._parts_pool
+
+    def _put_stream(self, key: str, data: Iterable[bytes], cond: dict, expected: int | None, psize: int):
+        """Parts of `psize`, read in order and uploaded concurrently; each part's buffer is
+        reserved from the byte budget before it is read and freed when S3 has it. A stream
+        that ends within the first part becomes one PutObject."""
+        where = f"{self.uri}/{key}"
+        parts = _Parts(data, psize)
+        taken = BUFFERS.acquire(gather_cost(psize))
         try:
-
-            def send(part: bytes):
-                nonlocal crc
-                part_crc = crc32c(part)
-                crc = crc32c(part, crc)
-                r = self._call(
-                    "UploadPart",
-                    key,
-                    Bucket=self.bucket,
-                    Key=k,
-                    UploadId=upload_id,
-                    PartNumber=len(parts) + 1,
-                    Body=part,
-                    ChecksumAlgorithm="CRC32C",
-                    ChecksumCRC32C=to_b64(part_crc),
-                )
-                parts.append(
-                    {"PartNumber": len(parts) + 1, "ETag": r["ETag"], "ChecksumCRC32C": to_b64(part_crc)}
-                )
-
-            for chunk in rest:
-                buf += chunk
-                while len(buf) >= PART_SIZE:
-                    send(bytes(buf[:PART_SIZE]))
-                    del buf[:PART_SIZE]
-            if buf or not parts:
-                send(bytes(buf))
-            self._call(
+            first = parts.next()
+            taken = BUFFERS.keep(taken, len(first[0]))
+        except BaseException:
+            BUFFERS.release(taken)
+            raise
+        if parts.done:
+            try:
+                _expect(where, first[1], expected)
+                return self._put_one(key, first[0], cond, first[1])
+            finally:
+                BUFFERS.release(taken)
+        k = self._key(key)
+        try:
+            up = self._call(
+                "CreateMultipartUpload",
+                key,
+                Bucket=self.bucket,
+                Key=k,
+                ChecksumAlgorithm="CRC32C",
+                ChecksumType="FULL_OBJECT",
+            )
+        except BaseException:
+            BUFFERS.release(taken)
+            raise
+        upload_id = up["UploadId"]
+        sent, full, total, part = [], 0, 0, first
+        try:
+            while part is not None:
+                body, crc = part
+                full, total = crc32c_combine(full, crc, len(body)), total + len(body)
+                number = len(sent) + 1
+                future = self._pool().submit(self._upload_part, key, upload_id, number, body, crc, taken)
+                sent.append((future, taken))
+                taken = 0  # the part's worker frees its reservation
+                if parts.done:
+                    break
+                taken = BUFFERS.acquire(gather_cost(psize))
+                part = parts.next()
+                taken = BUFFERS.keep(taken, len(part[0]))
+            listed = [f.result() for f, _ in sent]
+            _expect(where, full, expected)
+            r = self._call(
                 "CompleteMultipartUpload",
                 key,
                 Bucket=self.bucket,
                 Key=k,
                 UploadId=upload_id,
-                MultipartUpload={"Parts": parts},
+                MultipartUpload={"Parts": listed},
                 ChecksumType="FULL_OBJECT",
-                ChecksumCRC32C=to_b64(crc),
+                ChecksumCRC32C=to_b64(full),
                 **cond,
             )
         except BaseException:
+            BUFFERS.release(taken)
+            for f, reserved in sent:
+                if f.cancel():  # never started: its worker will not free the reservation
+                    BUFFERS.release(reserved)
+            for f, _ in sent:  # no part may land after the abort
+                with contextlib.suppress(BaseException):
+                    f.result()
             # the original error matters more; S3 lifecycle rules reap what an abort leaves
             with contextlib.suppress(Exception):
                 self._call("AbortMultipartUpload", key, Bucket=self.bucket, Key=k, UploadId=upload_id)
             raise
-        return self.head(key)
+        return self._landed(key, total, r, full)
+
+    def _upload_part(self, key: str, upload_id: str, number: int, body, crc: int, reserved: int) -> dict:
+        try:
+            r = self._call(
+                "UploadPart",
+                key,
+                Bucket=self.bucket,
+                Key=self._key(key),
+                UploadId=upload_id,
+                PartNumber=number,
+                Body=body,
+                ChecksumAlgorithm="CRC32C",
+                ChecksumCRC32C=to_b64(crc),
+            )
+        finally:
+            BUFFERS.release(reserved)
+        return {"PartNumber": number, "ETag": r["ETag"], "ChecksumCRC32C": to_b64(crc)}
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(NotFound):
@@ -382,7 +472,7 @@ class S3Store:
                     part["ChecksumCRC32C"] = r["CopyPartResult"]["ChecksumCRC32C"]
                 parts.append(part)
             extra = {"ChecksumType": "FULL_OBJECT", "ChecksumCRC32C": to_b64(info.crc32c)} if full else {}
-            self._call(
+            r = self._call(
                 "CompleteMultipartUpload",
                 dst_key,
                 Bucket=self.bucket,
@@ -395,11 +485,74 @@ class S3Store:
             with contextlib.suppress(Exception):
                 self._call("AbortMultipartUpload", dst_key, Bucket=self.bucket, Key=k, UploadId=upload_id)
             raise
-        return self.head(dst_key)
+        return self._landed(dst_key, info.size, r, info.crc32c)
 
 
 class _EmptyRange(Exception):
     pass
+
+
+def part_size(size: int | None) -> int:
+    """The part size for an object of `size` bytes: PART_SIZE, or the next MiB above
+    size / MAX_PARTS so that any object fits S3's part count."""
+    if size is None:
+        return PART_SIZE  # unknown length: up to 78 GiB at PART_SIZE
+    need = -(-size // MAX_PARTS)
+    return max(PART_SIZE, -(-need // CHUNK) * CHUNK)
+
+
+class _Parts:
+    """A stream of chunks cut into part-sized bodies, each byte hashed once. Bodies are
+    `bytes` joined once from the chunks: botocore's signer wraps a bytes body without
+    copying it (a bytearray it would copy whole)."""
+
+    def __init__(self, chunks: Iterable[bytes], size: int):
+        self._chunks, self._size = iter(chunks), size
+        self._rest: bytes | memoryview = b""
+        self.done = False
+
+    def _fill(self) -> bool:
+        if not self._rest:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                self.done = True
+                return False
+            self._rest = chunk
+        return True
+
+    def next(self) -> tuple[bytes, int]:
+        pieces, pos, crc = [], 0, 0
+        while pos < self._size and self._fill():
+            room = self._size - pos
+            if len(self._rest) <= room:
+                take, self._rest = self._rest, b""
+            else:  # a chunk across the part boundary (rare: chunks are 1 MiB, parts MiB multiples)
+                view = memoryview(self._rest)
+                take, self._rest = bytes(view[:room]), view[room:]
+            take = take if isinstance(take, bytes) else bytes(take)
+            crc = crc32c(take, crc)
+            pieces.append(take)
+            pos += len(take)
+        if pos == self._size:
+            self._fill()  # look ahead, so that the last part is known to be last
+        return b"".join(pieces), crc
+
+
+def _expect(where: str, crc: int, expected: int | None) -> None:
+    """Refuse to commit bytes whose CRC32C is not the one they must have."""
+    if expected is not None and crc != expected:
+        raise ChecksumMismatch(f"{where}: CRC32C of the bytes sent is {crc:08x}, expected {expected:08x}")
+
+
+def _timestamp(value):
+    """A response timestamp: ISO 8601 (listings) by fromisoformat, anything else (HTTP dates,
+    epoch seconds) by botocore's own parser."""
+    try:
+        return datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        from botocore.utils import parse_timestamp
+
+        return parse_timestamp(value)
 
 
 def _full_crc32c(head: dict) -> int | None:

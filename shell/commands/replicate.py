@@ -31,7 +31,7 @@ def register(subparsers) -> None:
         help="compare every object of replicas already committed (size + CRC32C), not only their markers",
     )
     p.add_argument("--retention-only", action="store_true", help="skip copying; only apply retention")
-    p.add_argument("--concurrency", type=int, default=8, metavar="N", help="objects in flight (default 8)")
+    p.add_argument("--concurrency", type=int, default=32, metavar="N", help="objects in flight (default 32)")
     p.add_argument(
         "--protect",
         action="append",
@@ -70,9 +70,12 @@ def run(args) -> int:
         raise ConfigError(f"--concurrency must be at least 1, not {args.concurrency}")
     rb = load_runbook(args.runbook)
     primary, secondary = open_sites(rb)
-    failed = False
+    failed, found = False, None
     if not args.retention_only:
-        sources = worth_replicating(rb, committed_checkpoints(primary, rb.checkpoint.layout.value))
+        from lifeboat.checkpoints.layouts import discover
+
+        found = discover(primary, rb.checkpoint.layout.value)  # also certification's view of the primary
+        sources = worth_replicating(rb, committed_checkpoints(primary, rb.checkpoint.layout.value, found))
         if not sources:
             print(f"{primary.uri}: no committed checkpoint to replicate")
         show = (sys.stderr.isatty() if args.progress is None else args.progress) and not args.dry_run
@@ -104,14 +107,16 @@ def run(args) -> int:
             )
         if not args.dry_run:
             LagLog(args.lag_log or default_lag_log(rb)).append(report.lags)
-    _retention(rb, primary, secondary, args)
+    _retention(rb, primary, secondary, args, found)
     return 1 if failed else 0
 
 
-def _retention(rb, primary, secondary, args) -> None:
+def _retention(rb, primary, secondary, args, primary_found) -> None:
     from lifeboat.replication import retention_for
 
-    result = retention_for(rb, secondary, primary, protect=args.protect, dry_run=args.dry_run)
+    result = retention_for(
+        rb, secondary, primary, protect=args.protect, dry_run=args.dry_run, primary_found=primary_found
+    )
     verb = "would delete" if args.dry_run else "deleted"
     for v in result.verdicts:
         if v.keep:

@@ -125,3 +125,25 @@ class StoreContract:
         foreign = make_store("memory" if backend != "memory" else "local")
         foreign.put("shard", b"q")
         assert store.server_copy(foreign, "shard", "shard") is None
+
+    def test_a_write_answers_with_what_head_reports(self, store):
+        data = b"optimizer" * 5000
+        written = store.put("step_1/shard-0.bin", iter([data[:30000], data[30000:]]), size=len(data))
+        info = store.head("step_1/shard-0.bin")
+        assert (written.size, written.crc32c, written.version) == (info.size, info.crc32c, info.version)
+        assert written.crc32c == crc32c(data)
+
+    @pytest.mark.parametrize("as_stream", [True, False], ids=["stream", "bytes"])
+    def test_bytes_that_differ_from_the_crc32c_they_must_have_are_never_committed(
+        self, store, backend, as_stream
+    ):
+        from lifeboat.errors import ChecksumMismatch
+
+        data = b"weights" * 3000
+        if not as_stream and backend == "s3":
+            pytest.skip("bytes with the caller's CRC32C are verified by S3 itself (BadDigest); moto does not")
+        body = iter([data[:5000], data[5000:]]) if as_stream else data
+        with pytest.raises(ChecksumMismatch):
+            store.put("step_1/shard-0.bin", body, crc32c=crc32c(data) ^ 1, size=len(data))
+        with pytest.raises(NotFound):
+            store.head("step_1/shard-0.bin")

@@ -87,9 +87,9 @@ def test_a_byte_flipped_between_s3_and_gcs_never_lands(make_store, write_checkpo
 def test_a_large_shard_streams_in_parts_and_a_corrupt_attempt_is_aborted_not_committed(
     make_store, faults, write_checkpoint
 ):
-    # 11 MB: above the whole-object limit, so it streams as a multipart upload (8 MB + 3 MB)
+    # 20 MiB: above the single-PUT limit (16 MiB), so it streams as a multipart upload
     src, dst = make_store("local"), make_store("s3")
-    write_checkpoint(src, CKPT, 300, shards=1, size=11 << 20)
+    write_checkpoint(src, CKPT, 300, shards=1, size=20 << 20)
     flaky = faults.Flipping(src, {f"{CKPT}/shard-000.bin"}, times=1)
     seen = []
     report = copy_prefix(flaky, dst, CKPT, CKPT, retry=RetryPolicy(base_delay=0, sleep=seen.append))

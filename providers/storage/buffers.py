@@ -1,0 +1,108 @@
+"""Bytes in flight: one budget shared by every upload in the process, so memory stays bounded
+whatever the object sizes and the concurrency.
+
+An object gathered whole before one request, and each part of a multipart upload, reserves
+its size first and gives it back when the request is answered. A reservation larger than
+the whole budget is clamped to it (it then runs alone), so nothing waits forever.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from lifeboat.crc32c import crc32c
+from lifeboat.errors import ChecksumMismatch
+
+BUDGET = 64 << 20  # bytes of object data held in memory at once, all uploads together
+
+
+class ByteBudget:
+    """A counting semaphore over bytes."""
+
+    def __init__(self, total: int = BUDGET):
+        self.total = total
+        self.free = total
+        self.peak = 0  # most bytes reserved at once (for tests and benchmarks)
+        self._cond = threading.Condition()
+
+    def acquire(self, n: int) -> int:
+        """Block until `n` bytes (at most the whole budget) are free; returns what was taken."""
+        _large_buffers_from_mmap()
+        n = max(0, min(n, self.total))
+        with self._cond:
+            while self.free < n:
+                self._cond.wait()
+            self.free -= n
+            self.peak = max(self.peak, self.total - self.free)
+        return n
+
+    def release(self, n: int) -> None:
+        with self._cond:
+            self.free += n
+            self._cond.notify_all()
+
+    def keep(self, taken: int, n: int) -> int:
+        """Give back what a reservation of `taken` holds beyond `n` bytes (the chunks of a
+        joined body, once joined); returns what is still held."""
+        if taken > n:
+            self.release(taken - n)
+            return n
+        return taken
+
+    @contextmanager
+    def held(self, n: int) -> Iterator[None]:
+        taken = self.acquire(n)
+        try:
+            yield
+        finally:
+            self.release(taken)
+
+
+BUFFERS = ByteBudget()  # the process's budget: the copy engine and the stores draw on it
+
+_MMAP_SET = False
+
+
+def _large_buffers_from_mmap() -> None:
+    """Once per process (glibc): buffers of 1 MiB and more come straight from mmap and go
+    back to the OS when freed. glibc's default raises that threshold after the first large
+    free, and every upload thread's arena then keeps its freed 16 MiB bodies: the process
+    grew to several times the budget."""
+    global _MMAP_SET
+    if _MMAP_SET:
+        return
+    _MMAP_SET = True
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "mallopt"):
+            libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+    except OSError:  # not glibc: nothing to tune
+        pass
+
+
+def gather(chunks: Iterable[bytes], size: int, where: str) -> tuple[bytes, int]:
+    """Join a stream of exactly `size` bytes into one body, hashing each chunk once on the
+    way; returns (body, CRC32C). A one-chunk stream is not copied; a longer one is copied
+    once (reserve `gather_cost(size)`). The body is `bytes` because HTTP clients wrap bytes
+    without copying (botocore copies a bytearray whole). A stream longer or shorter than
+    `size` raises ChecksumMismatch (the source changed under us)."""
+    parts, pos, crc = [], 0, 0
+    for chunk in chunks:
+        pos += len(chunk)
+        if pos > size:
+            raise ChecksumMismatch(f"{where}: read more than the {size} bytes expected")
+        crc = crc32c(chunk, crc)
+        parts.append(chunk)
+    if pos != size:
+        raise ChecksumMismatch(f"{where}: read {pos} bytes, expected {size}")
+    return b"".join(parts), crc
+
+
+def gather_cost(size: int, chunk: int = 1 << 20) -> int:
+    """Bytes a `gather` of `size` holds at its peak: the chunks and the joined body."""
+    return size if size <= chunk else 2 * size

@@ -1,0 +1,128 @@
+"""Replication's data path to S3 on a real moto server: one request per object, no HEAD after
+a write or for the receipt, each byte read once and hashed once, one listing of the secondary
+shared by certification and retention, and a half-done copy resumed."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+
+from lifeboat.checkpoints.manifest import MANIFEST_NAME, build_manifest, commit_manifest
+from lifeboat.checkpoints.receipt import RECEIPT_NAME, iter_receipt
+from lifeboat.errors import ProviderUnavailable
+from lifeboat.transfer import RetryPolicy, TransferIncomplete, copy_prefix
+
+pytestmark = pytest.mark.integration
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def hashed(monkeypatch):
+    """Bytes run through CRC32C in this process, wherever it is called from."""
+    import google_crc32c
+
+    count = Counter()
+    extend = google_crc32c.extend
+
+    def counted(value, data):
+        count["bytes"] += len(data)
+        return extend(value, data)
+
+    monkeypatch.setattr(google_crc32c, "extend", counted)
+    return count
+
+
+def test_a_checkpoint_to_s3_is_one_put_per_object_no_head_and_every_byte_hashed_once(
+    make_store, write_checkpoint, hashed
+):
+    from lifeboat.replication import committed_checkpoints, replicate_checkpoints
+
+    src, dst = make_store("local"), make_store("s3")
+    write_checkpoint(src, "step-000300", 300, shards=3, size=5_000)
+    src.put("step-000300/shard-big.bin", b"\x05" * (20 * MiB))  # above the single-PUT limit
+    src.delete(f"step-000300/{MANIFEST_NAME}")
+    commit_manifest(src, "step-000300", build_manifest(src, "step-000300", 300))
+    total = sum(i.size for i in src.list("step-000300/"))
+    hashed.clear()
+
+    report = replicate_checkpoints(src, dst, committed_checkpoints(src), rpo_target=timedelta(hours=1))
+    assert not report.failed
+    calls = dict(dst.calls)
+    assert "HeadObject" not in calls, calls
+    assert calls["PutObject"] == 3 + 1 + 1  # three small shards, the manifest, the receipt
+    assert calls["CreateMultipartUpload"] == calls["CompleteMultipartUpload"] == 1
+    receipt = b"".join(dst.read(f"step-000300/{RECEIPT_NAME}"))
+    assert hashed["bytes"] == total + len(receipt)  # each byte once, the receipt's too
+
+    entries = list(iter_receipt([receipt]))  # written from the writes' answers: what HEAD says
+    assert len(entries) == 5
+    for e in entries:
+        head = dst.head(f"step-000300/{e.path}")
+        assert (e.size, e.etag, e.crc32c) == (head.size, head.etag, head.crc32c)
+
+
+def test_a_half_done_copy_resumes_with_only_what_is_missing(make_store, write_checkpoint, faults):
+    src, dst = make_store("local"), make_store("s3")
+    write_checkpoint(src, "run/step-100", 100, shards=6, size=3_000)
+
+    class Failing(faults.Proxy):
+        def put(self, key, data, **kw):
+            if key.endswith(("shard-002.bin", "shard-004.bin")):
+                raise ProviderUnavailable(f"{key}: 503 SlowDown")
+            return super().put(key, data, **kw)
+
+    failing = Failing(dst)
+    with pytest.raises(TransferIncomplete):
+        copy_prefix(src, failing, "run/step-100", "run/step-100", retry=RetryPolicy(attempts=2, base_delay=0))
+    assert sorted(i.key for i in dst.list()) == [f"run/step-100/shard-00{i}.bin" for i in (0, 1, 3, 5)]
+
+    dst.calls.clear()
+    rerun = copy_prefix(src, dst, "run/step-100", "run/step-100")
+    assert rerun.copied == [MANIFEST_NAME, "shard-002.bin", "shard-004.bin"]
+    assert sorted(rerun.skipped) == ["shard-000.bin", "shard-001.bin", "shard-003.bin", "shard-005.bin"]
+    assert dst.calls["PutObject"] == 3
+    assert set(rerun.landed) == {MANIFEST_NAME, *(f"shard-00{i}.bin" for i in range(6))}  # receipt-ready
+
+
+def test_lifeboat_replicate_lists_the_secondary_once_for_certification_and_retention(
+    s3_endpoint, make_store, write_checkpoint, tmp_path, monkeypatch, capsys
+):
+    from shell.cli import main
+
+    from providers.storage.s3 import S3Store
+
+    calls: Counter = Counter()
+    call = S3Store._call
+
+    def counted(self, op, key=None, **kwargs):
+        calls[op] += 1
+        return call(self, op, key, **kwargs)
+
+    monkeypatch.setattr(S3Store, "_call", counted)
+    primary, secondary = make_store("local"), make_store("s3")
+    for step in (100, 200, 300):
+        write_checkpoint(primary, f"step-{step:06d}", step, shards=3, size=2_000)
+    (tmp_path / "rb.yaml").write_text(
+        f"""\
+name: local-to-s3
+workload: finetuning
+primary: {{infra: local, store: "{primary.uri}"}}
+secondary: {{infra: local, store: "{secondary.uri}", endpoint_url: "{s3_endpoint}", candidates: [{{infra: local}}]}}
+job: {{command: "python train.py"}}
+checkpoint: {{layout: manifest, cadence: 10m, retention: {{keep_last: 2}}}}
+"""
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIFEBOAT_LEDGER", str(tmp_path / "ledger.jsonl"))
+    calls.clear()
+    assert main(["replicate", "rb.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "keep step-000300 (step 300): among the newest 2 certifiable" in out
+    assert "HeadObject" not in calls, calls
+    # one listing per copied checkpoint (what is there already), one for certification and
+    # retention together, one of the ledger prefix; no listing for the receipts
+    assert calls["ListObjectsV2"] == 2 + 1 + 1, calls
+    assert calls["PutObject"] == 2 * (3 + 1 + 1)
