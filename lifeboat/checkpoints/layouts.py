@@ -28,6 +28,7 @@ from datetime import datetime
 from lifeboat.checkpoints.manifest import MANIFEST_NAME
 from lifeboat.checkpoints.receipt import RECEIPT_NAME
 from lifeboat.errors import ConfigError, NotFound
+from lifeboat.fencing import COMMIT_MARKER
 from providers.storage.base import ObjectInfo, Store
 
 LAYOUTS = ("dcp", "deepspeed", "megatron", "hf", "manifest")
@@ -40,6 +41,7 @@ _MARKERS = {
     "trainer_state.json",
     MANIFEST_NAME,
     RECEIPT_NAME,
+    COMMIT_MARKER,
     "metadata.json",
     "common.pt",
 }
