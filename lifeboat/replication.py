@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from lifeboat.errors import LifeboatError
+from lifeboat.errors import LifeboatError, ProviderUnavailable
 from lifeboat.retention import StoredCheckpoint, plan_retention
+from lifeboat.sitestate import SiteState, mirror, read_site_state, require_active
 from lifeboat.transfer import Progress, RetryPolicy, TransferIncomplete, TransferReport, copy_prefix
 from providers.storage.base import Store
 
@@ -115,15 +116,20 @@ def replicate_checkpoints(
     retry: RetryPolicy | None = None,
     dry_run: bool = False,
     trust_committed: bool = True,
+    guard: Callable[[], None] | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> ReplicationReport:
     """Copy each checkpoint (newest step first) to the same prefix on the secondary.
 
     A failure on one checkpoint does not stop the older ones; it is reported in `failed`
     and with a not-complete lag record. `progress(checkpoint)` may return a Progress.
-    `trust_committed=False` compares every object of already-committed replicas again."""
+    `trust_committed=False` compares every object of already-committed replicas again.
+    `guard()` runs before each checkpoint and raises (`RolesFlipped`) to stop the copy when
+    the source is no longer the active site (`direction`)."""
     report = ReplicationReport(dry_run=dry_run)
     for ckpt in sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True):
+        if guard is not None:
+            guard()
         try:
             transfer = copy_prefix(
                 primary,
@@ -165,6 +171,42 @@ def _write_receipt(replica: Store, prefix: str) -> None:
     from lifeboat.checkpoints.receipt import write_receipt
 
     write_receipt(replica, prefix)
+
+
+@dataclass(frozen=True)
+class Direction:
+    """Which way replication goes now: from the active site to the standby."""
+
+    source_role: str  # "primary" or "secondary"
+    source: Store
+    destination: Store
+    state: SiteState
+    mirrored: tuple[str, ...] = ()  # stores that missed a fence and were given the record now
+
+    def guard(self, runbook: str, stores: dict[str, Store | None]) -> Callable[[], None]:
+        """A check to run before each checkpoint: the source must still be the active site."""
+        return lambda: require_active(read_site_state(stores), self.source_role, runbook)
+
+
+def direction(
+    rb, primary: Store | None, secondary: Store | None, *, source: str = "active", dry_run=False
+) -> Direction:
+    """Replication's direction by the site state (both stores, newest epoch wins).
+
+    A store that missed a fence (it was down: a zombie primary's) is given the newest record
+    first, conditionally, so its writers' next guarded commit stops them (not in a dry run).
+    `source` pins the source site: `RolesFlipped` (one line) when it is not the active one."""
+    stores = {"primary": primary, "secondary": secondary}
+    state = read_site_state(stores)
+    mirrored = () if dry_run else tuple(mirror(state, stores))
+    role = state.active if source == "active" else source
+    require_active(state, role, rb.name)
+    src, dst = stores[role], stores["secondary" if role == "primary" else "primary"]
+    if src is None or dst is None:
+        raise ProviderUnavailable(
+            f"{rb.name}: the {role if src is None else 'standby'} store cannot be opened"
+        )
+    return Direction(role, src, dst, state, mirrored)
 
 
 def default_lag_log(rb) -> Path:
@@ -216,12 +258,32 @@ def failover_checkpoints(rb, secondary: Store, ledger_file: str | Path | None = 
     return found
 
 
+def foreign_checkpoints(store: Store, other: Store | None, layout: str = "auto") -> dict[str, str]:
+    """Checkpoints in `store` that are not of the active lineage (the site state read from
+    `store` and `other`): prefix -> why. Empty when the job was never fenced."""
+    from lifeboat.checkpoints.layouts import discover
+    from lifeboat.fencing import COMMIT_MARKER
+    from lifeboat.sitestate import lineage_problem, read_marker, read_site_state
+
+    lease = read_site_state({"store": store, "other": other}).lease
+    if lease is None:
+        return {}
+    found = {}
+    for d in discover(store, layout).checkpoints:
+        marker = read_marker(store, d.name) if COMMIT_MARKER in d.markers else None
+        if why := lineage_problem(d.name, marker, lease, d.newest):
+            found[d.name] = why
+    return found
+
+
 def retention_for(
     rb, secondary: Store, primary: Store | None, *, protect: Iterable[str] = (), dry_run: bool = False
 ):
-    """Apply the runbook's retention to the secondary store, keeping the newest certified
-    checkpoint (certified against `primary`, or its manifests when None or down) and every
-    prefix in `protect` (checkpoints a running failover uses). Incomplete ones are kept."""
+    """Apply the runbook's retention to the standby store `secondary` (after a failover,
+    the primary's), keeping the newest certified checkpoint (certified against `primary`,
+    or its manifests when None or down) and every prefix in `protect` (checkpoints a
+    running failover uses). Incomplete ones are kept; so are those of a fenced-out lineage,
+    which never count toward the policy (`foreign_checkpoints`)."""
     from lifeboat.retention import apply_retention
 
     layout = rb.checkpoint.layout.value
@@ -236,6 +298,7 @@ def retention_for(
         keep_last=rb.checkpoint.retention.keep_last,
         keep_every=rb.checkpoint.retention.keep_every,
         protected=protected,
+        foreign=foreign_checkpoints(secondary, primary, layout),
     )
     return apply_retention(secondary, verdicts, dry_run=dry_run)
 
@@ -246,3 +309,11 @@ def worth_replicating(rb, sources: Iterable[StoredCheckpoint]) -> list[StoredChe
     retention = rb.checkpoint.retention
     verdicts = plan_retention(sources, keep_last=retention.keep_last, keep_every=retention.keep_every)
     return [v.checkpoint for v in verdicts if v.keep]
+
+
+def sources_to_replicate(rb, way: Direction) -> list[StoredCheckpoint]:
+    """The source's committed checkpoints of the active lineage that retention would keep."""
+    layout = rb.checkpoint.layout.value
+    foreign = foreign_checkpoints(way.source, way.destination, layout)
+    committed = [c for c in committed_checkpoints(way.source, layout) if c.prefix.strip("/") not in foreign]
+    return worth_replicating(rb, committed)

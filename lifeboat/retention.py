@@ -50,18 +50,27 @@ def plan_retention(
     keep_last: int,
     keep_every: int | None = None,
     protected: Mapping[str, str] | Iterable[str] = (),
+    foreign: Mapping[str, str] | None = None,
 ) -> list[Verdict]:
     """One verdict per checkpoint, newest step first.
 
     `protected` maps prefix -> why (e.g. "newest certified", "resumed by failover run X"),
-    or is a plain set of prefixes."""
+    or is a plain set of prefixes. `foreign` maps prefix -> why for checkpoints that are not
+    of the active lineage (a fenced-out writer's): they never count toward `keep_last`, so
+    they cannot push the active lineage's checkpoints out, and are left for inspection."""
     if keep_last < 1:
         raise ValueError("keep_last must be at least 1: retention never deletes every checkpoint")
     why = dict(protected) if isinstance(protected, Mapping) else dict.fromkeys(protected, "protected")
     why = {p.strip("/"): reason for p, reason in why.items()}
+    foreign = {p.strip("/"): reason for p, reason in (foreign or {}).items()}
     verdicts, kept_complete = [], 0
     for ckpt in sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True):
         prefix = ckpt.prefix.strip("/")
+        if prefix in foreign:
+            verdicts.append(
+                Verdict(ckpt, True, f"not the active lineage, never certified: {foreign[prefix]}")
+            )
+            continue
         if prefix in why:
             verdict = Verdict(ckpt, True, why[prefix])
         elif not ckpt.complete:

@@ -138,30 +138,37 @@ def require_active(state: SiteState, source: str, runbook: str) -> None:
 
 
 def lineage_problem(
-    store: Store, checkpoint: str, lease: Lease | None, written_at: datetime | None
+    checkpoint: str, marker: bytes | None, lease: Lease | None, written_at: datetime | None
 ) -> str | None:
-    """Why `checkpoint` (a directory in `store`) is not of the active lineage, or None.
+    """Why `checkpoint` is not of the active lineage, or None. `marker` is its guarded-commit
+    marker (None: it has none), `lease` the site state's lease.
 
-    With a guarded-commit marker: fenced out by the lease's seals. Without one: it counts
-    only when written before the job was first fenced (no fence: always)."""
+    With a marker: fenced out by the lease's seals. Without one: it counts only when written
+    before the job was first fenced (never fenced: always)."""
     if lease is None:
         return None
-    try:
-        marker = b"".join(store.read(f"{checkpoint}/{COMMIT_MARKER}"))
-    except NotFound:
-        if not lease.history:  # never fenced
+    if marker is None:
+        if not lease.history:
             return None
         first = lease.history[0].ended_at
         if written_at is not None and written_at < first:
             return None
         return (
-            f"{checkpoint}: no guarded-commit marker and written after the job was fenced "
+            f"{checkpoint}: no guarded-commit marker and written after the job was first fenced "
             f"({first.isoformat()}): not provably of the active lineage {lease.lineage}"
         )
     if marker_is_fenced_out(marker, lease):
         doc = json.loads(marker)
         return (
-            f"{checkpoint}: committed by {doc.get('lineage', 'epoch ' + str(doc.get('epoch')))} after it was "
-            f"fenced out; the active lineage is {lease.lineage}"
+            f"{checkpoint}: committed by {doc.get('lineage', 'epoch ' + str(doc.get('epoch')))} after that "
+            f"lineage was fenced out; the active lineage is {lease.lineage}"
         )
     return None
+
+
+def read_marker(store: Store, checkpoint: str) -> bytes | None:
+    """The guarded-commit marker of a checkpoint directory, or None."""
+    try:
+        return b"".join(store.read(f"{checkpoint}/{COMMIT_MARKER}"))
+    except NotFound:
+        return None
