@@ -3,7 +3,7 @@
 - fence(): read + conditional write of the lease, vs one unconditional put of the same bytes
   (LocalStore, MemoryStore, S3 on moto);
 - a 16-writer race round (threads), vs 16 bare puts from 16 threads;
-- 16 guarded commits racing one fence, 1,000 rounds on MemoryStore (and a few on S3/moto):
+- 16 guarded commits racing one fence, 1,000 rounds on MemoryStore, 300 on LocalStore, 3 on S3/moto:
   rounds where a writer's "committed"/"fenced out" disagrees with what certification reads,
   for the guarded commit and for the old check-put-check protocol judged by timestamps;
 - guarded_commit vs a bare create-only put of the marker;
@@ -157,6 +157,7 @@ def _commit_race() -> None:
 
     from lifeboat.fencing import guarded_commit, marker_is_fenced_out
     from providers.storage.emulators import moto_server, new_s3_bucket
+    from providers.storage.local import LocalStore
     from providers.storage.memory import MemoryStore
     from providers.storage.s3 import S3Store
 
@@ -166,19 +167,30 @@ def _commit_race() -> None:
     def new_counts(marker, lease):
         return not marker_is_fenced_out(marker, lease)
 
-    for name, commit, counts in (
-        ("guarded commit", new, new_counts),
-        ("old check-put-check", _old_commit, _old_counts),
-    ):
+    def run(label, make_store, rounds, commit, counts):
         rng = random.Random(13)
         started = time.perf_counter()
-        rounds = [_commit_round(MemoryStore(), n, rng, commit, counts) for n in range(1000)]
-        bad = sum(not ok for ok, _ in rounds)
-        raced = sum(0 < c < 16 for _, c in rounds)
+        results = [_commit_round(make_store(n), n, rng, commit, counts) for n in range(rounds)]
+        bad = sum(not ok for ok, _ in results)
+        raced = sum(0 < c < 16 for _, c in results)
         print(
-            f"16 commits vs a fence, MemoryStore, {name}: {bad}/1000 inconsistent rounds "
+            f"16 commits vs a fence, {label}: {bad}/{rounds} inconsistent rounds "
             f"({raced} rounds split commits across the fence; {time.perf_counter() - started:.1f} s)"
         )
+
+    run("MemoryStore, guarded commit", lambda n: MemoryStore(), 1000, new, new_counts)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, commit, counts in (
+            ("guarded commit", new, new_counts),
+            ("old check-put-check", _old_commit, _old_counts),
+        ):
+            run(
+                f"LocalStore, {name}",
+                lambda n, name=name: LocalStore(Path(tmp) / f"{name}-{n}"),
+                300,
+                commit,
+                counts,
+            )
     with moto_server() as url:
         rng, rounds = random.Random(13), []
         started = time.perf_counter()
