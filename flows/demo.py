@@ -5,7 +5,9 @@ Everything is the embedded default of `runbooks/demo.yaml`: a local Prefect serv
 copies its checkpoints to the "secondary", a random step kills it (SIGKILL: a lost node), the
 real probes and quorum confirm the outage, and the real failover flow resumes the job on the
 secondary. Exit 0 only when RTO and RPO meet their targets and the resumed losses equal an
-uninterrupted run's.
+uninterrupted run's. With `--failback` (`make demo DEMO_ARGS=--failback`) the primary then
+comes back and the job fails back to it (the `failback` flow), and the demo prints that
+ledger entry too.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNBOOK = "runbooks/demo.yaml"
 DEMO = Path(".lifeboat/demo")
 STEPS, EVERY, STEP_SECONDS = 60, 5, 0.4
+JOB_STEPS = 120  # the runbook's job: where a resumed run stops (runbooks/demo.yaml)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         "--port", type=int, default=int(os.environ.get("LIFEBOAT_DEMO_PORT", 0)), help="Prefect UI port"
     )
     p.add_argument("--seed", type=int, default=None, help="seed for the kill step (default: random, printed)")
+    p.add_argument("--failback", action="store_true", help="then bring the primary back and fail back to it")
     args = p.parse_args(argv)
     os.chdir(ROOT)
     for leftover in (DEMO, Path("runbooks/.lifeboat/clusters")):
@@ -50,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
         with temporary_settings(updates={PREFECT_API_URL: f"{url}/api"}):
             try:
-                return play(url, approve_in_ui=args.approve_in_ui, seed=args.seed)
+                return play(url, approve_in_ui=args.approve_in_ui, seed=args.seed, failback=args.failback)
             finally:  # deliver the last logs and events before the server goes away
                 from prefect.events.worker import EventsWorker
                 from prefect.logging.handlers import APILogWorker
@@ -59,11 +63,9 @@ def main(argv: list[str] | None = None) -> int:
                 EventsWorker.drain_all()
 
 
-def play(url: str, *, approve_in_ui: bool, seed: int | None) -> int:
+def play(url: str, *, approve_in_ui: bool, seed: int | None, failback: bool = False) -> int:
     from flows.failover import failover
-    from lifeboat.durations import format_duration
     from lifeboat.ledger import LedgerFile
-    from lifeboat.timeline import phase_rows
     from runbooks.loader import load_runbook
 
     rb = load_runbook(RUNBOOK)
@@ -107,20 +109,63 @@ def play(url: str, *, approve_in_ui: bool, seed: int | None) -> int:
     )
     (entry,) = [e for e in LedgerFile().read(rb.name) if e.run_id == result["run_id"]]
     try:
-        same, detail = losses_match(result["checkpoint"])
+        if not failback:
+            wait_job_done("demo-dr")
+        same, detail = losses_match((DEMO / "secondary-loss.jsonl").read_text(), result["checkpoint"])
     finally:
-        teardown(rb)
-
+        if not failback:
+            teardown(rb)
     say("5. the record")
+    ok = show(rb, entry, result, detail) and same
+    if failback:
+        ok = play_failback(rb) and ok
+    say("demo passed" if ok else "demo FAILED")
+    return 0 if ok else 1
+
+
+def play_failback(rb) -> bool:
+    """The primary is back: fail the job back to it, check its losses, show the record."""
+    from flows.failback import failback
+    from flows.wiring import failback_cluster
+    from lifeboat.ledger import LedgerFile
+    from providers.compute.local import LocalCompute
+
+    say(
+        "6. the primary is back: failback — reverse replication, certify on the primary, approval, "
+        "fence (the secondary's job stops at its next checkpoint), resume on the primary, loss parity"
+    )
+    result = failback(RUNBOOK, approval="approve")
+    (entry,) = [e for e in LedgerFile().read(rb.name) if e.run_id == result["run_id"]]
+    compute, home = LocalCompute(ROOT / "runbooks/.lifeboat/clusters"), failback_cluster(rb)
+    try:
+        same, detail = (False, "failback did not complete")
+        if result["outcome"] == "completed":
+            wait_job_done(home)
+            same, detail = losses_match(compute.logs(home), result["checkpoint"])
+    finally:
+        with contextlib.suppress(Exception):
+            compute.teardown(home)
+    say("7. the failback's record (ledger entry, kind failback)")
+    say("   " + entry.model_dump_json(include={"kind", "run_id", "outcome", "checkpoint", "notes"}))
+    return show(rb, entry, result, detail) and same
+
+
+def show(rb, entry, result, detail: str) -> bool:
+    """Print a ledger entry's phases and verdict; whether it completed within its targets."""
+    from lifeboat.durations import format_duration
+    from lifeboat.timeline import phase_rows
+
     for row in phase_rows(entry):
         say("   " + "  ".join(f"{v:<20}" for v in row.values()))
     rto_ok = entry.rto is not None and entry.rto <= rb.rto_target
     rpo_ok = entry.rpo is not None and entry.rpo <= rb.rpo_target
     say(
-        f"   RTO {format_duration(entry.rto)} (target {format_duration(rb.rto_target)}): {'met' if rto_ok else 'MISSED'}"
+        f"   {entry.kind}: RTO {format_duration(entry.rto)} (target {format_duration(rb.rto_target)}): "
+        f"{'met' if rto_ok else 'MISSED'}"
     )
     say(
-        f"   RPO {format_duration(entry.rpo)} (target {format_duration(rb.rpo_target)}): {'met' if rpo_ok else 'MISSED'}"
+        f"   {entry.kind}: RPO {format_duration(entry.rpo)} (target {format_duration(rb.rpo_target)}): "
+        f"{'met' if rpo_ok else 'MISSED'}"
     )
     say(
         f"   timeline picture: {ROOT / result['timeline']}"
@@ -128,9 +173,7 @@ def play(url: str, *, approve_in_ui: bool, seed: int | None) -> int:
         else "   no timeline picture"
     )
     say(f"   loss check: {detail}")
-    ok = result["outcome"] == "completed" and rto_ok and rpo_ok and same
-    say("demo passed" if ok else "demo FAILED")
-    return 0 if ok else 1
+    return result["outcome"] == "completed" and rto_ok and rpo_ok
 
 
 def say(text: str) -> None:
@@ -195,35 +238,35 @@ def detect(timeout_s: float) -> dict:
     raise SystemExit(f"detection did not confirm the outage within {timeout_s:g}s")
 
 
-def losses_match(checkpoint: str) -> tuple[bool, str]:
-    """The resumed run's losses against an uninterrupted run of the same trainer."""
-    from lifeboat.resume import parse_losses
-    from lifeboat.trainer.core import Trainer
+def wait_job_done(cluster: str, timeout_s: float = 60) -> None:
     from providers.compute.base import JobState
     from providers.compute.local import LocalCompute
 
     compute = LocalCompute(ROOT / "runbooks/.lifeboat/clusters")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + timeout_s
     while (
-        compute.status("demo-dr").job not in (JobState.SUCCEEDED, JobState.FAILED)
+        compute.status(cluster).job not in (JobState.SUCCEEDED, JobState.FAILED)
         and time.monotonic() < deadline
     ):
         time.sleep(0.2)
+
+
+def losses_match(log: str, checkpoint: str) -> tuple[bool, str]:
+    """A resumed run's losses (from its log text) against an uninterrupted run of the trainer."""
+    from lifeboat.resume import parse_losses
+    from lifeboat.trainer.core import Trainer
+
     resumed_from = int(checkpoint.rstrip("/").rsplit("-", 1)[1])
-    resumed = {
-        s: v for s, v in parse_losses((DEMO / "secondary-loss.jsonl").read_text()).items() if s > resumed_from
-    }
+    resumed = {s: v for s, v in parse_losses(log).items() if s > resumed_from}
     with tempfile.TemporaryDirectory() as tmp:
-        Trainer(Path(tmp) / "ckpt", Path(tmp) / "loss.jsonl").run(STEPS, EVERY)
-        reference = {
-            s: v for s, v in parse_losses((Path(tmp) / "loss.jsonl").read_text()).items() if s > resumed_from
-        }
-    if not reference or resumed != reference:
-        diff = sorted(s for s in reference if resumed.get(s) != reference[s])[:5]
-        return False, f"resumed losses differ from the uninterrupted run at steps {diff}"
+        Trainer(Path(tmp) / "ckpt", Path(tmp) / "loss.jsonl").run(JOB_STEPS, EVERY)
+        reference = parse_losses((Path(tmp) / "loss.jsonl").read_text())
+    if not resumed or any(reference.get(s) != v for s, v in resumed.items()):
+        diff = sorted(s for s in resumed if reference.get(s) != resumed[s])[:5]
+        return False, f"resumed losses differ from the uninterrupted run at steps {diff or 'none logged'}"
     return (
         True,
-        f"steps {min(reference)}–{max(reference)}: {len(reference)} losses identical to an uninterrupted run",
+        f"steps {min(resumed)}–{max(resumed)}: {len(resumed)} losses identical to an uninterrupted run",
     )
 
 

@@ -47,6 +47,11 @@ class LedgerEntry(BaseModel):
     runbook: str
     run_id: str
     drill: bool = Field(False, description="A rehearsal, not a real outage.")
+    kind: str = Field(
+        "failover",
+        description="failover, failback (back to the recovered primary) or drill. For a failback the "
+        "outage_start milestone is when it was asked for.",
+    )
     rto_target: timedelta
     rpo_target: timedelta
     phases: dict[str, datetime] = Field(default_factory=dict, description="Milestone -> when reached.")
@@ -140,11 +145,17 @@ class RtoLedger:
         rto_target: timedelta,
         rpo_target: timedelta,
         drill: bool = False,
+        kind: str | None = None,
         sink: LedgerFile | LedgerStore | None = None,
         clock: Callable[[], datetime] = _utcnow,
     ):
         self.entry = LedgerEntry(
-            runbook=runbook, run_id=run_id, drill=drill, rto_target=rto_target, rpo_target=rpo_target
+            runbook=runbook,
+            run_id=run_id,
+            drill=drill,
+            kind=kind or ("drill" if drill else "failover"),
+            rto_target=rto_target,
+            rpo_target=rpo_target,
         )
         self.sink, self.clock = sink, clock
 

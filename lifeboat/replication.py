@@ -317,3 +317,20 @@ def sources_to_replicate(rb, way: Direction) -> list[StoredCheckpoint]:
     foreign = foreign_checkpoints(way.source, way.destination, layout)
     committed = [c for c in committed_checkpoints(way.source, layout) if c.prefix.strip("/") not in foreign]
     return worth_replicating(rb, committed)
+
+
+def replicate_by_site_state(
+    rb, primary: Store | None, secondary: Store | None, *, dry_run: bool = False
+) -> tuple[Direction, ReplicationReport]:
+    """One replication pass the way the site state says, outside Prefect (a failback's
+    catch-up, the demo): the `replicate` flow's copy without its lag events and retention."""
+    way = direction(rb, primary, secondary, dry_run=dry_run)
+    report = replicate_checkpoints(
+        way.source,
+        way.destination,
+        sources_to_replicate(rb, way),
+        rpo_target=rb.rpo_target,
+        dry_run=dry_run,
+        guard=way.guard(rb.name, {"primary": primary, "secondary": secondary}),
+    )
+    return way, report

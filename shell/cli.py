@@ -22,6 +22,7 @@ COMMANDS = (  # in the order an on-call meets them
     "replicate",
     "plan",
     "failover",
+    "failback",
     "approve",
     "report",
     "drill",
