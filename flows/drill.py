@@ -99,6 +99,8 @@ def drill(
         "corrupted-replica",
         "approval-timeout",
         "stale-primary",
+        "zombie-primary",
+        "failback",
         "all",
     ] = "all",
     scope: Literal["az", "region"] | None = None,

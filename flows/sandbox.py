@@ -62,10 +62,7 @@ def sandboxed(
             "-m lifeboat.trainer",
             f"--steps {steps + 2 * every}",
             f"--every {every}",
-            f"--ckpt-dir {shlex.quote(str(box.secondary))}",
-            f"--loss-log {shlex.quote(str(box.root / 'secondary-loss.jsonl'))}",
-            f"--heartbeat {shlex.quote(str(box.root / 'secondary-heartbeat.json'))}",
-        ]
+        ]  # checkpoints go to $LIFEBOAT_STORE (the site it resumes on), the loss log beside them
     )
     weights = []
     for i, uri in enumerate(rb.prestage.weights):

@@ -243,8 +243,11 @@ def failback_cluster(rb: Runbook) -> str:
     return rb.primary.cluster or f"{rb.name}-home"
 
 
-def build_failback_steps(rb: Runbook, *, run_id: str, providers: Providers | None = None):
-    """`FailbackSteps` over the swapped view: reverse replication, then the failover's steps."""
+def build_failback_steps(
+    rb: Runbook, *, run_id: str, providers: Providers | None = None, drill: str | None = None
+):
+    """`FailbackSteps` over the swapped view: reverse replication, then the failover's steps.
+    A drill's clusters are its own (`cluster_name(rb, drill)`, `<primary cluster>-drill-<id>`)."""
     from lifeboat.failover.failback import FailbackSteps
     from lifeboat.replication import replicate_by_site_state
 
@@ -259,8 +262,8 @@ def build_failback_steps(rb: Runbook, *, run_id: str, providers: Providers | Non
         spec,
         providers,
         run_id=run_id,
-        cluster=failback_cluster(rb),
-        standby_cluster=cluster_name(rb),
+        cluster=failback_cluster(rb) + (f"-drill-{drill}" if drill else ""),
+        standby_cluster=cluster_name(rb, drill),
         catch_up=catch_up,
         stop_timeout_s=max(2 * rb.checkpoint.cadence.total_seconds(), 10.0),
     )
