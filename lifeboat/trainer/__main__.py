@@ -47,14 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step (demos, kill tests)")
     a = p.parse_args(argv)
-    if not a.ckpt_dir:
-        p.error(f"--ckpt-dir is required (or ${STORE_ENV})")
-    a.loss_log = a.loss_log or f"{a.ckpt_dir.rstrip('/')}-loss.jsonl"
     epoch = epoch_from_env()
     if audit := os.environ.get("LIFEBOAT_AUDIT_DIR"):  # under audit: never write over what is audited
         a.ckpt_dir, a.loss_log = os.path.join(audit, "checkpoints"), os.path.join(audit, "loss.jsonl")
         a.heartbeat = os.path.join(audit, "heartbeat.json")
         epoch = 0  # its own folder, never fenced
+    if not a.ckpt_dir:
+        p.error(f"--ckpt-dir is required (or ${STORE_ENV})")
+    a.loss_log = a.loss_log or f"{a.ckpt_dir.rstrip('/')}-loss.jsonl"
     trainer = Trainer(a.ckpt_dir, a.loss_log, seed=a.seed, heartbeat=a.heartbeat, echo=True, epoch=epoch)
     try:
         state = trainer.run(a.steps, a.every, resume=a.resume, step_seconds=a.step_seconds)
