@@ -135,7 +135,7 @@ class _Expected:
 class _Certifier:
     def __init__(self, replica, source, *, layout, at, deep, stream, max_workers, cache_limit, lease=AUTO):
         self.calls: Counter[str] = Counter()
-        self.lease = _site_lease(replica, source) if lease == AUTO else lease
+        self._lease, self._stores = lease, (replica, source)
         self._lock = threading.Lock()
         self.replica = _Counted(replica, "replica", self.calls, self._lock)
         self.source = _Counted(source, "source", self.calls, self._lock) if source is not None else None
@@ -145,6 +145,13 @@ class _Certifier:
         self.source_error: str | None = None
         self.methods: Counter[str] = Counter()
         self.notes: list[str] = []
+
+    @property
+    def lease(self):
+        """The site state's lease, read once when the first checkpoint is judged."""
+        if self._lease == AUTO:
+            self._lease = _site_lease(*self._stores)
+        return self._lease
 
     # -- reading ----------------------------------------------------------------------
 
