@@ -59,7 +59,12 @@ class Seal:
     commits: int | None  # commits that landed before the fence; None: the writers' store was unreachable
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self) | {"ended_at": self.ended_at.isoformat()}
+        return {
+            "epoch": self.epoch,
+            "active": self.active,
+            "ended_at": self.ended_at.isoformat(),
+            "commits": self.commits,
+        }
 
     @classmethod
     def from_dict(cls, doc: dict) -> Seal:
@@ -93,7 +98,7 @@ class Lease:
         return next((s for s in self.history if s.epoch == epoch), None)
 
     def to_json(self) -> bytes:
-        doc = dataclasses.asdict(self) | {
+        doc = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {
             "acquired_at": self.acquired_at.isoformat(),
             "history": [s.to_dict() for s in self.history],
         }
