@@ -72,7 +72,7 @@ def test_sixteen_commits_racing_a_fence_a_thousand_times_never_disagree_with_cer
 
 
 def test_sixteen_commits_racing_a_fence_on_a_local_store_never_disagree_with_certification(tmp_path):
-    # The store where the old check-put-check protocol disagreed in 37 of 300 rounds.
+    # The store where the old check-put-check protocol disagreed in 37-75 of 300 rounds.
     rng = random.Random(13)
     results = [race_round(LocalStore(tmp_path / str(n)), n, rng) for n in range(LOCAL_ROUNDS)]
     assert [n for n, (ok, _) in enumerate(results) if not ok] == []
