@@ -3,6 +3,10 @@
 - fence(): read + conditional write of the lease, vs one unconditional put of the same bytes
   (LocalStore, MemoryStore, S3 on moto);
 - a 16-writer race round (threads), vs 16 bare puts from 16 threads;
+- 16 guarded commits racing one fence, 1,000 rounds on MemoryStore, 300 on LocalStore, 3 on S3/moto:
+  rounds where a writer's "committed"/"fenced out" disagrees with what certification reads,
+  for the guarded commit and for the old check-put-check protocol judged by timestamps;
+- guarded_commit vs a bare create-only put of the marker;
 - /slack/actions: signature check + allow-list + background resume, vs a bare Starlette route.
 Prints ratios; nothing here asserts a speed."""
 
@@ -82,6 +86,130 @@ def _fencing(root: Path) -> None:
     )
 
 
+def _commit_round(store, n: int, rng, commit, counts) -> tuple[bool, int]:
+    """16 commits and one fence at once: (consistent, commits that count)."""
+    from lifeboat.errors import NotFound, StopFailover
+    from lifeboat.fencing import fence, read_lease
+
+    barrier, told = threading.Barrier(17), {}
+    delay = rng.random() * 0.002
+
+    def writer(i):
+        barrier.wait()
+        try:
+            commit(store, f"r{n}/step-{i}/lifeboat-commit.json", i)
+            told[i] = True
+        except StopFailover:
+            told[i] = False
+
+    def fencer():
+        barrier.wait()
+        time.sleep(delay)
+        fence(store, run_id=f"round-{n}", holder="secondary")
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(16)] + [
+        threading.Thread(target=fencer)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lease, ok, counted = read_lease(store)[0], True, 0
+    for i, committed in told.items():
+        try:
+            c = counts(b"".join(store.read(f"r{n}/step-{i}/lifeboat-commit.json")), lease)
+        except NotFound:
+            c = False
+        counted += c
+        ok &= c == committed
+    return ok, counted
+
+
+def _old_commit(store, key, step):
+    """The protocol before #13: check the lease, put the marker, check again."""
+    import json
+    from datetime import UTC, datetime
+
+    from lifeboat.errors import StopFailover
+    from lifeboat.fencing import check_lease
+
+    check_lease(store, 0)
+    body = {"epoch": 0, "step": step, "written_at": datetime.now(UTC).isoformat()}
+    store.put(key, json.dumps(body).encode(), if_none_match=True)
+    try:
+        check_lease(store, 0)
+    except StopFailover:
+        store.delete(key)
+        raise
+
+
+def _old_counts(marker: bytes, lease) -> bool:
+    """The old reader: an older-epoch marker written at or after the fence's stamp is stale."""
+    import json
+    from datetime import datetime
+
+    doc = json.loads(marker)
+    return not (doc["epoch"] < lease.epoch and datetime.fromisoformat(doc["written_at"]) >= lease.acquired_at)
+
+
+def _commit_race() -> None:
+    import random
+
+    from lifeboat.fencing import guarded_commit, marker_is_fenced_out
+    from providers.storage.emulators import moto_server, new_s3_bucket
+    from providers.storage.local import LocalStore
+    from providers.storage.memory import MemoryStore
+    from providers.storage.s3 import S3Store
+
+    def new(s, key, i):
+        guarded_commit(s, key, 0, i)
+
+    def new_counts(marker, lease):
+        return not marker_is_fenced_out(marker, lease)
+
+    def run(label, make_store, rounds, commit, counts):
+        rng = random.Random(13)
+        started = time.perf_counter()
+        results = [_commit_round(make_store(n), n, rng, commit, counts) for n in range(rounds)]
+        bad = sum(not ok for ok, _ in results)
+        raced = sum(0 < c < 16 for _, c in results)
+        print(
+            f"16 commits vs a fence, {label}: {bad}/{rounds} inconsistent rounds "
+            f"({raced} rounds split commits across the fence; {time.perf_counter() - started:.1f} s)"
+        )
+
+    run("MemoryStore, guarded commit", lambda n: MemoryStore(), 1000, new, new_counts)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, commit, counts in (
+            ("guarded commit", new, new_counts),
+            ("old check-put-check", _old_commit, _old_counts),
+        ):
+            run(
+                f"LocalStore, {name}",
+                lambda n, name=name: LocalStore(Path(tmp) / f"{name}-{n}"),
+                300,
+                commit,
+                counts,
+            )
+    with moto_server() as url:
+        rng, rounds = random.Random(13), []
+        started = time.perf_counter()
+        for n in range(3):
+            store = S3Store(new_s3_bucket(url), f"race/{n}", endpoint_url=url)
+            rounds.append(_commit_round(store, n, rng, new, new_counts))
+        print(
+            f"16 commits vs a fence, S3 (moto), guarded commit: {sum(not ok for ok, _ in rounds)}/3 inconsistent "
+            f"rounds ({(time.perf_counter() - started) / 3:.1f} s a round: 16 writers contend on one lease)"
+        )
+        store, bare = (S3Store(new_s3_bucket(url), p, endpoint_url=url) for p in ("commit", "bare"))
+        commit_ms = _median_ms(lambda i: guarded_commit(store, f"c{i}/lifeboat-commit.json", 0, i), 40)
+        put_ms = _median_ms(lambda i: bare.put(f"c{i}/lifeboat-commit.json", BODY, if_none_match=True), 40)
+        print(
+            f"guarded_commit on S3 (moto): {commit_ms:.2f} ms median vs a bare create-only put "
+            f"{put_ms:.2f} ms ({commit_ms / put_ms:.1f}x)"
+        )
+
+
 def _slack_ack() -> None:
     import json
     import warnings
@@ -148,6 +276,7 @@ def _slack_ack() -> None:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         _fencing(Path(tmp))
+    _commit_race()
     _slack_ack()
 
 

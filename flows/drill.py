@@ -103,6 +103,8 @@ def drill(
         "serving-stale-standby",
         "serving-degraded",
         "batch-resume",
+        "zombie-primary",
+        "failback",
         "all",
     ] = "all",
     scope: Literal["az", "region"] | None = None,

@@ -15,29 +15,42 @@ from flows.wiring import open_sites
 from lifeboat.errors import ProviderUnavailable
 from lifeboat.replication import (
     LAG_EVENT,
+    Direction,
     LagLog,
     ReplicationReport,
-    committed_checkpoints,
     default_lag_log,
+    direction,
     loss_log_key,
     replicate_checkpoints,
     retention_for,
-    worth_replicating,
+    sources_to_replicate,
 )
 from providers.orchestrator.prefect_api import emit as emit_event
 from runbooks.loader import load_runbook
 
 
 @task(cache_policy=NO_CACHE)
-def find_sources(rb, primary) -> list:
-    return worth_replicating(rb, committed_checkpoints(primary, rb.checkpoint.layout.value))
+def find_direction(rb, primary, secondary, dry_run: bool) -> Direction:
+    return direction(rb, primary, secondary, dry_run=dry_run)
+
+
+@task(cache_policy=NO_CACHE)
+def find_sources(rb, way: Direction) -> list:
+    return sources_to_replicate(rb, way)
 
 
 @task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=30)
-def copy_checkpoints(rb, primary, secondary, sources, dry_run: bool) -> ReplicationReport:
-    also = [k for k in [loss_log_key(rb)] if k]  # the pre-failure loss log travels with them
+def copy_checkpoints(rb, way: Direction, guard, sources, dry_run: bool) -> ReplicationReport:
+    # the pre-failure loss log travels with the primary's checkpoints
+    also = [k for k in [loss_log_key(rb)] if k] if way.source_role == "primary" else []
     return replicate_checkpoints(
-        primary, secondary, sources, rpo_target=rb.rpo_target, dry_run=dry_run, also=also
+        way.source,
+        way.destination,
+        sources,
+        rpo_target=rb.rpo_target,
+        dry_run=dry_run,
+        guard=guard,
+        also=also,
     )
 
 
@@ -54,8 +67,8 @@ def record_lag(rb, report: ReplicationReport, lag_log: str | None) -> int:
 
 
 @task(cache_policy=NO_CACHE)
-def trim_secondary(rb, primary, secondary, protect: list[str], dry_run: bool):
-    return retention_for(rb, secondary, primary, protect=protect, dry_run=dry_run)
+def trim_standby(rb, way: Direction, protect: list[str], dry_run: bool):
+    return retention_for(rb, way.destination, way.source, protect=protect, dry_run=dry_run)
 
 
 @flow(name="replicate", log_prints=True)
@@ -66,7 +79,9 @@ def replicate(
     protect: list[str] | None = None,
     lag_log: str | None = None,
 ) -> dict:
-    """Replicate a runbook's checkpoints to its secondary store, then apply retention.
+    """Replicate a runbook's checkpoints from its active site to the standby, then apply
+    retention there. The site state decides the direction: after a failover, secondary to
+    primary; a source that stops being active mid-run stops the copy.
 
     Args:
         runbook: Path of the runbook YAML on the worker.
@@ -78,13 +93,22 @@ def replicate(
     """
     rb = load_runbook(runbook)
     primary, secondary = open_sites(rb)
-    summary: dict = {"runbook": rb.name, "copied_bytes": 0, "failed": {}, "lag_exceeded": 0}
+    way = find_direction(rb, primary, secondary, dry_run)
+    guard = way.guard(rb.name, {"primary": primary, "secondary": secondary})
+    print(f"{way.state.describe()}: replicating {way.source.uri} -> {way.destination.uri}")
+    summary: dict = {
+        "runbook": rb.name,
+        "from": way.source_role,
+        "copied_bytes": 0,
+        "failed": {},
+        "lag_exceeded": 0,
+    }
     if not retention_only:
-        report = copy_checkpoints(rb, primary, secondary, find_sources(rb, primary), dry_run)
+        report = copy_checkpoints(rb, way, guard, find_sources(rb, way), dry_run)
         summary.update(copied_bytes=report.bytes_copied, failed=report.failed)
         if not dry_run:
             summary["lag_exceeded"] = record_lag(rb, report, lag_log)
-    retention = trim_secondary(rb, primary, secondary, protect or [], dry_run)
+    retention = trim_standby(rb, way, protect or [], dry_run)
     summary["deleted"] = retention.deleted
     create_markdown_artifact(key=f"replicate-{rb.name}", markdown=_markdown(summary, dry_run))
     if summary["failed"]:  # after lag and retention: the run fails visibly, a rerun resumes

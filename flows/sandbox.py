@@ -69,12 +69,11 @@ def sandboxed(
     if box.root.exists():
         shutil.rmtree(box.root)
     box.root.mkdir(parents=True)
+    # checkpoints go to $LIFEBOAT_STORE (the site it resumes on: the secondary, or the primary
+    # on a failback), the loss log beside them
     command = job.command(
         steps=steps + 2 * every,
         every=every,
-        ckpt_dir=box.secondary,
-        loss_log=box.root / "secondary-loss.jsonl",
-        heartbeat=box.root / "secondary-heartbeat.json",
     )
     weights = []
     for i, uri in enumerate(rb.prestage.weights):

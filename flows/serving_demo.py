@@ -73,7 +73,7 @@ def play(box, *, bad_standby: bool) -> int:
         after = (datetime.now(UTC) - outage).total_seconds()
         say(f"3. confirmed: 2 of 2 signals agree ({'; '.join(evidence)}), {after:.2f} s after the kill")
         ledger = RtoLedger.for_runbook(
-            rb, f"demo-{outage:%Y%m%dT%H%M%S}", drill=True, sink=LedgerFile(), kind="serving"
+            rb, f"demo-{outage:%Y%m%dT%H%M%S}", drill=True, sink=LedgerFile(), table="serving"
         )
         entry = serving_failover(
             serving_settings(rb),

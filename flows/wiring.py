@@ -8,6 +8,7 @@ approval gate, and reads its policy into `FailoverSettings` / `StepSpec`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -228,11 +229,64 @@ def build_steps(
 
 
 def build_ledger(
-    rb: Runbook, *, run_id: str, drill: str | None = None, path: str | Path | None = None
+    rb: Runbook,
+    *,
+    run_id: str,
+    drill: str | None = None,
+    path: str | Path | None = None,
+    kind: str | None = None,
 ) -> RtoLedger:
     """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`)."""
-    kind = "serving" if rb.serving is not None else "training"
-    return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), sink=LedgerFile(path), kind=kind)
+    table = "serving" if rb.serving is not None else "training"
+    return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), kind=kind, table=table, sink=LedgerFile(path))
+
+
+# -- failback ----------------------------------------------------------------------------------
+def swapped(rb: Runbook) -> Runbook:
+    """The runbook with its sites' roles swapped, for a failback: the recovered primary is
+    where the job goes (its infra the only candidate), the failover's cluster on the
+    secondary is the one to stop. The walker and `ProviderSteps` then run unchanged."""
+    doc = rb.model_dump(mode="json")
+    home, away = dict(doc["primary"]), dict(doc["secondary"])
+    away.pop("candidates", None)
+    away["cluster"] = cluster_name(rb)
+    home["candidates"] = [{"infra": rb.primary.infra}]
+    doc["primary"], doc["secondary"] = away, home
+    doc["verify"] = {**doc["verify"], "loss_log": None}  # the failback compares with the DR job's own log
+    view = Runbook.model_validate(doc)
+    view._path = rb._path
+    return view
+
+
+def failback_cluster(rb: Runbook) -> str:
+    """The primary's cluster for a failback: the runbook's, else `<name>-home`."""
+    return rb.primary.cluster or f"{rb.name}-home"
+
+
+def build_failback_steps(
+    rb: Runbook, *, run_id: str, providers: Providers | None = None, drill: str | None = None
+):
+    """`FailbackSteps` over the swapped view: reverse replication, then the failover's steps.
+    A drill's clusters are its own (`cluster_name(rb, drill)`, `<primary cluster>-drill-<id>`)."""
+    from lifeboat.failover.failback import FailbackSteps
+    from lifeboat.replication import replicate_by_site_state
+
+    view = swapped(rb)
+    providers = providers or providers_for(view)
+    spec = dataclasses.replace(spec_for(view, providers), primary_cluster=None, activates="primary")
+
+    def catch_up():  # real roles: the view's secondary is the runbook's primary
+        return replicate_by_site_state(rb, providers.secondary, providers.primary)
+
+    return FailbackSteps(
+        spec,
+        providers,
+        run_id=run_id,
+        cluster=failback_cluster(rb) + (f"-drill-{drill}" if drill else ""),
+        standby_cluster=cluster_name(rb, drill),
+        catch_up=catch_up,
+        stop_timeout_s=max(2 * rb.checkpoint.cadence.total_seconds(), 10.0),
+    )
 
 
 def build_gate(rb: Runbook, *, console: str = "wait"):

@@ -30,6 +30,8 @@ from lifeboat.checkpoints.manifest import MANIFEST_NAME, iter_manifest
 from lifeboat.checkpoints.receipt import RECEIPT_NAME, iter_receipt
 from lifeboat.crc32c import crc32c
 from lifeboat.errors import ConfigError, NotFound, ProviderUnavailable
+from lifeboat.fencing import COMMIT_MARKER
+from lifeboat.sitestate import lineage_problem, read_marker
 from providers.storage.base import ObjectInfo, Store
 
 BATCH = 256  # objects compared per batch: bounds memory and in-flight requests
@@ -37,15 +39,17 @@ MAX_PROBLEMS = 10  # details kept per rejected checkpoint
 _PLAIN_MD5 = re.compile(r"^[0-9a-f]{32}$")
 
 # Rejection kinds, most decisive first.
-MISSING, SIZE, CRC, INCOMPLETE, BAD_METADATA, UNVERIFIABLE = (
+MISSING, SIZE, CRC, INCOMPLETE, BAD_METADATA, UNVERIFIABLE, LINEAGE = (
     "missing shard",
     "size mismatch",
     "crc mismatch",
     "incomplete layout",
     "bad metadata",
     "unverifiable",
+    "not the active lineage",
 )
-_ORDER = {MISSING: 0, SIZE: 1, CRC: 2, INCOMPLETE: 3, BAD_METADATA: 4, UNVERIFIABLE: 5}
+_ORDER = {LINEAGE: -1, MISSING: 0, SIZE: 1, CRC: 2, INCOMPLETE: 3, BAD_METADATA: 4, UNVERIFIABLE: 5}
+AUTO = "auto"  # read the site state's lease from the stores
 
 
 class StoreUnavailable(ProviderUnavailable):
@@ -69,7 +73,7 @@ class Certified:
 class Rejection:
     step: int
     uri: str
-    reason: str  # one of MISSING, SIZE, CRC, INCOMPLETE, UNVERIFIABLE
+    reason: str  # one of MISSING, SIZE, CRC, INCOMPLETE, UNVERIFIABLE, LINEAGE
     detail: str  # the first problem, e.g. "missing shard step_12/shard-3.bin"
     problems: tuple[str, ...] = ()  # up to MAX_PROBLEMS of them
     more: int = 0  # problems not listed
@@ -165,8 +169,9 @@ class _Expected:
 
 
 class _Certifier:
-    def __init__(self, replica, source, *, layout, at, deep, stream, max_workers, cache_limit):
+    def __init__(self, replica, source, *, layout, at, deep, stream, max_workers, cache_limit, lease=AUTO):
         self.calls: Counter[str] = Counter()
+        self._lease, self._stores = lease, (replica, source)
         self._lock = threading.Lock()
         self.replica = _Counted(replica, "replica", self.calls, self._lock)
         self.source = _Counted(source, "source", self.calls, self._lock) if source is not None else None
@@ -176,6 +181,13 @@ class _Certifier:
         self.source_error: str | None = None
         self.methods: Counter[str] = Counter()
         self.notes: list[str] = []
+
+    @property
+    def lease(self):
+        """The site state's lease, read once when the first checkpoint is judged."""
+        if self._lease == AUTO:
+            self._lease = _site_lease(*self._stores)
+        return self._lease
 
     # -- reading ----------------------------------------------------------------------
 
@@ -282,8 +294,12 @@ class _Certifier:
             return self._verify(ckpt)
         if problems:
             return self._reject(ckpt, problems, total)
-        self.methods.update(methods)
         written, basis = self._written_at(ckpt, src_dir, manifest.opened if manifest else None)
+        if self.lease is not None:
+            marker = read_marker(self.replica, ckpt.name) if COMMIT_MARKER in ckpt.markers else None
+            if why := lineage_problem(ckpt.name, marker, self.lease, written):
+                return self._reject(ckpt, [(LINEAGE, why)], 1)
+        self.methods.update(methods)
         return Certified(ckpt.step, self._uri(ckpt), written, basis, dict(methods))
 
     def _written_at(self, ckpt, src_dir, manifest_header) -> tuple[datetime, str]:
@@ -533,6 +549,16 @@ class _ReceiptFiller:
             return None
 
 
+def _site_lease(replica: Store, source: Store | None):
+    """The site state's lease, newest of both stores (None: never fenced or unreadable)."""
+    from lifeboat.sitestate import read_site_state
+
+    try:
+        return read_site_state({"replica": replica, "source": source}).lease
+    except ProviderUnavailable:
+        return None
+
+
 def _same_md5_etag(a: str | None, b: str | None) -> bool:
     return bool(a and a == b and _PLAIN_MD5.match(a))
 
@@ -548,6 +574,7 @@ def certify_replica(
     max_workers: int = 16,
     cache_limit: int = 20_000,
     older_than: int | None = None,
+    lease=AUTO,
 ) -> CertifyReport:
     """Find the newest checkpoint on `replica` that is safe to resume from.
 
@@ -555,7 +582,9 @@ def certify_replica(
     mode says so). `at` is the reference time for RPO (the outage; default now). `deep`
     streams every object; `stream=False` refuses to read shard bytes, so objects without a
     comparable checksum reject their checkpoint as unverifiable. `older_than=step` looks
-    only at checkpoints below that step (rolling back past one that failed to resume)."""
+    only at checkpoints below that step (rolling back past one that failed to resume).
+    `lease` is the site state's lease (default: read from both stores, newest epoch wins):
+    a checkpoint not committed by the active lineage is rejected (`lifeboat.sitestate`)."""
     at = at or datetime.now(UTC)
     c = _Certifier(
         replica,
@@ -566,6 +595,7 @@ def certify_replica(
         stream=stream,
         max_workers=max_workers,
         cache_limit=cache_limit,
+        lease=lease,
     )
     c.older_than = older_than
     outcomes = []
@@ -585,6 +615,7 @@ def certified_checkpoints(
     stream: bool = True,
     found: Discovery | None = None,
     source_found: Discovery | None = None,
+    lease=AUTO,
 ) -> Iterator[Certified]:
     """Every certified checkpoint on the replica, newest first (for retention, and for
     rolling back to the previous certified one). `found` / `source_found`: discoveries of
@@ -599,6 +630,7 @@ def certified_checkpoints(
         stream=stream,
         max_workers=16,
         cache_limit=20_000,
+        lease=lease,
     )
     c.given = (found, source_found)
     for outcome in c.run():

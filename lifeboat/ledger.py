@@ -69,8 +69,13 @@ class LedgerEntry(BaseModel):
 
     runbook: str
     run_id: str
-    kind: str = Field("training", description="Which step table: training (the failover graph) or serving.")
+    table: str = Field("training", description="Which step table: training (the failover graph) or serving.")
     drill: bool = Field(False, description="A rehearsal, not a real outage.")
+    kind: str = Field(
+        "failover",
+        description="failover, failback (back to the recovered primary) or drill. For a failback the "
+        "outage_start milestone is when it was asked for.",
+    )
     rto_target: timedelta
     rpo_target: timedelta
     phases: dict[str, datetime] = Field(default_factory=dict, description="Milestone -> when reached.")
@@ -135,7 +140,7 @@ class LedgerEntry(BaseModel):
 
     def span(self, end_phase: str) -> tuple[datetime, datetime] | None:
         """(start, end) of the step that reaches `end_phase`, for the timeline."""
-        step = next((s for s in steps_for(self.kind) if s.milestone == end_phase), None)
+        step = next((s for s in steps_for(self.table) if s.milestone == end_phase), None)
         if step is None:
             return None
         stop = self.phases.get(end_phase)
@@ -145,7 +150,7 @@ class LedgerEntry(BaseModel):
     def start_of(self, step) -> datetime | None:
         """When a step began by default: its own start milestone, else the latest end of the
         steps it waits for (the graph's own order; early provisioning's variant where it ran)."""
-        by_name = {s.name: s for s in steps_for(self.kind)}
+        by_name = {s.name: s for s in steps_for(self.table)}
         if step.starts_at:
             return self.phases.get(step.starts_at)
         ends = [self.phases.get(by_name[d].milestone) for d in step.after if d in by_name]
@@ -173,15 +178,17 @@ class RtoLedger:
         rto_target: timedelta,
         rpo_target: timedelta,
         drill: bool = False,
+        kind: str | None = None,
         sink: LedgerFile | LedgerStore | None = None,
         clock: Callable[[], datetime] = _utcnow,
-        kind: str = "training",
+        table: str = "training",
     ):
         self.entry = LedgerEntry(
             runbook=runbook,
             run_id=run_id,
-            kind=kind,
             drill=drill,
+            kind=kind or ("drill" if drill else "failover"),
+            table=table,
             rto_target=rto_target,
             rpo_target=rpo_target,
         )

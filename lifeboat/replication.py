@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from lifeboat.errors import LifeboatError, NotFound, WriteFailed
+from lifeboat.errors import LifeboatError, NotFound, ProviderUnavailable, WriteFailed
 from lifeboat.retention import StoredCheckpoint, plan_retention
+from lifeboat.sitestate import SiteState, mirror, read_site_state, require_active
 from lifeboat.transfer import (
     DEFAULT_CONCURRENCY,
     Progress,
@@ -128,6 +129,7 @@ def replicate_checkpoints(
     retry: RetryPolicy | None = None,
     dry_run: bool = False,
     trust_committed: bool = True,
+    guard: Callable[[], None] | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     also: Iterable[str] = (),
 ) -> ReplicationReport:
@@ -136,10 +138,14 @@ def replicate_checkpoints(
     A failure on one checkpoint does not stop the older ones; it is reported in `failed`
     and with a not-complete lag record. `progress(checkpoint)` may return a Progress.
     `trust_committed=False` compares every object of already-committed replicas again.
-    `also`: keys copied after the checkpoints and pointers (the pre-failure loss log)."""
+    `also`: keys copied after the checkpoints and pointers (the pre-failure loss log).
+    `guard()` runs before each checkpoint and raises (`RolesFlipped`) to stop the copy when
+    the source is no longer the active site (`direction`)."""
     report = ReplicationReport(dry_run=dry_run)
     checkpoints = list(checkpoints)
     for ckpt in sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True):
+        if guard is not None:
+            guard()
         try:
             transfer = copy_prefix(
                 primary,
@@ -275,6 +281,42 @@ def loss_log_for_failover(rb) -> str | None:
     return rb.store_uri(rb.secondary.store).rstrip("/") + "/" + key
 
 
+@dataclass(frozen=True)
+class Direction:
+    """Which way replication goes now: from the active site to the standby."""
+
+    source_role: str  # "primary" or "secondary"
+    source: Store
+    destination: Store
+    state: SiteState
+    mirrored: tuple[str, ...] = ()  # stores that missed a fence and were given the record now
+
+    def guard(self, runbook: str, stores: dict[str, Store | None]) -> Callable[[], None]:
+        """A check to run before each checkpoint: the source must still be the active site."""
+        return lambda: require_active(read_site_state(stores), self.source_role, runbook)
+
+
+def direction(
+    rb, primary: Store | None, secondary: Store | None, *, source: str = "active", dry_run=False
+) -> Direction:
+    """Replication's direction by the site state (both stores, newest epoch wins).
+
+    A store that missed a fence (it was down: a zombie primary's) is given the newest record
+    first, conditionally, so its writers' next guarded commit stops them (not in a dry run).
+    `source` pins the source site: `RolesFlipped` (one line) when it is not the active one."""
+    stores = {"primary": primary, "secondary": secondary}
+    state = read_site_state(stores)
+    mirrored = () if dry_run else tuple(mirror(state, stores))
+    role = state.active if source == "active" else source
+    require_active(state, role, rb.name)
+    src, dst = stores[role], stores["secondary" if role == "primary" else "primary"]
+    if src is None or dst is None:
+        raise ProviderUnavailable(
+            f"{rb.name}: the {role if src is None else 'standby'} store cannot be opened"
+        )
+    return Direction(role, src, dst, state, mirrored)
+
+
 def default_lag_log(rb) -> Path:
     """`.lifeboat/<runbook name>/replication-lag.jsonl` under the working directory."""
     return Path(".lifeboat") / rb.name / "replication-lag.jsonl"
@@ -317,10 +359,31 @@ def failover_checkpoints(rb, secondary: Store, ledger_file: str | Path | None = 
     return found
 
 
+def foreign_checkpoints(
+    store: Store, other: Store | None, layout: str = "auto", found=None
+) -> dict[str, str]:
+    """Checkpoints in `store` that are not of the active lineage (the site state read from
+    `store` and `other`): prefix -> why. Empty when the job was never fenced. `found`: the
+    discovery of `store` already taken."""
+    from lifeboat.checkpoints.layouts import discover
+    from lifeboat.fencing import COMMIT_MARKER
+    from lifeboat.sitestate import lineage_problem, read_marker, read_site_state
+
+    lease = read_site_state({"store": store, "other": other}).lease
+    if lease is None:
+        return {}
+    out = {}
+    for d in (found or discover(store, layout)).checkpoints:
+        marker = read_marker(store, d.name) if COMMIT_MARKER in d.markers else None
+        if why := lineage_problem(d.name, marker, lease, d.newest):
+            out[d.name] = why
+    return out
+
+
 def retention_protections(rb, secondary: Store, protect: Iterable[str] = ()) -> dict[str, str]:
     """Prefix -> why, for checkpoints retention must keep whatever the policy says: those an
-    in-progress failover resumes from, and `--protect` ones. (The seam for more reasons,
-    such as the active lineage.)"""
+    in-progress failover resumes from, and `--protect` ones (a fenced-out lineage's are kept
+    by `foreign_checkpoints`)."""
     protected = failover_checkpoints(rb, secondary)
     protected.update(dict.fromkeys((p.strip("/") for p in protect), "protected: named with --protect"))
     return protected
@@ -363,6 +426,7 @@ def retention_for(
         keep_every=rb.checkpoint.retention.keep_every,
         protected=retention_protections(rb, secondary, protect),
         certifiable=good,
+        foreign=foreign_checkpoints(secondary, primary, layout, found),
     )
     return apply_retention(secondary, verdicts, dry_run=dry_run)
 
@@ -373,3 +437,35 @@ def worth_replicating(rb, sources: Iterable[StoredCheckpoint]) -> list[StoredChe
     retention = rb.checkpoint.retention
     verdicts = plan_retention(sources, keep_last=retention.keep_last, keep_every=retention.keep_every)
     return [v.checkpoint for v in verdicts if v.keep]
+
+
+def sources_to_replicate(rb, way: Direction, found=None) -> list[StoredCheckpoint]:
+    """The source's committed checkpoints of the active lineage that retention would keep.
+    `found`: the discovery of the source already taken (it is listed once per run)."""
+    from lifeboat.checkpoints.layouts import discover
+
+    layout = rb.checkpoint.layout.value
+    found = found or discover(way.source, layout)
+    foreign = foreign_checkpoints(way.source, way.destination, layout, found)
+    committed = [
+        c for c in committed_checkpoints(way.source, layout, found) if c.prefix.strip("/") not in foreign
+    ]
+    return worth_replicating(rb, committed)
+
+
+def replicate_by_site_state(
+    rb, primary: Store | None, secondary: Store | None, *, dry_run: bool = False
+) -> tuple[Direction, ReplicationReport]:
+    """One replication pass the way the site state says, outside Prefect (a failback's
+    catch-up, the demo): the `replicate` flow's copy without its lag events and retention."""
+    way = direction(rb, primary, secondary, dry_run=dry_run)
+    report = replicate_checkpoints(
+        way.source,
+        way.destination,
+        sources_to_replicate(rb, way),
+        rpo_target=rb.rpo_target,
+        dry_run=dry_run,
+        guard=way.guard(rb.name, {"primary": primary, "secondary": secondary}),
+        also=[k for k in [loss_log_key(rb)] if k] if way.source_role == "primary" else [],
+    )
+    return way, report

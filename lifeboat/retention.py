@@ -56,23 +56,33 @@ def plan_retention(
     keep_every: int | None = None,
     protected: Mapping[str, str] | Iterable[str] = (),
     certifiable: Iterable[str] | None = None,
+    foreign: Mapping[str, str] | None = None,
 ) -> list[Verdict]:
     """One verdict per checkpoint, newest step first.
 
     `protected` maps prefix -> why (e.g. "resumed by failover run X"), or is a plain set of
     prefixes. `certifiable` (prefixes, see the module docstring) makes `keep_last` count
-    certifiable checkpoints; None counts complete ones (the primary's view)."""
+    certifiable checkpoints; None counts complete ones (the primary's view). `foreign` maps
+    prefix -> why for checkpoints that are not of the active lineage (a fenced-out writer's):
+    they never count toward `keep_last`, so they cannot push the active lineage's checkpoints
+    out, and are left for inspection."""
     if keep_last < 1:
         raise ValueError("keep_last must be at least 1: retention never deletes every checkpoint")
     why = dict(protected) if isinstance(protected, Mapping) else dict.fromkeys(protected, "protected")
     why = {p.strip("/"): reason for p, reason in why.items()}
     good = None if certifiable is None else {p.strip("/") for p in certifiable}
+    foreign = {p.strip("/"): reason for p, reason in (foreign or {}).items()}
     ordered = sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True)
     if good is not None and not good:
         return [Verdict(c, True, "nothing certifiable: retention deletes nothing") for c in ordered]
     verdicts, counted = [], 0
     for ckpt in ordered:
         prefix = ckpt.prefix.strip("/")
+        if prefix in foreign:
+            verdicts.append(
+                Verdict(ckpt, True, f"not the active lineage, never certified: {foreign[prefix]}")
+            )
+            continue
         counts = ckpt.complete if good is None else prefix in good
         if prefix in why:
             verdict = Verdict(ckpt, True, why[prefix])

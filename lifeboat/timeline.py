@@ -42,7 +42,7 @@ def _offset(entry: LedgerEntry, at: datetime | None) -> str:
 
 def _order(entry: LedgerEntry) -> list[str]:
     """The entry's milestones in its step table's order, then any others the ledger knows."""
-    own = ["outage_start", *(m for s in steps_for(entry.kind) for m in (*s.marks, s.milestone))]
+    own = ["outage_start", *(m for s in steps_for(entry.table) for m in (*s.marks, s.milestone))]
     return own + [p for p in PHASES if p not in own]
 
 
@@ -149,7 +149,7 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
     origin = entry.phases.get("outage_start") or min(entry.phases.values(), default=None)
     if origin is None:
         raise ValueError(f"run {entry.run_id} has no recorded phase to draw")
-    steps = steps_for(entry.kind)
+    steps = steps_for(entry.table)
     bars = [(s.label, entry.span(s.milestone)) for s in steps]
     bars = [(label, span) for label, span in bars if span]
     if entry.client and entry.client.first_error and entry.client.first_good_after:

@@ -63,6 +63,7 @@ COMMIT_ORDER = (
     ".metadata",  # PyTorch DCP, written last by rank 0
     "latest_checkpointed_iteration.txt",  # Megatron / NeMo pointer to iter_NNNNNNN/
     "latest",  # DeepSpeed pointer to global_stepN/
+    "lifeboat-commit.json",  # guarded-commit marker (lifeboat.fencing.COMMIT_MARKER), before the manifest
     "lifeboat-manifest.json",  # Lifeboat manifest (lifeboat.checkpoints.manifest.MANIFEST_NAME)
 )
 

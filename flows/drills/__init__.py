@@ -20,6 +20,12 @@ Each kind is two halves: how to inject its fault into a sandboxed copy of the ru
                        (abort -> aborted, proceed -> completed) and the trail is recorded
     stale-primary      after fencing, the old primary (old epoch) tries to commit: refused,
                        and the secondary's checkpoints are untouched
+    zombie-primary     the fence cannot reach the primary's store (a partition); the old
+                       primary keeps committing there: replication from it is refused, the
+                       site state reaches its store and stops it, its checkpoint never certifies
+    failback           after the failover, the failback flow's steps bring the job home:
+                       kind `failback` in the ledger, the primary active on both stores,
+                       replication primary -> secondary again
 
 and, for the inference classes (`flows/drills/serving.py`): serving-kill,
 serving-stale-standby, serving-degraded (realtime runbooks) and batch-resume.
@@ -62,6 +68,12 @@ from flows.drills.detection import (
     verify_gpu_fault,
     verify_process_kill,
 )
+from flows.drills.lineage import (
+    prepare_failback,
+    prepare_zombie_primary,
+    verify_failback,
+    verify_zombie_primary,
+)
 from flows.drills.policy import (
     prepare_approval_timeout,
     prepare_stale_primary,
@@ -88,6 +100,8 @@ DRILLS: dict[str, Drill] = {
     "corrupted-replica": Drill(prepare_corrupted_replica, verify_corrupted_replica),
     "approval-timeout": Drill(prepare_approval_timeout, verify_approval_timeout),
     "stale-primary": Drill(prepare_stale_primary, verify_stale_primary),
+    "zombie-primary": Drill(prepare_zombie_primary, verify_zombie_primary),
+    "failback": Drill(prepare_failback, verify_failback),
 }
 
 

@@ -22,6 +22,8 @@ KINDS = (
     "corrupted-replica",
     "approval-timeout",
     "stale-primary",
+    "zombie-primary",
+    "failback",
 )
 SCOPES = ("az", "region")
 TRAINER_KINDS = {"numpy": KINDS, "torch": ("process-kill",)}  # the kinds each sandbox job drills

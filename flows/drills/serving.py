@@ -112,7 +112,7 @@ def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], s
             Check("traffic reverted on the error rate", reverted, entry.notes.get("reverted", entry.outcome))
         )
         checks.append(Check("weights back as before the switch", after == before, str(after)))
-    checks.append(Check("ledger entry marked as a drill", entry.drill and entry.kind == "serving"))
+    checks.append(Check("ledger entry marked as a drill", entry.drill and entry.table == "serving"))
     return checks, entry.outcome
 
 

@@ -26,6 +26,7 @@ from lifeboat.checkpoints.manifest import MANIFEST_NAME
 from lifeboat.checkpoints.protocols import HF_INDEX, incomplete_reason  # noqa: F401 (callers import it here)
 from lifeboat.checkpoints.receipt import RECEIPT_NAME
 from lifeboat.errors import ConfigError, NotFound
+from lifeboat.fencing import COMMIT_MARKER
 from providers.storage.base import ObjectInfo, Store
 
 LAYOUTS = ("dcp", "deepspeed", "megatron", "hf", "hf-weights", "manifest")
@@ -37,6 +38,7 @@ _MARKERS = {
     "trainer_state.json",
     MANIFEST_NAME,
     RECEIPT_NAME,
+    COMMIT_MARKER,
     "metadata.json",
     "common.pt",
     "config.json",

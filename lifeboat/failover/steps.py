@@ -57,6 +57,7 @@ class StepSpec:
     prestage: Callable[[], PrestageReadiness]  # stage weights, then check readiness
     loss_log: Callable[[], str] | None = None  # the pre-failure loss log's text
     primary_cluster: str | None = None  # the primary job's cluster, stopped when fencing
+    activates: str = "secondary"  # the site the fence makes active (a failback: "primary")
 
 
 class ProviderSteps:
@@ -81,19 +82,27 @@ class ProviderSteps:
         self.outage_started_at, self.detected_at = outage_started_at, detected_at
         self.evidence, self.force, self.clock, self.poll_s = tuple(evidence or ()), force, clock, poll_s
         self.expected_epoch: int | None = None  # read by confirm()
+        self.epoch: int | None = None  # the epoch the fence took; the resumed job writes under it
+
+    def site_state(self):
+        """The site state, newest of both stores (`lifeboat.sitestate`)."""
+        from lifeboat.sitestate import read_site_state
+
+        return read_site_state({"primary": self.p.primary, "secondary": self.p.secondary})
 
     def confirm(self) -> Confirmation:
-        from lifeboat.fencing import read_lease
-
         # The epoch seen at confirmation: if another failover fences first, ours stops
         # instead of fencing *it* out.
-        current = read_lease(self.p.secondary)
-        self.expected_epoch = current[0].epoch if current else 0
-        if current and current[0].run_id != self.run_id and current[0].holder == f"lifeboat:{self.cluster}":
-            lease = current[0]
+        state = self.site_state()
+        self.expected_epoch = state.epoch
+        lease = state.lease
+        already = (
+            lease is not None and lease.run_id != self.run_id and lease.holder == f"lifeboat:{self.cluster}"
+        )
+        if already and lease.active == self.spec.activates:
             raise StandDown(
-                f"already failed over to {self.cluster} by run {lease.run_id} (epoch {lease.epoch}, "
-                f"{lease.acquired_at:%Y-%m-%d %H:%M:%S}Z): nothing to do until a failback"
+                f"already moved to {self.cluster} by run {lease.run_id} (epoch {lease.epoch}, "
+                f"{lease.acquired_at:%Y-%m-%d %H:%M:%S}Z): nothing to do until the roles change again"
             )
         now = self.clock()
         if self.evidence:  # the watch flow's quorum already confirmed it
@@ -110,12 +119,9 @@ class ProviderSteps:
         return Confirmation(start, self.detected_at or now, lines)
 
     def recheck(self, step: str) -> None:
-        from lifeboat.fencing import read_lease
-
-        current = read_lease(self.p.secondary)
-        if current is None or current[0].run_id == self.run_id:
+        lease = self.site_state().lease
+        if lease is None or lease.run_id == self.run_id:
             return
-        lease = current[0]
         if self.expected_epoch is not None and lease.epoch != self.expected_epoch:
             raise StandDown(
                 f"before {step}: failover run {lease.run_id} took the job (epoch {lease.epoch}, "
@@ -132,9 +138,11 @@ class ProviderSteps:
                 run_id=self.run_id,
                 holder=f"lifeboat:{self.cluster}",
                 expect_epoch=self.expected_epoch,
+                active=self.spec.activates,
             )
-        except StopFailover as e:  # another failover moved the lease first: it has the job
+        except StopFailover as e:  # another run moved the lease first: it has the job
             raise StandDown(str(e)) from None
+        self.epoch = lease.epoch
         stores = (self.p.secondary.uri,) + ((self.p.primary.uri,) if on_primary else ())
         stopped = False
         if self.spec.primary_cluster:
@@ -187,7 +195,7 @@ class ProviderSteps:
     def resume(self, cluster: Provisioned, checkpoint: CertifyReport) -> Resumed:
         started = self.clock()
         ckpt = checkpoint.certified
-        self.p.compute.run(cluster.cluster, self.spec.job(ckpt.uri))
+        self.p.compute.run(cluster.cluster, self.job(ckpt.uri))
         first = wait_first_step(
             lambda: self.p.compute.logs(cluster.cluster),
             ckpt.step,
@@ -198,6 +206,16 @@ class ProviderSteps:
         loaded = parse_loaded(self.p.compute.logs(cluster.cluster))
         loaded_at = loaded[1] if loaded and loaded[0] == ckpt.step else started
         return Resumed(max(loaded_at, started), first.at, first.step)
+
+    def job(self, checkpoint_uri: str) -> JobSpec:
+        """The job to start, told the epoch it commits under (`LIFEBOAT_EPOCH`) and its store
+        (`LIFEBOAT_STORE`): `lifeboat.commit.commit_or_exit` reads both."""
+        job = self.spec.job(checkpoint_uri)
+        epoch = self.epoch if self.epoch is not None else self.site_state().epoch
+        env = {**job.env, "LIFEBOAT_EPOCH": str(epoch)}
+        if job.store_uri:
+            env["LIFEBOAT_STORE"] = job.store_uri
+        return dataclasses.replace(job, env=env)
 
     def prove(self, cluster: Provisioned, checkpoint: CertifyReport) -> ParityResult:
         s, step = self.spec, checkpoint.certified.step

@@ -69,8 +69,10 @@ class Trainer:
         seed: int = 0,
         heartbeat: str | Path | None = None,
         echo: bool = False,
+        epoch: int = 0,
     ):
         self.ckpt_dir = Path(ckpt_dir)
+        self.epoch = epoch  # the lease epoch its commits are made under (lifeboat.fencing)
         self.loss_log = Path(loss_log)
         self.heartbeat = Path(heartbeat) if heartbeat else self.ckpt_dir / "heartbeat.json"
         self.seed = seed
@@ -103,7 +105,11 @@ class Trainer:
         return loss
 
     def save(self, state: TrainerState) -> Path:
-        """Write shards, then commit with the manifest (the commit point)."""
+        """Write shards, commit through the guarded commit (`StopFailover` when a failover
+        fenced this writer out: nothing more is written), then the manifest."""
+        from lifeboat.commit import commit_checkpoint
+        from providers.storage.local import LocalStore
+
         d = self.ckpt_dir / checkpoint_name(state.step)
         if d.exists():  # left by an older lineage (a run we resumed before it): ours replaces it
             shutil.rmtree(d)
@@ -113,6 +119,7 @@ class Trainer:
                 np.save(f, arr)
                 f.flush()
                 os.fsync(f.fileno())
+        commit_checkpoint(LocalStore(self.ckpt_dir), d.name, state.step, self.epoch)
         write_manifest(d, state.step)
         return d
 

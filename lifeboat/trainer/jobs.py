@@ -42,16 +42,21 @@ class TrainerJob:
         *,
         steps: int,
         every: int,
-        ckpt_dir: str | Path,
-        loss_log: str | Path,
+        ckpt_dir: str | Path | None = None,
+        loss_log: str | Path | None = None,
         heartbeat: str | Path | None = None,
         step_seconds: float = 0.0,
         resume: str | None = None,
         python: str = sys.executable,
     ) -> list[str]:
-        """The command line of a run (`python` first: the job's environment)."""
+        """The command line of a run (`python` first: the job's environment). Without
+        `ckpt_dir` the checkpoints go to $LIFEBOAT_STORE (the site a failover resumes on) and the
+        loss log beside them."""
         args = [python, *self.launcher, "--steps", str(steps), "--every", str(every)]
-        args += ["--ckpt-dir", str(ckpt_dir), "--loss-log", str(loss_log)]
+        if ckpt_dir is not None:
+            args += ["--ckpt-dir", str(ckpt_dir)]
+        if loss_log is not None:
+            args += ["--loss-log", str(loss_log)]
         if heartbeat is not None:
             args += ["--heartbeat", str(heartbeat)]
         if step_seconds:

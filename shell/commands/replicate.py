@@ -15,13 +15,22 @@ def register(subparsers) -> None:
         "replicate",
         help=COMMANDS["replicate"],
         description=(
-            "Copy the primary's committed checkpoints to the secondary store, newest first: only "
+            "Copy the active site's committed checkpoints to the standby's store, newest first: only "
             "what is missing or differs (size + CRC32C), verified end to end, commit marker last. "
-            "Then delete what the runbook's retention drops (never the newest certified checkpoint). "
-            "Exit 1 when a checkpoint failed to replicate (a rerun resumes it)."
+            "The site state decides the direction (primary to secondary until a failover, then back). "
+            "Then delete what the runbook's retention drops on the standby (never the newest certified "
+            "checkpoint, never for a fenced-out lineage). Exit 1 when a checkpoint failed to replicate "
+            "(a rerun resumes it); a source that is not the active site is refused in one line."
         ),
     )
     p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
+    p.add_argument(
+        "--from",
+        dest="source",
+        choices=("active", "primary", "secondary"),
+        default="active",
+        help="the site to copy from: refused unless it is the active one (default: the active one)",
+    )
     p.add_argument(
         "--dry-run", action="store_true", help="list what would be copied and deleted; change nothing"
     )
@@ -58,11 +67,11 @@ def run(args) -> int:
     from lifeboat.errors import ConfigError
     from lifeboat.replication import (
         LagLog,
-        committed_checkpoints,
         default_lag_log,
+        direction,
         loss_log_key,
         replicate_checkpoints,
-        worth_replicating,
+        sources_to_replicate,
     )
     from runbooks.loader import load_runbook
 
@@ -70,26 +79,34 @@ def run(args) -> int:
         raise ConfigError(f"--concurrency must be at least 1, not {args.concurrency}")
     rb = load_runbook(args.runbook)
     primary, secondary = open_sites(rb)
+    way = direction(rb, primary, secondary, source=args.source, dry_run=args.dry_run)
+    guard = way.guard(rb.name, {"primary": primary, "secondary": secondary})
+    print(f"{way.state.describe()}: {way.source.uri} -> {way.destination.uri}")
+    for uri in way.mirrored:
+        print(
+            f"{uri}: had missed a fence; now at epoch {way.state.epoch} (its writers stop at their next commit)"
+        )
     failed, found = False, None
     if not args.retention_only:
         from lifeboat.checkpoints.layouts import discover
 
-        found = discover(primary, rb.checkpoint.layout.value)  # also certification's view of the primary
-        sources = worth_replicating(rb, committed_checkpoints(primary, rb.checkpoint.layout.value, found))
+        found = discover(way.source, rb.checkpoint.layout.value)  # also certification's view of the source
+        sources = sources_to_replicate(rb, way, found)
         if not sources:
-            print(f"{primary.uri}: no committed checkpoint to replicate")
+            print(f"{way.source.uri}: no committed checkpoint to replicate")
         show = (sys.stderr.isatty() if args.progress is None else args.progress) and not args.dry_run
         with _bars(show) as bars:
             report = replicate_checkpoints(
-                primary,
-                secondary,
+                way.source,
+                way.destination,
                 sources,
                 rpo_target=rb.rpo_target,
                 concurrency=args.concurrency,
                 progress=bars,
                 dry_run=args.dry_run,
                 trust_committed=not args.recheck,
-                also=[k for k in [loss_log_key(rb)] if k],
+                guard=guard,
+                also=[k for k in [loss_log_key(rb)] if k] if way.source_role == "primary" else [],
             )
         for t in report.transfers:
             _print_transfer(t, args.dry_run)
@@ -107,15 +124,20 @@ def run(args) -> int:
             )
         if not args.dry_run:
             LagLog(args.lag_log or default_lag_log(rb)).append(report.lags)
-    _retention(rb, primary, secondary, args, found)
+    _retention(rb, way, args, found)
     return 1 if failed else 0
 
 
-def _retention(rb, primary, secondary, args, primary_found) -> None:
+def _retention(rb, way, args, source_found) -> None:
     from lifeboat.replication import retention_for
 
     result = retention_for(
-        rb, secondary, primary, protect=args.protect, dry_run=args.dry_run, primary_found=primary_found
+        rb,
+        way.destination,
+        way.source,
+        protect=args.protect,
+        dry_run=args.dry_run,
+        primary_found=source_found,
     )
     verb = "would delete" if args.dry_run else "deleted"
     for v in result.verdicts:

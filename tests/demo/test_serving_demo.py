@@ -18,7 +18,7 @@ def test_serving_demo_moves_traffic_to_the_verified_standby_within_the_target(mo
     assert "SIGKILL the primary model server" in out and "confirmed: 2 of 2 signals agree" in out
     assert "client-visible error window" in out and ": met;" in out and "demo passed" in out
     (entry,) = LedgerFile(tmp_path / "ledger.jsonl").read("demo-serving")
-    assert entry.kind == "serving" and entry.outcome == "completed" and entry.drill
+    assert entry.table == "serving" and entry.outcome == "completed" and entry.drill
     assert entry.client.errors >= 1 and entry.client.window.total_seconds() <= 10
     assert {"standby_verified", "first_step", "watch_passed"} <= set(entry.phases)
 

@@ -26,6 +26,7 @@ TORCH_MISSING = TRAINERS["torch"].missing()
         ("corrupted-replica", None),
         ("approval-timeout", None),
         ("stale-primary", None),
+        ("zombie-primary", None),
     ],
 )
 def test_drill_passes_on_the_demo_runbook(prefect_server, workdir, kind, scope):
@@ -36,6 +37,17 @@ def test_drill_passes_on_the_demo_runbook(prefect_server, workdir, kind, scope):
     assert len(result["checks"]) >= 4  # the kind's own checks, plus ledger mark and teardown
     (entry,) = LedgerFile(workdir / "ledger.jsonl").read("demo")
     assert entry.drill and entry.notes["drill"] == kind and entry.run_id == result["run_id"]
+    assert list(workdir.glob(".lifeboat/sandbox/*/.lifeboat/clusters/*/state.json")) == []
+
+
+def test_failback_drill_fails_over_then_back_and_records_both(prefect_server, workdir):
+    (result,) = drill(str(DEMO), kind="failback")
+
+    assert result["passed"], [c for c in result["checks"] if not c[1]]
+    entries = LedgerFile(workdir / "ledger.jsonl").read("demo")
+    assert sorted(e.kind for e in entries) == ["drill", "failback"]
+    back = next(e for e in entries if e.kind == "failback")
+    assert back.drill and back.outcome == "completed" and back.rto is not None and back.rpo is not None
     assert list(workdir.glob(".lifeboat/sandbox/*/.lifeboat/clusters/*/state.json")) == []
 
 

@@ -48,3 +48,15 @@ def test_a_concurrent_second_failover_stands_down_instead_of_fencing_out_the_fir
         late.fence()
     lease, _ = read_lease(world[1].secondary)
     assert (lease.epoch, lease.run_id) == (1, "run-A")
+
+
+def test_the_fence_step_makes_the_secondary_active_on_both_stores_and_the_job_writes_under_it(world):
+    from lifeboat.sitestate import read_site_state
+
+    rb, providers = world
+    steps = steps_for(world, "run-A")
+    fenced = steps.fence()
+    state = read_site_state({"primary": providers.primary, "secondary": providers.secondary})
+    assert (state.lineage, state.stale, len(fenced.stores)) == ("secondary@1", (), 2)
+    job = steps.job("file:///ckpt/step-00000040")
+    assert job.env["LIFEBOAT_EPOCH"] == "1" and job.env["LIFEBOAT_STORE"] == providers.secondary.uri

@@ -64,34 +64,67 @@ def test_a_commit_marker_is_written_only_once(store):
         guarded_commit(store, "ckpt/step-100/COMMIT", my_epoch=0, step=100)
 
 
-def test_writer_fenced_between_check_and_commit_loses_its_marker(store):
-    class FencedDuringPut:
-        """The store a stale writer sees: a failover lands while its marker is in flight."""
+class _FenceDuring:
+    """The store a writer sees: a failover lands right before (or right after) the
+    writer's next lease write, as if the two raced."""
 
-        def __init__(self, inner):
-            self.inner, self.uri, self.capabilities = inner, inner.uri, inner.capabilities
+    def __init__(self, inner, *, before: bool):
+        self.inner, self.uri, self.capabilities, self.before = inner, inner.uri, inner.capabilities, before
+        self.fenced = None
 
-        def __getattr__(self, name):
-            return getattr(self.inner, name)
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
 
-        def put(self, key, data, **kw):
-            info = self.inner.put(key, data, **kw)
-            if key != LEASE_KEY:
-                fence(self.inner, run_id="run-a", holder="secondary")
-            return info
+    def put(self, key, data, **kw):
+        if key == LEASE_KEY and self.fenced is None and self.before:
+            self.fenced = fence(self.inner, run_id="run-a", holder="secondary")
+        info = self.inner.put(key, data, **kw)
+        if key == LEASE_KEY and self.fenced is None:
+            self.fenced = fence(self.inner, run_id="run-a", holder="secondary")
+        return info
 
-    with pytest.raises(StopFailover):
-        guarded_commit(FencedDuringPut(store), "ckpt/step-300/COMMIT", my_epoch=0, step=300)
+
+def test_writer_whose_commit_loses_to_the_fence_writes_no_marker(store):
+    with pytest.raises(StopFailover, match="fenced out"):
+        guarded_commit(_FenceDuring(store, before=True), "ckpt/step-300/COMMIT", my_epoch=0, step=300)
     assert list(store.list("ckpt/")) == []
 
 
-def test_certification_ignores_a_marker_written_under_an_older_epoch_after_the_fence(store):
+def test_commit_that_landed_just_before_the_fence_counts_whatever_the_clocks_say(store):
+    def late():  # the writer's clock runs an hour ahead of the fencer's
+        return datetime.now(UTC) + timedelta(hours=1)
+
+    seq = guarded_commit(_FenceDuring(store, before=False), "ckpt/step-300/COMMIT", 0, 300, clock=late)
+    lease = read_lease(store)[0]
+    marker = b"".join(store.read("ckpt/step-300/COMMIT"))
+    assert (seq, lease.epoch, lease.seal(0).commits) == (1, 1, 1)
+    assert marker_is_fenced_out(marker, lease) is False
+
+
+def test_certification_judges_older_epochs_by_the_seal_not_the_clock(store):
+    guarded_commit(store, "ckpt/step-100/COMMIT", 0, 100)
     lease = fence(store, run_id="run-a", holder="secondary", clock=lambda: T0)
-    before = marker_body(0, 100, clock=lambda: T0 - timedelta(minutes=5))
-    after = marker_body(0, 200, clock=lambda: T0 + timedelta(seconds=1))
-    current = marker_body(1, 300, clock=lambda: T0 + timedelta(minutes=5))
-    assert [marker_is_fenced_out(m, lease) for m in (before, after, current)] == [False, True, False]
-    assert marker_is_fenced_out(after, None) is False
+    counted = marker_body(0, 100, seq=1, active="primary", clock=lambda: T0 + timedelta(days=1))
+    lost = marker_body(0, 200, seq=2, active="primary", clock=lambda: T0 - timedelta(days=1))
+    current = marker_body(1, 300, seq=1, active="secondary")
+    assert [marker_is_fenced_out(m, lease) for m in (counted, lost, current)] == [False, True, False]
+    assert marker_is_fenced_out(lost, None) is False
+
+
+def test_an_epoch_fenced_while_its_store_was_down_is_cut_by_the_fence_time(tmp_path):
+    from lifeboat.errors import ProviderUnavailable
+
+    class Down(LocalStore):
+        def head(self, key):
+            raise ProviderUnavailable("primary: connection refused")
+
+    lease, _ = fence_job(
+        LocalStore(tmp_path / "s"), Down(tmp_path / "p"), run_id="run-a", holder="x", clock=lambda: T0
+    )
+    before = marker_body(0, 100, seq=7, active="primary", clock=lambda: T0 - timedelta(seconds=1))
+    zombie = marker_body(0, 200, seq=8, active="primary", clock=lambda: T0 + timedelta(seconds=1))
+    assert lease.seal(0).commits is None
+    assert [marker_is_fenced_out(m, lease) for m in (before, zombie)] == [False, True]
 
 
 def test_primary_store_unreachable_still_fences_the_secondary(tmp_path):

@@ -90,9 +90,8 @@ def test_a_half_done_copy_resumes_with_only_what_is_missing(make_store, write_ch
 def test_lifeboat_replicate_lists_the_secondary_once_for_certification_and_retention(
     s3_endpoint, make_store, write_checkpoint, tmp_path, monkeypatch, capsys
 ):
-    from shell.cli import main
-
     from providers.storage.s3 import S3Store
+    from shell.cli import main
 
     calls: Counter = Counter()
     call = S3Store._call

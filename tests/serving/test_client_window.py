@@ -34,7 +34,7 @@ def test_a_torn_last_line_from_a_killed_client_is_skipped(tmp_path):
 def test_the_window_is_in_the_ledger_the_summary_and_the_picture(tmp_path):
     sink = LedgerFile(tmp_path / "ledger.jsonl")
     ledger = RtoLedger(
-        "chat", "r1", rto_target=timedelta(seconds=10), rpo_target=timedelta(0), sink=sink, kind="serving"
+        "chat", "r1", rto_target=timedelta(seconds=10), rpo_target=timedelta(0), sink=sink, table="serving"
     )
     ledger.mark("outage_start", T0)
     ledger.mark("detected", T0 + timedelta(seconds=0.2))
@@ -47,7 +47,7 @@ def test_the_window_is_in_the_ledger_the_summary_and_the_picture(tmp_path):
         client_window([s(0.05, False), s(0.7, True)], T0 + timedelta(seconds=0.6), "test client")
     )
     entry = sink.read("chat")[0]
-    assert entry.kind == "serving" and entry.client.window == timedelta(seconds=0.65)
+    assert entry.table == "serving" and entry.client.window == timedelta(seconds=0.65)
     assert entry.rto == timedelta(seconds=0.6) and not entry.needs_rca
     text = entry_markdown(entry)
     assert "| client-visible error window | 650ms | 10s | 0.07× | met |" in text
@@ -58,7 +58,7 @@ def test_the_window_is_in_the_ledger_the_summary_and_the_picture(tmp_path):
 
 def test_a_window_past_the_target_asks_for_a_root_cause_analysis():
     ledger = RtoLedger(
-        "chat", "r1", rto_target=timedelta(seconds=10), rpo_target=timedelta(0), kind="serving"
+        "chat", "r1", rto_target=timedelta(seconds=10), rpo_target=timedelta(0), table="serving"
     )
     ledger.client_window(client_window([s(0, False), s(13, True)], T0, "t"))
     assert any("client-visible error window 13s is 30% over" in r for r in ledger.entry.rca_reasons)

@@ -44,7 +44,7 @@ def run(s=None, *, standby=None, router=None, digest=DIGEST, approve=None):
     router = router or FakeTraffic({"primary": 255, "standby": 0})
     standby = standby or FakeEndpoint("http://standby", digest=DIGEST)
     ledger = RtoLedger(
-        "chat", "r1", rto_target=timedelta(seconds=10), rpo_target=timedelta(0), kind="serving"
+        "chat", "r1", rto_target=timedelta(seconds=10), rpo_target=timedelta(0), table="serving"
     )
     clock = Clock()
     expected = digest if callable(digest) else (lambda: digest)
@@ -174,7 +174,7 @@ def test_a_retry_after_a_crash_mid_switch_reverts_to_the_weights_the_first_attem
 
     router = FakeTraffic({"primary": 255, "standby": 0})
     ledger = RtoLedger(
-        "chat", "r1", rto_target=timedelta(seconds=10), rpo_target=timedelta(0), kind="serving"
+        "chat", "r1", rto_target=timedelta(seconds=10), rpo_target=timedelta(0), table="serving"
     )
     standby = FakeEndpoint(digest=DIGEST)
     clock = Clock()

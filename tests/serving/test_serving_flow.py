@@ -25,7 +25,7 @@ def test_dry_run_of_a_serving_runbook_verifies_the_standby_and_moves_traffic(pre
     assert 0 < result["rto_s"] < 10
     assert Path(result["timeline"]).stat().st_size > 10_000
     (entry,) = LedgerFile(ledger_path).read("chat-serving")
-    assert entry.kind == "serving" and entry.drill
+    assert entry.table == "serving" and entry.drill
     assert {"confirmed", "standby_verified", "first_step", "watch_passed"} <= set(entry.phases)
     assert entry.notes["weights_digest"].startswith("sha256:")
 

@@ -8,12 +8,12 @@ import threading
 
 import boto3
 import pytest
-from providers.storage.emulators import new_s3_bucket
 
 from lifeboat.crc32c import crc32c, crc32c_combine
 from lifeboat.errors import ChecksumMismatch, NotFound, ProviderUnavailable
 from providers.storage import buffers
 from providers.storage import s3 as s3mod
+from providers.storage.emulators import new_s3_bucket
 from providers.storage.s3 import S3Store, part_size
 
 MiB = 1 << 20

@@ -1,0 +1,52 @@
+"""The `failback` flow: back to the recovered primary, by the failover's own walker.
+
+Thin: `flows.wiring.build_failback_steps` builds `FailbackSteps` over the runbook with its
+sites' roles swapped, and `flows.failover.execute` walks the same step graph (each step a
+task run). Reverse replication catches the primary up, certification runs there, a human
+approves, the fence makes the primary active and the secondary's job stops at its next
+checkpoint boundary, the job resumes on the primary and loss parity is checked against the
+secondary job's log. The ledger entry's kind is `failback`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from prefect import flow
+
+from flows.failover import _secs, execute
+
+
+@flow(name="failback", log_prints=True)
+def failback(runbook: str, approval: Literal["wait", "approve", "reject"] = "wait") -> dict:
+    """Move a failed-over job back to its recovered primary site; measure and record RTO and RPO.
+
+    Args:
+        runbook: Path of the runbook YAML on the worker.
+        approval: Without Slack: wait for the Prefect UI or `lifeboat approve`, or decide at once.
+    """
+    from prefect.runtime import flow_run
+
+    from flows.record import publish
+    from flows.wiring import build_failback_steps, build_gate, build_ledger, settings_for
+    from runbooks.loader import load_runbook
+
+    rb = load_runbook(runbook)
+    run_id = str(flow_run.id or f"local-{datetime.now(UTC):%Y%m%dT%H%M%S}")
+    steps = build_failback_steps(rb, run_id=run_id)
+    ledger = build_ledger(rb, run_id=run_id, kind="failback")
+    gate = build_gate(rb, console=approval)
+    try:
+        entry = execute(settings_for(rb), steps, ledger, gate, run_id=run_id)
+    finally:
+        picture = publish(ledger.entry)
+    return {
+        "run_id": run_id,
+        "kind": entry.kind,
+        "outcome": entry.outcome,
+        "rto_s": _secs(entry.rto),
+        "rpo_s": _secs(entry.rpo),
+        "checkpoint": entry.checkpoint,
+        "timeline": str(picture) if picture else None,
+    }

@@ -1,0 +1,104 @@
+"""`FailbackSteps`: the failover's steps, run back to the recovered primary.
+
+A failback is a failover with the sites' roles swapped (`flows.wiring.swapped`), walked by
+the same walker over the same graph, with four differences:
+
+- `confirm` checks there is something to fail back (the secondary is active) and runs the
+  reverse replication that catches the primary up (secondary -> primary, by the site state);
+- `certify` catches up once more, then certifies on the primary (the active lineage only);
+- `fence` makes the primary active (both stores), then waits for the secondary's job to
+  stop at its next checkpoint boundary (its guarded commit is refused and it exits), and
+  stops its cluster;
+- `prove` compares the resumed losses with the secondary job's own log.
+
+The ledger entry's kind is `failback`; its RTO runs from the request to the first step on
+the primary, its RPO from the resumed checkpoint's write time to the request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+from lifeboat.certify import CertifyReport
+from lifeboat.errors import LifeboatError, ProviderUnavailable, StopFailover
+from lifeboat.failover.results import Confirmation, Fenced
+from lifeboat.failover.steps import ProviderSteps
+
+
+class FailbackSteps(ProviderSteps):
+    """See the module docstring. `catch_up()` runs one reverse replication pass and returns
+    `(Direction, ReplicationReport)` (lifeboat.replication.replicate_by_site_state)."""
+
+    def __init__(
+        self,
+        spec,
+        providers,
+        *,
+        standby_cluster: str,
+        catch_up: Callable[[], tuple],
+        stop_timeout_s: float = 60.0,
+        **kw,
+    ):
+        super().__init__(dataclasses.replace(spec, loss_log=self.standby_log), providers, force=True, **kw)
+        self.standby_cluster, self.catch_up_once = standby_cluster, catch_up
+        self.stop_timeout_s = stop_timeout_s
+        self.standby_logs = ""
+
+    def site_state(self):
+        from lifeboat.sitestate import read_site_state
+
+        # real roles: the swapped view's secondary store is the runbook's primary
+        return read_site_state({"primary": self.p.secondary, "secondary": self.p.primary})
+
+    def catch_up(self) -> str:
+        way, report = self.catch_up_once()
+        if way.source_role != "secondary":
+            raise StopFailover(f"nothing to fail back: {way.state.describe()}")
+        if report.failed:
+            raise ProviderUnavailable(f"reverse replication failed: {', '.join(report.failed)}")
+        return (
+            f"reverse replication {way.source.uri} -> {way.destination.uri}: "
+            f"{len(report.transfers)} checkpoint(s) checked, {report.bytes_copied} bytes copied"
+        )
+
+    def confirm(self) -> Confirmation:
+        state = self.site_state()
+        if state.active != "secondary":
+            raise StopFailover(f"nothing to fail back: {state.describe()}")
+        self.expected_epoch = state.epoch
+        now = self.clock()
+        lines = (f"failback requested: {state.describe()}", self.catch_up())
+        return Confirmation(self.outage_started_at or now, self.detected_at or now, lines)
+
+    def certify(self, older_than: int | None = None) -> CertifyReport:
+        if older_than is None and self.expected_epoch == self.site_state().epoch:
+            self.catch_up()  # the secondary still writes until the fence: take its newest
+        return super().certify(older_than)
+
+    def fence(self) -> Fenced:
+        fenced = super().fence()
+        stopped = self._stop_at_checkpoint_boundary()
+        return dataclasses.replace(fenced, primary_stopped=stopped)
+
+    def _stop_at_checkpoint_boundary(self) -> bool:
+        """The fenced job exits at its next commit; wait for that, then stop its cluster.
+        True when it stopped at a checkpoint boundary on its own."""
+        compute, deadline = self.p.compute, time.monotonic() + self.stop_timeout_s
+        on_its_own = False
+        try:
+            while time.monotonic() < deadline:
+                if compute.status(self.standby_cluster).job.finished:
+                    on_its_own = True
+                    break
+                time.sleep(self.poll_s)
+            self.standby_logs = compute.logs(self.standby_cluster)
+            compute.teardown(self.standby_cluster)
+        except LifeboatError:
+            return on_its_own  # gone already, or unreachable: the lease keeps it from committing
+        return on_its_own
+
+    def standby_log(self) -> str:
+        """The secondary job's log: the losses the primary's resumed steps must reproduce."""
+        return self.standby_logs
