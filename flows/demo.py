@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def play(url: str, *, approve_in_ui: bool, seed: int | None) -> int:
-    from flows.failover import failover
+    from flows.failover import failover, outcome_of
     from lifeboat.durations import format_duration
     from lifeboat.ledger import LedgerFile
     from lifeboat.timeline import phase_rows
@@ -98,12 +98,15 @@ def play(url: str, *, approve_in_ui: bool, seed: int | None) -> int:
         say(f"4. failover: approve it in the UI — {url}/runs, the paused run → Resume, tick approved")
     else:
         say("4. failover (auto-approved at the console; --approve-in-ui to do it yourself)")
-    result = failover(
-        RUNBOOK,
-        outage_started_at=outage_at,
-        detected_at=datetime.fromisoformat(decision["at"]),
-        evidence=evidence,
-        approval="wait" if approve_in_ui else "approve",
+    result = outcome_of(
+        failover(
+            RUNBOOK,
+            outage_started_at=outage_at,
+            detected_at=datetime.fromisoformat(decision["at"]),
+            evidence=evidence,
+            approval="wait" if approve_in_ui else "approve",
+            return_state=True,
+        )
     )
     (entry,) = [e for e in LedgerFile().read(rb.name) if e.run_id == result["run_id"]]
     try:
@@ -250,6 +253,8 @@ def prefect_server(port: int):
         "PREFECT_HOME": str(home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "DO_NOT_TRACK": "1",
+        # the UI calls this API from the browser: on a random port, :4200 would be wrong
+        "PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api",
     }
     prefect = Path(sys.executable).parent / "prefect"
     log = open(DEMO / "prefect-server.log", "wb")  # noqa: SIM115 - lives as long as the server

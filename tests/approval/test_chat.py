@@ -83,7 +83,7 @@ def test_console_prints_the_card_and_waits_by_default():
 
 def test_console_auto_approves_for_dry_runs_and_can_ask():
     decision = ConsoleChat("approve", out=io.StringIO()).answer(make_card())
-    assert decision.approved and decision.via == "cli"
+    assert decision.approved and decision.via == "console"
     asked = ConsoleChat("ask", out=io.StringIO(), inp=io.StringIO("n\nalert looks flaky\n")).answer(
         make_card()
     )
