@@ -352,9 +352,7 @@ def test_slack_down_during_the_incident_still_lets_the_ui_decide(tmp_path, slack
     rb = make_runbook(tmp_path)
     t = in_thread(gate_flow, rb.model_dump(mode="json"), slack_stub.base_url, str(tmp_path / "ledger.jsonl"))
     (run_id,) = wait_until(_paused_run_ids)
-    assert (
-        _proxied(run_id, "alice@example.com", reason="Slack is down, approving in the UI").is_success
-    )
+    assert _proxied(run_id, "alice@example.com", reason="Slack is down, approving in the UI").is_success
     out = _finish(t)
     assert out["decision"]["approved"] is True and out["decision"]["via"] == "ui"
     assert out["entry"]["notes"]["approval"].startswith("approved by alice@example.com via ui")
