@@ -39,20 +39,23 @@ class ApprovalForm(RunInput):
 
 
 def _cell(text: str) -> str:
-    """Table-cell text: no pipes or newlines breaking the row, no HTML."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
+    """One line of Markdown text: no newlines breaking the list, no HTML or link syntax."""
+    for ch in "\\`*_[]<>|#":
+        text = text.replace(ch, "\\" + ch)
+    return " ".join(text.split())
 
 
 def card_markdown(card: ApprovalCard, now: datetime | None = None) -> str:
-    """The card as the form's description: a fact table an on-call reads in ten seconds."""
+    """The card as the form's description: one line per fact, read in ten seconds (a list,
+    not a table: long checkpoint URIs wrap instead of running out of the dialog)."""
     now = now or datetime.now(UTC)
     title = f"{'DRILL — ' if card.drill else ''}Failover approval: {card.runbook}"
-    rows = ["| | |", "|---|---|"]
+    rows = []
     for label, text in card.facts():
         if label == "Deadline" and card.deadline is not None:
             left = max(int((card.deadline - now).total_seconds()), 0)
             text = f"{text} ({left // 60} min {left % 60} s left; then the runbook's on_timeout applies)"
-        rows.append(f"| **{_cell(label)}** | {_cell(text)[:2000]} |")
+        rows.append(f"- **{label}:** {_cell(text)[:2000]}")
     who = ", ".join(card.approvers) or "the runbook's approvers"
     body = "\n".join(
         [
