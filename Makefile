@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test browser-test lint bench clean
 
 setup: $(STAMP)
 
@@ -20,6 +20,10 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -q
 	$(BIN)/ruff check .
+
+# The on-call's path in headless Chromium (Debian's chromium + haproxy; `make test` runs it too).
+browser-test: setup
+	$(BIN)/python -m pytest -q -m browser
 
 lint: setup
 	$(BIN)/ruff check .

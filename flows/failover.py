@@ -13,7 +13,7 @@ from typing import Any, Literal
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from lifeboat.errors import LifeboatError, ProviderUnavailable
+from lifeboat.errors import ConfigError, LifeboatError, ProviderUnavailable
 from lifeboat.failover import walk
 from lifeboat.failover.results import FailoverSettings, FailoverSteps, Gate
 from lifeboat.ledger import LedgerEntry, RtoLedger
@@ -170,6 +170,12 @@ def failover(
         providers = providers_for(rb, registry=registry)
         evidence, force = evidence or ["dry run: simulated outage"], True
         approval = approval or "approve"
+    if approval == "approve" and not (dry_run or drill) and rb.secondary.infra != "local":
+        # a flow parameter is not a person: anyone who can start a run could skip the gate
+        raise ConfigError(
+            f"runbook {rb.name}: approval=approve decides without a person; it is for dry runs, "
+            "drills and local runbooks only. Approve in Slack, the Prefect UI or with lifeboat approve."
+        )
     steps = build_steps(
         rb,
         run_id=run_id,

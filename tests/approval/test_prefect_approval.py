@@ -386,3 +386,15 @@ def test_the_failover_flows_gate_asks_through_chat_and_keeps_the_ledger(tmp_path
     assert "DRILL: Approve failover" in out["console"] and out["console"].rstrip().endswith(
         "failover aborted"
     )
+
+
+def test_a_flow_parameter_cannot_approve_a_real_failover(prefect_server):
+    """Anyone who can start a run could pass approval=approve: only dry runs, drills and
+    local runbooks may decide without a person."""
+    from pathlib import Path
+
+    from flows.failover import failover
+
+    runbook = Path(__file__).resolve().parents[2] / "runbooks" / "llama-70b-pretrain.yaml"
+    state = failover(str(runbook), approval="approve", force=True, return_state=True)
+    assert state.is_failed() and "approval=approve decides without a person" in state.message
