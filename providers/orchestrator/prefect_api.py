@@ -50,7 +50,12 @@ def resume_run(run_id: str | UUID, run_input: dict[str, Any]) -> None:
         ) from None
     except FlowPauseTimeout:
         raise PreconditionFailed(f"run {rid} waited too long and can no longer be resumed") from None
-    except (OSError, _http_errors()) as e:
+    except (OSError, *_http_errors()) as e:
+        if getattr(getattr(e, "response", None), "status_code", 0) in (401, 403):
+            raise ConfigError(
+                "Prefect (or the identity proxy in front of it) refused your credentials: "
+                "set PREFECT_API_AUTH_STRING (login:password at the proxy)"
+            ) from None
         raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
 
 
@@ -70,7 +75,7 @@ async def resume_run_answer(run_id: str | UUID, run_input: dict[str, Any]) -> tu
             return response.status_code, response.json()
     except ObjectNotFound:
         raise NotFound(f"no flow run {rid} on this Prefect server") from None
-    except (OSError, _http_errors()) as e:
+    except (OSError, *_http_errors()) as e:
         if getattr(getattr(e, "response", None), "status_code", 0) == 404:
             raise NotFound(f"no flow run {rid} on this Prefect server") from None
         raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
@@ -85,7 +90,7 @@ def tag_run(run_id: str | UUID, tags: list[str]) -> None:
         with get_client(sync_client=True) as client:
             current = client.read_flow_run(rid).tags or []
             client.update_flow_run(rid, tags=sorted({*current, *tags}))
-    except (OSError, _http_errors()) as e:
+    except (OSError, *_http_errors()) as e:
         raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
 
 
@@ -123,7 +128,7 @@ def secret(block_name: str) -> str:
         return str(Secret.load(block_name).get())
     except ValueError as e:  # Prefect raises ValueError for a block that does not exist
         raise NotFound(f"no Prefect Secret block {block_name!r}: {e}") from None
-    except (OSError, _http_errors()) as e:
+    except (OSError, *_http_errors()) as e:
         raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
 
 

@@ -87,7 +87,7 @@ def _refusals(ledger_path, run_id: str, n: int):
     return wait_until(refused)
 
 
-def test_every_forged_path_is_refused_and_a_verified_approver_decides(stack, tmp_path, monkeypatch):
+def test_every_forged_path_is_refused_and_a_verified_approver_decides(stack, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("shell.cli.COMMANDS", ("approve",))
     ledger_path = tmp_path / "ledger.jsonl"
     with as_worker(stack):
@@ -128,7 +128,13 @@ def test_every_forged_path_is_refused_and_a_verified_approver_decides(stack, tmp
         note = _refusals(ledger_path, run_id, 2)
     assert "mallory@example.com (via ui) is not an approver for this runbook" in note
 
-    # 6. Alice with `lifeboat approve` through the proxy: her login, verified, on the list.
+    # 6. `lifeboat approve` through the proxy with a wrong password: one line, exit 1.
+    wrong = {PREFECT_API_URL: f"{stack.proxy_url}/api", PREFECT_API_AUTH_STRING: "alice@example.com:guess"}
+    with temporary_settings(updates=wrong):
+        assert lifeboat(["approve", run_id, "--reason", "guessing"]) == 1
+    assert "refused your credentials" in capsys.readouterr().err
+
+    # 7. Alice with `lifeboat approve` through the proxy: her login, verified, on the list.
     proxy_settings = {
         PREFECT_API_URL: f"{stack.proxy_url}/api",
         PREFECT_API_AUTH_STRING: f"alice@example.com:{PEOPLE['alice@example.com']}",
