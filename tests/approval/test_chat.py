@@ -100,3 +100,22 @@ def test_a_drill_card_says_so():
     ConsoleChat(out=out).post_card(make_card(drill=True))
     assert "DRILL: Approve failover of llama-pretrain?" in out.getvalue()
     assert card_blocks(make_card(drill=True))[0]["text"]["text"].startswith("DRILL")
+
+
+def test_the_ui_card_shows_every_fact_and_escapes_hostile_alert_text():
+    from datetime import UTC, datetime, timedelta
+
+    from flows.approval_screen import card_markdown
+
+    now = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+    hostile = (
+        "gpu_health: XID 79\n## Approved already [click](javascript:alert(1)) <img src=x onerror=alert(1)>"
+    )
+    text = card_markdown(make_card(evidence=[hostile], deadline=now + timedelta(minutes=14, seconds=5)), now)
+    for fact in ("**Outage evidence:**", "**Certified checkpoint:** gs://ckpt-dr/llama/step-120000",
+                 "**RPO:** 12m (target 30m)", "$88.49/h", "**Prestage:**", "**Expected RTO:** 14m (target 30m)",
+                 "(14 min 5 s left; then the runbook"):  # fmt: skip
+        assert fact in text, fact
+    assert "\\<img" in text and "\\[click\\]" in text  # escaped: shown as text, neither HTML nor a link
+    assert text.count("<") == text.count("\\<")
+    assert not any(line.startswith("## Approved") for line in text.splitlines())
