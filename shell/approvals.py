@@ -13,8 +13,8 @@ flow checks the signature and the runbook's allow-list (`approval.logins`). The 
 Prefect's own, so the UI and the Prefect client behave as if they had called Prefect.
 
 Refusals change nothing: no or wrong proxy secret, or no identity → 401; a body over
-`max_body` → 413 (before reading it); not JSON, bad UTF-8, or no `approved`/`reason` → 400;
-not a run id → 404; Prefect down → 502.
+`max_body` → 413 (before reading it); not JSON, bad UTF-8, not a run id, or no
+`approved`/`reason` → 400; no such run → 404; Prefect down → 502.
 """
 
 from __future__ import annotations
