@@ -153,4 +153,11 @@ def identity_stack(folder: Path, approval_key: str):
         _serve(serve_port, proxy_secret, approval_key, prefect, server_auth) as serve,
         _haproxy(folder, proxy_port, prefect_port, serve_port, server_auth, proxy_secret) as proxy,
     ):
-        yield Stack(proxy, prefect, server_auth, serve, proxy_secret)
+        try:
+            yield Stack(proxy, prefect, server_auth, serve, proxy_secret)
+        finally:  # deliver the runs' last events and logs while this server still answers
+            from prefect.events.worker import EventsWorker
+            from prefect.logging.handlers import APILogWorker
+
+            APILogWorker.drain_all(timeout=15)
+            EventsWorker.drain_all(timeout=15)

@@ -183,7 +183,7 @@ def test_the_ui_form_carries_the_card_and_asks_only_verdict_and_reason(tmp_path,
     card = read_flow_run_input(keys["description"], flow_run_id=UUID(run_id))
     assert list(form["properties"]) == ["approved", "reason"] == form["required"]
     for fact in (
-        "gpu_health: 6/8 GPUs XID 79",
+        "6/8 GPUs XID 79",
         "step-120000",
         "12m (target 30m)",
         "$88.49/h",
