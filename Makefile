@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup haproxy demo test lint bench clean
+.PHONY: setup haproxy demo test browser-test lint bench clean
 
 setup: $(STAMP)
 
@@ -26,6 +26,10 @@ demo: setup haproxy
 test: setup haproxy
 	$(BIN)/python -m pytest -q
 	$(BIN)/ruff check .
+
+# The on-call's path in headless Chromium (Debian's chromium + haproxy; `make test` runs it too).
+browser-test: setup
+	$(BIN)/python -m pytest -q -m browser
 
 lint: setup
 	$(BIN)/ruff check .

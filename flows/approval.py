@@ -1,9 +1,12 @@
 """The approval gate inside a Prefect flow run: post the card, pause for a decision.
 
 `await_approval(runbook, card, chat)` is called from the failover flow's body. It pauses
-the run with `pause_flow_run(wait_for_input=ApprovalDecision)`, so the Prefect UI shows a
-resume form; Slack clicks (`/slack/actions`) and `lifeboat approve` resume it with the
-same model. Prefect fails a run whose pause times out even when the flow catches
+the run with `pause_flow_run(wait_for_input=ApprovalForm)`, so the Prefect UI shows the card
+above an Approve + reason form (`flows.approval_screen`). Anyone who can reach Prefect's API
+can resume a paused run with any input, so a resume counts only when a front door that
+verified the person signed it: `/slack/actions` for Slack clicks, the identity proxy's
+resume route in `lifeboat serve` for the UI and `lifeboat approve` (`lifeboat.approval_proof`);
+the rest are refused, recorded, and the run pauses again. Prefect fails a run whose pause times out even when the flow catches
 `FlowPauseTimeout`, so the policy never relies on that timeout: a timer thread follows the
 state machine in `lifeboat.approval`, posts the escalation, and at the final deadline
 resumes the run itself with the policy's decision. The pause timeout is only a backstop
@@ -20,6 +23,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from lifeboat.approval import ApprovalProcess, Escalate
+from lifeboat.approval_proof import Unverified, verify_signed
 from lifeboat.errors import LifeboatError, PreconditionFailed
 from providers.chat.base import ApprovalCard, ApprovalDecision, CardRef, Chat, Via, outcome_text
 
@@ -56,6 +60,7 @@ class PolicyTimer:
         self.channel = channel
         self.resume, self.clock, self.on_escalate = resume, clock, on_escalate
         self._stop = threading.Event()
+        self.decision: ApprovalDecision | None = None  # the policy's, once the deadline passed
         # Prefect's settings (API URL) live in context variables: carry them into the thread.
         ctx = contextvars.copy_context()
         self._thread = threading.Thread(target=ctx.run, args=(self._run,), daemon=True, name="approval-timer")
@@ -87,11 +92,27 @@ class PolicyTimer:
                 except Exception as e:
                     log.warning("could not post the escalation for run %s: %s", self.run_id, e)
             elif isinstance(action, ApprovalDecision):
-                try:
-                    self.resume(self.run_id, action.model_dump(mode="json"))
-                except Exception as e:  # a person decided in the same second: theirs stands
-                    log.warning("policy could not resume run %s: %s", self.run_id, e)
+                self.decision = action
+                self._resume_until_stopped(action)
                 return
+
+    def _resume_until_stopped(self, action: ApprovalDecision) -> None:
+        """Resume the run with the policy's decision; the run may be between two pauses (a
+        refused resume), so try again each second until the flow stops the timer."""
+        while True:
+            try:
+                self.resume(self.run_id, action.model_dump(mode="json"))
+                return
+            except Exception as e:  # a person decided in the same second: theirs stands
+                log.warning("policy could not resume run %s: %s", self.run_id, e)
+            if self._stop.wait(1.0):
+                return
+
+
+def _approval_key() -> bytes | None:
+    from providers.orchestrator.prefect_api import approval_key
+
+    return approval_key()
 
 
 def await_approval(
@@ -104,14 +125,18 @@ def await_approval(
     grace_s: float = 30,
     poll_interval: int = 1,
     resume: Callable[[str, dict], None] = _prefect_resume,
+    key: Callable[[], bytes | None] = _approval_key,
 ) -> ApprovalDecision:
     """Ask for approval and wait; returns the decision (the caller stops on a rejection).
 
-    Records `approval_requested` and `approval_granted` (or the rejection as a failure) in
-    `ledger` (an `RtoLedger`), the trail as its `approval` note and as a markdown artifact.
+    The run pauses with the card as the form's description (`flows.approval_screen`). A
+    resume counts only if a front door signed it for this run and its approver is on the
+    allow-list (`lifeboat.approval_proof`, `ApprovalProcess.refusal`); any other is refused,
+    recorded (trail, ledger note `approval refused`) and the run pauses again until the
+    policy's deadline. Records `approval_requested` and `approval_granted` (or the rejection
+    as a failure) in `ledger`, the trail as its `approval` note and a markdown artifact.
     Must run inside a flow run (it pauses it)."""
     from prefect.context import FlowRunContext
-    from prefect.flow_runs import pause_flow_run
 
     ctx = FlowRunContext.get()
     if ctx is None:
@@ -138,7 +163,7 @@ def await_approval(
             ledger.note("approval card", f"not posted: {e}")
         ref = None
 
-    decision = chat.answer(card)
+    decision = chat.answer(card)  # the flow's own answer (dry runs, drills): no resume to verify
     if decision is None:
         timer = PolicyTimer(
             process,
@@ -152,18 +177,24 @@ def await_approval(
             else None,
             channel=card.channel or "",
         )
-        timeout = math.ceil((process.final_deadline - clock()).total_seconds() + grace_s)
+        signing_key = key()
+        if signing_key is None:
+            log.warning(
+                "no approval signing key (LIFEBOAT_APPROVAL_KEY or the Prefect Secret block "
+                "lifeboat-approval-key): no person's decision can be verified; only the policy will decide"
+            )
         timer.start()
         try:
-            raw = pause_flow_run(
-                wait_for_input=ApprovalDecision, timeout=timeout, poll_interval=poll_interval, _sync=True
+            decision = _wait_for_verified(
+                process, timer, signing_key, run_id, card, ledger, clock, grace_s, poll_interval
             )
         finally:
             timer.stop()
-        decision = ApprovalDecision.model_validate(raw.model_dump(include=set(ApprovalDecision.model_fields)))
     try:  # the timer thread has stopped: the process is ours alone again
         process.decide(decision, clock())
-    except PreconditionFailed as e:  # not an approver: the safe reading is a rejection
+    except (
+        PreconditionFailed
+    ) as e:  # e.g. a console answer on a decided gate: the safe reading is a rejection
         process.decision = ApprovalDecision(
             approved=False, reason=str(e), approver=decision.approver, via=decision.via
         )
@@ -176,6 +207,39 @@ def flow_run_url(run_id: str) -> str | None:
     from prefect.utilities.urls import url_for
 
     return url_for("flow-run", obj_id=run_id)
+
+
+def _wait_for_verified(process, timer, key, run_id, card, ledger, clock, grace_s, poll_interval):
+    """Pause until a verified, allow-listed decision or the policy's; refuse everything else."""
+    from prefect.flow_runs import pause_flow_run
+
+    from flows.approval_screen import approval_form
+
+    refused: list[str] = []
+    while True:
+        timeout = max(math.ceil((process.final_deadline - clock()).total_seconds() + grace_s), 1)
+        raw = pause_flow_run(
+            wait_for_input=approval_form(card, clock()),
+            timeout=timeout,
+            poll_interval=poll_interval,
+            _sync=True,
+        )
+        run_input = raw.model_dump()
+        now = clock()
+        try:
+            decision = verify_signed(key, run_id, run_input, now)
+            if (why := process.refusal(decision, now)) is None:
+                return decision
+            who = decision.approver
+        except Unverified as e:
+            why, who = str(e), str(run_input.get("approver") or "anonymous")[:80]
+        if timer.decision is not None:  # the deadline passed while this arrived: the policy decides
+            return timer.decision
+        process.refuse(who, f"refused: {why}", now)
+        refused.append(f"{now.isoformat(timespec='seconds')} {who}: {why}")
+        log.warning("refused a resume of run %s by %s: %s", run_id, who, why)
+        if ledger is not None:
+            ledger.note("approval refused", "; ".join(refused))
 
 
 def _record(process: ApprovalProcess, runbook, ledger, ref: CardRef | None, card: ApprovalCard, chat: Chat):

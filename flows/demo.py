@@ -63,12 +63,28 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(leftover, ignore_errors=True)
     DEMO.mkdir(parents=True)
     os.environ["LIFEBOAT_STATE_DIR"] = str(DEMO / "detect")  # a fresh detection episode
-    with uninterrupted_run(job) as reference, prefect_server(args.port or free_port()) as url:
-        from prefect.settings import PREFECT_API_URL, temporary_settings
+    proxy = None
+    if args.approve_in_ui:  # a UI decision counts only with a verified login: put the proxy in front
+        from flows.demo_proxy import DemoProxy
 
-        with temporary_settings(updates={PREFECT_API_URL: f"{url}/api"}):
+        proxy = DemoProxy()
+    with (
+        uninterrupted_run(job) as reference,
+        prefect_server(args.port or free_port(), proxy.server_env() if proxy else {}) as url,
+    ):
+        from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+
+        updates = {PREFECT_API_URL: f"{url}/api"} | (
+            {PREFECT_API_AUTH_STRING: proxy.server_auth} if proxy else {}
+        )
+        with (
+            temporary_settings(updates=updates),
+            proxy.running(url, DEMO) if proxy else contextlib.nullcontext(),
+        ):
+            if proxy:
+                os.environ["LIFEBOAT_APPROVAL_KEY"] = proxy.approval_key  # the flow verifies with it
             try:
-                return play(url, job, reference, approve_in_ui=args.approve_in_ui, seed=args.seed)
+                return play(url, job, reference, proxy=proxy, seed=args.seed)
             finally:  # deliver the last logs and events before the server goes away
                 from prefect.events.worker import EventsWorker
                 from prefect.logging.handlers import APILogWorker
@@ -77,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
                 EventsWorker.drain_all()
 
 
-def play(url: str, job, reference: subprocess.Popen, *, approve_in_ui: bool, seed: int | None) -> int:
-    from flows.failover import failover
+def play(url: str, job, reference: subprocess.Popen, *, proxy=None, seed: int | None) -> int:
+    from flows.failover import failover, outcome_of
     from lifeboat.durations import format_duration
     from lifeboat.ledger import LedgerFile
     from lifeboat.timeline import phase_rows
@@ -88,7 +104,7 @@ def play(url: str, job, reference: subprocess.Popen, *, approve_in_ui: bool, see
     rb = load_runbook(runbook)
     seed = seed if seed is not None else random.SystemRandom().randrange(10_000)
     kill_step = random.Random(seed).randint(15, 45)
-    say(f"Prefect UI: {url}  (runs appear there as they happen)")
+    say(f"Prefect UI: {proxy.url if proxy else url}  (runs appear there as they happen)")
     say(
         f"1. training on the primary ({JOBS[job.name]}): {STEPS} steps, a checkpoint every {EVERY}; "
         "replication to the secondary"
@@ -114,16 +130,24 @@ def play(url: str, job, reference: subprocess.Popen, *, approve_in_ui: bool, see
         say(f"   {line}")
     say(f"   {decision['summary']}")
 
-    if approve_in_ui:
-        say(f"4. failover: approve it in the UI — {url}/runs, the paused run → Resume, tick approved")
+    if proxy:
+        from flows.demo_proxy import LOGIN
+
+        say(
+            f"4. failover: approve it in the UI — {proxy.url}/runs, sign in with {LOGIN}:{proxy.password}, "
+            "the paused run → Resume, switch Approve on, give a reason, Submit"
+        )
     else:
         say("4. failover (auto-approved at the console; --approve-in-ui to do it yourself)")
-    result = failover(
-        runbook,
-        outage_started_at=outage_at,
-        detected_at=datetime.fromisoformat(decision["at"]),
-        evidence=evidence,
-        approval="wait" if approve_in_ui else "approve",
+    result = outcome_of(
+        failover(
+            runbook,
+            outage_started_at=outage_at,
+            detected_at=datetime.fromisoformat(decision["at"]),
+            evidence=evidence,
+            approval="wait" if proxy else "approve",
+            return_state=True,
+        )
     )
     (entry,) = [e for e in LedgerFile().read(rb.name) if e.run_id == result["run_id"]]
     try:
@@ -290,7 +314,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def prefect_server(port: int):
+def prefect_server(port: int, extra_env: dict[str, str]):
     """`prefect server start` on SQLite under .lifeboat/prefect; stopped on the way out."""
     home = ROOT / ".lifeboat" / "prefect"
     home.mkdir(parents=True, exist_ok=True)
@@ -299,6 +323,9 @@ def prefect_server(port: int):
         "PREFECT_HOME": str(home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "DO_NOT_TRACK": "1",
+        # the UI calls this API from the browser: on a random port, :4200 would be wrong
+        "PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api",
+        **extra_env,
     }
     prefect = Path(sys.executable).parent / "prefect"
     log = open(DEMO / "prefect-server.log", "wb")  # noqa: SIM115 - lives as long as the server

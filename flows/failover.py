@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from lifeboat.errors import ProviderUnavailable, StandDown
+from lifeboat.errors import ConfigError, LifeboatError, ProviderUnavailable, StandDown
 from lifeboat.failover import walk
 from lifeboat.failover.results import FailoverSettings, FailoverSteps, Gate
 from lifeboat.ledger import LedgerEntry, RtoLedger
@@ -78,7 +79,53 @@ def execute(
     )
 
 
-@flow(name="failover", log_prints=True)
+def _runbook_name(path: str) -> str:
+    from runbooks.loader import load_runbook
+
+    try:
+        return load_runbook(path).name
+    except Exception:  # the flow itself reports a bad runbook; the name only labels the run
+        return Path(str(path)).stem or "unknown"
+
+
+def _run_name() -> str:
+    """`failover-<runbook>-<UTC time>`: a run an on-call finds by name in the UI."""
+    from prefect.runtime import flow_run
+
+    return f"failover-{_runbook_name(flow_run.parameters.get('runbook', ''))}-{_now():%Y%m%dT%H%M%SZ}"
+
+
+def run_tags(rb, *, drill: str | None, dry_run: bool) -> list[str]:
+    """Tags to filter runs by in the UI: the runbook, its workload, and drills / dry runs."""
+    tags = [f"runbook:{rb.name}", f"workload:{rb.workload}"]
+    if drill:
+        tags += ["drill", f"drill:{drill}"]
+    if dry_run:
+        tags.append("dry-run")
+    return tags
+
+
+def final_state(entry: LedgerEntry, result: dict):
+    """The run's Prefect state, read at a glance: Completed only when the job runs again on
+    the secondary; Cancelled (grey) with the reason when rejected or aborted. A failure
+    raises inside the walk, so Prefect marks the run Failed (red) with the error."""
+    if entry.outcome == "completed":
+        return result
+    from prefect.states import Cancelled
+
+    why = "; ".join(f.error for f in entry.failures) or entry.notes.get("stood down") or entry.outcome
+    return Cancelled(message=f"failover {entry.outcome}: {why}"[:500], data=result)
+
+
+def outcome_of(state) -> dict:
+    """The flow's result dict from its final state (`failover(..., return_state=True)`):
+    a Cancelled run still returns what it recorded; a Failed one raises its error."""
+    if state.is_cancelled():
+        return state.result(raise_on_failure=False)
+    return state.result()
+
+
+@flow(name="failover", flow_run_name=_run_name, log_prints=True)
 def failover(
     runbook: str,
     dry_run: bool = False,
@@ -86,7 +133,7 @@ def failover(
     detected_at: datetime | None = None,
     evidence: list[str] | None = None,
     force: bool = False,
-    approval: Literal["wait", "approve", "reject"] = "wait",
+    approval: Literal["wait", "approve", "reject"] | None = None,
     drill: str | None = None,
 ) -> dict:
     """Fail a protected job over to its secondary site; measure and record RTO and RPO.
@@ -100,8 +147,9 @@ def failover(
         evidence: The agreeing signals, one line each (set by the automation). Empty: check the
             quorum now.
         force: Fail over even if the quorum does not confirm an outage right now: a human has.
-        approval: Without Slack: wait for the Prefect UI or `lifeboat approve`, or decide at once
-            (demos, drills).
+        approval: Without Slack: wait for the Prefect UI or `lifeboat approve` (the default,
+            and `wait` in a dry run), or decide at once (demos, drills; a dry run approves
+            unless told otherwise).
         drill: Drill kind when this is a rehearsal: its own cluster name, guaranteed teardown,
             marked in the ledger.
     """
@@ -112,7 +160,7 @@ def failover(
     from flows.wiring import build_gate, build_ledger, build_steps, providers_for, settings_for
     from providers.compute.skycheck import check_runbook
     from providers.image_registry import FakeRegistry
-    from providers.orchestrator.prefect_api import runbook_lock
+    from providers.orchestrator.prefect_api import runbook_lock, tag_run
 
     rb = check_runbook(runbook)  # the task YAML too: a typo stops here, not after approval
     run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
@@ -141,7 +189,13 @@ def failover(
         rb = sandboxed(rb, run_id)
         providers = providers_for(rb, registry=registry)
         evidence, force = evidence or ["dry run: simulated outage"], True
-        approval = "approve" if approval == "wait" else approval
+        approval = approval or "approve"
+    if approval == "approve" and not (dry_run or drill) and rb.secondary.infra != "local":
+        # a flow parameter is not a person: anyone who can start a run could skip the gate
+        raise ConfigError(
+            f"runbook {rb.name}: approval=approve decides without a person; it is for dry runs, "
+            "drills and local runbooks only. Approve in Slack, the Prefect UI or with lifeboat approve."
+        )
     steps = build_steps(
         rb,
         run_id=run_id,
@@ -156,7 +210,12 @@ def failover(
     if sky_rehearsal is not None:
         ledger.note("skypilot dry run", sky_rehearsal.summary())
     _note_start_up(ledger, flow_run)
-    gate = build_gate(rb, console=approval)
+    gate = build_gate(rb, console=approval or "wait")
+    if flow_run.id:
+        try:
+            tag_run(run_id, run_tags(rb, drill=drill, dry_run=dry_run))
+        except LifeboatError as e:  # labels only: never a reason to stop a failover
+            print(f"could not tag the run: {e}")
     rehearsal = bool(drill or dry_run)  # sandboxed: its own stores and cluster, no lock to share
     try:
         with nullcontext() if rehearsal else runbook_lock(rb.name, run_id):
@@ -166,14 +225,17 @@ def failover(
         entry = ledger.finish("stood-down")
     finally:
         picture = publish(ledger.entry)
-    return {
-        "run_id": run_id,
-        "outcome": entry.outcome,
-        "rto_s": _secs(entry.rto),
-        "rpo_s": _secs(entry.rpo),
-        "checkpoint": entry.checkpoint,
-        "timeline": str(picture) if picture else None,
-    }
+    return final_state(
+        entry,
+        {
+            "run_id": run_id,
+            "outcome": entry.outcome,
+            "rto_s": _secs(entry.rto),
+            "rpo_s": _secs(entry.rpo),
+            "checkpoint": entry.checkpoint,
+            "timeline": str(picture) if picture else None,
+        },
+    )
 
 
 def _note_start_up(ledger: RtoLedger, flow_run) -> None:

@@ -8,9 +8,10 @@ A run asks the runbook's approvers; if nobody answers within `approval.timeout` 
 runbook names `escalation` approvers, they are asked too (the first approvers may still
 answer) until `escalation.timeout`; then `approval.on_timeout` decides: `abort` rejects,
 `proceed` approves, `escalate` (nothing left to escalate to) rejects. Each step keeps
-who, when and why. `ApprovalDecision` is also the Prefect `wait_for_input` model, so the
-UI form, the Slack buttons, `lifeboat approve` and the policy timer all resume a paused
-run with the same shape (it lives with the chat interface, `providers.chat.base`).
+who, when and why, refusals included. A person may decide only as a verified identity on
+the allow-list: a Slack user id among the approvers, or a login the identity proxy verified
+that `approval.logins` maps to one (`who`); verifying the identity is the caller's part
+(`lifeboat.approval_proof`). The policy decides only at the final deadline.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class ApprovalProcess:
     on_timeout: str  # abort | proceed | escalate
     requested_at: datetime
     required: bool = True
+    logins: dict[str, tuple[str, ...]] = field(default_factory=dict)  # approver -> verified logins
     trail: list[Step] = field(default_factory=list)
     decision: ApprovalDecision | None = None
     _stage: int = 0
@@ -68,7 +70,8 @@ class ApprovalProcess:
         stages = [_Stage(tuple(approval.approvers), approval.timeout)]
         if approval.escalation is not None:
             stages.append(_Stage(tuple(approval.escalation.approvers), approval.escalation.timeout))
-        proc = cls(stages, str(approval.on_timeout), requested_at, required=approval.required)
+        logins = {a: tuple(names) for a, names in approval.logins.items()}
+        proc = cls(stages, str(approval.on_timeout), requested_at, required=approval.required, logins=logins)
         if not approval.required:
             proc._record("decided", requested_at, "policy", "approval not required by the runbook")
             proc.decision = ApprovalDecision(
@@ -133,24 +136,52 @@ class ApprovalProcess:
             why += " with nobody left to escalate to, so abort"
         return ApprovalDecision(approved=approved, reason=why, approver="policy", via=Via.policy)
 
-    def may_decide(self, user: str, via: Via | str) -> bool:
-        """Slack users must be on the allow-list; the UI and CLI are authenticated by Prefect."""
-        return Via(via) in (Via.ui, Via.cli, Via.policy) or user in self.allowed
+    def who(self, decision: ApprovalDecision) -> str | None:
+        """The runbook approver a *verified* decision speaks for, or None if not on the allow-list.
+        Slack decisions carry a Slack user id; UI and CLI decisions the login the identity
+        proxy verified, mapped through `approval.logins`. The policy has no approver."""
+        if decision.via == Via.slack:
+            return decision.approver if decision.approver in self.allowed else None
+        if decision.via in (Via.ui, Via.cli):
+            return next(
+                (a for a in sorted(self.allowed) if decision.approver in self.logins.get(a, ())), None
+            )
+        return None
 
-    def decide(self, decision: ApprovalDecision, now: datetime) -> ApprovalDecision:
-        """Record the decision. A second decision is refused (`PreconditionFailed`), as is a
-        Slack user not on the allow-list."""
+    def refusal(self, decision: ApprovalDecision, now: datetime) -> str | None:
+        """Why `decision` may not decide this gate, or None. The caller has verified who sent it
+        (`lifeboat.approval_proof`); the console's answer is the flow's own (dry runs, drills)."""
         if self.decided:
-            self._record("refused", now, decision.approver, f"already decided by {self.decision.approver}")
-            raise PreconditionFailed(
+            return (
                 f"already {'approved' if self.decision.approved else 'rejected'} by {self.decision.approver}"
             )
-        if not self.may_decide(decision.approver, decision.via):
-            self._record("refused", now, decision.approver, "not an approver for this runbook")
-            raise PreconditionFailed(f"{decision.approver} is not an approver for this runbook")
+        if decision.via == Via.policy:
+            return None if now >= self.final_deadline else "the policy decides only at the final deadline"
+        if decision.via == Via.console:
+            return None
+        if self.who(decision) is None:
+            return f"{decision.approver} (via {decision.via}) is not an approver for this runbook"
+        return None
+
+    def refuse(self, who: str, why: str, now: datetime) -> None:
+        """Record a resume that did not count (unverified, or not on the allow-list)."""
+        self._record("refused", now, who, why)
+
+    def decide(self, decision: ApprovalDecision, now: datetime) -> ApprovalDecision:
+        """Record the decision. A second decision, a person not on the allow-list or a policy
+        decision before the deadline is refused (`PreconditionFailed`) and recorded."""
+        if (why := self.refusal(decision, now)) is not None:
+            self.refuse(decision.approver, why, now)
+            raise PreconditionFailed(why)
         self.decision = decision
         verdict = "approved" if decision.approved else "rejected"
-        self._record("decided", now, decision.approver, f"{verdict} via {decision.via}: {decision.reason}")
+        speaks_for = self.who(decision)
+        who = (
+            decision.approver
+            if speaks_for in (None, decision.approver)
+            else f"{decision.approver} ({speaks_for})"
+        )
+        self._record("decided", now, who, f"{verdict} via {decision.via}: {decision.reason}")
         return decision
 
     def _record(self, kind: str, at: datetime, who: str, why: str) -> None:

@@ -295,6 +295,11 @@ class Approval(_Strict):
         default_factory=list, description="Slack user IDs allowed to approve (U0123ABCD)."
     )
     channel: str | None = Field(None, description="Slack channel ID where the approval card is posted.")
+    logins: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Slack user ID -> the logins the identity proxy reports for that person (SSO "
+        "email or username): who may decide in the Prefect UI or with `lifeboat approve`.",
+    )
     timeout: Duration = Field(timedelta(minutes=15), description="How long to wait for the approvers.")
     escalation: Escalation | None = Field(None, description="Who is asked next when the approvers time out.")
     on_timeout: OnTimeout = Field(
@@ -310,6 +315,9 @@ class Approval(_Strict):
             raise ValueError("approvers: approval is required but no approvers are listed")
         if self.on_timeout is OnTimeout.escalate and not self.escalation:
             raise ValueError("escalation: on_timeout is escalate but no escalation approvers are given")
+        named = {*self.approvers, *(self.escalation.approvers if self.escalation else [])}
+        if unknown := sorted(set(self.logins) - named):
+            raise ValueError(f"logins: not an approver or escalation approver: {', '.join(unknown)}")
         return self
 
 

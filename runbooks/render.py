@@ -210,6 +210,12 @@ No approval is required: the failover proceeds once the outage is confirmed.
     esc = ""
     if a.escalation:
         esc = f" Then {', '.join(a.escalation.approvers)} for {fd(a.escalation.timeout)}."
+    logins = "; ".join(f"{who}: {', '.join(names)}" for who, names in a.logins.items())
+    ui = (
+        f"In the Prefect UI or with `lifeboat approve` (through the identity proxy), as the logins {logins}."
+        if logins
+        else "No logins are mapped (`approval.logins`): decisions come from Slack only."
+    )
     early = (
         " Provisioning starts while waiting (it is cheap to tear down)."
         if a.provision_before_approval
@@ -223,6 +229,7 @@ When nobody answers: **{a.on_timeout.value}**.{early}
 
 The approval card shows the outage evidence, the certified checkpoint and RPO, the plan with $/h,
 prestage readiness and the expected RTO. From a terminal: `lifeboat approve RUN_ID --reason "..."`.
+{ui} Any other decision is refused and recorded.
 """
 
 

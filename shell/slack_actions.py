@@ -6,7 +6,8 @@ request signature over the raw bytes and its 5-minute window (401), the body's e
 shape (400; see slack_request.py), then our own action ids, then the channel, then the
 approver allow-list, then one decision per run. The endpoint answers at once (Slack wants
 an ack within 3 s) and resumes the paused Prefect run in a background task with an
-`ApprovalDecision`, then replaces the buttons with who decided and when. A second click,
+`ApprovalDecision` signed for that run (`lifeboat.approval_proof`: the flow accepts no
+Slack decision it did not get from here), then replaces the buttons with who decided and when. A second click,
 a Slack retry or a click after the run stopped waiting changes nothing; people who may
 not decide get an ephemeral refusal.
 """
@@ -25,7 +26,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from lifeboat.errors import NotFound, PreconditionFailed
+from lifeboat.approval_proof import sign_decision
+from lifeboat.errors import ConfigError, NotFound, PreconditionFailed
 from providers.chat.base import APPROVE_ACTION, REJECT_ACTION, ApprovalDecision, CardRef, Via, outcome_text
 from providers.chat.slack import SlackChat, decided_blocks
 from shell.inbound import BadRequest, read_capped
@@ -59,6 +61,11 @@ class SlackSettings(BaseModel):
     max_body_bytes: int = Field(
         256 * 1024, gt=0, description="Larger requests are refused with 413 before they are read."
     )
+    approval_key: SecretStr | None = Field(
+        None,
+        description="Signs each decision for the run it resumes (LIFEBOAT_APPROVAL_KEY, the "
+        "flow's key too): without it the flow refuses the click as unverified.",
+    )
 
     @classmethod
     def from_runbooks(cls, runbooks, **kw) -> SlackSettings:
@@ -89,7 +96,12 @@ class SlackActions:
         chat: SlackChat | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
+        if settings.approval_key is None:
+            raise ConfigError(
+                "Slack actions need LIFEBOAT_APPROVAL_KEY (the key the failover flow verifies decisions with)"
+            )
         self.settings = settings
+        self.key = settings.approval_key.get_secret_value().encode()
         self.resume = resume or _prefect_resume
         self.chat = chat or SlackChat(settings.bot_token, base_url=settings.base_url)
         self.clock = clock
@@ -155,8 +167,8 @@ class SlackActions:
         return None
 
     def _decide(self, run_id: str, decision: ApprovalDecision, ref: CardRef, blocks: list[dict]) -> None:
-        try:
-            self.resume(run_id, decision.model_dump(mode="json"))
+        try:  # signed for this run: a bare REST resume cannot claim to be a Slack click
+            self.resume(run_id, sign_decision(self.key, run_id, decision, self.clock()))
         except Exception as e:  # the run is no longer paused, or Prefect is down
             log.warning("could not resume run %s: %s", run_id, e)
             gone = isinstance(e, (PreconditionFailed, NotFound))  # mapped by the Prefect adapter

@@ -22,10 +22,13 @@ class Via(StrEnum):
     slack = "slack"
     cli = "cli"
     policy = "policy"
+    console = "console"  # the flow's own answer (`approval=approve|reject`: dry runs, drills, demos)
 
 
 class ApprovalDecision(BaseModel):
-    """Approve or reject a failover. The Prefect UI renders this as the resume form."""
+    """A decision at the approval gate: who, through which channel, what and why. A person's
+    decision reaches a paused run only signed by the front door that verified them
+    (`lifeboat.approval_proof`); the Prefect UI's form asks only for `approved` and `reason`."""
 
     approved: bool = Field(
         description="Approve: provision GPUs on the secondary and resume the job there. "
@@ -35,8 +38,8 @@ class ApprovalDecision(BaseModel):
         min_length=1,
         description="Why you decide so. Recorded in the ledger and shown on the Slack card.",
     )
-    approver: str = Field("unknown", description="Who decides: your name or Slack user ID (U0123ABCD).")
-    via: Via = Field(Via.ui, description="Where the decision was made: ui, slack, cli or policy.")
+    approver: str = Field("unknown", description="Who decided: a Slack user ID or a verified login.")
+    via: Via = Field(Via.ui, description="Where the decision was made: ui, slack, cli, policy or console.")
 
 
 APPROVE_ACTION = "lifeboat_approve"

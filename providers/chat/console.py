@@ -59,7 +59,7 @@ class ConsoleChat:
                 approved=self.mode == "approve",
                 reason=f"console backend configured to {self.mode}",
                 approver=self.approver,
-                via=Via.cli,
+                via=Via.console,
             )
         inp = self.inp or sys.stdin
         if self.mode == "ask" and (self.inp is not None or inp.isatty()):
@@ -67,5 +67,5 @@ class ConsoleChat:
             yes = inp.readline().strip().lower() in ("y", "yes")
             self._print("Reason: ")
             reason = inp.readline().strip() or ("approved" if yes else "rejected") + " at the console"
-            return ApprovalDecision(approved=yes, reason=reason, approver=self.approver, via=Via.cli)
+            return ApprovalDecision(approved=yes, reason=reason, approver=self.approver, via=Via.console)
         return None

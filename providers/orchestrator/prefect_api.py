@@ -1,5 +1,5 @@
 """Prefect's API, as Lifeboat uses it: resume a paused run, cancel pending ones, emit an
-event, read a secret, hold a runbook's failover lock. The one module that calls these Prefect APIs; it maps Prefect's
+event, read a secret (and the approval signing key), hold a runbook's failover lock. The one module that calls these Prefect APIs; it maps Prefect's
 errors once, to Lifeboat's:
 
 - `NotFound`: no such run (or deployment, or secret block);
@@ -51,7 +51,47 @@ def resume_run(run_id: str | UUID, run_input: dict[str, Any]) -> None:
         ) from None
     except FlowPauseTimeout:
         raise PreconditionFailed(f"run {rid} waited too long and can no longer be resumed") from None
-    except (OSError, _http_errors()) as e:
+    except (OSError, *_http_errors()) as e:
+        if getattr(getattr(e, "response", None), "status_code", 0) in (401, 403):
+            raise ConfigError(
+                "Prefect (or the identity proxy in front of it) refused your credentials: "
+                "set PREFECT_API_AUTH_STRING (login:password at the proxy)"
+            ) from None
+        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+
+
+async def resume_run_answer(run_id: str | UUID, run_input: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """Ask Prefect to resume `run_id` and return its HTTP status and orchestration answer
+    as is (accepted, or refused because the run is not paused or the input does not fit),
+    for a front door that relays Prefect's answer to the UI or the Prefect client."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    rid = _run_id(run_id)
+    try:
+        async with get_client() as client:
+            response = await client.request(
+                "POST", "/flow_runs/{id}/resume", path_params={"id": rid}, json={"run_input": run_input}
+            )
+            return response.status_code, response.json()
+    except ObjectNotFound:
+        raise NotFound(f"no flow run {rid} on this Prefect server") from None
+    except (OSError, *_http_errors()) as e:
+        if getattr(getattr(e, "response", None), "status_code", 0) == 404:
+            raise NotFound(f"no flow run {rid} on this Prefect server") from None
+        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+
+
+def tag_run(run_id: str | UUID, tags: list[str]) -> None:
+    """Add `tags` to a flow run (labels to filter by in the UI; never read back by code)."""
+    from prefect.client.orchestration import get_client
+
+    rid = _run_id(run_id)
+    try:
+        with get_client(sync_client=True) as client:
+            current = client.read_flow_run(rid).tags or []
+            client.update_flow_run(rid, tags=sorted({*current, *tags}))
+    except (OSError, *_http_errors()) as e:
         raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
 
 
@@ -89,8 +129,25 @@ def secret(block_name: str) -> str:
         return str(Secret.load(block_name).get())
     except ValueError as e:  # Prefect raises ValueError for a block that does not exist
         raise NotFound(f"no Prefect Secret block {block_name!r}: {e}") from None
-    except (OSError, _http_errors()) as e:
+    except (OSError, *_http_errors()) as e:
         raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+
+
+APPROVAL_KEY_BLOCK = "lifeboat-approval-key"
+
+
+def approval_key() -> bytes | None:
+    """The key that signs and verifies approval decisions (`lifeboat.approval_proof`):
+    `LIFEBOAT_APPROVAL_KEY`, else the Prefect Secret block `lifeboat-approval-key`, else
+    None (then no person's decision can be verified; only the policy default decides)."""
+    import os
+
+    if value := os.environ.get("LIFEBOAT_APPROVAL_KEY"):
+        return value.encode()
+    try:
+        return secret(APPROVAL_KEY_BLOCK).encode() or None
+    except (NotFound, ProviderUnavailable, ConfigError):
+        return None
 
 
 async def cancel_pending_runs(

@@ -26,22 +26,26 @@ def register(subparsers) -> None:
     p.add_argument(
         "--approval",
         choices=("wait", "approve", "reject"),
-        default="wait",
-        help="without Slack: wait for the UI or `lifeboat approve` (default), or decide at once",
+        default=None,
+        help="without Slack: wait for the UI or `lifeboat approve` (default; a dry run approves "
+        "unless told to wait), or decide at once",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=run)
 
 
 def run(args) -> int:
-    from flows.failover import failover
+    from flows.failover import failover, outcome_of
     from providers.compute.skycheck import check_runbook
 
     check_runbook(args.runbook)  # a bad runbook or task YAML is a one-line error, not a failed flow run
     from lifeboat.ledger import LedgerFile
 
     LedgerFile().ensure_writable()  # likewise an unwritable ledger: before anything is fenced
-    result = failover(args.runbook, dry_run=args.dry_run, force=args.force, approval=args.approval)
+    state = failover(
+        args.runbook, dry_run=args.dry_run, force=args.force, approval=args.approval, return_state=True
+    )
+    result = outcome_of(state)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

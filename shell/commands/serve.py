@@ -4,7 +4,10 @@ Mounted when their credentials are present: `POST /alerts/alertmanager` (Alertma
 webhooks: LIFEBOAT_ALERTMANAGER_TOKEN, or _USER and _PASSWORD, or --token-secret; one alert
 group is one independent source for the quorum, LIFEBOAT_ALERTMANAGER_SOURCE_SCOPE=endpoint
 makes the whole receiver one) and
-`POST /slack/actions` (approval card clicks: SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN).
+`POST /slack/actions` (approval card clicks: SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN) and
+`POST /api/flow_runs/{id}/resume` (decisions from the Prefect UI and `lifeboat approve`
+behind the identity proxy: LIFEBOAT_PROXY_SECRET; see docs/approvals.md). Both sign each
+decision with LIFEBOAT_APPROVAL_KEY, which the failover flow verifies.
 Events and resumes go to PREFECT_API_URL. The signal log (LIFEBOAT_STATE_DIR, default
 `.lifeboat/detect`) must be the one the watch flow writes.
 """
@@ -50,8 +53,15 @@ def routes(args: argparse.Namespace) -> list:
             [load_runbook(p) for p in args.runbooks],
             signing_secret=os.environ["SLACK_SIGNING_SECRET"],
             bot_token=os.environ["SLACK_BOT_TOKEN"],
+            approval_key=_approval_key(),
         )
         mounted += slack_routes(slack)
+    if os.environ.get("LIFEBOAT_PROXY_SECRET"):
+        from shell.approvals import ProxySettings, approval_routes
+
+        mounted += approval_routes(
+            ProxySettings(proxy_secret=os.environ["LIFEBOAT_PROXY_SECRET"], approval_key=_approval_key())
+        )
     if not mounted:
         raise ConfigError(
             "nothing to serve: the Alertmanager receiver needs credentials (LIFEBOAT_ALERTMANAGER_TOKEN, "
@@ -59,6 +69,17 @@ def routes(args: argparse.Namespace) -> list:
             "SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN"
         )
     return mounted
+
+
+def _approval_key():
+    from providers.orchestrator.prefect_api import approval_key
+
+    if (key := approval_key()) is None:
+        raise ConfigError(
+            "approvals need LIFEBOAT_APPROVAL_KEY (or the Prefect Secret block lifeboat-approval-key): "
+            "the key the failover flow verifies decisions with"
+        )
+    return key.decode()
 
 
 def _alert_settings(args: argparse.Namespace):

@@ -9,6 +9,9 @@ from runbooks.model import Runbook
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 
+LOGINS = {"U0ALICE": ["alice@example.com"], "U0BOB": ["bob"]}  # what the identity proxy reports
+
+
 def make_runbook(tmp_path, **approval) -> Runbook:
     return Runbook.model_validate(
         {
@@ -27,6 +30,7 @@ def make_runbook(tmp_path, **approval) -> Runbook:
                 "approvers": ["U0ALICE", "U0BOB"],
                 "channel": "C0INCIDENT",
                 "timeout": "15m",
+                **({} if "approvers" in approval else {"logins": LOGINS}),
                 **approval,
             },
         }
@@ -72,6 +76,14 @@ def make_card(run_id: str = "8d4c1a52-0000-4000-8000-000000000001", **kw):
 
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+APPROVAL_KEY = "test-approval-key-shared-by-the-flow-and-the-front-doors"
+
+
+@pytest.fixture(autouse=True)
+def approval_key(monkeypatch):
+    """The key the front doors sign decisions with and the flow verifies them with."""
+    monkeypatch.setenv("LIFEBOAT_APPROVAL_KEY", APPROVAL_KEY)
+    return APPROVAL_KEY
 
 
 def signed_click(body_payload: dict, *, secret: str = SIGNING_SECRET, timestamp: int | None = None):

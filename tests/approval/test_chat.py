@@ -83,7 +83,7 @@ def test_console_prints_the_card_and_waits_by_default():
 
 def test_console_auto_approves_for_dry_runs_and_can_ask():
     decision = ConsoleChat("approve", out=io.StringIO()).answer(make_card())
-    assert decision.approved and decision.via == "cli"
+    assert decision.approved and decision.via == "console"
     asked = ConsoleChat("ask", out=io.StringIO(), inp=io.StringIO("n\nalert looks flaky\n")).answer(
         make_card()
     )
@@ -175,3 +175,22 @@ def test_escaping_never_breaks_block_kit_limits_or_cuts_an_escape_in_half():
     blocks = card_blocks(make_card(evidence=["<" * 5000]))
     text = blocks[1]["text"]["text"]
     assert len(text) <= 3000 and text.endswith("&lt;…")
+
+
+def test_the_ui_card_shows_every_fact_and_escapes_hostile_alert_text():
+    from datetime import UTC, datetime, timedelta
+
+    from flows.approval_screen import card_markdown
+
+    now = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+    hostile = (
+        "gpu_health: XID 79\n## Approved already [click](javascript:alert(1)) <img src=x onerror=alert(1)>"
+    )
+    text = card_markdown(make_card(evidence=[hostile], deadline=now + timedelta(minutes=14, seconds=5)), now)
+    for fact in ("**Outage evidence:**", "**Certified checkpoint:** gs://ckpt-dr/llama/step-120000",
+                 "**RPO:** 12m (target 30m)", "$88.49/h", "**Prestage:**", "**Expected RTO:** 14m (target 30m)",
+                 "(14 min 5 s left; then the runbook"):  # fmt: skip
+        assert fact in text, fact
+    assert "\\<img" in text and "\\[click\\]" in text  # escaped: shown as text, neither HTML nor a link
+    assert text.count("<") == text.count("\\<")
+    assert not any(line.startswith("## Approved") for line in text.splitlines())

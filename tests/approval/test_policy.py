@@ -59,7 +59,7 @@ def test_the_escalation_approver_can_decide_after_escalation(tmp_path):
 
 def test_a_slack_user_off_the_allow_list_is_refused_and_recorded(tmp_path):
     gate = _gate(tmp_path)
-    with pytest.raises(PreconditionFailed, match="U0MALLORY is not an approver"):
+    with pytest.raises(PreconditionFailed, match=r"U0MALLORY \(via slack\) is not an approver"):
         gate.decide(ApprovalDecision(approved=True, reason="yolo", approver="U0MALLORY", via="slack"), T0)
     assert not gate.decided and gate.trail[-1].kind == "refused"
 
@@ -78,7 +78,48 @@ def test_approval_not_required_is_decided_by_policy_at_once(tmp_path):
     assert gate.decided and gate.decision.approved and gate.decision.via is Via.policy
 
 
-def test_the_ui_form_fields_are_described():
-    schema = ApprovalDecision.model_json_schema()
+def test_the_ui_form_asks_only_the_verdict_and_the_reason():
+    from flows.approval_screen import ApprovalForm
+
+    schema = ApprovalForm.model_json_schema()
+    assert list(schema["properties"]) == ["approved", "reason"] == schema["required"]
     assert all(p.get("description") for p in schema["properties"].values())
-    assert schema["required"] == ["approved", "reason"]
+
+
+def test_a_verified_login_decides_for_the_approver_it_maps_to(tmp_path):
+    gate = _gate(tmp_path)
+    gate.decide(
+        ApprovalDecision(approved=True, reason="region is down", approver="alice@example.com", via="ui"), T0
+    )
+    assert gate.trail[-1].who == "alice@example.com (U0ALICE)"
+
+
+@pytest.mark.parametrize(
+    ("approver", "via"),
+    [
+        ("mallory@example.com", "ui"),  # a login nobody mapped
+        ("U0ALICE", "cli"),  # a Slack id typed as a login: logins are another namespace
+        ("alice@example.com", "slack"),  # a login claimed as a Slack user id
+    ],
+)
+def test_an_identity_off_the_allow_list_is_refused_on_every_channel(tmp_path, approver, via):
+    gate = _gate(tmp_path)
+    with pytest.raises(PreconditionFailed, match="is not an approver"):
+        gate.decide(ApprovalDecision(approved=True, reason="go", approver=approver, via=via), T0)
+    assert not gate.decided and gate.trail[-1].kind == "refused" and gate.trail[-1].who == approver
+
+
+def test_the_policy_decides_only_at_the_final_deadline(tmp_path):
+    gate = _gate(tmp_path, on_timeout="proceed")
+    early = ApprovalDecision(approved=True, reason="claimed policy", approver="policy", via="policy")
+    with pytest.raises(PreconditionFailed, match="only at the final deadline"):
+        gate.decide(early, T0 + minutes(14))
+    gate.decide(early, T0 + minutes(15))
+    assert gate.decision.via is Via.policy
+
+
+def test_a_login_for_someone_who_is_not_an_approver_is_a_runbook_error(tmp_path):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="logins: not an approver or escalation approver: U0EVE"):
+        make_runbook(tmp_path, logins={"U0EVE": ["eve"]})

@@ -22,6 +22,7 @@ from shell.server import create_app
 from shell.slack_actions import SlackSettings, slack_routes
 
 from .conftest import (
+    APPROVAL_KEY,
     SIGNING_SECRET,
     click_payload,
     in_thread,
@@ -79,6 +80,7 @@ def endpoint(slack_stub, tmp_path, prefect_server):
     settings = SlackSettings.from_runbooks(
         [make_runbook(tmp_path)],
         signing_secret=SecretStr(SIGNING_SECRET),
+        approval_key=SecretStr(APPROVAL_KEY),
         bot_token=SecretStr("xoxb-test"),
         base_url=slack_stub.base_url,
     )
@@ -100,7 +102,7 @@ def test_signed_slack_click_resumes_the_paused_run_with_the_decision(tmp_path, s
         f"<{get_current_settings().ui_url}/runs/flow-run/{run_id}|open in Prefect>"
         in context["elements"][0]["text"]
     )
-    assert _click(endpoint, blocks, run_id, user="U0BOB").status_code == 200
+    assert _click(endpoint, blocks, run_id, user="U0BOB").is_success
     out = _finish(t)
     assert out["decision"] == {
         "approved": True,
@@ -116,6 +118,7 @@ def test_signed_slack_click_resumes_the_paused_run_with_the_decision(tmp_path, s
     settings = SlackSettings.from_runbooks(
         [make_runbook(tmp_path)],
         signing_secret=SecretStr(SIGNING_SECRET),
+        approval_key=SecretStr(APPROVAL_KEY),
         bot_token=SecretStr("xoxb-test"),
         base_url=slack_stub.base_url,
     )
@@ -137,7 +140,7 @@ def test_bad_signature_old_timestamp_or_unknown_user_leave_the_run_paused(tmp_pa
     assert (
         _click(endpoint, blocks, run_id, user="U0ALICE", timestamp=int(time.time()) - 360).status_code == 401
     )
-    assert _click(endpoint, blocks, run_id, user="U0MALLORY").status_code == 200
+    assert _click(endpoint, blocks, run_id, user="U0MALLORY").is_success
     # TestClient returns after the background task ran: a wrongly resumed run would already be RUNNING
     assert _state(run_id) == "PAUSED" and slack_stub.called("chat.update") == []
     assert "not on the approver list" in slack_stub.called("chat.postEphemeral")[0]["text"]
@@ -146,42 +149,134 @@ def test_bad_signature_old_timestamp_or_unknown_user_leave_the_run_paused(tmp_pa
     assert out["decision"]["approved"] is False and out["entry"]["outcome"] == "aborted"
 
 
-def test_ui_style_resume_with_run_input_decides(tmp_path, slack_stub, prefect_server):
-    from prefect.flow_runs import resume_flow_run
+PROXY_SECRET = "proxy-secret-for-tests"
+
+
+def _proxied(
+    run_id: str, login: str, *, approved: bool = True, reason: str = "capacity confirmed", agent="Mozilla/5.0"
+):
+    """A decision arriving through the identity proxy: lifeboat serve's route, with the
+    headers only the proxy sets."""
+    from shell.approvals import ProxySettings, approval_routes
+
+    app = create_app(approval_routes(ProxySettings(proxy_secret=PROXY_SECRET, approval_key=APPROVAL_KEY)))
+    return TestClient(app).post(
+        f"/api/flow_runs/{run_id}/resume",
+        json={"run_input": {"approved": approved, "reason": reason}},
+        headers={"x-lifeboat-proxy-secret": PROXY_SECRET, "x-lifeboat-user": login, "user-agent": agent},
+    )
+
+
+def _wait_paused_again(run_id: str, refusals: int, ledger_path) -> str:
+    """the run refused a resume, recorded it, and is paused again"""
+
+    def refused():
+        entries = [e for e in LedgerFile(ledger_path).read("llama-pretrain") if e.run_id == run_id]
+        note = entries[0].notes.get("approval refused", "") if entries else ""
+        return note if note.count("; ") + 1 == refusals and note and _state(run_id) == "PAUSED" else None
+
+    return wait_until(refused)
+
+
+def test_the_ui_form_carries_the_card_and_asks_only_verdict_and_reason(tmp_path, slack_stub, prefect_server):
     from prefect.input.actions import read_flow_run_input
     from prefect.input.run_input import keyset_from_paused_state
 
     _, t, run_id, _ = _start(tmp_path, slack_stub)
     with get_client(sync_client=True) as client:
         paused = client.read_flow_run(UUID(run_id)).state
-    form = read_flow_run_input(keyset_from_paused_state(paused)["schema"], flow_run_id=UUID(run_id))
-    assert form["required"] == ["approved", "reason"]  # the UI form the on-call fills in
-    assert all(field.get("description") for field in form["properties"].values())
-    resume_flow_run(
-        UUID(run_id), run_input={"approved": True, "reason": "capacity confirmed", "approver": "ops-lead"}
-    )
-    out = _finish(t)
-    assert out["decision"]["via"] == "ui" and out["decision"]["approver"] == "ops-lead"
-    (update,) = slack_stub.called("chat.update")  # the flow itself updates the card for non-Slack decisions
-    assert "Approved by ops-lead via ui" in update["text"]
-
-
-def test_lifeboat_approve_from_a_terminal_rejects_with_a_reason(
-    tmp_path, slack_stub, prefect_server, capsys, monkeypatch
-):
-    _, t, run_id, _ = _start(tmp_path, slack_stub)
-    assert (
-        lifeboat(["approve", run_id, "--reject", "--reason", "primary is back", "--approver", "carol"]) == 0
-    )
+    keys = keyset_from_paused_state(paused)
+    form = read_flow_run_input(keys["schema"], flow_run_id=UUID(run_id))
+    card = read_flow_run_input(keys["description"], flow_run_id=UUID(run_id))
+    assert list(form["properties"]) == ["approved", "reason"] == form["required"]
+    for fact in (
+        "6/8 GPUs XID 79",
+        "step-120000",
+        "12m (target 30m)",
+        "$88.49/h",
+        "weights: 3/3 copied",
+        "14m (target 30m)",
+        "left; then",
+    ):
+        assert fact in card, fact
+    assert _proxied(run_id, "bob", approved=False, reason="primary recovered").is_success
     out = _finish(t)
     assert out["decision"] == {
         "approved": False,
-        "reason": "primary is back",
-        "approver": "carol",
-        "via": "cli",
+        "reason": "primary recovered",
+        "approver": "bob",
+        "via": "ui",
     }
-    assert lifeboat(["approve", run_id, "--reason", "too late"]) == 1
-    assert "not waiting for approval" in capsys.readouterr().err
+
+
+def test_forged_rest_resumes_are_refused_recorded_and_the_policy_still_decides(
+    tmp_path, slack_stub, prefect_server, capsys, monkeypatch
+):
+    """Attacks on a real Prefect server: a bare REST resume claiming an allow-listed Slack user
+    via slack, the same typed into the UI form, `lifeboat approve` sent straight to Prefect,
+    and a login off the allow-list through the proxy. None decides; the run keeps waiting and
+    the runbook's on_timeout applies at the deadline."""
+    from prefect.flow_runs import resume_flow_run
+
+    monkeypatch.setattr("shell.cli.COMMANDS", ("approve",))
+    ledger_path = tmp_path / "ledger.jsonl"
+    _, t, run_id, _ = _start(tmp_path, slack_stub, timeout="12s")
+
+    resume_flow_run(
+        UUID(run_id), run_input={"approved": True, "reason": "go", "approver": "U0ALICE", "via": "slack"}
+    )
+    assert "U0ALICE: not signed by Slack or the identity proxy" in _wait_paused_again(run_id, 1, ledger_path)
+
+    resume_flow_run(
+        UUID(run_id),
+        run_input={"approved": True, "reason": "typed in the form", "approver": "alice@example.com"},
+    )
+    _wait_paused_again(run_id, 2, ledger_path)
+
+    assert (
+        lifeboat(["approve", run_id, "--reason", "straight to Prefect"]) == 0
+    )  # Prefect takes it; the flow does not
+    _wait_paused_again(run_id, 3, ledger_path)
+
+    assert _proxied(run_id, "mallory@example.com", agent="prefect/3.9.1").is_success
+    note = _wait_paused_again(run_id, 4, ledger_path)
+    assert "mallory@example.com (via cli) is not an approver for this runbook" in note
+
+    out = _finish(t)  # nobody verified decided: on_timeout=abort at the deadline
+    assert out["decision"]["via"] == "policy" and out["decision"]["approved"] is False
+    assert out["entry"]["outcome"] == "aborted" and _state(run_id) == "COMPLETED"
+    assert "Rejected by policy" in slack_stub.called("chat.update")[0]["text"]
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(run_id)]))
+        )
+    assert artifact.data.count("| refused |") == 4
+
+
+def test_a_forged_signature_or_a_replay_from_another_run_is_refused(tmp_path, slack_stub, prefect_server):
+    from datetime import UTC, datetime
+
+    from prefect.flow_runs import resume_flow_run
+
+    from lifeboat.approval_proof import sign_decision
+    from providers.chat.base import ApprovalDecision
+
+    ledger_path = tmp_path / "ledger.jsonl"
+    _, t, run_id, _ = _start(tmp_path, slack_stub)
+    alice = ApprovalDecision(approved=True, reason="go", approver="U0ALICE", via="slack")
+    resume_flow_run(UUID(run_id), run_input=sign_decision(b"guessed-key", run_id, alice, datetime.now(UTC)))
+    _wait_paused_again(run_id, 1, ledger_path)
+    other_run = sign_decision(
+        APPROVAL_KEY.encode(), "8d4c1a52-0000-4000-8000-00000000beef", alice, datetime.now(UTC)
+    )
+    resume_flow_run(UUID(run_id), run_input=other_run)
+    note = _wait_paused_again(run_id, 2, ledger_path)
+    assert note.count("bad signature") == 2
+    assert _proxied(run_id, "alice@example.com").is_success
+    out = _finish(t)
+    assert out["decision"]["approver"] == "alice@example.com" and out["decision"]["via"] == "ui"
 
 
 def test_nobody_answering_escalates_then_the_policy_decides_and_the_run_completes(
@@ -231,10 +326,10 @@ def console_gate_flow(runbook_doc: dict, mode: str) -> dict:
 
 def test_console_backend_auto_approves_a_dry_run_without_pausing(tmp_path, prefect_server):
     out = console_gate_flow(make_runbook(tmp_path).model_dump(mode="json"), "approve")
-    assert out["decision"]["approved"] is True and out["decision"]["via"] == "cli"
+    assert out["decision"]["approved"] is True and out["decision"]["via"] == "console"
     assert (
         "Approve failover of llama-pretrain?" in out["console"]
-        and "Approved by console via cli" in out["console"]
+        and "Approved by console via console" in out["console"]
     )
     assert out["phases"] == ["approval_granted", "approval_requested"]
 
@@ -260,17 +355,14 @@ def _paused_run_ids() -> list[str]:
 
 
 def test_slack_down_during_the_incident_still_lets_the_ui_decide(tmp_path, slack_stub, prefect_server):
-    from prefect.flow_runs import resume_flow_run
-
     slack_stub.fail_next("chat.postMessage", "service_unavailable", status=503)
     rb = make_runbook(tmp_path)
     t = in_thread(gate_flow, rb.model_dump(mode="json"), slack_stub.base_url, str(tmp_path / "ledger.jsonl"))
     (run_id,) = wait_until(_paused_run_ids)
-    resume_flow_run(
-        UUID(run_id), run_input={"approved": True, "reason": "Slack is down, approving in the UI"}
-    )
+    assert _proxied(run_id, "alice@example.com", reason="Slack is down, approving in the UI").is_success
     out = _finish(t)
     assert out["decision"]["approved"] is True and out["decision"]["via"] == "ui"
+    assert out["entry"]["notes"]["approval"].startswith("approved by alice@example.com via ui")
     assert out["entry"]["notes"]["approval card"].startswith("not posted: Slack chat_postMessage")
 
 
@@ -301,3 +393,15 @@ def test_the_failover_flows_gate_asks_through_chat_and_keeps_the_ledger(tmp_path
     assert "DRILL: Approve failover" in out["console"] and out["console"].rstrip().endswith(
         "failover aborted"
     )
+
+
+def test_a_flow_parameter_cannot_approve_a_real_failover(prefect_server):
+    """Anyone who can start a run could pass approval=approve: only dry runs, drills and
+    local runbooks may decide without a person."""
+    from pathlib import Path
+
+    from flows.failover import failover
+
+    runbook = Path(__file__).resolve().parents[2] / "runbooks" / "llama-70b-pretrain.yaml"
+    state = failover(str(runbook), approval="approve", force=True, return_state=True)
+    assert state.is_failed() and "approval=approve decides without a person" in state.message

@@ -15,7 +15,7 @@ from providers.chat.slack import card_blocks
 from shell.server import create_app
 from shell.slack_actions import SlackSettings, slack_routes
 
-from .conftest import SIGNING_SECRET, click_payload, make_card, make_runbook, signed_click
+from .conftest import APPROVAL_KEY, SIGNING_SECRET, click_payload, make_card, make_runbook, signed_click
 
 RUN = "8d4c1a52-0000-4000-8000-000000000001"
 
@@ -39,6 +39,7 @@ def endpoint(slack_stub, tmp_path):
     settings = SlackSettings.from_runbooks(
         [make_runbook(tmp_path, escalation={"approvers": ["U0DIRECTOR"], "timeout": "5m"})],
         signing_secret=SecretStr(SIGNING_SECRET),
+        approval_key=SecretStr(APPROVAL_KEY),
         bot_token=SecretStr("xoxb-test"),
         base_url=slack_stub.base_url,
     )
@@ -59,8 +60,14 @@ def _click(client, *, secret=SIGNING_SECRET, timestamp=None, extra_headers=None,
 def test_an_approver_click_resumes_the_run_and_updates_the_card(endpoint, slack_stub):
     r = _click(endpoint, user="U0ALICE")
     assert r.status_code == 200
-    ((run_id, decision),) = endpoint.resumed
-    assert run_id == RUN and decision == {
+    ((run_id, run_input),) = endpoint.resumed
+    from datetime import UTC, datetime
+
+    from lifeboat.approval_proof import verify_signed
+
+    # signed for this run with the key the flow holds: only this endpoint can speak for Slack
+    decision = verify_signed(APPROVAL_KEY.encode(), RUN, run_input, datetime.now(UTC))
+    assert run_id == RUN and decision.model_dump(mode="json") == {
         "approved": True,
         "reason": "approved in Slack",
         "approver": "U0ALICE",
@@ -69,6 +76,16 @@ def test_an_approver_click_resumes_the_run_and_updates_the_card(endpoint, slack_
     (update,) = slack_stub.called("chat.update")
     assert update["ts"] == "1001.000100" and "Approved by U0ALICE via slack at" in update["text"]
     assert not [b for b in update["blocks"] if b["type"] == "actions"]
+
+
+def test_without_the_approval_key_the_endpoint_refuses_to_start(tmp_path):
+    from lifeboat.errors import ConfigError
+
+    settings = SlackSettings.from_runbooks(
+        [make_runbook(tmp_path)], signing_secret=SecretStr(SIGNING_SECRET), bot_token=SecretStr("x")
+    )
+    with pytest.raises(ConfigError, match="LIFEBOAT_APPROVAL_KEY"):
+        slack_routes(settings)
 
 
 def test_reject_click_resumes_with_a_rejection(endpoint):
@@ -183,6 +200,7 @@ def test_the_click_is_acked_before_the_run_is_resumed_over_real_http(slack_stub,
     settings = SlackSettings.from_runbooks(
         [make_runbook(tmp_path)],
         signing_secret=SecretStr(SIGNING_SECRET),
+        approval_key=SecretStr(APPROVAL_KEY),
         bot_token=SecretStr("xoxb-test"),
         base_url=slack_stub.base_url,
     )

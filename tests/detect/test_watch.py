@@ -86,7 +86,10 @@ def test_serve_composes_every_route_in_one_list(guarded_path, monkeypatch):
     assert [r.path for r in routes(args)] == ["/alerts/alertmanager"]
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "s")
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("LIFEBOAT_APPROVAL_KEY", "k")
     assert [r.path for r in routes(args)] == ["/alerts/alertmanager", "/slack/actions"]
+    monkeypatch.setenv("LIFEBOAT_PROXY_SECRET", "p")
+    assert [r.path for r in routes(args)][-1] == "/api/flow_runs/{id}/resume"
 
 
 @pytest.mark.skipif(

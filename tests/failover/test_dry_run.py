@@ -51,3 +51,18 @@ def test_dry_run_leaves_no_cluster_behind(prefect_server, ledger_path):
     failover(str(ROOT / "runbooks" / "demo.yaml"), dry_run=True)
     clusters = list(Path(".lifeboat/sandbox").glob("*/.lifeboat/clusters/*/state.json"))
     assert clusters == [], [json.loads(c.read_text()) for c in clusters]
+
+
+def test_a_rejected_failover_ends_cancelled_with_the_reason_named_and_tagged(prefect_server, ledger_path):
+    """Rejected or aborted runs must not look like a success (green Completed) in the UI."""
+    from flows.failover import outcome_of
+
+    state = failover(str(ROOT / "runbooks" / "demo.yaml"), dry_run=True, approval="reject", return_state=True)
+    assert state.is_cancelled() and "failover aborted: rejected by console" in state.message
+    assert outcome_of(state)["outcome"] == "aborted"
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(state.state_details.flow_run_id)
+    assert run.name.startswith("failover-demo-20") and run.state.type.value == "CANCELLED"
+    assert {"runbook:demo", "workload:finetuning", "dry-run"} <= set(run.tags)

@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 RUN = """
 import json, sys
-from flows.failover import failover
-out = failover(runbook=sys.argv[1], force=True, evidence=["test: duplicate alert"], approval="approve")
+from flows.failover import failover, outcome_of
+state = failover(runbook=sys.argv[1], force=True, evidence=["test: duplicate alert"], approval="approve", return_state=True)
+out = outcome_of(state)
 print("RESULT " + json.dumps(out))
 """
 

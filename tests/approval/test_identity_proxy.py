@@ -1,0 +1,155 @@
+"""The production approval path: Prefect with its own password, HAProxy authenticating people
+(`deploy/haproxy/lifeboat.cfg`), lifeboat serve signing what they decide. Attacks first."""
+
+from __future__ import annotations
+
+import base64
+import io
+import shutil
+from uuid import UUID
+
+import httpx
+import pytest
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.runtime import flow_run as current_run
+from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+
+from flows.approval import await_approval
+from lifeboat.ledger import LedgerFile, RtoLedger
+from providers.chat.console import ConsoleChat
+from runbooks.model import Runbook
+from shell.cli import main as lifeboat
+
+from .conftest import APPROVAL_KEY, in_thread, make_card, make_runbook, wait_until
+from .identity_stack import PEOPLE, identity_stack
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(
+        shutil.which("haproxy") is None, reason="needs Debian's haproxy (apt-get install haproxy)"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    with identity_stack(tmp_path_factory.mktemp("identity"), APPROVAL_KEY) as s:
+        yield s
+
+
+def as_worker(stack):
+    """Prefect settings of a worker: the server itself, with its shared password."""
+    return temporary_settings(
+        updates={PREFECT_API_URL: f"{stack.prefect_url}/api", PREFECT_API_AUTH_STRING: stack.server_auth}
+    )
+
+
+def basic(login: str, password: str) -> dict:
+    return {"Authorization": "Basic " + base64.b64encode(f"{login}:{password}".encode()).decode()}
+
+
+@flow(name="approval-gate-behind-the-proxy", persist_result=False)
+def proxied_gate(runbook_doc: dict, ledger_path: str) -> dict:
+    rb = Runbook.model_validate(runbook_doc)
+    ledger = RtoLedger.for_runbook(rb, str(current_run.id), sink=LedgerFile(ledger_path))
+    chat = ConsoleChat("wait", out=io.StringIO())
+    decision = await_approval(rb, make_card(run_id=""), chat, ledger=ledger, grace_s=20)
+    return {"decision": decision.model_dump(mode="json"), "entry": ledger.entry.model_dump(mode="json")}
+
+
+def _state(run_id: str) -> str:
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(UUID(run_id)).state.type.value
+
+
+def _paused_run() -> str | None:
+    """the gate's run is paused"""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.objects import StateType
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))
+            )
+        )
+    return str(runs[0].id) if runs else None
+
+
+def _refusals(ledger_path, run_id: str, n: int):
+    def refused():
+        (entry,) = [e for e in LedgerFile(ledger_path).read("llama-pretrain") if e.run_id == run_id] or [None]
+        note = entry.notes.get("approval refused", "") if entry else ""
+        return note if note and note.count("; ") + 1 == n and _state(run_id) == "PAUSED" else None
+
+    return wait_until(refused)
+
+
+def test_every_forged_path_is_refused_and_a_verified_approver_decides(stack, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("shell.cli.COMMANDS", ("approve",))
+    ledger_path = tmp_path / "ledger.jsonl"
+    with as_worker(stack):
+        t = in_thread(proxied_gate, make_runbook(tmp_path).model_dump(mode="json"), str(ledger_path))
+        run_id = wait_until(_paused_run)
+    resume = f"/api/flow_runs/{run_id}/resume"
+    forged = {"run_input": {"approved": True, "reason": "go", "approver": "U0ALICE", "via": "slack"}}
+
+    # 1. No credentials, straight to Prefect: its own auth refuses before anything runs.
+    assert httpx.post(stack.prefect_url + resume, json=forged).status_code == 401
+    # 2. No credentials, or a wrong password, at the proxy.
+    assert httpx.post(stack.proxy_url + resume, json=forged).status_code == 401
+    bad = basic("alice@example.com", "guess")
+    assert httpx.post(stack.proxy_url + resume, json=forged, headers=bad).status_code == 401
+    # 3. Straight to lifeboat serve, naming a user without the proxy's secret.
+    headers = {"x-lifeboat-user": "alice@example.com", "x-lifeboat-proxy-secret": "guess"}
+    assert httpx.post(stack.serve_url + resume, json=forged, headers=headers).status_code == 401
+    with as_worker(stack):
+        assert _state(run_id) == "PAUSED"
+
+        # 4. With the workers' shared password (a leaked worker config): Prefect accepts the
+        #    resume, the flow refuses it as unsigned, records it and pauses again.
+        worker = {"Authorization": "Basic " + base64.b64encode(stack.server_auth.encode()).decode()}
+        r = httpx.post(stack.prefect_url + resume, json=forged, headers=worker)
+        assert r.status_code in (200, 201) and r.json()["status"] == "ACCEPT"
+        assert "U0ALICE: not signed by Slack or the identity proxy" in _refusals(ledger_path, run_id, 1)
+
+    # 5. Mallory through the proxy, claiming Alice in the identity header: the proxy replaces
+    #    it with the login it verified, and Mallory is not on the allow-list.
+    spoof = basic("mallory@example.com", PEOPLE["mallory@example.com"]) | {
+        "x-lifeboat-user": "alice@example.com"
+    }
+    r = httpx.post(
+        stack.proxy_url + resume, json={"run_input": {"approved": True, "reason": "me"}}, headers=spoof
+    )
+    assert r.status_code in (200, 201), r.text
+    with as_worker(stack):
+        note = _refusals(ledger_path, run_id, 2)
+    assert "mallory@example.com (via ui) is not an approver for this runbook" in note
+
+    # 6. `lifeboat approve` through the proxy with a wrong password: one line, exit 1.
+    wrong = {PREFECT_API_URL: f"{stack.proxy_url}/api", PREFECT_API_AUTH_STRING: "alice@example.com:guess"}
+    with temporary_settings(updates=wrong):
+        assert lifeboat(["approve", run_id, "--reason", "guessing"]) == 1
+    assert "refused your credentials" in capsys.readouterr().err
+
+    # 7. Alice with `lifeboat approve` through the proxy: her login, verified, on the list.
+    proxy_settings = {
+        PREFECT_API_URL: f"{stack.proxy_url}/api",
+        PREFECT_API_AUTH_STRING: f"alice@example.com:{PEOPLE['alice@example.com']}",
+    }
+    with temporary_settings(updates=proxy_settings):
+        assert lifeboat(["approve", run_id, "--reason", "region confirmed down"]) == 0
+    t.join(timeout=90)
+    assert "value" in t.out, t.out.get("error")
+    out = t.out["value"]
+    assert out["decision"] == {
+        "approved": True,
+        "reason": "region confirmed down",
+        "approver": "alice@example.com",
+        "via": "cli",
+    }
+    assert out["entry"]["notes"]["approval refused"].count("; ") == 1  # the two that reached the flow
+    with as_worker(stack):
+        assert _state(run_id) == "COMPLETED"
