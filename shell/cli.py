@@ -28,6 +28,7 @@ COMMANDS = (  # in the order an on-call meets them
     "audit",
     "advise",
     "serve",
+    "deploy",
 )
 
 

@@ -1,5 +1,5 @@
 """Prefect's API, as Lifeboat uses it: resume a paused run, cancel pending ones, emit an
-event, read a secret, hold a runbook's failover lock. The one module that calls these Prefect APIs; it maps Prefect's
+event, read a secret, hold a runbook's failover lock, create the work pool. The one module that calls these Prefect APIs; it maps Prefect's
 errors once, to Lifeboat's:
 
 - `NotFound`: no such run (or deployment, or secret block);
@@ -171,3 +171,32 @@ def runbook_lock(runbook: str, run_id: str | UUID, *, wait_s: float = 2.0, lease
                 f"another failover of {runbook} holds its lock ({name}): this run changes nothing"
             ) from None
         yield
+
+
+def ensure_process_pool(name: str) -> bool:
+    """Create process work pool `name` (Prefect's default job template) unless it exists;
+    True when it was created. A pool of another type is refused, not changed."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+    from prefect.workers.process import ProcessWorker
+
+    with get_client(sync_client=True) as client:
+        try:
+            pool = client.read_work_pool(name)
+        except ObjectNotFound:
+            pass
+        except (OSError, _http_errors()) as e:
+            raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        else:
+            if pool.type != "process":
+                raise ConfigError(f"work pool {name!r} exists with type {pool.type!r}, not 'process'")
+            return False
+        template = ProcessWorker.get_default_base_job_template()
+        try:
+            client.create_work_pool(WorkPoolCreate(name=name, type="process", base_job_template=template))
+        except ObjectAlreadyExists:  # created by a racing deploy
+            return False
+        except (OSError, _http_errors()) as e:
+            raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        return True
