@@ -211,8 +211,31 @@ def build_steps(
 def build_ledger(
     rb: Runbook, *, run_id: str, drill: str | None = None, path: str | Path | None = None
 ) -> RtoLedger:
-    """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`)."""
-    return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), sink=LedgerFile(path))
+    """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`) and,
+    with LIFEBOAT_LEDGER_MIRROR set, as a hash chain mirrored to stores (`ledger_mirror`)."""
+    sink = LedgerFile(path)
+    mirror = ledger_mirror(rb)
+    if mirror is not None:
+        from lifeboat.ledger_chain import TeedLedger
+
+        sink = TeedLedger(sink, mirror)
+    return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), sink=sink)
+
+
+def ledger_mirror(rb: Runbook, where: str | None = None):
+    """The mirrored, hash-chained ledger `where` (default LIFEBOAT_LEDGER_MIRROR) says:
+    `sites` for both sites' checkpoint stores (the secondary first: it outlives a primary
+    outage), or comma-separated store URIs. None when neither is given."""
+    where = where if where is not None else os.environ.get("LIFEBOAT_LEDGER_MIRROR", "")
+    if not where.strip():
+        return None
+    from lifeboat.ledger_chain import MirroredLedger
+
+    if where.strip() == "sites":
+        primary, secondary = open_sites(rb)
+        return MirroredLedger([secondary, primary])
+    opener = store_opener(rb)
+    return MirroredLedger([opener(u.strip()) for u in where.split(",") if u.strip()])
 
 
 def build_gate(rb: Runbook, *, console: str = "wait"):
