@@ -24,6 +24,7 @@ from lifeboat.errors import ConfigError
 
 RUNBOOK_PLACEHOLDER = "{{ lifeboat.runbook }}"
 WORK_POOL = "lifeboat"
+HEARTBEAT_S = 30  # failover runs beat this often; two missed beats mark one Crashed
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,17 @@ def per_runbook_name(entry: dict[str, Any], runbook: str) -> str:
 
 
 def deployment_plan(
-    template: dict[str, Any], targets: list[RunbookTarget], project_root: Path, *, pool: str = WORK_POOL
+    template: dict[str, Any],
+    targets: list[RunbookTarget],
+    project_root: Path,
+    *,
+    pool: str = WORK_POOL,
+    heartbeat_s: int = HEARTBEAT_S,
 ) -> dict[str, Any]:
     """The `prefect.yaml` document that deploys `template`'s shared entries once and its
-    per-runbook entries once per target, on work pool `pool`, run from `project_root`."""
+    per-runbook entries once per target, on work pool `pool`, run from `project_root`.
+    `failover` runs send a heartbeat every `heartbeat_s` (the crash-recovery automation
+    counts on it, whatever the worker's own settings)."""
     if not targets:
         raise ConfigError("lifeboat deploy: name at least one runbook")
     names = [t.name for t in targets]
@@ -86,6 +94,9 @@ def deployment_plan(
             copies.append(copy.deepcopy(entry))
         for one in copies:
             one["work_pool"] = {**(one.get("work_pool") or {}), "name": pool}
+            if one["entrypoint"].endswith(":failover"):
+                job = one["work_pool"].setdefault("job_variables", {})
+                job.setdefault("env", {})["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] = str(heartbeat_s)
             out.append(one)
     doc = {k: v for k, v in template.items() if k not in ("deployments", "pull", "build", "push")}
     doc["pull"] = [

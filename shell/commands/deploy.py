@@ -1,4 +1,5 @@
-"""`lifeboat deploy RUNBOOK…`: the work pool, `failover`, and each runbook's scheduled flows.
+"""`lifeboat deploy RUNBOOK…`: the work pool, `failover`, each runbook's scheduled flows, and
+the automations that re-run a failover whose worker died.
 
 Run from the repository checkout the workers will use, with PREFECT_API_URL set. Re-running
 it updates the same deployments (and the one failover automation) in place.
@@ -27,6 +28,14 @@ def register(subparsers) -> None:
     p.add_argument("runbooks", nargs="+", metavar="RUNBOOK", help="runbook YAML files to protect")
     p.add_argument("--pool", default="lifeboat", help="process work pool name (default: lifeboat)")
     p.add_argument("--template", default="prefect.yaml", help="deployment template (default: prefect.yaml)")
+    p.add_argument(
+        "--heartbeat",
+        type=int,
+        default=30,
+        metavar="SECONDS",
+        help="failover runs send a heartbeat this often (>= 30); two missed mark the run Crashed "
+        "and it is scheduled again for another worker (default: 30)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -34,7 +43,7 @@ def run(args) -> int:
     import yaml
 
     from flows.deploy import deployment_names, deployment_plan, runbook_target
-    from providers.orchestrator.prefect_api import ensure_process_pool, require_api_url
+    from providers.orchestrator.prefect_api import ensure_crash_recovery, ensure_process_pool, require_api_url
 
     root = Path.cwd()
     try:
@@ -46,7 +55,9 @@ def run(args) -> int:
     if not isinstance(template, dict):
         raise ConfigError(f"{args.template}: not a prefect.yaml document")
     targets = [runbook_target(path, root) for path in args.runbooks]
-    plan = deployment_plan(template, targets, root, pool=args.pool)
+    if args.heartbeat < 30:
+        raise ConfigError(f"--heartbeat {args.heartbeat}: Prefect sends flow heartbeats at most every 30s")
+    plan = deployment_plan(template, targets, root, pool=args.pool, heartbeat_s=args.heartbeat)
     require_api_url()
     created = ensure_process_pool(args.pool)
     print(f"work pool {args.pool!r}: {'created' if created else 'exists'}")
@@ -60,8 +71,10 @@ def run(args) -> int:
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
         raise ProviderUnavailable(f"prefect deploy failed ({PLAN_FILE}): " + " | ".join(tail))
+    ensure_crash_recovery("failover", heartbeat_s=args.heartbeat)
     for name in deployment_names(plan):
         print(f"deployment {name}")
+    print("automations: failover-on-confirmed-outage, lifeboat-failover-crashed, lifeboat-failover-rerun")
     print(f"{len(plan['deployments'])} deployments on pool {args.pool!r}; start workers with:")
     print(f"  prefect worker start --pool {args.pool}")
     return 0
