@@ -91,6 +91,7 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from lifeboat.ledger import LedgerFile
+    from providers.orchestrator.prefect_api import CRASH_AUTOMATION, RERUN_AUTOMATION
 
     env = _env(prefect_server_process, tmp_path)
     export, deploy, worker_cmd = readme_deploy_commands()
@@ -121,6 +122,8 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
             assert watch.work_pool_name == "lifeboat"
             automations = [a for a in client.read_automations() if a.name == "failover-on-confirmed-outage"]
             assert len(automations) == 1, "deploying twice must leave one failover automation"
+            names = [a.name for a in client.read_automations()]
+            assert names.count(CRASH_AUTOMATION) == names.count(RERUN_AUTOMATION) == 1
 
             failover = client.read_deployment_by_name("failover/failover")
             runs = [
@@ -150,7 +153,7 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
         ):
             # the suite shares this server: leave nothing that answers other tests' events
             for a in client.read_automations():
-                if a.name == "failover-on-confirmed-outage":
+                if a.name in ("failover-on-confirmed-outage", CRASH_AUTOMATION, RERUN_AUTOMATION):
                     client.delete_automation(a.id)
             for d in client.read_deployments():
                 if d.work_pool_name == "lifeboat":
