@@ -48,7 +48,9 @@ def measure(trials: int, burst: int) -> dict:
         singles = [f"one-{i:03d}" for i in range(trials)]
         many = [f"many-{i:03d}" for i in range(burst)]
         paths = {n: _runbook(folder, n) for n in singles + many}
-        settings = AlertmanagerSettings(bearer_token=TOKEN, runbooks=list(paths.values()), state_dir=folder / "s")
+        settings = AlertmanagerSettings(
+            bearer_token=TOKEN, runbooks=list(paths.values()), state_dir=folder / "s"
+        )
         server, port = _serve(create_app(alertmanager_routes(settings)))
         time.sleep(2.0)  # the server's automation cache picks up the trigger
         headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -87,7 +89,10 @@ def measure(trials: int, burst: int) -> dict:
             raise TimeoutError(f"no failover run for {len(missing)} runbook(s) within {timeout:.0f}s")
 
         single, started = [], {}
-        with get_client(sync_client=True) as client, httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
+        with (
+            get_client(sync_client=True) as client,
+            httpx.Client(base_url=f"http://127.0.0.1:{port}") as http,
+        ):
             for name in singles:
                 began = alert(http, name)
                 run = wait_for(client, [name])[name][0]
@@ -154,7 +159,9 @@ def main() -> None:
                 f"| {max(xs) * 1000:.0f} ms | {', '.join(map(str, r['runs_per_runbook']))} |"
             )
     for db, r in results.items():
-        verdict = "exactly once" if r["runs_per_runbook"] == [1] else f"NOT exactly once: {r['runs_per_runbook']}"
+        verdict = (
+            "exactly once" if r["runs_per_runbook"] == [1] else f"NOT exactly once: {r['runs_per_runbook']}"
+        )
         print(f"{db}: each failover created {verdict}")
 
 
