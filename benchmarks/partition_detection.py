@@ -18,10 +18,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 NS, HOST, PRIMARY = f"lbpart{os.getpid()}", "10.251.7.1", "10.251.7.2"
@@ -62,12 +63,11 @@ def main() -> None:
     if os.geteuid() != 0 or not shutil.which("ip"):
         print("skipped: needs root and iproute2 (`ip netns`)")
         return
-    from lifeboat.detection.probes import CheckpointFreshnessProbe, TrainingProgressProbe, store_heartbeat
-    from lifeboat.detection.provider import ProviderProbe
+    from flows.wiring import PROBE_ATTEMPTS, build_probes
     from lifeboat.detection.quorum import QuorumPolicy, decide
-    from providers.health.control_plane import StoreControlPlane
     from providers.storage.emulators import new_s3_bucket
     from providers.storage.s3 import S3Store
+    from runbooks.loader import load_runbook
 
     for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
         os.environ.setdefault(k, v)
@@ -100,21 +100,23 @@ def main() -> None:
         now = datetime.now(UTC)
         primary.put("heartbeat.json", json.dumps({"step": 10, "at": now.isoformat()}).encode())
         primary.put(f"step-10/{uuid.uuid4().hex}", b"x")
-        probes = [
-            TrainingProgressProbe(
-                store_heartbeat(primary, "heartbeat.json"), timedelta(seconds=30), source="hb"
-            ),
-            CheckpointFreshnessProbe(
-                lambda: max((o.updated for o in primary.list()), default=None),
-                timedelta(minutes=5),
-                2,
-                source=primary.uri,
-            ),
-            ProviderProbe(StoreControlPlane(primary)),
-        ]
+        folder = Path(tempfile.mkdtemp(prefix="lifeboat-partition-"))
+        path = folder / "partitioned.yaml"
+        path.write_text(
+            "name: partitioned\nworkload: finetuning\n"
+            f"primary: {{infra: aws/us-east-1, store: 's3://{bucket}/ckpt', endpoint_url: '{endpoint}'}}\n"
+            "secondary: {infra: local, store: file://secondary, candidates: [{infra: local}]}\n"
+            "job: {command: echo resumed}\ncheckpoint: {cadence: 5m}\n"
+            "detection: {signals: [training_progress, checkpoint_freshness, provider], quorum: 2, "
+            f"window: 5m, stall_after: 30s, heartbeat: 's3://{bucket}/ckpt/heartbeat.json'}}\n"
+        )
+        probes = build_probes(load_runbook(path))  # as `watch` builds them
+        shutil.rmtree(folder)
         _partition(veth)
         print(f"primary store {endpoint} partitioned (connections hang); S3 client: connect_timeout 5 s, ")
-        print(f"read_timeout 60 s, {S3Store.max_attempts} attempts with backoff")
+        print(
+            f"read_timeout 60 s, {PROBE_ATTEMPTS} attempts per call in a probe (copies: {S3Store.max_attempts})"
+        )
         readings, started = [], time.monotonic()
         for probe in probes:
             t = time.monotonic()

@@ -94,6 +94,24 @@ def providers_for(rb: Runbook, *, registry: Registry | None = None) -> Providers
     )
 
 
+PROBE_ATTEMPTS = 2  # per store call in a probe: the next watch run asks again a minute later
+
+
+def probe_store_opener(rb: Runbook) -> Callable[[str], Store]:
+    """`store_opener` with fewer attempts per call: a primary that hangs must not hold one
+    watch run past its schedule (5 attempts × the 5 s connect timeout per call, three calls
+    per probe, made one watch run take 130 s; see docs/deploy.md)."""
+    opener = store_opener(rb)
+
+    def open_for_probe(uri: str) -> Store:
+        store = opener(uri)
+        if isinstance(getattr(store, "max_attempts", None), int):
+            store.max_attempts = min(store.max_attempts, PROBE_ATTEMPTS)
+        return store
+
+    return open_for_probe
+
+
 def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0) -> list:
     """One probe per signal the runbook lists (alerts arrive through `lifeboat serve`)."""
     from urllib.parse import urlparse as _parse
@@ -110,7 +128,7 @@ def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0) -> list:
     from providers.health.nvml import NvmlHealth
 
     signals = {str(getattr(s, "value", s)) for s in rb.detection.signals}
-    opener = store_opener(rb)
+    opener = probe_store_opener(rb)
     probes: list = []
     primary = opener(rb.primary.store) if signals & {"checkpoint_freshness", "provider"} else None
     if "gpu_health" in signals:
