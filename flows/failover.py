@@ -240,6 +240,13 @@ def failover(
 
 def _note_start_up(ledger: RtoLedger, flow_run) -> None:
     """Flow start-up (scheduled → the walk begins) apart from the confirm step's own time."""
+    attempt = flow_run.run_count
+    if attempt and attempt > 1:  # scheduled again by lifeboat-failover-rerun, or a retry
+        ledger.note(
+            "re-run",
+            f"attempt {attempt}: an earlier attempt of this run stopped unfinished (its worker was lost); "
+            "done steps are found done (same run id)",
+        )
     scheduled = flow_run.scheduled_start_time
     if scheduled is not None:
         seconds = (_now() - scheduled).total_seconds()

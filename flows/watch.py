@@ -18,9 +18,9 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 
 from lifeboat.detection.events import outage_event
-from lifeboat.detection.log import SignalLog
 from lifeboat.detection.probes import Probe
 from lifeboat.detection.quorum import QuorumPolicy
+from lifeboat.detection.shared_state import open_signal_log
 from lifeboat.detection.signals import Reading
 from providers.orchestrator.prefect_api import emit_spec as emit
 
@@ -42,7 +42,7 @@ def watch(runbook: str, xid_wait_ms: int = 0) -> dict:
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
-    log = SignalLog(rb.name)
+    log = open_signal_log(rb.name)
     readings = [run_probe(p, log.latest(p.source)) for p in build_probes(rb, xid_wait_ms=xid_wait_ms)]
     decision = log.observe(readings, QuorumPolicy.from_detection(rb.detection))
     logger = get_run_logger()

@@ -103,6 +103,24 @@ def providers_for(rb: Runbook, *, registry: Registry | None = None) -> Providers
     )
 
 
+PROBE_ATTEMPTS = 2  # per store call in a probe: the next watch run asks again a minute later
+
+
+def probe_store_opener(rb: Runbook) -> Callable[[str], Store]:
+    """`store_opener` with the probe deadline and fewer attempts per call: a primary that
+    hangs must not hold one watch run past its schedule (5 attempts × the 5 s connect timeout per call, three calls
+    per probe, made one watch run take 130 s; see docs/deploy.md)."""
+    opener = store_opener(rb, deadline_s=probe_deadline())
+
+    def open_for_probe(uri: str) -> Store:
+        store = opener(uri)
+        if isinstance(getattr(store, "max_attempts", None), int):
+            store.max_attempts = min(store.max_attempts, PROBE_ATTEMPTS)
+        return store
+
+    return open_for_probe
+
+
 def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0) -> list:
     """One probe per signal the runbook lists (alerts arrive through `lifeboat serve`)."""
     from urllib.parse import urlparse as _parse
@@ -120,7 +138,7 @@ def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0) -> list:
 
     signals = {str(getattr(s, "value", s)) for s in rb.detection.signals}
     # a probe must read "failing" in seconds, not wait out the store's default deadline
-    opener = store_opener(rb, deadline_s=probe_deadline())
+    opener = probe_store_opener(rb)
     probes: list = []
     primary = opener(rb.primary.store) if signals & {"checkpoint_freshness", "provider"} else None
     if "gpu_health" in signals:
@@ -236,9 +254,32 @@ def build_ledger(
     path: str | Path | None = None,
     kind: str | None = None,
 ) -> RtoLedger:
-    """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`)."""
+    """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`) and,
+    with LIFEBOAT_LEDGER_MIRROR set, as a hash chain mirrored to stores (`ledger_mirror`)."""
+    sink = LedgerFile(path)
+    mirror = ledger_mirror(rb)
+    if mirror is not None:
+        from lifeboat.ledger_chain import TeedLedger
+
+        sink = TeedLedger(sink, mirror)
     table = "serving" if rb.serving is not None else "training"
-    return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), kind=kind, table=table, sink=LedgerFile(path))
+    return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), kind=kind, table=table, sink=sink)
+
+
+def ledger_mirror(rb: Runbook, where: str | None = None):
+    """The mirrored, hash-chained ledger `where` (default LIFEBOAT_LEDGER_MIRROR) says:
+    `sites` for both sites' checkpoint stores (the secondary first: it outlives a primary
+    outage), or comma-separated store URIs. None when neither is given."""
+    where = where if where is not None else os.environ.get("LIFEBOAT_LEDGER_MIRROR", "")
+    if not where.strip():
+        return None
+    from lifeboat.ledger_chain import MirroredLedger
+
+    if where.strip() == "sites":
+        primary, secondary = open_sites(rb)
+        return MirroredLedger([secondary, primary])
+    opener = store_opener(rb)
+    return MirroredLedger([opener(u.strip()) for u in where.split(",") if u.strip()])
 
 
 # -- failback ----------------------------------------------------------------------------------

@@ -55,8 +55,8 @@ from lifeboat.detection.alerts import (
     runbook_of,
 )
 from lifeboat.detection.events import EventSpec, outage_event, runbook_resource
-from lifeboat.detection.log import SignalLog
 from lifeboat.detection.quorum import QuorumPolicy
+from lifeboat.detection.shared_state import open_seen, open_signal_log
 from lifeboat.detection.signals import Clock, utc_now
 from lifeboat.errors import ConfigError
 from providers.orchestrator.prefect_api import emit_spec as emit
@@ -78,7 +78,11 @@ class AlertmanagerSettings(BaseModel):
     default_runbook: str | None = Field(
         None, description="Runbook name for alerts without a `lifeboat_runbook` label."
     )
-    state_dir: Path | None = Field(None, description="Signal log folder (default LIFEBOAT_STATE_DIR).")
+    state_dir: Path | str | None = Field(
+        None,
+        description="Signal log folder, or a store URI shared by every replica and `watch` "
+        "(default LIFEBOAT_STATE_DIR).",
+    )
     alert_hold: timedelta = Field(
         timedelta(hours=4, minutes=15),
         description="A firing alert counts this long without being re-sent: keep Alertmanager's "
@@ -133,7 +137,7 @@ def alertmanager_routes(
         )
     guarded = _load_runbooks(settings.runbooks)
     cancel = cancel or cancel_pending_failovers
-    seen = Seen(clock=clock)
+    seen = open_seen(settings.state_dir, clock=clock) or Seen(clock=clock)
 
     async def receive(request: Request) -> JSONResponse:
         if not _authorized(request.headers.get("authorization", ""), settings):
@@ -173,7 +177,7 @@ def alertmanager_routes(
             reading = alert_reading(alert, group, now, settings.alert_hold, settings.source_scope)
             per_runbook.setdefault(name, []).append(reading)
             key = dedupe_key(group, alert)
-            if not seen.first(key):
+            if not await run_in_threadpool(seen.first, key):
                 result["duplicates"] += 1
                 continue
             emit_event(
@@ -189,7 +193,7 @@ def alertmanager_routes(
 
         for name, readings in per_runbook.items():
             policy, path = guarded[name]
-            signal_log = SignalLog(name, settings.state_dir, clock=clock)
+            signal_log = open_signal_log(name, settings.state_dir, clock=clock)
             decision = await run_in_threadpool(signal_log.observe, readings, policy)
             result["runbooks"][name] = decision.summary
             spec = outage_event(decision, name, path)

@@ -29,6 +29,7 @@ COMMANDS = {  # name -> what it does, in the order an on-call meets them
     "audit": "checkpoint integrity audit: resume a random sample, compare the loss curve",
     "advise": "advise a checkpoint interval and size the DR budget from the cluster's own numbers",
     "serve": "receive Alertmanager webhooks and Slack approval clicks",
+    "deploy": "create the work pool and the Prefect deployments for these runbooks",
 }
 
 

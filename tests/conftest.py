@@ -7,7 +7,10 @@ fails the test instead, and so does a flow run with no server (Prefect's silent 
 server is switched off). No telemetry, nothing reaching the internet. Each peer starts once, on first use, on
 127.0.0.1, and stops at the end of the session: `prefect_server` (a temporary Prefect server
 on SQLite, so every area's events, deployments and automations land on one server),
-`s3_endpoint` (moto's ThreadedMotoServer), `gcs_endpoint` (gcp-storage-emulator).
+`s3_endpoint` (moto's ThreadedMotoServer), `gcs_endpoint` (gcp-storage-emulator),
+`prefect_server_process` / `prefect_server_postgres` (`prefect server start` on SQLite /
+on a private PostgreSQL cluster, `postgres_url`: skipped with the reason where PostgreSQL is
+not installed).
 """
 
 import os
@@ -24,7 +27,14 @@ os.environ.setdefault("LIFEBOAT_SKY_HOME", tempfile.mkdtemp(prefix="lifeboat-tes
 os.environ.setdefault("LIFEBOAT_CACHE_DIR", tempfile.mkdtemp(prefix="lifeboat-test-memo-"))
 os.environ.setdefault("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "false")
 
-PEERS = ("prefect_server", "prefect_server_process", "s3_endpoint", "gcs_endpoint")
+PEERS = (
+    "prefect_server",
+    "prefect_server_process",
+    "prefect_server_postgres",
+    "postgres_url",
+    "s3_endpoint",
+    "gcs_endpoint",
+)
 PEER_PARAMS = {"s3", "gcs", "s3-moto", "gcs-emulator", "haproxy", "route53"}
 
 
@@ -52,55 +62,45 @@ def prefect_server(request):
 
 
 @pytest.fixture(scope="session")
-def prefect_server_process(request, tmp_path_factory):
+def prefect_server_process(request):
     """A real `prefect server start` process (SQLite) with its background services — the lease
     repossessor among them, which the in-process test harness does not run. Yields its API URL."""
     _unit_tier_guard(request)
-    import socket
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-    from pathlib import Path
+    from lifeboat.errors import ProviderUnavailable
+    from providers.orchestrator.servers import prefect_server
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    home = tmp_path_factory.mktemp("prefect-home")
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(home),
-        "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": "2",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_API_URL": "",
-    }
-    prefect = str(Path(sys.executable).parent / "prefect")
-    proc = subprocess.Popen(
-        [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}/api"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("prefect server start did not come up")
-            time.sleep(0.5)
+    try:
+        with prefect_server() as url:
+            yield url
+    except ProviderUnavailable as e:
+        pytest.fail(str(e))
+
+
+@pytest.fixture(scope="session")
+def postgres_url(request):
+    """A private PostgreSQL cluster (Debian's `postgresql`, started in a temporary folder);
+    the tests that need it skip, saying why, where it is not installed."""
+    _unit_tier_guard(request)
+    from providers.orchestrator.servers import PostgresMissing, postgres_cluster
+
+    try:
+        cluster = postgres_cluster()
+        url = cluster.__enter__()
+    except PostgresMissing as e:
+        pytest.skip(f"no PostgreSQL here: {e}")
     try:
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        cluster.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def prefect_server_postgres(postgres_url):
+    """`prefect server start` on PostgreSQL: the production database. Yields its API URL."""
+    from providers.orchestrator.servers import prefect_server
+
+    with prefect_server(postgres_url) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """Prefect's API, as Lifeboat uses it: resume a paused run, cancel pending ones, emit an
-event, read a secret (and the approval signing key), hold a runbook's failover lock. The one module that calls these Prefect APIs; it maps Prefect's
+event, read a secret (and the approval signing key), hold a runbook's failover lock, create the work pool.
+The one module that calls these Prefect APIs; it maps Prefect's
 errors once, to Lifeboat's:
 
 - `NotFound`: no such run (or deployment, or secret block);
@@ -228,3 +229,105 @@ def runbook_lock(runbook: str, run_id: str | UUID, *, wait_s: float = 2.0, lease
                 f"another failover of {runbook} holds its lock ({name}): this run changes nothing"
             ) from None
         yield
+
+
+def ensure_process_pool(name: str) -> bool:
+    """Create process work pool `name` (Prefect's default job template) unless it exists;
+    True when it was created. A pool of another type is refused, not changed."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+    from prefect.workers.process import ProcessWorker
+
+    with get_client(sync_client=True) as client:
+        try:
+            pool = client.read_work_pool(name)
+        except ObjectNotFound:
+            pass
+        except (OSError, _http_errors()) as e:
+            raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        else:
+            if pool.type != "process":
+                raise ConfigError(f"work pool {name!r} exists with type {pool.type!r}, not 'process'")
+            return False
+        template = ProcessWorker.get_default_base_job_template()
+        try:
+            client.create_work_pool(WorkPoolCreate(name=name, type="process", base_job_template=template))
+        except ObjectAlreadyExists:  # created by a racing deploy
+            return False
+        except (OSError, _http_errors()) as e:
+            raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        return True
+
+
+CRASH_AUTOMATION = "lifeboat-failover-crashed"
+RERUN_AUTOMATION = "lifeboat-failover-rerun"
+
+
+def ensure_crash_recovery(flow_name: str = "failover", *, heartbeat_s: int = 30, misses: int = 2) -> None:
+    """(Re)create the two automations that finish a failover whose worker died: a `flow_name`
+    run that sends no heartbeat for `misses` × `heartbeat_s` (its flow runs must beat every
+    `heartbeat_s`: PREFECT_FLOWS_HEARTBEAT_FREQUENCY) is marked Crashed; a Crashed one is set
+    Scheduled again, so any worker of the pool re-runs it under the same run id (the failover
+    is idempotent by run id)."""
+    from datetime import timedelta
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.actions import ChangeFlowRunState
+    from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
+
+    flow = {"prefect.resource.role": "flow", "prefect.resource.name": flow_name}
+    runs = {"prefect.resource.id": "prefect.flow-run.*"}
+    crashed = AutomationCore(
+        name=CRASH_AUTOMATION,
+        description=f"A {flow_name} run silent for {misses} heartbeats has lost its worker: Crashed.",
+        trigger=EventTrigger(
+            after={"prefect.flow-run.heartbeat"},
+            expect={
+                "prefect.flow-run.heartbeat",
+                "prefect.flow-run.Completed",
+                "prefect.flow-run.Failed",
+                "prefect.flow-run.Cancelled",
+                "prefect.flow-run.Crashed",
+                "prefect.flow-run.Paused",
+            },
+            match=runs,
+            match_related=flow,
+            for_each={"prefect.resource.id"},
+            posture=Posture.Proactive,
+            threshold=1,
+            within=timedelta(seconds=misses * heartbeat_s),
+        ),
+        actions=[
+            ChangeFlowRunState(
+                state=StateType.CRASHED, message=f"no heartbeat for {misses * heartbeat_s}s: worker lost"
+            )
+        ],
+    )
+    rerun = AutomationCore(
+        name=RERUN_AUTOMATION,
+        description=f"A crashed {flow_name} run is scheduled again: a worker re-runs it under the same id.",
+        trigger=EventTrigger(
+            expect={"prefect.flow-run.Crashed"},
+            match=runs,
+            match_related=flow,
+            posture=Posture.Reactive,
+            threshold=1,
+        ),
+        actions=[
+            ChangeFlowRunState(
+                state=StateType.SCHEDULED,
+                message="re-run after a crash (lifeboat-failover-rerun)",
+                force=True,
+            )
+        ],
+    )
+    try:
+        with get_client(sync_client=True) as client:
+            for automation in (crashed, rerun):
+                for old in client.read_automations_by_name(automation.name):
+                    client.delete_automation(old.id)
+                client.create_automation(automation)
+    except (OSError, _http_errors()) as e:
+        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None

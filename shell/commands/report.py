@@ -1,4 +1,5 @@
-"""`lifeboat report RUNBOOK [--out PNG]`: the failover/drill history and a timeline picture."""
+"""`lifeboat report RUNBOOK [--out PNG] [--mirror sites|URI,…] [--verify]`: the failover/drill
+history and a timeline picture; `--verify` checks the mirrored ledger's hash chain."""
 
 from __future__ import annotations
 
@@ -23,6 +24,18 @@ def register(subparsers) -> None:
         help=f"ledger JSON-lines file (default: $LIFEBOAT_LEDGER or {DEFAULT_LEDGER})",
     )
     p.add_argument("--store", default=None, help="read the ledger from this store URI instead of the file")
+    p.add_argument(
+        "--mirror",
+        default=None,
+        help="read the hash-chained ledger mirrored to `sites` (both sites' stores: RUNBOOK must be "
+        "a file) or to these comma-separated store URIs (default with --verify: $LIFEBOAT_LEDGER_MIRROR or sites)",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the mirrored ledger's hash chain in every store; exit 1 if a record was edited, "
+        "lost or disputed",
+    )
     p.add_argument("--run", default=None, help="draw this run instead of the latest")
     p.add_argument("--out", default=None, help="timeline PNG (default: .lifeboat/timelines/<name>-<run>.png)")
     p.set_defaults(handler=run)
@@ -42,7 +55,12 @@ def run(args) -> int:
     from lifeboat.timeline import history_markdown, render_timeline, timeline_path
 
     name = _runbook_name(args.runbook)
-    if args.store:
+    if args.verify or args.mirror:
+        mirror = _mirror(args)
+        if args.verify:
+            return _verify(mirror, name)
+        sink = mirror
+    elif args.store:
         from providers.storage import open_store
 
         sink = LedgerStore(open_store(args.store))
@@ -69,3 +87,34 @@ def run(args) -> int:
     for reason in entry.rca_reasons:
         print(f"RCA: {reason}")
     return 0
+
+
+def _mirror(args):
+    import os
+
+    where = args.mirror or os.environ.get("LIFEBOAT_LEDGER_MIRROR") or "sites"
+    if Path(args.runbook).suffix in (".yaml", ".yml"):
+        from flows.wiring import ledger_mirror
+        from runbooks.loader import load_runbook
+
+        return ledger_mirror(load_runbook(args.runbook), where)
+    if where.strip() == "sites":
+        raise ConfigError("--mirror sites needs the runbook file (its sites' stores), not its name")
+    from lifeboat.ledger_chain import MirroredLedger
+    from providers.storage import open_store
+
+    return MirroredLedger([open_store(u.strip()) for u in where.split(",") if u.strip()])
+
+
+def _verify(mirror, name: str) -> int:
+    report = mirror.verify(name)
+    where = ", ".join(s.uri for s in mirror.stores)
+    for line in report.warnings:
+        print(f"warning: {line}")
+    for line in report.problems:
+        print(f"PROBLEM: {line}")
+    verdict = "intact" if report.ok else "NOT intact"
+    print(
+        f"ledger chain of {name} in {where}: {report.records} trusted records, head {report.head[:16]}, {verdict}"
+    )
+    return 0 if report.ok else 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
+from lifeboat.shared_fate import shared_fate_warnings
 from providers.compute.skycheck import check_runbook
 from runbooks.loader import RunbookInvalid
 from shell.cli import COMMANDS
@@ -13,7 +15,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "validate",
         help=COMMANDS["validate"],
-        description="Validate runbook YAML files. Exit 0 when all are valid, 1 otherwise.",
+        description="Validate runbook YAML files. Exit 0 when all are valid, 1 otherwise. "
+        "Also warns (without failing) when the control plane in this environment (PREFECT_API_URL, "
+        "the ledger, the signal state) would go down with the runbook's primary site.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="runbook YAML files")
     p.set_defaults(handler=run)
@@ -32,6 +36,8 @@ def run(args) -> int:
         print(
             f"{file}: ok ({rb.name}, {rb.workload.value}, RPO {_fmt(rb.rpo_target)}, RTO {_fmt(rb.rto_target)})"
         )
+        for warning in shared_fate_warnings(rb, os.environ):
+            print(f"{file}: warning: {warning}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -10,6 +10,7 @@ import yaml
 from prefect.flows import load_flow_from_entrypoint
 from prefect.server.schemas.schedules import CronSchedule
 
+from flows.deploy import RUNBOOK_PLACEHOLDER
 from tests.drills.conftest import ROOT
 
 DEPLOYMENTS = {d["name"]: d for d in yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]}
@@ -33,7 +34,7 @@ def test_deployment_points_at_a_real_flow_with_valid_parameters(name):
 
     assert f.name == flow_name
     params = f.validate_parameters(d["parameters"])
-    assert params["runbook"] == "{{ $LIFEBOAT_RUNBOOK }}"
+    assert params["runbook"] == RUNBOOK_PLACEHOLDER  # `lifeboat deploy` writes each runbook's path
     if kind:
         assert (params["kind"], params.get("scope")) == (kind, scope)
     assert d["work_pool"]["name"] == "lifeboat"

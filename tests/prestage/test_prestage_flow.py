@@ -45,4 +45,6 @@ def test_prestage_flow_stages_weights_and_reports_ready(tmp_path, prefect_server
 def test_prefect_yaml_schedules_the_prestage_deployment():
     doc = yaml.safe_load((REPO / "prefect.yaml").read_text())
     (dep,) = [d for d in doc["deployments"] if d["entrypoint"] == "flows/prestage.py:prestage"]
-    assert dep["schedules"] and dep["parameters"]["runbook"] == "{{ $LIFEBOAT_RUNBOOK }}"
+    from flows.deploy import RUNBOOK_PLACEHOLDER
+
+    assert dep["schedules"] and dep["parameters"]["runbook"] == RUNBOOK_PLACEHOLDER

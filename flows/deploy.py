@@ -1,0 +1,111 @@
+"""What `lifeboat deploy RUNBOOK…` asks Prefect to create, from `prefect.yaml` as a template.
+
+`prefect.yaml` lists Lifeboat's deployments once. An entry whose `runbook` parameter is the
+placeholder `RUNBOOK_PLACEHOLDER` is per runbook (watch, certify, replicate, prestage, the
+drills, audit): `deployment_plan` makes one copy for each runbook given, named after it, with
+the runbook's path written in (relative to the project root when the runbook lives inside
+it, so every worker that checks the project out at the same place reads the same file).
+Prefect fills `{{ $VAR }}` at deploy time, on the deploying host, which is why the path is
+written in here and never left to an environment variable. Every other entry (`failover`,
+started by the automation with the runbook from the outage event) is deployed once.
+
+The plan is a plain `prefect.yaml` document; the shell writes it out and runs
+`prefect deploy --all` on it, so Prefect's own loader checks it the way an operator's would.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lifeboat.errors import ConfigError
+
+RUNBOOK_PLACEHOLDER = "{{ lifeboat.runbook }}"
+WORK_POOL = "lifeboat"
+HEARTBEAT_S = 30  # failover runs beat this often; two missed beats mark one Crashed
+
+
+@dataclass(frozen=True)
+class RunbookTarget:
+    """One runbook to deploy: its name and the path the worker will read."""
+
+    name: str
+    path: str
+
+
+def runbook_target(path: str | Path, project_root: Path) -> RunbookTarget:
+    """Load the runbook (a bad one is refused here, not every minute on a worker) and give the
+    path relative to `project_root` when it lies inside it, else absolute."""
+    from runbooks.loader import load_runbook
+
+    rb = load_runbook(path)
+    full = Path(path).resolve()
+    try:
+        shown = str(full.relative_to(project_root.resolve()))
+    except ValueError:
+        shown = str(full)
+    return RunbookTarget(rb.name, shown)
+
+
+def is_per_runbook(entry: dict[str, Any]) -> bool:
+    return entry.get("parameters", {}).get("runbook") == RUNBOOK_PLACEHOLDER
+
+
+def per_runbook_name(entry: dict[str, Any], runbook: str) -> str:
+    """`watch` → `watch/<runbook>`; `drill-az` → `drill/drill-az-<runbook>`."""
+    flow = entry["entrypoint"].rsplit(":", 1)[1]
+    return runbook if entry["name"] == flow else f"{entry['name']}-{runbook}"
+
+
+def deployment_plan(
+    template: dict[str, Any],
+    targets: list[RunbookTarget],
+    project_root: Path,
+    *,
+    pool: str = WORK_POOL,
+    heartbeat_s: int = HEARTBEAT_S,
+) -> dict[str, Any]:
+    """The `prefect.yaml` document that deploys `template`'s shared entries once and its
+    per-runbook entries once per target, on work pool `pool`, run from `project_root`.
+    `failover` runs send a heartbeat every `heartbeat_s` (the crash-recovery automation
+    counts on it, whatever the worker's own settings)."""
+    if not targets:
+        raise ConfigError("lifeboat deploy: name at least one runbook")
+    names = [t.name for t in targets]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(
+            f"lifeboat deploy: runbook name {twice[0]!r} given twice (runbook names must be unique)"
+        )
+    out: list[dict[str, Any]] = []
+    for entry in template.get("deployments") or []:
+        if not isinstance(entry, dict) or "entrypoint" not in entry or "name" not in entry:
+            raise ConfigError("prefect.yaml: every deployment needs a name and an entrypoint")
+        copies = []
+        if is_per_runbook(entry):
+            for t in targets:
+                one = copy.deepcopy(entry)
+                one["name"] = per_runbook_name(entry, t.name)
+                one["parameters"]["runbook"] = t.path
+                copies.append(one)
+        else:
+            copies.append(copy.deepcopy(entry))
+        for one in copies:
+            one["work_pool"] = {**(one.get("work_pool") or {}), "name": pool}
+            if one["entrypoint"].endswith(":failover"):
+                job = one["work_pool"].setdefault("job_variables", {})
+                job.setdefault("env", {})["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] = str(heartbeat_s)
+            out.append(one)
+    doc = {k: v for k, v in template.items() if k not in ("deployments", "pull", "build", "push")}
+    doc["pull"] = [
+        {"prefect.deployments.steps.set_working_directory": {"directory": str(project_root.resolve())}}
+    ]
+    doc["deployments"] = out
+    return doc
+
+
+def deployment_names(plan: dict[str, Any]) -> list[str]:
+    """`flow/deployment` of every entry in a plan."""
+    return [f"{d['entrypoint'].rsplit(':', 1)[1]}/{d['name']}" for d in plan["deployments"]]

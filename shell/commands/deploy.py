@@ -1,0 +1,81 @@
+"""`lifeboat deploy RUNBOOK…`: the work pool, `failover`, each runbook's scheduled flows, and
+the automations that re-run a failover whose worker died.
+
+Run from the repository checkout the workers will use, with PREFECT_API_URL set. Re-running
+it updates the same deployments (and the one failover automation) in place.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from lifeboat.errors import ConfigError, ProviderUnavailable
+from shell.cli import COMMANDS
+
+PLAN_FILE = Path(".lifeboat/deploy/prefect.yaml")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "deploy",
+        help=COMMANDS["deploy"],
+        description="Create the `lifeboat` process work pool if missing, the shared `failover` "
+        "deployment with its automation, and one set of scheduled deployments per runbook "
+        "(watch, certify, replicate, prestage, drills, audit) with the runbook path written "
+        "in. Then start workers: `prefect worker start --pool lifeboat`.",
+    )
+    p.add_argument("runbooks", nargs="+", metavar="RUNBOOK", help="runbook YAML files to protect")
+    p.add_argument("--pool", default="lifeboat", help="process work pool name (default: lifeboat)")
+    p.add_argument("--template", default="prefect.yaml", help="deployment template (default: prefect.yaml)")
+    p.add_argument(
+        "--heartbeat",
+        type=int,
+        default=30,
+        metavar="SECONDS",
+        help="failover runs send a heartbeat this often (>= 30); two missed mark the run Crashed "
+        "and it is scheduled again for another worker (default: 30)",
+    )
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    import yaml
+
+    from flows.deploy import deployment_names, deployment_plan, runbook_target
+    from providers.orchestrator.prefect_api import ensure_crash_recovery, ensure_process_pool, require_api_url
+
+    root = Path.cwd()
+    try:
+        template = yaml.safe_load(Path(args.template).read_text())
+    except OSError as e:
+        raise ConfigError(f"{args.template}: cannot read: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{args.template}: not YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(template, dict):
+        raise ConfigError(f"{args.template}: not a prefect.yaml document")
+    targets = [runbook_target(path, root) for path in args.runbooks]
+    if args.heartbeat < 30:
+        raise ConfigError(f"--heartbeat {args.heartbeat}: Prefect sends flow heartbeats at most every 30s")
+    plan = deployment_plan(template, targets, root, pool=args.pool, heartbeat_s=args.heartbeat)
+    require_api_url()
+    created = ensure_process_pool(args.pool)
+    print(f"work pool {args.pool!r}: {'created' if created else 'exists'}")
+    PLAN_FILE.parent.mkdir(parents=True, exist_ok=True)
+    PLAN_FILE.write_text(yaml.safe_dump(plan, sort_keys=False))
+    done = subprocess.run(
+        [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all", "--prefect-file", str(PLAN_FILE)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+        raise ProviderUnavailable(f"prefect deploy failed ({PLAN_FILE}): " + " | ".join(tail))
+    ensure_crash_recovery("failover", heartbeat_s=args.heartbeat)
+    for name in deployment_names(plan):
+        print(f"deployment {name}")
+    print("automations: failover-on-confirmed-outage, lifeboat-failover-crashed, lifeboat-failover-rerun")
+    print(f"{len(plan['deployments'])} deployments on pool {args.pool!r}; start workers with:")
+    print(f"  prefect worker start --pool {args.pool}")
+    return 0

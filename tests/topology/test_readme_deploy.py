@@ -1,0 +1,160 @@
+"""README "Deploying", pasted as a new user would: its commands run verbatim against a real
+`prefect server start` and a real process worker, then `watch` and a dry-run `failover` run
+through that worker."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def readme_deploy_commands() -> list[str]:
+    """The shell lines of the first ```sh block under README's "## Deploying", comments cut."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Deploying", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def _console_script(tmp_path: Path) -> Path:
+    """`lifeboat` as `pip install` writes it from pyproject's [project.scripts] entry (the
+    shared venv's copy may predate this checkout's entry point)."""
+    import tomllib
+
+    target = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["lifeboat"]
+    module, func = target.split(":")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "lifeboat"
+    script.write_text(f"#!{sys.executable}\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n")
+    script.chmod(0o755)
+    return bindir
+
+
+def _env(api_url: str, tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{_console_script(tmp_path)}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        "PREFECT_API_URL": api_url,
+        "PREFECT_WORKER_QUERY_SECONDS": "1",
+        "PREFECT_WORKER_PREFETCH_SECONDS": "1",
+        "LIFEBOAT_STATE_DIR": str(tmp_path / "detect"),
+        "LIFEBOAT_LEDGER": str(tmp_path / "ledger.jsonl"),
+    }
+
+
+def _wait_final(client, run_id, timeout: float = 180.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = client.read_flow_run(run_id)
+        if run.state is not None and run.state.is_final():
+            return run
+        time.sleep(1)
+    pytest.fail(f"flow run {run_id} did not finish in {timeout:.0f}s (last state {run.state_name})")
+
+
+def test_readme_lists_the_deploy_commands_a_new_user_runs():
+    commands = readme_deploy_commands()
+    assert [c.split()[0] for c in commands] == ["export", "lifeboat", "prefect"]
+    assert commands[1].startswith("lifeboat deploy ") and "--pool lifeboat" in commands[2]
+
+
+def test_deploy_refuses_a_runbook_it_cannot_read_in_one_line(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "shell", "deploy", str(tmp_path / "missing.yaml")],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1
+    assert "missing.yaml" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
+    prefect_server_process, tmp_path
+):
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from lifeboat.ledger import LedgerFile
+    from providers.orchestrator.prefect_api import CRASH_AUTOMATION, RERUN_AUTOMATION
+
+    env = _env(prefect_server_process, tmp_path)
+    export, deploy, worker_cmd = readme_deploy_commands()
+    assert export.startswith("export PREFECT_API_URL=")  # the test's own server stands in for it
+    for _ in range(2):  # twice: the second run updates in place
+        started = time.monotonic()
+        done = subprocess.run(deploy, shell=True, cwd=ROOT, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        print(f"{deploy}: {time.monotonic() - started:.1f}s")
+    assert "deployment watch/demo" in done.stdout
+
+    with open(tmp_path / "worker.log", "w") as out:  # the child keeps its own copy of the file
+        worker = subprocess.Popen(
+            shlex.split(worker_cmd),
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        with (
+            temporary_settings({PREFECT_API_URL: prefect_server_process}),
+            get_client(sync_client=True) as client,
+        ):
+            watch = client.read_deployment_by_name("watch/demo")
+            assert watch.parameters == {"runbook": "runbooks/demo.yaml"}
+            assert watch.work_pool_name == "lifeboat"
+            automations = [a for a in client.read_automations() if a.name == "failover-on-confirmed-outage"]
+            assert len(automations) == 1, "deploying twice must leave one failover automation"
+            names = [a.name for a in client.read_automations()]
+            assert names.count(CRASH_AUTOMATION) == names.count(RERUN_AUTOMATION) == 1
+
+            failover = client.read_deployment_by_name("failover/failover")
+            runs = [
+                client.create_flow_run_from_deployment(watch.id),
+                client.create_flow_run_from_deployment(
+                    failover.id, parameters={"runbook": "runbooks/demo.yaml", "dry_run": True}
+                ),
+            ]
+            started = time.monotonic()
+            finished = [_wait_final(client, r.id, timeout=240) for r in runs]
+            print(f"watch and dry-run failover through the worker: {time.monotonic() - started:.1f}s")
+            log = (tmp_path / "worker.log").read_text()
+            for run in finished:
+                assert run.state.is_completed(), f"{run.name}: {run.state.message}\n{log[-3000:]}"
+        entries = LedgerFile(tmp_path / "ledger.jsonl").read("demo")
+        assert [(e.run_id, e.outcome) for e in entries] == [(str(runs[1].id), "completed")]
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+        with (
+            temporary_settings({PREFECT_API_URL: prefect_server_process}),
+            get_client(sync_client=True) as client,
+        ):
+            # the suite shares this server: leave nothing that answers other tests' events
+            for a in client.read_automations():
+                if a.name in ("failover-on-confirmed-outage", CRASH_AUTOMATION, RERUN_AUTOMATION):
+                    client.delete_automation(a.id)
+            for d in client.read_deployments():
+                if d.work_pool_name == "lifeboat":
+                    client.delete_deployment(d.id)
