@@ -88,7 +88,6 @@ def _refusals(ledger_path, run_id: str, n: int):
 
 
 def test_every_forged_path_is_refused_and_a_verified_approver_decides(stack, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("shell.cli.COMMANDS", ("approve",))
     ledger_path = tmp_path / "ledger.jsonl"
     with as_worker(stack):
         t = in_thread(proxied_gate, make_runbook(tmp_path).model_dump(mode="json"), str(ledger_path))

@@ -218,7 +218,6 @@ def test_forged_rest_resumes_are_refused_recorded_and_the_policy_still_decides(
     the runbook's on_timeout applies at the deadline."""
     from prefect.flow_runs import resume_flow_run
 
-    monkeypatch.setattr("shell.cli.COMMANDS", ("approve",))
     ledger_path = tmp_path / "ledger.jsonl"
     _, t, run_id, _ = _start(tmp_path, slack_stub, timeout="12s")
 

@@ -48,6 +48,7 @@ def doors(tmp_path_factory):
             approvers={"guarded": ["U0ALICE"]},
             channels={"guarded": "C0INCIDENT"},
             max_body_bytes=CAP,
+            approval_key=SecretStr("test-approval-key"),
         )
         alerts = AlertmanagerSettings(
             bearer_token=TOKEN,

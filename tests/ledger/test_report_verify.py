@@ -27,7 +27,6 @@ def demo(tmp_path, monkeypatch, clock):
     shutil.copy(ROOT / "runbooks" / "demo.yaml", path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LIFEBOAT_LEDGER_MIRROR", "sites")
-    monkeypatch.setattr("shell.cli.COMMANDS", ("report",))
     ledger = build_ledger(load_runbook(path), run_id="run-1", path=tmp_path / "ledger.jsonl")
     ledger.clock = clock
     replay_failover(ledger, clock)

@@ -53,7 +53,6 @@ def test_a_local_primary_folder_holding_the_state_is_named(tmp_path):
 
 
 def test_validate_prints_the_warnings_and_still_exits_zero(monkeypatch, capsys):
-    monkeypatch.setattr("shell.cli.COMMANDS", ("validate",))
     for var in ("LIFEBOAT_LEDGER_MIRROR", "LIFEBOAT_STATE_DIR", "PREFECT_API_URL"):
         monkeypatch.delenv(var, raising=False)
     assert lifeboat(["validate", str(LLAMA)]) == 0

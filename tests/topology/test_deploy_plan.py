@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.deploy import RUNBOOK_PLACEHOLDER, deployment_names, deployment_plan, runbook_target
+from flows.deploy import (
+    RUNBOOK_PLACEHOLDER,
+    deployment_names,
+    deployment_plan,
+    is_per_runbook,
+    runbook_target,
+)
 from lifeboat.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +37,10 @@ def test_each_runbook_gets_its_own_scheduled_deployments_with_its_path_written_i
     names = deployment_names(plan)
     assert names.count("failover/failover") == 1
     assert {"watch/demo", "watch/batch-embed", "drill/drill-az-demo", "audit/batch-embed"} <= set(names)
-    assert len(names) == 1 + 2 * (len(TEMPLATE["deployments"]) - 1)
+    per_runbook = sum(1 for d in TEMPLATE["deployments"] if is_per_runbook(d))
+    shared = len(TEMPLATE["deployments"]) - per_runbook  # failover, failback: the runbook comes with the run
+    assert names.count("failback/failback") == 1
+    assert len(names) == shared + 2 * per_runbook
     assert len(set(names)) == len(names)
     runbooks = {
         d["parameters"]["runbook"] for d in plan["deployments"] if "runbook" in d.get("parameters", {})
