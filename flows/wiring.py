@@ -198,7 +198,7 @@ def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
 
     def prestage():
         stage_runbook_weights(rb, providers.open_store)
-        return readiness_for(rb, providers.image_registry, providers.open_store)
+        return readiness_for(rb, providers.registry, providers.open_store)
 
     from lifeboat.replication import loss_log_for_failover
 
@@ -293,7 +293,7 @@ def swapped(rb: Runbook) -> Runbook:
     away["cluster"] = cluster_name(rb)
     home["candidates"] = [{"infra": rb.primary.infra}]
     doc["primary"], doc["secondary"] = away, home
-    doc["verify"] = {**doc["verify"], "loss_log": None}  # the failback compares with the DR job's own log
+    # (the failback's parity compares with the DR job's own log: FailbackSteps replaces the loss log)
     view = Runbook.model_validate(doc)
     view._path = rb._path
     return view
