@@ -79,8 +79,11 @@ def _snapshot(store) -> list[tuple]:
 
 
 def prepare_failback(rig: Rig, options: Mapping[str, Any]) -> None:
-    """A plain failover first; the job trains twice as far, so there is work left to fail back."""
-    command = rig.rb.job.command.replace(f"--steps {SANDBOX_JOB_STEPS}", f"--steps {2 * SANDBOX_JOB_STEPS}")
+    """A plain failover first; the job trains twice as far, and at a pace (50 ms a step) that
+    leaves it still training when the failback fences it: there is work left to fail back."""
+    command = rig.rb.job.command.replace(
+        f"--steps {SANDBOX_JOB_STEPS}", f"--steps {2 * SANDBOX_JOB_STEPS} --step-seconds 0.05"
+    )
     rig.rb = amend(rig.rb, job={"command": command})
     simulated_outage(rig)
 

@@ -97,7 +97,10 @@ def test_lifeboat_replicate_lists_the_secondary_once_for_certification_and_reten
     call = S3Store._call
 
     def counted(self, op, key=None, **kwargs):
-        calls[op] += 1
+        # the site state (`_lifeboat/lease.json`) is read and written by its own protocol; the
+        # data path is every other request
+        if not str(key or "").startswith("_lifeboat/") and "_lifeboat/" not in str(kwargs.get("prefix", "")):
+            calls[op] += 1
         return call(self, op, key, **kwargs)
 
     monkeypatch.setattr(S3Store, "_call", counted)
