@@ -235,7 +235,9 @@ def test_slack_actions_cuts_off_an_endless_chunked_body_at_the_cap(door):
     head = slack_head(None, ts=str(int(time.time())), sig="v0=" + "0" * 64)
     answer = raw_request(door.port, head, endless(), chunked=True)
     assert answer.status == 413 and "body over" in answer.body
-    assert CAP < door.app.read[-1] <= CAP + 64 * 1024  # stopped one chunk past the cap
+    # stopped at the first message past the cap: uvicorn hands the app what one read of the
+    # socket gave (64 KiB, coalesced to a few hundred KiB under load), never the whole body
+    assert CAP < door.app.read[-1] <= CAP + 512 * 1024
     assert answer.sent < 100 * MB  # answered while the attacker was still sending
 
 
