@@ -606,6 +606,25 @@ def certify_replica(
     return c.report(outcomes)
 
 
+def _listing_certifier(
+    replica, source, layout, found, source_found, *, deep=False, stream=True, lease=AUTO
+) -> _Certifier:
+    """A certifier that walks every checkpoint, reusing discoveries the caller already took."""
+    c = _Certifier(
+        replica,
+        source,
+        layout=str(getattr(layout, "value", layout)),
+        at=datetime.now(UTC),
+        deep=deep,
+        stream=stream,
+        max_workers=16,
+        cache_limit=20_000,
+        lease=lease,
+    )
+    c.given = (found, source_found)
+    return c
+
+
 def certified_checkpoints(
     replica: Store,
     source: Store | None,
@@ -621,18 +640,9 @@ def certified_checkpoints(
     rolling back to the previous certified one). `found` / `source_found`: discoveries of
     the replica / source the caller already took (lifeboat.checkpoints.layouts.discover),
     so that neither is listed again."""
-    c = _Certifier(
-        replica,
-        source,
-        layout=str(getattr(layout, "value", layout)),
-        at=datetime.now(UTC),
-        deep=deep,
-        stream=stream,
-        max_workers=16,
-        cache_limit=20_000,
-        lease=lease,
+    c = _listing_certifier(
+        replica, source, layout, found, source_found, deep=deep, stream=stream, lease=lease
     )
-    c.given = (found, source_found)
     for outcome in c.run():
         if isinstance(outcome, Certified):
             yield outcome
@@ -650,17 +660,7 @@ def certifiable_prefixes(
     """The newest `want` checkpoints that certify (prefixes on the replica, newest first),
     and why the source could not be used, if it could not (retention deletes nothing then).
     `found` / `source_found` as for `certified_checkpoints`."""
-    c = _Certifier(
-        replica,
-        source,
-        layout=str(getattr(layout, "value", layout)),
-        at=datetime.now(UTC),
-        deep=False,
-        stream=True,
-        max_workers=16,
-        cache_limit=20_000,
-    )
-    c.given = (found, source_found)
+    c = _listing_certifier(replica, source, layout, found, source_found)
     good: list[str] = []
     root = replica.uri.rstrip("/") + "/"
     for outcome in c.run():

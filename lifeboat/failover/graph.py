@@ -74,11 +74,6 @@ def step_graph(provision_before_approval: bool = False) -> Mapping[str, tuple[st
     }
 
 
-def step_for_milestone(milestone: str) -> Step | None:
-    """The step whose end (or inner mark) is `milestone`."""
-    return next((s for s in STEPS if milestone == s.milestone or milestone in s.marks), None)
-
-
 def critical_path(
     durations: Mapping[str, float], graph: Mapping[str, tuple[str, ...]] | None = None
 ) -> float:
