@@ -1,4 +1,4 @@
-"""Compute fixtures: each backend of the contract suite is one small factory."""
+"""Compute fixtures; the contract suite's own (option, make_job) live in tests/contracts/compute.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from providers.compute.base import JobSpec, PlanOption
+from providers.compute.base import PlanOption
 
 PY = sys.executable
 
@@ -20,8 +20,3 @@ os.environ.setdefault("LIFEBOAT_SKY_RUNTIME_DIR", tempfile.mkdtemp(prefix="lifeb
 @pytest.fixture
 def local_option():
     return PlanOption(infra="local", instance_type=None, accelerators=None, use_spot=False, hourly_usd=0.0)
-
-
-@pytest.fixture
-def echo_job(tmp_path):
-    return JobSpec(name="contract", command="echo lifeboat-contract-ok", workdir=tmp_path)
