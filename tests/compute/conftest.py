@@ -20,3 +20,14 @@ os.environ.setdefault("LIFEBOAT_SKY_RUNTIME_DIR", tempfile.mkdtemp(prefix="lifeb
 @pytest.fixture
 def local_option():
     return PlanOption(infra="local", instance_type=None, accelerators=None, use_spot=False, hourly_usd=0.0)
+
+
+@pytest.fixture
+def launcher(tmp_path):
+    """SkyPilot's fake launcher (providers/compute/skyfake.py); its clusters go down after."""
+    from providers.compute.skyfake import FakeSkyLauncher
+
+    fake = FakeSkyLauncher(tmp_path / "sky")
+    yield fake
+    for name in fake.clusters():
+        fake.down(name)

@@ -9,7 +9,6 @@ import yaml
 from providers.compute.base import JobSpec, PlanOption
 from providers.compute.fake import FakeCompute
 from providers.compute.local import LocalCompute
-from providers.compute.skyfake import FakeSkyLauncher
 from providers.compute.skypilot import SkyPilotCompute
 from tests.contracts.compute import ComputeContract, MakeJob
 
@@ -37,8 +36,8 @@ class TestSkyPilotCompute(ComputeContract):
     bookkeeping, error mapping. The launcher runs each task's `run:` as a local process."""
 
     @pytest.fixture
-    def compute(self, tmp_path):
-        yield from _torn_down(SkyPilotCompute(launcher=FakeSkyLauncher(tmp_path / "sky"), offline=True))
+    def compute(self, launcher):
+        yield from _torn_down(SkyPilotCompute(launcher=launcher, offline=True))
 
     @pytest.fixture
     def option(self) -> PlanOption:

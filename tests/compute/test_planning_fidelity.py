@@ -18,7 +18,6 @@ from providers.compute.base import CapacityError, JobSpec, PlanOption
 from providers.compute.fallback import launch_with_fallback
 from providers.compute.skycatalog import choose_catalog, enabled_clouds, snapshot_date
 from providers.compute.skyerrors import classify, launch_error
-from providers.compute.skyfake import FakeSkyLauncher
 from providers.compute.skypilot import SkyPilotCompute
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,13 +121,10 @@ def task_yaml(tmp_path) -> Path:
     return path
 
 
-def test_a_cloud_error_moves_on_and_the_partial_cluster_is_torn_down(task_yaml, tmp_path):
+def test_a_cloud_error_moves_on_and_the_partial_cluster_is_torn_down(task_yaml, launcher):
     from sky import exceptions as e
 
-    launcher = FakeSkyLauncher(
-        tmp_path / "sky",
-        errors={"aws/us-west-2": e.CloudError("InsufficientInstanceCapacity", "none", "aws")},
-    )
+    launcher.errors["aws/us-west-2"] = e.CloudError("InsufficientInstanceCapacity", "none", "aws")
     compute = SkyPilotCompute(launcher=launcher, offline=True, task_yaml=task_yaml)
     plan = compute.plan([_opt(0, "aws/us-west-2"), _opt(1, "gcp/us-central1")])
     job = JobSpec(name="t", task_yaml=task_yaml)
@@ -139,15 +135,12 @@ def test_a_cloud_error_moves_on_and_the_partial_cluster_is_torn_down(task_yaml, 
     ]
     assert "CloudError" in result.attempts[0].error and launcher.downs[0] == "t-dr"
     assert compute.clusters() == ["t-dr"]
-    compute.teardown("t-dr")
 
 
-def test_a_task_skypilot_refuses_stops_the_fallback_without_trying_the_rest(task_yaml, tmp_path):
+def test_a_task_skypilot_refuses_stops_the_fallback_without_trying_the_rest(task_yaml, launcher):
     from sky import exceptions as e
 
-    launcher = FakeSkyLauncher(
-        tmp_path / "sky", errors={"aws/us-west-2": e.ResourcesMismatchError("disk_tier ultra unsupported")}
-    )
+    launcher.errors["aws/us-west-2"] = e.ResourcesMismatchError("disk_tier ultra unsupported")
     compute = SkyPilotCompute(launcher=launcher, offline=True, task_yaml=task_yaml)
     plan = compute.plan([_opt(0, "aws/us-west-2"), _opt(1, "gcp/us-central1")])
     with pytest.raises(StopFailover, match="ResourcesMismatchError: disk_tier ultra unsupported"):

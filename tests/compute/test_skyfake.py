@@ -11,21 +11,12 @@ import pytest
 from lifeboat.errors import PreconditionFailed, StopFailover
 from providers.compute.base import ClusterState, JobSpec, JobState, PlanOption, wait_for
 from providers.compute.local import group_alive
-from providers.compute.skyfake import FakeSkyLauncher
 from providers.compute.skypilot import SkyPilotCompute
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _offline_sky():
     SkyPilotCompute(offline=True)  # the shipped catalog, before anything imports sky
-
-
-@pytest.fixture
-def launcher(tmp_path):
-    fake = FakeSkyLauncher(tmp_path / "sky")
-    yield fake
-    for name in fake.clusters():
-        fake.down(name)
 
 
 def _task(**config):

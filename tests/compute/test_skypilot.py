@@ -16,7 +16,6 @@ import pytest
 from lifeboat.errors import ConfigError
 from providers.compute.base import CapacityError, ClusterState, JobSpec, JobState, PlanOption, wait_for
 from providers.compute.fallback import launch_with_fallback
-from providers.compute.skyfake import FakeSkyLauncher
 from providers.compute.skypilot import SkyPilotCompute, build_task
 from providers.compute.skyplan import SHIPPED_CATALOG
 
@@ -169,14 +168,6 @@ def runnable_task(tmp_path) -> Path:
     path = tmp_path / "runnable.sky.yaml"
     path.write_text(RUNNABLE_TASK)
     return path
-
-
-@pytest.fixture
-def launcher(tmp_path):
-    fake = FakeSkyLauncher(tmp_path / "sky")
-    yield fake
-    for name in fake.clusters():
-        fake.down(name)
 
 
 def _logged(compute, cluster: str, text: str) -> str:
