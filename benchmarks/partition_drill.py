@@ -112,6 +112,9 @@ def run(workdir: Path, tag: str | None = None) -> dict:
             result["control_exit"] = control.returncode
         finally:
             out.close()
+    ledger = workdir / "ledger.jsonl"
+    if ledger.exists():  # the failover's last snapshot, as `lifeboat report` reads it
+        result["ledger"] = json.loads(ledger.read_text().splitlines()[-1])
     result["namespaces_left"] = leftovers(sites.tag)
     result["tag"] = sites.tag
     return result
