@@ -83,12 +83,12 @@ class Sites:
             )  # fmt: skip
         return self
 
-    def partition(self) -> None:
-        """The primary's link is cut: its packets and everyone's to it vanish, nothing refuses."""
-        _ip("-n", self.net, "link", "set", "p0", "down")
+    def partition(self, role: str = "primary") -> None:
+        """`role`'s link is cut: its packets and everyone's to it vanish, nothing refuses."""
+        _ip("-n", self.net, "link", "set", f"{ROLES[role]}0", "down")
 
-    def restore(self) -> None:
-        _ip("-n", self.net, "link", "set", "p0", "up")
+    def restore(self, role: str = "primary") -> None:
+        _ip("-n", self.net, "link", "set", f"{ROLES[role]}0", "up")
 
     def argv(self, role: str, argv: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self.ns[role], *argv]

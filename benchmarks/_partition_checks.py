@@ -1,7 +1,8 @@
 """The partition drill's phases around the cut and its verdict (see partition_drill.py).
 
-`before_the_partition`: the primary has checkpoints, one replication round copies them, and
-the probes read healthy from both vantage points. `after_the_partition`: the link is back and
+`before_the_partition`: the primary has checkpoints; the probes read healthy from both
+vantage points, and cutting the control plane's own link alone gives no vote; then one
+replication round copies the checkpoints to the secondary. `after_the_partition`: the link is back and
 the zombie primary is kept out of the active lineage (#13's rules, on the real S3 store over
 the restored link). `judge`: the checks, each with its detail.
 """
@@ -30,11 +31,17 @@ def before_the_partition(runbook: str, rb, sites, result: dict) -> None:
         return max(done, default=0)
 
     wait_for(f"a checkpoint at step {MIN_STEP} on the primary", lambda: newest() >= MIN_STEP, 90)
+    result["baseline"] = detect_once(runbook, rb, sites)
+    sites.partition("control")  # the control plane's own link breaks: the primary is fine
+    try:
+        result["control_cut"] = detect_once(runbook, rb, sites)
+    finally:
+        sites.restore("control")
+    # the scheduled replication's last round before the cut
     found = [c for c in stored_checkpoints(primary, "manifest") if c.complete]
     report = replicate_checkpoints(primary, secondary, found, rpo_target=rb.rpo_target)
     result["replicated_step"] = max(c.step for c in found)
     result["replication_failed"] = [str(f) for f in getattr(report, "failed", ())]
-    result["baseline"] = detect_once(runbook, rb, sites)
 
 
 def after_the_partition(rb, result: dict) -> None:
@@ -87,6 +94,12 @@ def judge(result: dict) -> None:
     base, d, f, z = (result.get(k) or {} for k in ("baseline", "detection", "failover", "zombie"))
     checks.append(["healthy from both vantage points before the cut", base.get("state") == "healthy",
                    base.get("summary", "no baseline")])  # fmt: skip
+    cut = result.get("control_cut") or {}
+    checks.append([
+        "the control plane's own link cut: no vote (the secondary still reaches the primary)",
+        cut.get("state") == "healthy" and any("@secondary ok" in r for r in cut.get("readings", ())),
+        f"{cut.get('summary', 'not run')}; " + "; ".join(cut.get("readings", ())),
+    ])  # fmt: skip
     bound = 4 * probe_deadline() + 1
     vantages = [v for vote in d.get("votes", ()) for v in vote["vantages"]]
     waits = [v["took_s"] for v in vantages if v.get("took_s") is not None]

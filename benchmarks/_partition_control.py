@@ -78,8 +78,13 @@ def probe_round(runbook: str, sites: Sites) -> list:
 def detect_once(runbook: str, rb, sites: Sites) -> dict:
     from lifeboat.detection.quorum import QuorumPolicy, decide
 
-    decision = decide(probe_round(runbook, sites), utcnow(), QuorumPolicy.from_detection(rb.detection))
-    return {"state": decision.state.value, "summary": decision.summary}
+    readings = probe_round(runbook, sites)
+    decision = decide(readings, utcnow(), QuorumPolicy.from_detection(rb.detection))
+    return {
+        "state": decision.state.value,
+        "summary": decision.summary,
+        "readings": [f"{r.source} {r.status}: {r.summary[:120]}" for r in readings],
+    }
 
 
 def detect(runbook: str, rb, sites: Sites, cut_at: float) -> dict:

@@ -147,3 +147,42 @@ def test_store_errors_mark_readings_unreachable_only_when_the_target_did_not_ans
     assert provider.status is Status.failing and provider.evidence["unreachable"] is True
     busy = ProviderProbe(FakeControlPlane(mode="no_capacity"), clock=clock).check()
     assert busy.evidence["unreachable"] is False
+
+
+class Unreachable:
+    def __init__(self, signal, source):
+        self.signal, self.source = signal, source
+
+    def check(self, previous=None):
+        from lifeboat.detection.signals import unreachable, utc_now
+
+        e = ProviderUnavailable(f"{self.source}: connect timeout")
+        return Reading(
+            self.signal, self.source, Status.unknown, utc_now(), f"unreadable: {e}", unreachable(e)
+        )
+
+
+def test_two_watches_sharing_one_signal_log_fold_by_vantage(tmp_path):
+    """The control plane's watch alone stays suspected at most; once the secondary's watch,
+    sharing the state, records the same targets unreachable, the outage is confirmed."""
+    from lifeboat.detection.log import SignalLog
+
+    log = SignalLog("trainer", tmp_path)
+    policy = QuorumPolicy(signals=POLICY.signals, quorum=2, window=timedelta(minutes=1))
+
+    def round_from(vantage):
+        probes = [Unreachable("training_progress", "hb"), Unreachable("checkpoint_freshness", "s3://p")]
+        return [
+            VantageProbe(p, vantage, bound_s=2).check(log.latest(f"{p.source}@{vantage}")) for p in probes
+        ]
+
+    first = log.observe(round_from("control-plane"), policy)
+    assert first.state is OutageState.healthy and first.voting == ()
+    again = log.observe(round_from("control-plane"), policy)  # twice from one place: still one vantage
+    assert again.state is OutageState.healthy
+    both = log.observe(round_from("secondary"), policy)
+    assert both.state is OutageState.confirmed and both.changed
+    assert {v["vantage"] for r in both.evidence for v in r.evidence["vantages"]} == {
+        "control-plane",
+        "secondary",
+    }
