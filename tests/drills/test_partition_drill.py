@@ -126,3 +126,42 @@ except socket.timeout:
 except OSError as e:
     print(f"error {{e}}")
 """
+
+
+def test_a_drill_killed_half_way_leaves_nothing_once_its_namespaces_are_swept(tag, tmp_path):
+    """Half-done: the drill is SIGKILLed with its sites up and processes running in them (no
+    `finally` runs); sweeping its namespaces (this fixture's finalizer) kills every process
+    in them and removes them all."""
+    argv = [sys.executable, "-m", "benchmarks.partition_drill", "--tag", tag, "--workdir", str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    deadline, pids = time.monotonic() + 60, []
+    try:
+        while time.monotonic() < deadline and not pids:
+            time.sleep(0.5)
+            if len(leftovers(tag)) == 4:
+                pids = _pids(f"{tag}-p")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    assert pids, "the drill never started its primary site"
+    assert len(leftovers(tag)) == 4  # left behind by the kill
+    _kill_namespace_processes(tag)
+    assert leftovers(tag) == []
+    time.sleep(0.5)
+    assert not [p for p in pids if _alive(p)]
+
+
+def _alive(pid: str) -> bool:
+    """Running (a zombie waiting for its new parent to reap it is dead)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _pids(ns: str) -> list[str]:
+    return subprocess.run(
+        ["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=10
+    ).stdout.split()
