@@ -126,22 +126,22 @@ def _combined(probe: str, readings: list[Reading], need: int) -> Reading:
 def across_vantages(
     readings: Iterable[Reading], now: datetime, window: timedelta, *, need: int = VANTAGES_NEEDED
 ) -> list[Reading]:
-    """Untagged readings unchanged; each tagged probe's latest live reading per vantage
-    folded into one reading by the rule in the module docstring."""
+    """Untagged readings unchanged; each tagged probe folded by the rule in the module
+    docstring from its latest live reading per vantage. The vantages that got an answer keep
+    their whole history (so a flapping answer is damped as any signal's is)."""
     plain: list[Reading] = []
-    latest: dict[str, dict[str, Reading]] = defaultdict(dict)
-    for r in readings:
+    history: dict[str, dict[str, list[Reading]]] = defaultdict(lambda: defaultdict(list))
+    for r in sorted(readings, key=lambda r: r.at):
         vantage = r.evidence.get("vantage")
         if vantage is None:
             plain.append(r)
-            continue
-        if r.at > now or now - r.at > window:
-            continue
-        mine = latest[r.evidence.get("probe", r.source)]
-        if vantage not in mine or mine[vantage].at <= r.at:
-            mine[vantage] = r
-    for probe, by_vantage in sorted(latest.items()):
-        seen = sorted(by_vantage.values(), key=lambda r: r.evidence["vantage"])
-        answered = [r for r in seen if reached(r)]
-        plain.extend(answered if answered else [_combined(probe, seen, need)])
+        elif r.at <= now:
+            history[r.evidence.get("probe", r.source)][vantage].append(r)
+    for probe, by_vantage in sorted(history.items()):
+        latest = {v: rs[-1] for v, rs in sorted(by_vantage.items()) if now - rs[-1].at <= window}
+        answered = [v for v, r in latest.items() if reached(r)]
+        if answered:
+            plain.extend(r for v in answered for r in by_vantage[v])
+        elif latest:
+            plain.append(_combined(probe, list(latest.values()), need))
     return plain

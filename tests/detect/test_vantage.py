@@ -186,3 +186,22 @@ def test_two_watches_sharing_one_signal_log_fold_by_vantage(tmp_path):
         "control-plane",
         "secondary",
     }
+
+
+def test_an_answer_flapping_at_one_vantage_is_damped_as_any_signal(clock):
+    """The secondary reads the heartbeat stale / fresh / stale ...: flapping, no vote."""
+    readings = []
+    for i in range(6):
+        readings.append(answered("training_progress", "hb", clock(), "secondary", ("failing", "ok")[i % 2]))
+        clock.advance(seconds=20)
+    readings.append(answered("training_progress", "hb", clock(), "secondary", "failing"))
+    decision = decide(readings, clock(), POLICY)
+    assert decision.voting == () and decision.ignored[0][1].startswith("flapping")
+
+
+def test_alert_labels_cannot_claim_a_vantage(clock):
+    """Hostile: an alert's labels land under evidence["labels"], never as a vantage tag."""
+    alert = Reading(
+        "provider", "alertmanager:f1", Status.failing, clock(), "x", {"labels": {"vantage": "secondary"}}
+    )
+    assert across_vantages([alert], clock(), WINDOW) == [alert]
