@@ -54,7 +54,8 @@ class Reading:
     expires: datetime | None = None
     # Who could have produced this reading, for independence: readings sharing an origin are
     # one source to the quorum however many signals they claim (an Alertmanager group, a
-    # webhook endpoint). "" means the source itself.
+    # webhook endpoint). "" means the source itself, or for a target that did not answer,
+    # that target (see `independent_source`).
     origin: str = ""
 
     @property
@@ -63,7 +64,15 @@ class Reading:
 
     @property
     def independent_source(self) -> str:
-        return self.origin or self.source
+        """What the quorum counts once: the origin; else, when the observer could not reach
+        its target, `unreachable:<target>` (one endpoint that stopped answering is one fact,
+        however many signals read it); else the source itself."""
+        if self.origin:
+            return self.origin
+        target = self.evidence.get("target")
+        if self.evidence.get("unreachable") is True and isinstance(target, str) and target:
+            return f"unreachable:{target}"
+        return self.source
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,10 +100,12 @@ class Reading:
         )
 
 
-def unreachable(error: BaseException) -> dict[str, Any]:
+def unreachable(error: BaseException, target: str | None = None) -> dict[str, Any]:
     """Evidence of a reading whose source could not be reached (a store or API call that
-    timed out or was refused: `ProviderUnavailable`): `{"unreachable": True, "error": ...}`.
-    Other errors (a bad answer) give `{}`. `lifeboat.detection.vantage` counts these."""
+    timed out or was refused: `ProviderUnavailable`): `{"unreachable": True, "error": ...,
+    "target": target}`. Other errors (a bad answer) give `{}`. `lifeboat.detection.vantage`
+    counts these, once per target."""
     if isinstance(error, ProviderUnavailable):
-        return {"unreachable": True, "error": str(error)[:300]}
+        found = {"unreachable": True, "error": str(error)[:300]}
+        return {**found, "target": target} if target else found
     return {}

@@ -8,8 +8,10 @@ tells the two apart. The rule, per probe:
 - Any vantage that got an answer decides: its reading (ok, or a real failing answer such as a
   stale heartbeat) stands, and the vantages that could not reach the target are not heard.
 - No vantage got an answer: when `need` (2) or more distinct vantages each timed out or were
-  refused, the probe reads `failing`, one vote, its evidence naming every vantage, what it
-  saw and how long it waited; fewer stay `unknown` (no vote), saying which vantage was alone.
+  refused, the probe reads `failing`, its evidence naming every vantage, what it saw, how
+  long it waited and the `target` it could not reach; fewer stay `unknown` (no vote), saying
+  which vantage was alone. The quorum counts one vote per unreachable target
+  (`Reading.independent_source`), however many probes read it.
 
 Readings are tagged with `at_vantage` (source `<probe>@<vantage>`, evidence `vantage`,
 `probe`, `took_s`); untagged readings pass through untouched. `VantageProbe` runs a probe at
@@ -50,6 +52,7 @@ class VantageProbe:
     def __init__(self, probe: Any, vantage: str, *, bound_s: float):
         self.probe, self.vantage, self.bound_s = probe, vantage, bound_s
         self.signal, self.source = probe.signal, f"{probe.source}@{vantage}"
+        self.target = getattr(probe, "target", None)
 
     def check(self, previous: Reading | None = None) -> Reading:
         box: list[Reading | BaseException] = []
@@ -72,7 +75,8 @@ class VantageProbe:
                 Status.unknown,
                 utc_now(),
                 f"no answer within {self.bound_s:g} s",
-                {"unreachable": True, "error": f"timed out after {took:.1f} s"},
+                {"unreachable": True, "error": f"timed out after {took:.1f} s"}
+                | ({"target": self.target} if self.target else {}),
             )
         elif isinstance(box[0], BaseException):
             e = box[0]
@@ -106,7 +110,10 @@ def _combined(probe: str, readings: list[Reading], need: int) -> Reading:
         }
         for r in readings
     ]
-    evidence = {"unreachable": True, "vantages": seen, "need": need}
+    evidence: dict[str, Any] = {"unreachable": True, "vantages": seen, "need": need}
+    targets = sorted({r.evidence["target"] for r in readings if isinstance(r.evidence.get("target"), str)})
+    if targets:  # the vantages run one runbook, so one target; two (a stale copy) name both
+        evidence["target"] = "+".join(targets)
     since = [r.evidence["since"] for r in readings if r.evidence.get("since")]
     if since:
         evidence["since"] = min(since)

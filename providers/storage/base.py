@@ -114,3 +114,16 @@ def store_deadline(deadline_s: float | None = None) -> float:
     if seconds <= 0:
         raise ConfigError(f"a store deadline must be positive seconds, not {seconds:g}")
     return seconds
+
+
+def store_target(store: Store) -> str:
+    """The endpoint a store's calls go to, as detection counts unreachable targets: its
+    `endpoint_url`'s host:port (MinIO, R2, a site's own S3), else `scheme://bucket` (AWS S3,
+    GCS) or the folder of a `file://` store. Every probe reading one store names one target."""
+    from urllib.parse import urlparse
+
+    endpoint = getattr(store, "endpoint_url", None)
+    if endpoint:
+        return (urlparse(endpoint).netloc or endpoint).lower()
+    parsed = urlparse(store.uri)
+    return f"{parsed.scheme}://{parsed.netloc}{parsed.path if parsed.scheme == 'file' else ''}"

@@ -64,7 +64,7 @@ def test_the_store_and_the_provider_api_unreachable_are_two_votes_and_confirm(cl
     readings += from_both("provider", f"control-plane:http://{API}/healthz", clock(), API)
     decision = decide(readings, clock(), POLICY)
     assert decision.state is OutageState.confirmed and decision.independent == 2
-    assert decision.sources == (f"unreachable:{API}", f"unreachable:{STORE}")
+    assert decision.sources == (f"unreachable:{STORE}", f"unreachable:{API}")
     [provider] = [r for r in decision.evidence if r.signal == "provider"]
     assert "shared_with" not in provider.evidence and "also unreachable" not in provider.summary
 
@@ -73,8 +73,13 @@ def test_answers_read_from_one_store_still_count_per_signal(clock):
     """A stale heartbeat and an old checkpoint came back from the same store: two answers,
     each its own vote, as before."""
     stale = [
-        at_vantage(Reading(signal, source, Status.failing, clock(), "stale", {"target": STORE}), "secondary", 0.1)
-        for signal, source in (("training_progress", "heartbeat:s3://p/hb"), ("checkpoint_freshness", "s3://p"))
+        at_vantage(
+            Reading(signal, source, Status.failing, clock(), "stale", {"target": STORE}), "secondary", 0.1
+        )
+        for signal, source in (
+            ("training_progress", "heartbeat:s3://p/hb"),
+            ("checkpoint_freshness", "s3://p"),
+        )
     ]
     decision = decide(stale, clock(), POLICY)
     assert decision.state is OutageState.confirmed and decision.independent == 2
@@ -84,7 +89,9 @@ def test_one_answer_and_one_unreachable_on_the_same_store_are_two_votes(clock):
     """The heartbeat read stale (an answer) and the listing timed out from both: the answer is
     its own evidence; the timeout is the one unreachable vote of that store."""
     stale = at_vantage(
-        Reading("training_progress", "heartbeat:s3://p/hb", Status.failing, clock(), "stale", {"target": STORE}),
+        Reading(
+            "training_progress", "heartbeat:s3://p/hb", Status.failing, clock(), "stale", {"target": STORE}
+        ),
         "secondary",
         0.1,
     )
@@ -115,7 +122,9 @@ def test_the_decision_round_trips_with_its_shared_target(clock):
 
 
 def test_a_folded_reading_names_its_target(clock):
-    [folded] = across_vantages(from_both("training_progress", "hb", clock(), STORE), clock(), timedelta(minutes=5))
+    [folded] = across_vantages(
+        from_both("training_progress", "hb", clock(), STORE), clock(), timedelta(minutes=5)
+    )
     assert folded.status is Status.failing and folded.evidence["target"] == STORE
     assert folded.independent_source == f"unreachable:{STORE}"
 
