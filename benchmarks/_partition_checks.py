@@ -114,6 +114,12 @@ def judge(result: dict) -> None:
         d.get("state") == "confirmed" and two and bool(waits) and max(waits) <= bound,
         f"{d.get('summary')}; waits {sorted(waits)} s (bound {bound:g} s), {d.get('seconds')} s after the cut",
     ])  # fmt: skip
+    unreachable = [s for s in d.get("sources", ()) if s.startswith("unreachable:")]
+    checks.append([
+        "the votes come from independent targets (the store and the region's API), one vote each",
+        d.get("independent", 0) >= 2 and len(unreachable) >= 2,
+        f"{d.get('independent')} independent vote(s) from {d.get('sources')}",
+    ])  # fmt: skip
     checks.append([
         "certified on the secondary's store with the primary hung",
         f.get("certify_mode") == "manifest-only-source-down" and f.get("certified_step") is not None,

@@ -101,6 +101,8 @@ def detect(runbook: str, rb, sites: Sites, cut_at: float) -> dict:
         "state": decision.state.value,
         "summary": decision.summary,
         "confirmed_at": decision.at.isoformat(),
+        "independent": decision.independent,
+        "sources": list(decision.sources),
         "readings": [f"{r.source} {r.status}: {r.summary}" for r in readings],
         "votes": [
             {

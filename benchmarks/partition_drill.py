@@ -1,8 +1,9 @@
 """The partition drill: a region cut off so that connections *hang*, detected from two vantage
 points, failed over for real, and the zombie primary kept out of the active lineage afterwards.
 
-Hosts are network namespaces (`benchmarks/_netns.py`): the primary (its S3 store, moto, and
-the trainer with its uploader), the secondary (its compute; its store is the site's disk, a
+Hosts are network namespaces (`benchmarks/_netns.py`): the primary (its S3 store, moto; a
+stand-in for the region's API, the provider signal's `detection.provider_endpoint`; and the
+trainer with its uploader), the secondary (its compute; its store is the site's disk, a
 `file://` store) and the control plane (`prefect server start` and the drill's flows). Then:
 
 1. the trainer checkpoints on the primary; one replication round copies them to the secondary;
@@ -37,6 +38,7 @@ from benchmarks._netns import Sites, leftovers, unavailable
 from benchmarks._partition_sites import BUCKET, STEP_SECONDS
 
 PREFECT_PORT = 4200
+API_PORT = 8080  # the primary region's API stand-in: an endpoint apart from its store
 DRILL_ENV = {  # the drill's timeouts: short, bounded; product defaults are untouched
     "LIFEBOAT_STORE_DEADLINE": "3",  # every call on a store, retries included
     "LIFEBOAT_PROBE_DEADLINE": "1",  # every probe call (build_probes)
@@ -56,6 +58,7 @@ def write_runbook(workdir: Path, sites: Sites) -> Path:
     command = trainer_job("numpy").command(steps=1_000_000, every=5) + f" --step-seconds {STEP_SECONDS}"
     job = " ".join(sites.argv("secondary", [command]))
     endpoint = f"http://{sites.addr['primary']}:5000"
+    api = f"http://{sites.addr['primary']}:{API_PORT}/healthz"
     path = workdir / "partition.yaml"
     path.write_text(
         f"""name: partition
@@ -72,6 +75,7 @@ detection:
   window: 1m
   stall_after: 10s
   heartbeat: 's3://{BUCKET}/ckpt/heartbeat.json'
+  provider_endpoint: '{api}'
 verify: {{first_step_timeout: 60s, parity_steps: 3, parity_tolerance: 0.0, loss_log: '{workdir}/primary-loss.jsonl'}}
 failover: {{retries: 0, retry_delay: 1s, expected_ready: 30s, step_timeout: 90s}}
 """
@@ -91,6 +95,10 @@ def run(workdir: Path, tag: str | None = None) -> dict:
         try:
             sites.spawn("primary", [str(bin_dir / "moto_server"), "-H", sites.addr["primary"], "-p", "5000"],
                         stdout=out, stderr=out)  # fmt: skip
+            api_root = workdir / "region-api"  # any answer, even 404, is the API up
+            api_root.mkdir(exist_ok=True)
+            sites.spawn("primary", [sys.executable, "-m", "http.server", str(API_PORT), "--bind", sites.addr["primary"],
+                        "--directory", str(api_root)], stdout=out, stderr=out)  # fmt: skip
             sites.spawn("primary", [sys.executable, "-m", "benchmarks._partition_sites", "primary", str(rb)],
                         env=env, stdout=out, stderr=out, cwd=workdir)  # fmt: skip
             home = workdir / "prefect"

@@ -71,9 +71,17 @@ def test_a_hung_primary_is_detected_failed_over_and_fenced_out_with_nothing_left
     # detection came from bounded timeouts, from both vantage points, for every vote
     detection = result["detection"]
     assert detection["state"] == "confirmed" and len(detection["votes"]) >= 2
+    # ... one vote per unreachable target: the primary's store (heartbeat and listing share it)
+    # and its region API (the provider signal's endpoint)
+    assert detection["independent"] == 2
+    assert detection["sources"] == ["unreachable:10.77.0.1:5000", "unreachable:10.77.0.1:8080"]
+    store_votes = [v for v in detection["votes"] if v["signal"] != "provider"]
+    assert len(store_votes) == 2 and all("also unreachable for" in v["summary"] for v in store_votes)
     for vote in detection["votes"]:
         assert {v["vantage"] for v in vote["vantages"]} == {"control-plane", "secondary"}
-        assert all(v["status"] == "unknown" and v["took_s"] <= 5 for v in vote["vantages"]), vote
+        # each vantage could not reach the target: the store calls were cut off (unknown), the
+        # API probe's own pings all timed out (failing, unreachable); each within its bound
+        assert all(v["status"] in ("unknown", "failing") and v["took_s"] <= 5 for v in vote["vantages"]), vote
     # the failover completed with its RTO and RPO recorded in the ledger
     failover = result["failover"]
     final = result["ledger"]
