@@ -176,3 +176,35 @@ def test_a_provider_endpoint_that_is_not_a_url_is_refused_naming_the_field(tmp_p
 
     with pytest.raises(LifeboatError, match="provider_endpoint"):
         _runbook(tmp_path, ", provider_endpoint: 'not a url'")
+
+
+def test_the_runbooks_targets_are_the_built_probes_targets(tmp_path):
+    """`probe_targets` (read from the runbook, for validate) follows `build_probes`."""
+    from lifeboat.detection.targets import probe_targets
+
+    for rb in (
+        _runbook(tmp_path),
+        _runbook(tmp_path, ", provider_endpoint: 'http://10.77.0.1:8080/healthz'"),
+    ):
+        assert probe_targets(rb) == {p.signal: p.target for p in build_probes(rb)}
+
+
+def test_validate_warns_when_one_store_is_every_probes_target_and_names_the_fix(tmp_path):
+    from lifeboat.detection.targets import detection_warnings
+
+    [warning] = detection_warnings(_runbook(tmp_path))
+    assert warning.startswith("detection: checkpoint_freshness, provider, training_progress all reach")
+    assert STORE in warning and "quorum of 2" in warning and "detection.provider_endpoint" in warning
+    assert (
+        detection_warnings(_runbook(tmp_path, ", provider_endpoint: 'http://10.77.0.1:8080/healthz'")) == []
+    )
+
+
+def test_validate_prints_the_detection_warning_and_still_exits_0(tmp_path, capsys):
+    from shell.cli import main
+
+    _runbook(tmp_path)
+    assert main(["validate", str(tmp_path / "rb.yaml")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: detection: checkpoint_freshness, provider, training_progress all reach" in err
+    assert "Traceback" not in err
