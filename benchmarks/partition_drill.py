@@ -41,7 +41,7 @@ PREFECT_PORT = 4200
 API_PORT = 8080  # the primary region's API stand-in: an endpoint apart from its store
 DRILL_ENV = {  # the drill's timeouts: short, bounded; product defaults are untouched
     "LIFEBOAT_STORE_DEADLINE": "3",  # every call on a store, retries included
-    "LIFEBOAT_PROBE_DEADLINE": "1",  # every probe call (build_probes)
+    "LIFEBOAT_PROBE_DEADLINE": "2",  # every probe call (build_probes); the product default, 1 s timed out under load
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
