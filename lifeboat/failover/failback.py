@@ -5,14 +5,19 @@ the same walker over the same graph, with four differences:
 
 - `confirm` checks there is something to fail back (the secondary is active) and runs the
   reverse replication that catches the primary up (secondary -> primary, by the site state);
-- `certify` catches up once more, then certifies on the primary (the active lineage only);
+- `certify` catches up once more, then certifies on the primary (the active lineage only):
+  the checkpoint the approval card shows;
 - `fence` makes the primary active (both stores), then waits for the secondary's job to
-  stop at its next checkpoint boundary (its guarded commit is refused and it exits), and
-  stops its cluster;
-- `prove` compares the resumed losses with the secondary job's own log.
+  stop at its next checkpoint boundary (its guarded commit is refused and it exits), keeps
+  its log and stops its cluster; then hands back what that job committed before the fence
+  (`lifeboat.replication.hand_back`) and certifies again on the primary: the resume starts
+  from the newest checkpoint the secondary's job committed (`Fenced.checkpoint`);
+- `prove` compares the resumed losses with the secondary job's own log (the lineage that
+  wrote the checkpoint), not the runbook's pre-failure log.
 
 The ledger entry's kind is `failback`; its RTO runs from the request to the first step on
-the primary, its RPO from the resumed checkpoint's write time to the request.
+the primary, its RPO from the resumed checkpoint's write time to the fence (the work the
+secondary's job did after its last commit is done again on the primary).
 """
 
 from __future__ import annotations
@@ -25,11 +30,13 @@ from lifeboat.certify import CertifyReport
 from lifeboat.errors import LifeboatError, ProviderUnavailable, StopFailover
 from lifeboat.failover.results import Confirmation, Fenced
 from lifeboat.failover.steps import ProviderSteps
+from lifeboat.replication import ReplicationReport
 
 
 class FailbackSteps(ProviderSteps):
     """See the module docstring. `catch_up()` runs one reverse replication pass and returns
-    `(Direction, ReplicationReport)` (lifeboat.replication.replicate_by_site_state)."""
+    `(Direction, ReplicationReport)` (lifeboat.replication.replicate_by_site_state);
+    `hand_back()` the copy after the fence (lifeboat.replication.hand_back)."""
 
     def __init__(
         self,
@@ -38,11 +45,12 @@ class FailbackSteps(ProviderSteps):
         *,
         standby_cluster: str,
         catch_up: Callable[[], tuple],
+        hand_back: Callable[[], ReplicationReport],
         stop_timeout_s: float = 60.0,
         **kw,
     ):
         super().__init__(dataclasses.replace(spec, loss_log=self.standby_log), providers, force=True, **kw)
-        self.standby_cluster, self.catch_up_once = standby_cluster, catch_up
+        self.standby_cluster, self.catch_up_once, self.hand_back = standby_cluster, catch_up, hand_back
         self.stop_timeout_s = stop_timeout_s
         self.standby_logs = ""
 
@@ -80,7 +88,18 @@ class FailbackSteps(ProviderSteps):
     def fence(self) -> Fenced:
         fenced = super().fence()
         stopped = self._stop_at_checkpoint_boundary()
-        return dataclasses.replace(fenced, primary_stopped=stopped)
+        try:  # after the fence a failure must not strand the job: resume from what is there
+            report = self.hand_back()
+            copied = f"{len(report.transfers)} checkpoint(s) checked, {report.bytes_copied} bytes copied"
+            failed = f"; failed: {', '.join(report.failed)}" if report.failed else ""
+        except LifeboatError as e:
+            copied, failed = "nothing copied", f"; failed: {e}"
+        checkpoint = self.certify()
+        note = (
+            f"hand back {self.p.primary.uri} -> {self.p.secondary.uri}: {copied}{failed}; "
+            f"resumes from step {checkpoint.certified.step}, the newest certified on the primary"
+        )
+        return dataclasses.replace(fenced, primary_stopped=stopped, checkpoint=checkpoint, note=note)
 
     def _stop_at_checkpoint_boundary(self) -> bool:
         """The fenced job exits at its next commit; wait for that, then stop its cluster.
