@@ -121,8 +121,10 @@ def probe_store_opener(rb: Runbook) -> Callable[[str], Store]:
     return open_for_probe
 
 
-def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0) -> list:
-    """One probe per signal the runbook lists (alerts arrive through `lifeboat serve`)."""
+def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0, vantage: str | None = None) -> list:
+    """One probe per signal the runbook lists (alerts arrive through `lifeboat serve`).
+    `vantage` (control-plane, secondary): each probe runs bounded and its readings say from
+    where, so the quorum can tell a dead primary from this vantage's own broken link."""
     from urllib.parse import urlparse as _parse
 
     from lifeboat.detection.probes import (
@@ -163,7 +165,12 @@ def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0) -> list:
         )
     if "provider" in signals:
         probes.append(ProviderProbe(StoreControlPlane(primary)))
-    return probes
+    if vantage is None:
+        return probes
+    from lifeboat.detection.vantage import VantageProbe
+
+    bound = 4 * probe_deadline()  # the provider probe's 3 pings, each within the deadline
+    return [VantageProbe(p, vantage, bound_s=bound) for p in probes]
 
 
 def probe_deadline() -> float:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from lifeboat.detection.signals import Clock, Reading, Status, iso, parse_time, utc_now
+from lifeboat.detection.signals import Clock, Reading, Status, iso, parse_time, unreachable, utc_now
 from lifeboat.durations import format_duration
 from lifeboat.errors import LifeboatError, NotFound
 
@@ -105,7 +105,7 @@ class TrainingProgressProbe:
         try:
             hb = self.read()
         except (LifeboatError, OSError) as e:
-            return self._reading(now, Status.unknown, f"heartbeat unreadable: {e}", {})
+            return self._reading(now, Status.unknown, f"heartbeat unreadable: {e}", unreachable(e))
         if hb is None:
             return self._reading(now, Status.unknown, "no heartbeat written yet", {})
         progress_at = hb.at
@@ -157,7 +157,8 @@ class CheckpointFreshnessProbe:
         try:
             newest = self.newest()
         except (LifeboatError, OSError) as e:
-            return Reading(self.signal, self.source, Status.unknown, now, f"checkpoints unreadable: {e}")
+            summary = f"checkpoints unreadable: {e}"
+            return Reading(self.signal, self.source, Status.unknown, now, summary, unreachable(e))
         if newest is None:
             return Reading(self.signal, self.source, Status.unknown, now, "no checkpoint written yet")
         age = max(now - newest, timedelta(0))

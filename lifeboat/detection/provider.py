@@ -41,6 +41,7 @@ class ProviderProbe:
         if rate > self.max_error_rate:
             what = "no capacity" if capacity > len(errors) / 2 else "unreachable"
             summary = f"{self.plane.name} {what}: {len(errors)}/{len(results)} calls failed"
+            evidence["unreachable"] = what == "unreachable"
             return Reading(self.signal, self.source, Status.failing, now, summary, evidence)
         return Reading(
             self.signal,

@@ -16,6 +16,8 @@ on-call who has been woken by a flaky control plane once too often:
   possible count (`independent_votes`).
 - `quorum` independent votes confirm. Once confirmed, the outage stays confirmed until no
   signal has failed for `recover_after` (hysteresis): a failover is not called off by one good ping.
+- A probe run from several vantage points (`lifeboat.detection.vantage`) is folded first:
+  "unreachable" votes only when `vantages` (2) independent vantage points each timed out.
 - Every decision carries the readings it was made from.
 """
 
@@ -30,6 +32,7 @@ from enum import StrEnum
 from typing import Any
 
 from lifeboat.detection.signals import Reading, Status, iso, parse_time
+from lifeboat.detection.vantage import VANTAGES_NEEDED, across_vantages
 from lifeboat.durations import format_duration
 
 
@@ -47,6 +50,7 @@ class QuorumPolicy:
     flap_changes: int = 4
     flap_window: timedelta | None = None  # default: 3 x window
     recover_after: timedelta | None = None  # default: window
+    vantages: int = VANTAGES_NEEDED  # vantage points that must all fail to reach a target to vote
 
     @property
     def flap_span(self) -> timedelta:
@@ -170,6 +174,7 @@ def decide(
     readings: Iterable[Reading], now: datetime, policy: QuorumPolicy, previous: OutageDecision | None = None
 ) -> OutageDecision:
     by_signal: dict[str, dict[str, list[Reading]]] = defaultdict(lambda: defaultdict(list))
+    readings = across_vantages(readings, now, policy.window, need=policy.vantages)
     for r in sorted(readings, key=lambda r: (r.at, r.source)):
         if r.at <= now:
             by_signal[r.signal][r.source].append(r)

@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from lifeboat.errors import ProviderUnavailable
+
 Clock = Callable[[], datetime]
 
 
@@ -87,3 +89,12 @@ class Reading:
             expires=parse_time(d.get("expires")),
             origin=d.get("origin") or "",
         )
+
+
+def unreachable(error: BaseException) -> dict[str, Any]:
+    """Evidence of a reading whose source could not be reached (a store or API call that
+    timed out or was refused: `ProviderUnavailable`): `{"unreachable": True, "error": ...}`.
+    Other errors (a bad answer) give `{}`. `lifeboat.detection.vantage` counts these."""
+    if isinstance(error, ProviderUnavailable):
+        return {"unreachable": True, "error": str(error)[:300]}
+    return {}

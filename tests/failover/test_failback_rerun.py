@@ -15,7 +15,7 @@ from lifeboat.ledger import RtoLedger
 from lifeboat.sitestate import read_site_state
 from providers.image_registry import FakeRegistry
 from runbooks.loader import load_runbook
-from tests.failover.test_execute import Gate
+from tests.failover.conftest import Gate
 
 ROOT = Path(__file__).resolve().parents[2]
 
