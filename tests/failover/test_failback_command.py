@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from flows.drills.base import amend
 from flows.failback import failback
 from flows.sandbox import sandboxed
 from lifeboat.errors import StopFailover
@@ -28,6 +29,10 @@ def rb(tmp_path, monkeypatch):
 
 
 def test_failback_while_the_runbook_is_locked_stands_down_and_changes_nothing(prefect_server, rb):
+    # A name of its own: a lock wait that timed out can leave Prefect holding a slot for the
+    # lease's 60 s (seen under load), which would stand the other tests' failbacks down.
+    rb = amend(rb, name="demo-locked")
+    rb.path.write_text(yaml.safe_dump(rb.model_dump(mode="json")))
     secondary, primary = _store(rb.secondary.store), _store(rb.primary.store)
     fence_job(secondary, primary, run_id="failover-1", holder="lifeboat:demo-dr")  # failed over
     before = read_lease(primary)
