@@ -337,7 +337,7 @@ def build_failback_steps(
     """`FailbackSteps` over the swapped view: reverse replication, then the failover's steps.
     A drill's clusters are its own (`cluster_name(rb, drill)`, `<primary cluster>-drill-<id>`)."""
     from lifeboat.failover.failback import FailbackSteps
-    from lifeboat.replication import replicate_by_site_state
+    from lifeboat.replication import hand_back, replicate_by_site_state
 
     view = swapped(rb)
     providers = providers or providers_for(view)
@@ -353,6 +353,7 @@ def build_failback_steps(
         cluster=failback_cluster(rb) + (f"-drill-{drill}" if drill else ""),
         standby_cluster=cluster_name(rb, drill),
         catch_up=catch_up,
+        hand_back=lambda: hand_back(rb, providers.secondary, providers.primary),
         stop_timeout_s=max(2 * rb.checkpoint.cadence.total_seconds(), 10.0),
     )
 
