@@ -5,12 +5,10 @@ Prefect UI form, and the rendered Markdown runbook. Cross-field rules that an on
 otherwise discover during an incident are checked here, at load time.
 """
 
-from __future__ import annotations
-
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 from urllib.parse import urlparse
 
 from pydantic import (
@@ -158,7 +156,7 @@ class Site(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _endpoint_only_for_s3(self) -> Site:
+    def _endpoint_only_for_s3(self) -> Self:
         if self.endpoint_url and not self.store.startswith("s3://"):
             raise ValueError("endpoint_url: applies to s3:// stores only")
         return self
@@ -188,7 +186,7 @@ class ResumeArg(_Strict):
     )
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> ResumeArg:
+    def _exactly_one(self) -> Self:
         if bool(self.env) == bool(self.arg):
             raise ValueError("env: give exactly one of env or arg")
         if self.arg and "{checkpoint}" not in self.arg:
@@ -233,7 +231,7 @@ class Job(_Strict):
     )
 
     @model_validator(mode="after")
-    def _task_or_command(self) -> Job:
+    def _task_or_command(self) -> Self:
         if not (self.task or self.command):
             raise ValueError("task: give a SkyPilot `task` YAML or a local `command`")
         return self
@@ -310,7 +308,7 @@ class Approval(_Strict):
     )
 
     @model_validator(mode="after")
-    def _consistent(self) -> Approval:
+    def _consistent(self) -> Self:
         if self.required and not self.approvers:
             raise ValueError("approvers: approval is required but no approvers are listed")
         if self.on_timeout is OnTimeout.escalate and not self.escalation:
@@ -338,7 +336,7 @@ class Detection(_Strict):
     )
 
     @model_validator(mode="after")
-    def _quorum_reachable(self) -> Detection:
+    def _quorum_reachable(self) -> Self:
         if len(set(self.signals)) != len(self.signals):
             raise ValueError("signals: a signal is listed twice")
         if self.quorum > len(self.signals):
@@ -370,7 +368,7 @@ class Verify(_Strict):
     )
 
     @model_validator(mode="after")
-    def _parity_needs_a_loss_log(self) -> Verify:
+    def _parity_needs_a_loss_log(self) -> Self:
         if self.parity_steps is None:
             self.parity_steps = 5 if self.loss_log else 0
         if self.parity_steps > 0 and not self.loss_log:
@@ -427,7 +425,7 @@ class Traffic(_Strict):
     )
 
     @model_validator(mode="after")
-    def _router_fields(self) -> Traffic:
+    def _router_fields(self) -> Self:
         need = ("socket", "backend") if self.router is TrafficRouterKind.haproxy else ("zone_id", "record")
         missing = [f for f in need if not getattr(self, f)]
         if missing:
@@ -577,7 +575,7 @@ class Cluster(_Strict):
     )
 
     @model_validator(mode="after")
-    def _one_failure_rate(self) -> Cluster:
+    def _one_failure_rate(self) -> Self:
         if (self.mtbf is None) == (self.gpu_mtbf is None):
             raise ValueError("mtbf: give exactly one of mtbf (cluster) or gpu_mtbf (per GPU)")
         if (self.mtbf or self.gpu_mtbf) <= timedelta(0):
@@ -621,7 +619,7 @@ class Runbook(_Strict):
     _path: Path | None = PrivateAttr(None)
 
     @model_validator(mode="after")
-    def _cross_field(self) -> Runbook:
+    def _cross_field(self) -> Self:
         if self.primary.store.rstrip("/") == self.secondary.store.rstrip("/"):
             raise ValueError("secondary.store: same as primary.store; a replica must live elsewhere")
         if self.secondary.infra == "local" and not self.job.command:

@@ -5,10 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from lifeboat.shared_fate import shared_fate_warnings
-from providers.compute.skycheck import check_runbook
-from runbooks.loader import RunbookInvalid
-from shell.cli import COMMANDS
+from shell.cli import COMMANDS, quick_start
 
 
 def register(subparsers) -> None:
@@ -24,8 +21,17 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    with quick_start():
+        return _check(args.files)
+
+
+def _check(files: list[str]) -> int:
+    from lifeboat.shared_fate import shared_fate_warnings
+    from providers.compute.skycheck import check_runbook
+    from runbooks.loader import RunbookInvalid
+
     failed = False
-    for file in args.files:
+    for file in files:
         try:
             rb = check_runbook(file)
         except RunbookInvalid as e:
