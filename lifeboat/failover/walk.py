@@ -55,6 +55,11 @@ class Runner(Protocol):
 
     def start(self, name: str, call: Callable[..., Any], *args: Any) -> Any: ...
 
+    def prepare(self, name: str) -> None:
+        """Get ready to start `name` soon (its inputs are being made): a runner whose start
+        has a cost of its own pays it now, beside the running steps, not between them."""
+        ...
+
     def result(self, handle: Any) -> Timed:
         """The step's `Timed` (re-raising its error); called once the future is done."""
         ...
@@ -69,6 +74,9 @@ class ThreadRunner:
 
     def start(self, name: str, call: Callable[..., Any], *args: Any):
         return _Handle(self.pool.submit(self._retrying, call, *args))
+
+    def prepare(self, name: str) -> None:
+        pass  # a thread starts in microseconds
 
     def _retrying(self, call, *args) -> Timed:
         for attempt in range(self.settings.retries + 1):
@@ -173,6 +181,22 @@ class _Walk:
             self.steps.recheck(name)
         call = getattr(self.steps, name)
         self.running[name] = (self.runner.start(name, call, *self.args(name)), time.monotonic())
+        for upcoming in self.upcoming():
+            self.runner.prepare(upcoming)
+
+    def upcoming(self) -> list[str]:
+        """Steps that will be ready once the running ones end: each waits for a running step
+        and for nothing else still to do. Never past the approval gate: what follows a human
+        decision is not prepared before it."""
+        return [
+            n
+            for n, deps in self.graph.items()
+            if n not in self.done
+            and n not in self.running
+            and n != "approval"
+            and any(d in self.running for d in deps)
+            and all(d in self.done or d in self.running for d in deps)
+        ]
 
     def collect(self) -> None:
         """Wait for the first running step to end (or one to outlive the step timeout)."""
