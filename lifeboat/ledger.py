@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -168,7 +169,12 @@ def _ratio(value: timedelta | None, target: timedelta) -> float | None:
 
 class RtoLedger:
     """Records one run's entry as the flow goes; `sink.append(entry)` after each change, or
-    once at the end of a `batch()` (one durable write per step instead of one per field)."""
+    once at the end of a `batch()` (one durable write per step instead of one per field).
+
+    A `batch(behind=True)` is written behind: a snapshot goes to one writer thread and the
+    caller goes on (the failover's walker notices the next step ending while an fsync or a
+    mirror's store write is under way). Writes keep their order: any other save, `flush()`
+    and `finish()` first wait for those behind, and a failed one raises there."""
 
     def __init__(
         self,
@@ -195,17 +201,29 @@ class RtoLedger:
         self.sink, self.clock = sink, clock
         self._batching = 0
         self._dirty = False
+        self._writer: ThreadPoolExecutor | None = None  # made by the first batch written behind
+        self._behind: list[Future] = []  # writes not yet known to have landed
 
     @contextmanager
-    def batch(self):
-        """Changes inside the block are saved once, when it ends (even on an error)."""
+    def batch(self, *, behind: bool = False):
+        """Changes inside the block are saved once, when it ends (even on an error); `behind`:
+        by the writer thread, see the class."""
         self._batching += 1
         try:
             yield self
         finally:
             self._batching -= 1
             if not self._batching and self._dirty:
-                self._save()
+                if behind and self.sink is not None:
+                    self._save_behind()
+                else:
+                    self._save()
+
+    def flush(self) -> None:
+        """Wait for the writes behind; raise the first one's error (`WriteFailed`)."""
+        pending, self._behind = self._behind, []
+        for write in pending:
+            write.result()
 
     @classmethod
     def for_runbook(cls, rb, run_id: str, **kw) -> RtoLedger:
@@ -248,6 +266,9 @@ class RtoLedger:
     def finish(self, outcome: str = "completed") -> LedgerEntry:
         self.entry.outcome = outcome
         self._save()
+        if self._writer is not None:
+            self._writer.shutdown()
+            self._writer = None
         return self.entry
 
     @staticmethod
@@ -260,7 +281,17 @@ class RtoLedger:
             self._dirty = True
         elif self.sink is not None:
             self._dirty = False
+            self.flush()
             self.sink.append(self.entry)
+
+    def _save_behind(self) -> None:
+        self._dirty = False
+        if any(w.done() and w.exception() for w in self._behind):
+            self.flush()  # raises the failed write's error now
+        self._behind = [w for w in self._behind if not w.done()]
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="ledger-writer")
+        self._behind.append(self._writer.submit(self.sink.append, self.entry.model_copy(deep=True)))
 
 
 def latest_per_run(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:

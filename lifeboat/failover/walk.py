@@ -214,13 +214,14 @@ class _Walk:
             self.done[name] = self.runner.result(handle)
             if name == "certify":
                 self.checkpoint = self.done[name].value
-        # The next steps start before the ledger is written: its durable writes are not
-        # on the critical path.
+        # The next steps start before the ledger is written, and it is written behind (a
+        # writer thread): its durable writes are not on the critical path, nor is the walker
+        # busy with them when the next step ends.
         for ready in self.ready():
             if ready != "approval" and "prove" not in self.done:
                 self.start(ready)
         for name in names:
-            with self.ledger.batch():
+            with self.ledger.batch(behind=True):
                 self.record(name, self.done[name])
             if name == "prove":
                 self.after_proof(self.done[name].value)
