@@ -268,12 +268,12 @@ class Image(_Strict):
 
 
 class Prestage(_Strict):
-    images: list[Image] = Field(default_factory=list, description="Container images the secondary needs.")
-    weights: list[StoreUri] = Field(
-        default_factory=list, description="Weight or tokenizer URIs copied to the secondary store."
-    )
+    # Empty lists and maps are plain defaults (pydantic copies them per runbook): a builtin
+    # `default_factory` would cost an `inspect.signature` parse at every start-up.
+    images: list[Image] = Field([], description="Container images the secondary needs.")
+    weights: list[StoreUri] = Field([], description="Weight or tokenizer URIs copied to the secondary store.")
     mirrors: dict[str, str] = Field(
-        default_factory=dict,
+        {},
         description="Where the secondary pulls images from: registry host -> mirror URL, e.g. nvcr.io: https://us-central1-docker.pkg.dev/acme/nvcr.",
     )
     pull: bool = Field(
@@ -289,12 +289,10 @@ class Escalation(_Strict):
 
 class Approval(_Strict):
     required: bool = Field(True, description="Whether a human must approve before GPUs are provisioned.")
-    approvers: list[str] = Field(
-        default_factory=list, description="Slack user IDs allowed to approve (U0123ABCD)."
-    )
+    approvers: list[str] = Field([], description="Slack user IDs allowed to approve (U0123ABCD).")
     channel: str | None = Field(None, description="Slack channel ID where the approval card is posted.")
     logins: dict[str, list[str]] = Field(
-        default_factory=dict,
+        {},
         description="Slack user ID -> the logins the identity proxy reports for that person (SSO "
         "email or username): who may decide in the Prefect UI or with `lifeboat approve`.",
     )
