@@ -57,10 +57,10 @@ def build_parser(argv: list[str] | None = None, *, every: bool = False) -> argpa
 
 @contextmanager
 def quick_start() -> Iterator[None]:
-    """For a short command that only checks or prints a runbook, around its imports and work:
-    no pydantic plugin discovery (a scan of every installed distribution's entry points) and
-    no cyclic garbage collection (start-up allocates much and frees little; reference
-    counting still frees). Both are restored after; an explicit PYDANTIC_DISABLE_PLUGINS wins."""
+    """Around the imports of a short command that only checks or prints a runbook: no pydantic
+    plugin discovery (a scan of every installed distribution's entry points, done when the
+    model's validators are built) and no cyclic garbage collection (importing allocates much
+    and frees little). Both are restored after; an explicit PYDANTIC_DISABLE_PLUGINS wins."""
     had_setting = "PYDANTIC_DISABLE_PLUGINS" in os.environ
     collecting = gc.isenabled()
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")

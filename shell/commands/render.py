@@ -27,12 +27,12 @@ def rendered_path(runbook_path: str | Path, name: str) -> Path:
 
 
 def run(args) -> int:
-    with quick_start():
+    with quick_start():  # importing the runbook model is most of this command's time
         from runbooks.loader import load_runbook
         from runbooks.render import render_markdown
 
-        rb = load_runbook(args.runbook)
-        text = render_markdown(rb, os.path.relpath(args.runbook), _advice(rb))
+    rb = load_runbook(args.runbook)
+    text = render_markdown(rb, os.path.relpath(args.runbook), _advice(rb))
     if args.write:
         out = rendered_path(args.runbook, rb.name)
         out.write_text(text)

@@ -21,17 +21,13 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    with quick_start():
-        return _check(args.files)
-
-
-def _check(files: list[str]) -> int:
-    from lifeboat.shared_fate import shared_fate_warnings
-    from providers.compute.skycheck import check_runbook
-    from runbooks.loader import RunbookInvalid
+    with quick_start():  # importing the runbook model is most of this command's time
+        from lifeboat.shared_fate import shared_fate_warnings
+        from providers.compute.skycheck import check_runbook
+        from runbooks.loader import RunbookInvalid
 
     failed = False
-    for file in files:
+    for file in args.files:
         try:
             rb = check_runbook(file)
         except RunbookInvalid as e:
