@@ -215,13 +215,13 @@ class _Walk:
             if name == "certify":
                 self.checkpoint = self.done[name].value
         # The next steps start before the ledger is written, and it is written behind (a
-        # writer thread): its durable writes are not on the critical path, nor is the walker
-        # busy with them when the next step ends.
+        # writer thread, `execute`): its durable writes are not on the critical path, nor is
+        # the walker busy with them when the next step ends.
         for ready in self.ready():
             if ready != "approval" and "prove" not in self.done:
                 self.start(ready)
         for name in names:
-            with self.ledger.batch(behind=True):
+            with self.ledger.batch():
                 self.record(name, self.done[name])
             if name == "prove":
                 self.after_proof(self.done[name].value)
@@ -299,7 +299,8 @@ def execute(
     drills always tear theirs down."""
     walk = _Walk(settings, steps, ledger, gate, runner or ThreadRunner(settings), run_id, drill, clock)
     try:
-        return walk.run()
+        with ledger.writing_behind():  # durable writes off the walker's path; flushed at the end
+            return walk.run()
     except StandDown as e:
         # The cluster's name is the runbook's: what this run provisioned is the other run's
         # cluster too, so it is left alone.

@@ -1,4 +1,4 @@
-"""Ledger batches written behind (the failover walker's): order kept, errors not lost,
+"""Ledger saves written behind (the failover walker's): order kept, errors not lost,
 snapshots as they were, everything landed once `finish()` returns."""
 
 import threading
@@ -38,31 +38,31 @@ def _ledger(clock, sink):
 def test_the_caller_goes_on_while_the_write_is_under_way_and_finish_waits_for_it(clock):
     sink = SlowSink()
     ledger = _ledger(clock, sink)
-    with ledger.batch(behind=True):
-        ledger.mark("outage_start")
-        ledger.mark("detected")
-    assert sink.written == []  # still writing: the caller was not held
-    sink.release.set()
-    ledger.finish("completed")
+    with ledger.writing_behind():
+        with ledger.batch():
+            ledger.mark("outage_start")
+            ledger.mark("detected")
+        assert sink.written == []  # still writing: the caller was not held
+        sink.release.set()
+        ledger.finish("completed")
     assert [w["outcome"] for w in sink.written] == ["in-progress", "completed"]
 
 
-def test_a_snapshot_is_written_as_it_was_when_the_batch_ended(clock):
+def test_a_snapshot_is_written_as_it_was_when_saved(clock):
     sink = SlowSink()
     ledger = _ledger(clock, sink)
-    with ledger.batch(behind=True):
+    with ledger.writing_behind():
         ledger.mark("outage_start")
-    ledger.entry.notes["later"] = "changed after the batch"  # the writer has not run yet
-    sink.release.set()
-    ledger.flush()
+        ledger.entry.notes["later"] = "changed after the save"  # the writer has not run yet
+        sink.release.set()
     assert sink.written[0]["notes"] == {}
 
 
 def test_writes_behind_and_direct_ones_land_in_order_the_last_line_is_the_newest(clock, tmp_path):
     path = tmp_path / "ledger.jsonl"
     ledger = _ledger(clock, LedgerFile(path))
-    for phase in ("outage_start", "detected", "confirmed"):
-        with ledger.batch(behind=True):
+    with ledger.writing_behind():
+        for phase in ("outage_start", "detected", "confirmed"):
             ledger.mark(phase)
     ledger.note("direct", "written after the three behind")
     (entry,) = LedgerFile(path).read()  # the last line of the run
@@ -74,9 +74,8 @@ def test_a_failed_write_behind_is_raised_at_the_next_save_not_lost(clock):
     sink = SlowSink(fail_on=0)
     sink.release.set()
     ledger = _ledger(clock, sink)
-    with ledger.batch(behind=True):
+    with pytest.raises(WriteFailed, match="No space left"), ledger.writing_behind():
         ledger.mark("outage_start")
-    with pytest.raises(WriteFailed, match="No space left"):
         ledger.finish("completed")
     ledger.finish("failed")  # raised once; the next save goes through
     assert sink.written[-1]["outcome"] == "failed"
