@@ -4,10 +4,15 @@ interleaved with a bare `python -c pass` in the same run.
 Prints each command's median wall time, its excess over the bare interpreter, and a
 PASS/FAIL line against the goal (≤ 0.3 s on an idle machine). A loaded machine inflates
 both columns; the excess over the bare start is the part the command owns.
+
+The commands run as an installed `lifeboat` does: with bytecode. A PYTHONDONTWRITEBYTECODE in
+the caller's environment is dropped for them, so the warm-up run writes the .pyc files an
+install (pip compiles them) would have; otherwise every run re-compiles Lifeboat's modules.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -25,9 +30,12 @@ COMMANDS = {
 }
 
 
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _wall(argv: list[str]) -> float:
     started = time.perf_counter()
-    subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(argv, cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 

@@ -6,13 +6,15 @@ and the gate from the runbook (loaded once), `lifeboat.failover.walk` walks the 
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from concurrent.futures import Future, InvalidStateError, wait
+from contextlib import nullcontext, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Cancelled
 
 from lifeboat.errors import ConfigError, LifeboatError, ProviderUnavailable, StandDown
 from lifeboat.failover import walk
@@ -36,32 +38,87 @@ def _retryable(task, task_run, state) -> bool:
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def _step(call, *args) -> walk.Timed:
-    return walk.timed(call, *args)
+def _step(call, *args, ended: Future | None = None, given: Future | None = None) -> walk.Timed:
+    if given is not None:  # started ahead of its inputs: wait for the walker to hand them over
+        handed = given.result()
+        if handed is None:
+            return Cancelled(message="not reached: the failover ended before this step")
+        call, args = handed
+    timed = walk.timed(call, *args)
+    if ended is not None:  # the walker goes on now; Prefect files this run's Completed beside the next step
+        ended.set_result(timed)
+    return timed
 
 
 class PrefectRunner:
-    """Each step one task run, named after the step, retried on `ProviderUnavailable`."""
+    """Each step one task run, named after the step, retried on `ProviderUnavailable`.
+
+    Prefect's own work per task run (creating it, Running, Completed) is kept off the path
+    between steps: a step the walker will start next is submitted ahead (`prepare`) and waits
+    inside its task run until the walker hands it its inputs; a step's handle is done when
+    its call has returned (the `Timed` handed over from inside the task run) or when its
+    task run has ended (failed, retries spent), not when Prefect has recorded it Completed.
+    A prepared step the walk never reaches ends Cancelled ("not reached")."""
 
     def __init__(self, settings: FailoverSettings):
         self.settings = settings
+        self._tasks: dict[str, Any] = {}  # step -> its task variant, built once
+        self._prepared: dict[str, tuple[Any, Future, Future]] = {}  # step -> (run, given, ended)
+        self._started: list[_Handle] = []
+
+    def _task(self, name: str):
+        if name not in self._tasks:
+            self._tasks[name] = _step.with_options(
+                name=name,
+                retries=self.settings.retries,
+                retry_delay_seconds=self.settings.retry_delay_s,
+                retry_condition_fn=_retryable,
+            )
+        return self._tasks[name]
+
+    def prepare(self, name: str) -> None:
+        if name not in self._prepared:
+            given, ended = Future(), Future()
+            self._prepared[name] = (self._task(name).submit(None, ended=ended, given=given), given, ended)
 
     def start(self, name: str, call, *args: Any):
-        task_ = _step.with_options(
-            name=name,
-            retries=self.settings.retries,
-            retry_delay_seconds=self.settings.retry_delay_s,
-            retry_condition_fn=_retryable,
-        )
-        return _Handle(task_.submit(call, *args))
+        if name in self._prepared:
+            run, given, ended = self._prepared.pop(name)
+            given.set_result((call, args))
+        else:
+            ended = Future()
+            run = self._task(name).submit(call, *args, ended=ended)
+        handle = _Handle(run, ended)
+        self._started.append(handle)
+        return handle
 
     def result(self, handle) -> walk.Timed:
-        return handle.prefect.result()
+        if handle.ended.done():
+            return handle.ended.result()
+        return handle.prefect.result()  # the task run ended without a value: raises its error
+
+    def drain(self) -> None:
+        """End the prepared runs the walk did not reach, then wait until each of them and
+        every step that handed its value over has its task run recorded as ended (a step
+        still running, e.g. past its timeout, is not waited for)."""
+        runs = [h.prefect.wrapped_future for h in self._started if h.ended.done()]
+        for run, given, _ in self._prepared.values():
+            given.set_result(None)
+            runs.append(run.wrapped_future)
+        self._prepared.clear()
+        wait(runs)
 
 
 class _Handle:
-    def __init__(self, prefect_future):
-        self.prefect, self.future = prefect_future, prefect_future.wrapped_future
+    def __init__(self, prefect_future, ended: Future):
+        self.prefect, self.ended = prefect_future, ended
+        self.future: Future = Future()  # done at the first of: the step's value, the task run's end
+        ended.add_done_callback(self._settle)
+        prefect_future.wrapped_future.add_done_callback(self._settle)
+
+    def _settle(self, _done: Future) -> None:
+        with suppress(InvalidStateError):  # the other one came first
+            self.future.set_result(None)
 
 
 def execute(
@@ -75,16 +132,20 @@ def execute(
     keep_cluster: bool = False,
 ) -> LedgerEntry:
     """Walk the step graph inside a flow run, each step a task run."""
-    return walk.execute(
-        settings,
-        steps,
-        ledger,
-        gate,
-        run_id=run_id,
-        drill=drill,
-        keep_cluster=keep_cluster,
-        runner=PrefectRunner(settings),
-    )
+    runner = PrefectRunner(settings)
+    try:
+        return walk.execute(
+            settings,
+            steps,
+            ledger,
+            gate,
+            run_id=run_id,
+            drill=drill,
+            keep_cluster=keep_cluster,
+            runner=runner,
+        )
+    finally:
+        runner.drain()
 
 
 def _runbook_name(path: str) -> str:
@@ -119,8 +180,6 @@ def final_state(entry: LedgerEntry, result: dict):
     raises inside the walk, so Prefect marks the run Failed (red) with the error."""
     if entry.outcome == "completed":
         return result
-    from prefect.states import Cancelled
-
     why = "; ".join(f.error for f in entry.failures) or entry.notes.get("stood down") or entry.outcome
     return Cancelled(message=f"failover {entry.outcome}: {why}"[:500], data=result)
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -169,7 +171,13 @@ def _ratio(value: timedelta | None, target: timedelta) -> float | None:
 
 class RtoLedger:
     """Records one run's entry as the flow goes; `sink.append(entry)` after each change, or
-    once at the end of a `batch()` (one durable write per step instead of one per field)."""
+    once at the end of a `batch()` (one durable write per step instead of one per field).
+
+    Inside `writing_behind()` each save is a snapshot handed to one writer thread and the
+    caller goes on (the failover's walker notices the next step ending, and the approval gate
+    returns, while an fsync or a mirror's store write is under way). Writes keep their order
+    and land soon after; a failed one raises at the next save or at `flush()`; `finish()`
+    returns once everything has landed."""
 
     def __init__(
         self,
@@ -196,6 +204,10 @@ class RtoLedger:
         self.sink, self.clock = sink, clock
         self._batching = 0
         self._dirty = False
+        self._writing_behind = 0
+        self._writer: ThreadPoolExecutor | None = None  # made by the first save written behind
+        self._handing = threading.Lock()  # the approval timer's thread saves too
+        self._behind: list[Future] = []  # writes not yet known to have landed
 
     @contextmanager
     def batch(self):
@@ -207,6 +219,23 @@ class RtoLedger:
             self._batching -= 1
             if not self._batching and self._dirty:
                 self._save()
+
+    @contextmanager
+    def writing_behind(self):
+        """Saves inside the block are written by the writer thread (see the class); at its
+        end they are flushed (raising a failed write's error)."""
+        self._writing_behind += 1
+        try:
+            yield self
+        finally:
+            self._writing_behind -= 1
+        self.flush()
+
+    def flush(self) -> None:
+        """Wait for the writes behind; raise the first one's error (`WriteFailed`)."""
+        pending, self._behind = self._behind, []
+        for write in pending:
+            write.result()
 
     @classmethod
     def for_runbook(cls, rb, run_id: str, **kw) -> RtoLedger:
@@ -249,6 +278,10 @@ class RtoLedger:
     def finish(self, outcome: str = "completed") -> LedgerEntry:
         self.entry.outcome = outcome
         self._save()
+        self.flush()
+        if self._writer is not None:
+            self._writer.shutdown()
+            self._writer = None
         return self.entry
 
     @staticmethod
@@ -259,9 +292,23 @@ class RtoLedger:
     def _save(self) -> None:
         if self._batching:
             self._dirty = True
+        elif self.sink is not None and self._writing_behind:
+            self._save_behind()
         elif self.sink is not None:
             self._dirty = False
+            self.flush()
             self.sink.append(self.entry)
+
+    def _save_behind(self) -> None:
+        self._dirty = False
+        with self._handing:
+            if any(w.done() and w.exception() for w in self._behind):
+                self.flush()  # raises the failed write's error now
+            self._behind = [w for w in self._behind if not w.done()]
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="ledger-writer")
+            snapshot = self.entry.model_copy(deep=True)
+            self._behind.append(self._writer.submit(self.sink.append, snapshot))
 
 
 def latest_per_run(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:

@@ -5,12 +5,10 @@ Prefect UI form, and the rendered Markdown runbook. Cross-field rules that an on
 otherwise discover during an incident are checked here, at load time.
 """
 
-from __future__ import annotations
-
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 from urllib.parse import urlparse
 
 from pydantic import (
@@ -158,7 +156,7 @@ class Site(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _endpoint_only_for_s3(self) -> Site:
+    def _endpoint_only_for_s3(self) -> Self:
         if self.endpoint_url and not self.store.startswith("s3://"):
             raise ValueError("endpoint_url: applies to s3:// stores only")
         return self
@@ -188,7 +186,7 @@ class ResumeArg(_Strict):
     )
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> ResumeArg:
+    def _exactly_one(self) -> Self:
         if bool(self.env) == bool(self.arg):
             raise ValueError("env: give exactly one of env or arg")
         if self.arg and "{checkpoint}" not in self.arg:
@@ -233,7 +231,7 @@ class Job(_Strict):
     )
 
     @model_validator(mode="after")
-    def _task_or_command(self) -> Job:
+    def _task_or_command(self) -> Self:
         if not (self.task or self.command):
             raise ValueError("task: give a SkyPilot `task` YAML or a local `command`")
         return self
@@ -270,12 +268,12 @@ class Image(_Strict):
 
 
 class Prestage(_Strict):
-    images: list[Image] = Field(default_factory=list, description="Container images the secondary needs.")
-    weights: list[StoreUri] = Field(
-        default_factory=list, description="Weight or tokenizer URIs copied to the secondary store."
-    )
+    # Empty lists and maps are plain defaults (pydantic copies them per runbook): a builtin
+    # `default_factory` would cost an `inspect.signature` parse at every start-up.
+    images: list[Image] = Field([], description="Container images the secondary needs.")
+    weights: list[StoreUri] = Field([], description="Weight or tokenizer URIs copied to the secondary store.")
     mirrors: dict[str, str] = Field(
-        default_factory=dict,
+        {},
         description="Where the secondary pulls images from: registry host -> mirror URL, e.g. nvcr.io: https://us-central1-docker.pkg.dev/acme/nvcr.",
     )
     pull: bool = Field(
@@ -291,12 +289,10 @@ class Escalation(_Strict):
 
 class Approval(_Strict):
     required: bool = Field(True, description="Whether a human must approve before GPUs are provisioned.")
-    approvers: list[str] = Field(
-        default_factory=list, description="Slack user IDs allowed to approve (U0123ABCD)."
-    )
+    approvers: list[str] = Field([], description="Slack user IDs allowed to approve (U0123ABCD).")
     channel: str | None = Field(None, description="Slack channel ID where the approval card is posted.")
     logins: dict[str, list[str]] = Field(
-        default_factory=dict,
+        {},
         description="Slack user ID -> the logins the identity proxy reports for that person (SSO "
         "email or username): who may decide in the Prefect UI or with `lifeboat approve`.",
     )
@@ -310,7 +306,7 @@ class Approval(_Strict):
     )
 
     @model_validator(mode="after")
-    def _consistent(self) -> Approval:
+    def _consistent(self) -> Self:
         if self.required and not self.approvers:
             raise ValueError("approvers: approval is required but no approvers are listed")
         if self.on_timeout is OnTimeout.escalate and not self.escalation:
@@ -353,7 +349,7 @@ class Detection(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _quorum_reachable(self) -> Detection:
+    def _quorum_reachable(self) -> Self:
         if len(set(self.signals)) != len(self.signals):
             raise ValueError("signals: a signal is listed twice")
         if self.quorum > len(self.signals):
@@ -385,7 +381,7 @@ class Verify(_Strict):
     )
 
     @model_validator(mode="after")
-    def _parity_needs_a_loss_log(self) -> Verify:
+    def _parity_needs_a_loss_log(self) -> Self:
         if self.parity_steps is None:
             self.parity_steps = 5 if self.loss_log else 0
         if self.parity_steps > 0 and not self.loss_log:
@@ -442,7 +438,7 @@ class Traffic(_Strict):
     )
 
     @model_validator(mode="after")
-    def _router_fields(self) -> Traffic:
+    def _router_fields(self) -> Self:
         need = ("socket", "backend") if self.router is TrafficRouterKind.haproxy else ("zone_id", "record")
         missing = [f for f in need if not getattr(self, f)]
         if missing:
@@ -592,7 +588,7 @@ class Cluster(_Strict):
     )
 
     @model_validator(mode="after")
-    def _one_failure_rate(self) -> Cluster:
+    def _one_failure_rate(self) -> Self:
         if (self.mtbf is None) == (self.gpu_mtbf is None):
             raise ValueError("mtbf: give exactly one of mtbf (cluster) or gpu_mtbf (per GPU)")
         if (self.mtbf or self.gpu_mtbf) <= timedelta(0):
@@ -636,7 +632,7 @@ class Runbook(_Strict):
     _path: Path | None = PrivateAttr(None)
 
     @model_validator(mode="after")
-    def _cross_field(self) -> Runbook:
+    def _cross_field(self) -> Self:
         if self.primary.store.rstrip("/") == self.secondary.store.rstrip("/"):
             raise ValueError("secondary.store: same as primary.store; a replica must live elsewhere")
         if self.secondary.infra == "local" and not self.job.command:

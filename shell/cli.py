@@ -8,8 +8,12 @@ exit 1 (or the error's own `exit_code`), never a traceback.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from lifeboat.errors import LifeboatError
 
@@ -49,6 +53,25 @@ def build_parser(argv: list[str] | None = None, *, every: bool = False) -> argpa
         else:
             subparsers.add_parser(name, help=summary)
     return parser
+
+
+@contextmanager
+def quick_start() -> Iterator[None]:
+    """Around the imports of a short command that only checks or prints a runbook: no pydantic
+    plugin discovery (a scan of every installed distribution's entry points, done when the
+    model's validators are built) and no cyclic garbage collection (importing allocates much
+    and frees little). Both are restored after; an explicit PYDANTIC_DISABLE_PLUGINS wins."""
+    had_setting = "PYDANTIC_DISABLE_PLUGINS" in os.environ
+    collecting = gc.isenabled()
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+        if not had_setting:
+            os.environ.pop("PYDANTIC_DISABLE_PLUGINS", None)
 
 
 def main(argv: list[str] | None = None) -> int:

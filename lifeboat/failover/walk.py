@@ -55,6 +55,11 @@ class Runner(Protocol):
 
     def start(self, name: str, call: Callable[..., Any], *args: Any) -> Any: ...
 
+    def prepare(self, name: str) -> None:
+        """Get ready to start `name` soon (its inputs are being made): a runner whose start
+        has a cost of its own pays it now, beside the running steps, not between them."""
+        ...
+
     def result(self, handle: Any) -> Timed:
         """The step's `Timed` (re-raising its error); called once the future is done."""
         ...
@@ -69,6 +74,9 @@ class ThreadRunner:
 
     def start(self, name: str, call: Callable[..., Any], *args: Any):
         return _Handle(self.pool.submit(self._retrying, call, *args))
+
+    def prepare(self, name: str) -> None:
+        pass  # a thread starts in microseconds
 
     def _retrying(self, call, *args) -> Timed:
         for attempt in range(self.settings.retries + 1):
@@ -173,10 +181,28 @@ class _Walk:
         return self.ledger.finish("completed")
 
     def start(self, name: str) -> None:
+        if name == "fence":
+            self.ledger.flush()  # nothing is fenced that the ledger could not record (raises WriteFailed)
         if name in ACTING:
             self.steps.recheck(name)
         call = getattr(self.steps, name)
         self.running[name] = (self.runner.start(name, call, *self.args(name)), time.monotonic())
+        for upcoming in self.upcoming():
+            self.runner.prepare(upcoming)
+
+    def upcoming(self) -> list[str]:
+        """Steps that will be ready once the running ones end: each waits for a running step
+        and for nothing else still to do. Never past the approval gate: what follows a human
+        decision is not prepared before it."""
+        return [
+            n
+            for n, deps in self.graph.items()
+            if n not in self.done
+            and n not in self.running
+            and n != "approval"
+            and any(d in self.running for d in deps)
+            and all(d in self.done or d in self.running for d in deps)
+        ]
 
     def collect(self) -> None:
         """Wait for the first running step to end (or one to outlive the step timeout)."""
@@ -196,8 +222,9 @@ class _Walk:
                 self.checkpoint = self.done[name].value
             elif name == "fence" and self.done[name].value.checkpoint is not None:
                 self.checkpoint = self.done[name].value.checkpoint  # a failback's handover
-        # The next steps start before the ledger is written: its durable writes are not
-        # on the critical path.
+        # The next steps start before the ledger is written, and it is written behind (a
+        # writer thread, `execute`): its durable writes are not on the critical path, nor is
+        # the walker busy with them when the next step ends.
         for ready in self.ready():
             if ready != "approval" and "prove" not in self.done:
                 self.start(ready)
@@ -282,7 +309,8 @@ def execute(
     drill fails back from that cluster's job; the drill tears it down after)."""
     walk = _Walk(settings, steps, ledger, gate, runner or ThreadRunner(settings), run_id, drill, clock)
     try:
-        return walk.run()
+        with ledger.writing_behind():  # durable writes off the walker's path; flushed at the end
+            return walk.run()
     except StandDown as e:
         # The cluster's name is the runbook's: what this run provisioned is the other run's
         # cluster too, so it is left alone.

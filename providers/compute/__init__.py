@@ -7,20 +7,37 @@ through SkyPilot; `fake` scripts capacity errors, slow boots and preemption for 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lifeboat.errors import ConfigError
-from providers.compute.base import (
-    CapacityError,
-    ClusterState,
-    ClusterStatus,
-    Compute,
-    JobSpec,
-    JobState,
-    LaunchAttempt,
-    LaunchResult,
-    PlanOption,
+
+if TYPE_CHECKING:
+    from providers.compute.base import Compute
+
+# The interface's names, re-exported from `base` when first asked for: `lifeboat validate`
+# imports `providers.compute.skycheck` and needs none of them.
+_FROM_BASE = frozenset(
+    {
+        "CapacityError",
+        "ClusterState",
+        "ClusterStatus",
+        "Compute",
+        "JobSpec",
+        "JobState",
+        "LaunchAttempt",
+        "LaunchResult",
+        "PlanOption",
+    }
 )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_BASE:
+        from providers.compute import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _BACKENDS = {
     "local": "providers.compute.local:LocalCompute",

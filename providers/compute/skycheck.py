@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from providers.compute.memo import fingerprint, remembered
 from runbooks.loader import Loc, Problem, RunbookInvalid, load_runbook
 from runbooks.skytask import line_of, read_task, rewrite_store_refs, strip_location
 
@@ -51,6 +50,8 @@ def task_problems(rb, *, catalog: str | None = None) -> list[Problem]:
         config, lines = read_task(task_path, shown)
     except RunbookInvalid as e:
         return [_as_task(p) for p in e.problems]
+    from providers.compute.memo import fingerprint, remembered
+
     verdict, _ = remembered(
         "task-schema",
         fingerprint(files=[task_path], shown=shown),

@@ -5,10 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lifeboat.advise import advice_markdown
-from runbooks.loader import load_runbook
-from runbooks.render import render_markdown
-from shell.cli import COMMANDS
+from shell.cli import COMMANDS, quick_start
 
 
 def register(subparsers) -> None:
@@ -30,8 +27,12 @@ def rendered_path(runbook_path: str | Path, name: str) -> Path:
 
 
 def run(args) -> int:
+    with quick_start():  # importing the runbook model is most of this command's time
+        from runbooks.loader import load_runbook
+        from runbooks.render import render_markdown
+
     rb = load_runbook(args.runbook)
-    text = render_markdown(rb, os.path.relpath(args.runbook), advice_markdown(rb))
+    text = render_markdown(rb, os.path.relpath(args.runbook), _advice(rb))
     if args.write:
         out = rendered_path(args.runbook, rb.name)
         out.write_text(text)
@@ -39,3 +40,12 @@ def run(args) -> int:
     else:
         print(text, end="")
     return 0
+
+
+def _advice(rb) -> str | None:
+    """The advisor's section, for runbooks with a `cluster:` section (the others skip importing it)."""
+    if rb.cluster is None:
+        return None
+    from lifeboat.advise import advice_markdown
+
+    return advice_markdown(rb)

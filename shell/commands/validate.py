@@ -5,11 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from lifeboat.detection.targets import detection_warnings
-from lifeboat.shared_fate import shared_fate_warnings
-from providers.compute.skycheck import check_runbook
-from runbooks.loader import RunbookInvalid
-from shell.cli import COMMANDS
+from shell.cli import COMMANDS, quick_start
 
 
 def register(subparsers) -> None:
@@ -26,6 +22,12 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    with quick_start():  # importing the runbook model is most of this command's time
+        from lifeboat.detection.targets import detection_warnings
+        from lifeboat.shared_fate import shared_fate_warnings
+        from providers.compute.skycheck import check_runbook
+        from runbooks.loader import RunbookInvalid
+
     failed = False
     for file in args.files:
         try:

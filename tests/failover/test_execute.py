@@ -9,7 +9,7 @@ import pytest
 from flows.wiring import settings_for
 from lifeboat.errors import StopFailover
 from lifeboat.failover.fake import ScriptedSteps, scripted_runbook
-from lifeboat.failover.walk import execute
+from lifeboat.failover.walk import ThreadRunner, execute
 from lifeboat.ledger import RtoLedger
 from tests.failover.conftest import Gate
 
@@ -160,3 +160,47 @@ def test_a_step_past_the_runbook_timeout_stops_the_failover_and_tears_down():
     assert result is None and entry.outcome == "failed"
     assert "ran past 1s" in entry.failures[0].error and entry.failures[0].phase == "checkpoint_loaded"
     assert steps.clusters == set()
+
+
+class PreparingRunner(ThreadRunner):
+    """Threads, noting each step the walker asked to prepare."""
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.prepared = []
+
+    def prepare(self, name):
+        self.prepared.append(name)
+
+
+def _walk_preparing(gate, steps):
+    rb = scripted_runbook()
+    runner = PreparingRunner(settings_for(rb))
+    ledger = RtoLedger.for_runbook(rb, "run-1")
+    execute(settings_for(rb), steps, ledger, gate, run_id="run-1", runner=runner)
+    return runner.prepared
+
+
+def _quick():
+    return {"confirm": 0.05, "fence": 0.05, "provision": 0.05, "resume": 0.05}
+
+
+def test_the_next_step_is_prepared_while_its_input_is_made_never_across_the_approval():
+    prepared = _walk_preparing(Gate(), ScriptedSteps(_quick()))
+    assert prepared == ["certify", "plan", "prestage", "provision", "resume", "prove"]  # not fence
+
+
+def test_a_rejected_failover_prepares_nothing_after_the_gate():
+    assert _walk_preparing(Gate(approve=False), ScriptedSteps(_quick())) == ["certify", "plan", "prestage"]
+
+
+def test_a_failed_fence_was_only_ever_one_step_ahead():
+    steps = ScriptedSteps(_quick(), failing={"fence": StopFailover("lease held elsewhere")})
+    rb = scripted_runbook()
+    runner = PreparingRunner(settings_for(rb))
+    with pytest.raises(StopFailover):
+        execute(
+            settings_for(rb), steps, RtoLedger.for_runbook(rb, "run-1"), Gate(), run_id="run-1", runner=runner
+        )
+    assert runner.prepared == ["certify", "plan", "prestage", "provision"]
+    assert "provision" not in {c[0] for c in steps.calls}  # prepared, never called

@@ -29,7 +29,6 @@ class Flaky(ScriptedSteps):
 
 
 def test_each_step_is_a_task_run_and_a_throttled_one_is_retried(prefect_server):
-    from prefect.client.orchestration import get_client
 
     rb = scripted_runbook(
         name="job-p", approval={"required": False}, failover={"retries": 1, "retry_delay": "0s"}
@@ -46,17 +45,55 @@ def test_each_step_is_a_task_run_and_a_throttled_one_is_retried(prefect_server):
     run_id = harness()
     assert ledger.entry.outcome == "completed" and steps.plans == 2
 
-    async def names():
-        from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    steps_run = ["confirm", "certify", "plan", "prestage", "fence", "provision", "resume", "prove"]
+    assert sorted(_task_runs(run_id, expect=len(steps_run))) == sorted(steps_run)
 
+
+def _task_runs(run_id: str, expect: int = 0) -> dict[str, str]:
+    """step -> the final state of its task run in the flow run `run_id` (the server records
+    task runs from events, after the flow may have ended: read again until `expect` are
+    there and none is still pending or running)."""
+    import asyncio
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    async def read():
         async with get_client() as client:
-            runs = await client.read_task_runs(
+            return await client.read_task_runs(
                 flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id]))
             )
-            return sorted(r.name.rsplit("-", 1)[0] for r in runs)
 
-    import asyncio
+    deadline = time.monotonic() + 15
+    while True:
+        states = {r.name.rsplit("-", 1)[0]: r.state.type.value for r in asyncio.run(read())}
+        settled = len(states) >= expect and not {"PENDING", "RUNNING"} & set(states.values())
+        if settled or time.monotonic() > deadline:
+            return states
+        time.sleep(0.2)
 
-    assert asyncio.run(names()) == sorted(
-        ["confirm", "certify", "plan", "prestage", "fence", "provision", "resume", "prove"]
-    )
+
+def test_a_failed_fence_leaves_the_step_prepared_after_it_cancelled_and_the_flow_ends(prefect_server):
+    """Provisioning is submitted ahead while the fence runs; the fence fails, so provisioning
+    is never reached: its task run ends Cancelled ("not reached") instead of waiting forever."""
+    from lifeboat.errors import StopFailover
+
+    rb = scripted_runbook()
+    steps = ScriptedSteps({"fence": 0.2}, failing={"fence": StopFailover("lease held elsewhere")})
+    ledger = RtoLedger.for_runbook(rb, "run-f")
+
+    @flow(name="failover-runner-fence-fails")
+    def harness():
+        from prefect.runtime import flow_run
+
+        with pytest.raises(StopFailover):
+            execute(settings_for(rb), steps, ledger, Gate(), run_id="run-f")
+        return str(flow_run.id)
+
+    states = _task_runs(harness())
+    assert states["fence"] == "FAILED"
+    assert states["provision"] == "CANCELLED"
+    assert "resume" not in states  # two steps ahead: never submitted
+    assert [c[0] for c in steps.calls if c[0] == "provision"] == []
+    assert ledger.entry.failures and ledger.entry.failures[0].phase == "fenced"
