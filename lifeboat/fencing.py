@@ -142,6 +142,16 @@ def read_lease(store: Store) -> tuple[Lease, str] | None:
     raise ProviderUnavailable(f"{store.uri}/{LEASE_KEY} keeps changing while we read it")
 
 
+def peek_lease(store: Store) -> Lease | None:
+    """The current lease, or None when the store has none: one request (a GET; a missing
+    lease is its 404). For reading the site state; a conditional write needs `read_lease`'s
+    version token."""
+    try:
+        return Lease.from_json(b"".join(store.read(LEASE_KEY)))
+    except NotFound:
+        return None
+
+
 def put_lease(store: Store, new: Lease, version: str | None) -> None:
     """Write `new` if the lease is still at `version` (None: if there is none yet)."""
     condition = {"if_match": version} if version is not None else {"if_none_match": True}
