@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import io
+import mmap
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -18,10 +18,11 @@ from contextlib import contextmanager
 from lifeboat.crc32c import crc32c
 from lifeboat.errors import ChecksumMismatch
 
-# Bytes of object data held in memory at once, all uploads together: two 16 MiB objects or
-# four 8 MiB parts in flight keep a loopback S3 as busy as a copy tool does, and the process
-# (Python, botocore's S3 model, ~70 MiB) stays within ~100 MiB.
-BUDGET = 32 << 20
+# Bytes of object data held in memory at once, all uploads together: one 16 MiB object in
+# flight (the next is read when it is answered), or three 8 MiB parts. The process (Python, the runbook model,
+# botocore's S3 model and 32 copy threads: ~70 MiB) then peaks at ~90 MiB whatever the sizes;
+# at 32 MiB it peaked at ~110 MiB and copied no faster on loopback moto (benchmarks/replicate.py).
+BUDGET = 24 << 20
 
 
 class ByteBudget:
@@ -99,59 +100,38 @@ def gather(chunks: Iterable[bytes], size: int, where: str) -> tuple[bytes, int]:
     return b"".join(parts), crc
 
 
-class Body(io.RawIOBase):
-    """A request body read in place from one buffer: HTTP clients and the signer read it in
-    pieces, so it is never copied whole (botocore copies a `bytearray` body, and joining
-    chunks into `bytes` holds twice the size at its peak). Seekable, so a retry rewinds it."""
-
-    def __init__(self, buffer: bytearray, size: int):
-        self._view = memoryview(buffer)[:size]
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
-        self._pos = max(0, min(len(self._view), base + offset))
-        return self._pos
-
-    def readinto(self, b) -> int:
-        n = min(len(b), len(self._view) - self._pos)
-        b[:n] = self._view[self._pos : self._pos + n]
-        self._pos += n
-        return n
-
-    def read(self, n: int = -1) -> bytes:
-        end = len(self._view) if n is None or n < 0 else min(len(self._view), self._pos + n)
-        piece = bytes(self._view[self._pos : end])
-        self._pos = end
-        return piece
-
-    def __len__(self) -> int:  # bytes from here to the end: what an HTTP client sends
-        return len(self._view) - self._pos
+def new_body(size: int) -> mmap.mmap:
+    """A request body of `size` bytes (> 0) to fill in place: anonymous memory, a seekable
+    file to HTTP clients and the signer (read in pieces, at C speed: never copied whole,
+    where botocore copies a `bytearray` and joining chunks into `bytes` holds twice the size),
+    given back to the OS the moment it is closed."""
+    return mmap.mmap(-1, size)
 
 
-def fill(chunks: Iterable[bytes], size: int, where: str) -> tuple[Body, int]:
-    """Copy a stream of exactly `size` bytes into one buffer, hashing each chunk once on the
-    way; returns (body, CRC32C). Holds `size` bytes plus the chunk in hand (reserve `size`).
-    A stream longer or shorter than `size` raises ChecksumMismatch."""
-    buffer, pos, crc = bytearray(size), 0, 0
-    for chunk in chunks:
-        if pos + len(chunk) > size:
-            raise ChecksumMismatch(f"{where}: read more than the {size} bytes expected")
-        buffer[pos : pos + len(chunk)] = chunk
-        crc = crc32c(chunk, crc)
-        pos += len(chunk)
-    if pos != size:
-        raise ChecksumMismatch(f"{where}: read {pos} bytes, expected {size}")
-    return Body(buffer, size), crc
+def fill(chunks: Iterable[bytes], size: int, where: str) -> tuple[mmap.mmap | bytes, int]:
+    """Copy a stream of exactly `size` bytes into one body (`new_body`), hashing each chunk
+    once on the way; returns (body, CRC32C), the body rewound. Holds `size` bytes plus the
+    chunk in hand (reserve `size`); close the body when the request is answered. A stream
+    longer or shorter than `size` raises ChecksumMismatch."""
+    body, pos, crc = (new_body(size) if size else None), 0, 0
+    try:
+        for chunk in chunks:
+            if pos + len(chunk) > size:
+                raise ChecksumMismatch(f"{where}: read more than the {size} bytes expected")
+            if chunk:
+                body.write(chunk)
+                crc = crc32c(chunk, crc)
+                pos += len(chunk)
+        if pos != size:
+            raise ChecksumMismatch(f"{where}: read {pos} bytes, expected {size}")
+    except BaseException:
+        if body is not None:
+            body.close()
+        raise
+    if body is None:
+        return b"", 0
+    body.seek(0)
+    return body, crc
 
 
 def gather_cost(size: int, chunk: int = 1 << 20) -> int:

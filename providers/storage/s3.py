@@ -27,6 +27,7 @@ place in one buffer and read from it by the HTTP client (never joined or copied 
 from __future__ import annotations
 
 import contextlib
+import mmap
 import random
 import threading
 import time
@@ -45,7 +46,7 @@ from lifeboat.errors import (
     ProviderUnavailable,
 )
 from providers.storage.base import Capabilities, ObjectInfo, join, store_deadline
-from providers.storage.buffers import BUFFERS, Body, fill
+from providers.storage.buffers import BUFFERS, fill, new_body
 
 CHUNK = 1 << 20
 SINGLE_PUT_LIMIT = 16 << 20  # objects up to this size (when known) go in one PutObject
@@ -279,13 +280,16 @@ class S3Store:
         if size is not None and size <= SINGLE_PUT_LIMIT:
             with BUFFERS.held(size):
                 body, crc = fill(data, size, f"{self.uri}/{key}")
-                _expect(f"{self.uri}/{key}", crc, crc32c)
-                return self._put_one(key, body, cond, crc, size)
+                try:
+                    _expect(f"{self.uri}/{key}", crc, crc32c)
+                    return self._put_one(key, body, cond, crc, size)
+                finally:
+                    _free(body)
         return self._put_stream(key, data, cond, crc32c, part_size(size))
 
     def _put_one(self, key: str, data, cond: dict, crc: int | None, size: int | None = None) -> ObjectInfo:
-        """One PutObject of bytes or a `Body` of `size`; `crc` is the body's CRC32C when the
-        caller hashed it already."""
+        """One PutObject of bytes or a filled body (`buffers.fill`) of `size`; `crc` is the
+        body's CRC32C when the caller hashed it already."""
         if crc is None:
             crc = crc32c(data)
         r = self._call(
@@ -336,6 +340,7 @@ class S3Store:
                 _expect(where, first[1], expected)
                 return self._put_one(key, first[0], cond, first[1], first[2])
             finally:
+                _free(first[0])
                 BUFFERS.release(taken)
         k = self._key(key)
         try:
@@ -348,6 +353,7 @@ class S3Store:
                 ChecksumType="FULL_OBJECT",
             )
         except BaseException:
+            _free(first[0])
             BUFFERS.release(taken)
             raise
         upload_id = up["UploadId"]
@@ -405,6 +411,7 @@ class S3Store:
                 ChecksumCRC32C=to_b64(crc),
             )
         finally:
+            _free(body)
             BUFFERS.release(reserved)
         return {"PartNumber": number, "ETag": r["ETag"], "ChecksumCRC32C": to_b64(crc)}
 
@@ -502,16 +509,16 @@ def part_size(size: int | None) -> int:
 
 
 class _Parts:
-    """A stream of chunks cut into part-sized bodies, each filled in place in one buffer (no
+    """A stream of chunks cut into part-sized bodies, each filled in place (`new_body`: no
     join, no second copy) and each byte hashed once on the way."""
 
     def __init__(self, chunks: Iterable[bytes], size: int, where: str):
         self._chunks, self._size, self._where = iter(chunks), size, where
-        self._rest: bytes | memoryview = b""
+        self._rest: bytes = b""
         self.done = False
 
     def _fill(self) -> bool:
-        if not self._rest:
+        while not self._rest:
             chunk = next(self._chunks, None)
             if chunk is None:
                 self.done = True
@@ -519,18 +526,35 @@ class _Parts:
             self._rest = chunk
         return True
 
-    def next(self) -> tuple[Body, int, int]:
-        """(body, its CRC32C, its length)."""
-        buffer, pos, crc = bytearray(self._size), 0, 0
-        while pos < self._size and self._fill():
-            take = self._rest[: self._size - pos]
-            self._rest = self._rest[len(take) :]
-            buffer[pos : pos + len(take)] = take
-            crc = crc32c(take, crc)
-            pos += len(take)
-        if pos == self._size:
-            self._fill()  # look ahead, so that the last part is known to be last
-        return Body(buffer, pos), crc, pos
+    def next(self) -> tuple[mmap.mmap | bytes, int, int]:
+        """(body, its CRC32C, its length); the body rewound, to be freed with `_free`."""
+        body, pos, crc = new_body(self._size), 0, 0
+        try:
+            while pos < self._size and self._fill():
+                take = self._rest[: self._size - pos]  # the whole chunk, unless it crosses the end
+                self._rest = self._rest[len(take) :]
+                body.write(take)
+                crc = crc32c(take, crc)
+                pos += len(take)
+            if pos == self._size:
+                self._fill()  # look ahead, so that the last part is known to be last
+            elif pos:
+                body.resize(pos)  # the last part (anonymous memory: remapped, not copied)
+        except BaseException:
+            body.close()
+            raise
+        if not pos:
+            body.close()
+            return b"", 0, 0
+        body.seek(0)
+        return body, crc, pos
+
+
+def _free(body) -> None:
+    """Give a filled body's memory back now (the HTTP client's request objects may keep it
+    alive in reference cycles until the collector runs, and the budget counts it free)."""
+    if isinstance(body, mmap.mmap):
+        body.close()
 
 
 def _expect(where: str, crc: int, expected: int | None) -> None:

@@ -168,12 +168,14 @@ def test_a_retried_request_sends_the_whole_body_again(store, monkeypatch):
     assert info.size == size and b"".join(store.read("r")) == data
 
 
-def test_a_body_is_read_in_place_and_a_stream_of_the_wrong_length_is_refused():
-    body, crc = buffers.fill([b"abc", b"defg"], 7, "k")
-    assert (len(body), crc) == (7, crc32c(b"abcdefg"))
-    assert body.read(2) == b"ab" and len(body) == 5 and body.read() == b"cdefg"
+def test_a_body_is_filled_in_place_and_a_stream_of_the_wrong_length_is_refused():
+    body, crc = buffers.fill([b"abc", b"", b"defg"], 7, "k")
+    assert (len(body), body.tell(), crc) == (7, 0, crc32c(b"abcdefg"))
+    assert body.read(2) == b"ab" and body.read() == b"cdefg"
     body.seek(0)
     assert body.read() == b"abcdefg"
+    body.close()
+    assert buffers.fill([], 0, "k") == (b"", 0)
     with pytest.raises(ChecksumMismatch, match="more than the 5 bytes"):
         buffers.fill([b"abc", b"def"], 5, "k")
     with pytest.raises(ChecksumMismatch, match="read 3 bytes, expected 5"):
