@@ -19,9 +19,10 @@ from lifeboat.crc32c import crc32c
 from lifeboat.errors import ChecksumMismatch
 
 # Bytes of object data held in memory at once, all uploads together: one 16 MiB object in
-# flight (the next is read when it is answered), or three 8 MiB parts. The process (Python, the runbook model,
-# botocore's S3 model and 32 copy threads: ~70 MiB) then peaks at ~90 MiB whatever the sizes;
-# at 32 MiB it peaked at ~110 MiB and copied no faster on loopback moto (benchmarks/replicate.py).
+# flight (the next is read when it is answered), or three 8 MiB parts. The process (Python,
+# the runbook model, botocore's S3 model, 32 copy threads: ~70 MiB) then peaks at ~90 MiB
+# whatever the sizes; at 32 MiB it peaked at ~110 MiB, and was not measurably faster on
+# loopback moto with the 2 cores loaded (benchmarks/replicate.py, docs/DESIGN.md).
 BUDGET = 24 << 20
 
 
