@@ -17,51 +17,13 @@ import statistics
 import tempfile
 import threading
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tests.alertmanager_webhooks import alerting_runbook, two_sources
+
 TARGET_S = 1.0
 TOKEN = "bench-token"
-
-
-def _runbook(folder: Path, name: str) -> Path:
-    path = folder / f"{name}.yaml"
-    path.write_text(
-        f"name: {name}\nworkload: finetuning\n"
-        "primary: {infra: local, store: file://primary}\n"
-        "secondary: {infra: local, store: file://secondary, candidates: [{infra: local}]}\n"
-        "job: {command: echo resumed}\ncheckpoint: {cadence: 10m}\n"
-        "detection: {signals: [gpu_health, alertmanager], quorum: 2, window: 5m}\n"
-    )
-    return path
-
-
-def _webhooks(name: str) -> list[dict]:
-    """Two alert groups (Alertmanager `group_by: [alertname]`): two independent sources."""
-
-    def group(alertname, signal):
-        labels = {"alertname": alertname, "lifeboat_runbook": name}
-        if signal:
-            labels["lifeboat_signal"] = signal
-        alert = {
-            "status": "firing",
-            "labels": labels,
-            "annotations": {},
-            "startsAt": datetime.now(UTC).isoformat(),
-            "endsAt": "0001-01-01T00:00:00Z",
-            "fingerprint": uuid.uuid4().hex[:16],
-        }
-        return {
-            "version": "4",
-            "groupKey": f"{{}}:{{alertname={alertname!r},runbook={name!r}}}",
-            "truncatedAlerts": 0,
-            "status": "firing",
-            "receiver": "lifeboat",
-            "alerts": [alert],
-        }
-
-    return [group("DCGMXidCritical", "gpu_health"), group("NodeNotReady", None)]
 
 
 def _serve(app):
@@ -114,7 +76,7 @@ def main() -> None:
         folder = Path(tmp)
         deployment_id = failover.to_deployment(name="failover", triggers=failover_triggers()).apply()
         names = [f"bench-{i:03d}" for i in range(trials)]
-        paths = {n: _runbook(folder, n) for n in names}
+        paths = {n: alerting_runbook(folder, n) for n in names}
         settings = AlertmanagerSettings(
             bearer_token=TOKEN, runbooks=list(paths.values()), state_dir=folder / "state"
         )
@@ -128,7 +90,7 @@ def main() -> None:
         ):
             for name in names:
                 started = datetime.now(UTC)
-                for body in _webhooks(name):
+                for body in two_sources(name):
                     r = http.post(
                         "/alerts/alertmanager", json=body, headers={"Authorization": f"Bearer {TOKEN}"}
                     )

@@ -14,11 +14,10 @@ from prefect.testing.utilities import prefect_test_harness
 
 from flows.failover import execute
 from flows.wiring import settings_for
-from lifeboat.failover.fake import ScriptedSteps
+from lifeboat.failover.fake import ScriptedSteps, scripted_runbook
 from lifeboat.failover.graph import critical_path, step_graph
 from lifeboat.ledger import RtoLedger
 from providers.chat.base import ApprovalDecision
-from runbooks.model import Runbook
 
 SCALE = 1 / 200
 # A 16-node pretraining failover, in seconds: detect 2m, certify 4m, prestage 8m (image pull and
@@ -45,20 +44,10 @@ class ScriptedGate:
 
 def simulate(early: bool) -> tuple[float, float, float]:
     durations = {k: v * SCALE for k, v in INCIDENT.items()}
-    rb = Runbook.model_validate(
-        {
-            "name": "bench",
-            "workload": "pretraining",
-            "primary": {"infra": "aws/us-east-1", "store": "s3://p/ck"},
-            "secondary": {
-                "infra": "gcp/us-central1",
-                "store": "gs://s/ck",
-                "candidates": [{"infra": "gcp/us-central1"}],
-            },
-            "job": {"task": "task.yaml"},
-            "checkpoint": {"cadence": "30m"},
-            "approval": {"required": False, "provision_before_approval": early},
-        }
+    rb = scripted_runbook(
+        name="bench",
+        workload="pretraining",
+        approval={"required": False, "provision_before_approval": early},
     )
     steps = ScriptedSteps(durations)
     ledger = RtoLedger.for_runbook(rb, "bench")

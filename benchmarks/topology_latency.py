@@ -36,18 +36,19 @@ def measure(trials: int, burst: int) -> dict:
     import httpx
     from prefect.client.orchestration import get_client
 
-    from benchmarks.alert_latency import TOKEN, _runbook, _serve, _webhooks
+    from benchmarks.alert_latency import TOKEN, _serve
     from flows.automation import failover_triggers
     from flows.failover import failover
     from shell.alertmanager import AlertmanagerSettings, alertmanager_routes
     from shell.server import create_app
+    from tests.alertmanager_webhooks import alerting_runbook, two_sources
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         deployment_id = failover.to_deployment(name="failover", triggers=failover_triggers()).apply()
         singles = [f"one-{i:03d}" for i in range(trials)]
         many = [f"many-{i:03d}" for i in range(burst)]
-        paths = {n: _runbook(folder, n) for n in singles + many}
+        paths = {n: alerting_runbook(folder, n) for n in singles + many}
         settings = AlertmanagerSettings(
             bearer_token=TOKEN, runbooks=list(paths.values()), state_dir=folder / "s"
         )
@@ -57,7 +58,7 @@ def measure(trials: int, burst: int) -> dict:
 
         def alert(http, name) -> datetime:
             started = datetime.now(UTC)
-            for body in _webhooks(name):
+            for body in two_sources(name):
                 http.post("/alerts/alertmanager", json=body, headers=headers).raise_for_status()
             return started
 

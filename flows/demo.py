@@ -5,7 +5,10 @@ Everything is the embedded default of `runbooks/demo.yaml`: a local Prefect serv
 copies its checkpoints to the "secondary", a random step kills it (SIGKILL: a lost node), the
 real probes and quorum confirm the outage, and the real failover flow resumes the job on the
 secondary. Exit 0 only when RTO and RPO meet their targets and the resumed losses equal an
-uninterrupted run's.
+uninterrupted run's. With `--failback` (`make demo DEMO_ARGS=--failback`) the primary then
+comes back and the job, still training on the secondary, fails back to it (the `failback`
+flow); the demo prints both ledger entries (kind failover, kind failback) and checks the
+losses after the failback too.
 
 `--trainer torch` plays the same with `runbooks/demo-torch.yaml`: a tiny PyTorch model under
 torchrun (2 CPU ranks, gloo) saving torch.distributed.checkpoint checkpoints (the `torch` extra).
@@ -17,6 +20,7 @@ import argparse
 import contextlib
 import os
 import random
+import shlex
 import shutil
 import signal
 import socket
@@ -51,9 +55,13 @@ def main(argv: list[str] | None = None) -> int:
         default="numpy",
         help="the job: the numpy trainer (manifest checkpoints) or a PyTorch one under torchrun (DCP)",
     )
+    p.add_argument("--failback", action="store_true", help="then bring the primary back and fail back to it")
     args = p.parse_args(argv)
     from lifeboat.trainer.jobs import trainer_job
 
+    if args.failback and args.trainer != "numpy":
+        print("make demo: --failback plays with the numpy trainer only (drop --trainer)", file=sys.stderr)
+        return 2
     job = trainer_job(args.trainer)
     if why := job.missing():
         print(f"make demo: {why}", file=sys.stderr)
@@ -69,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
         proxy = DemoProxy()
     with (
-        uninterrupted_run(job) as reference,
+        uninterrupted_run(job, job_steps(RUNBOOKS[job.name])) as reference,
         prefect_server(args.port or free_port(), proxy.server_env() if proxy else {}) as url,
     ):
         from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
@@ -84,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             if proxy:
                 os.environ["LIFEBOAT_APPROVAL_KEY"] = proxy.approval_key  # the flow verifies with it
             try:
-                return play(url, job, reference, proxy=proxy, seed=args.seed)
+                return play(url, job, reference, proxy=proxy, seed=args.seed, failback=args.failback)
             finally:  # deliver the last logs and events before the server goes away
                 from prefect.events.worker import EventsWorker
                 from prefect.logging.handlers import APILogWorker
@@ -93,11 +101,11 @@ def main(argv: list[str] | None = None) -> int:
                 EventsWorker.drain_all()
 
 
-def play(url: str, job, reference: subprocess.Popen, *, proxy=None, seed: int | None) -> int:
+def play(
+    url: str, job, reference: subprocess.Popen, *, proxy=None, seed: int | None, failback: bool = False
+) -> int:
     from flows.failover import failover, outcome_of
-    from lifeboat.durations import format_duration
     from lifeboat.ledger import LedgerFile
-    from lifeboat.timeline import phase_rows
     from runbooks.loader import load_runbook
 
     runbook = RUNBOOKS[job.name]
@@ -151,30 +159,81 @@ def play(url: str, job, reference: subprocess.Popen, *, proxy=None, seed: int | 
     )
     (entry,) = [e for e in LedgerFile().read(rb.name) if e.run_id == result["run_id"]]
     try:
-        same, detail = losses_match(rb, reference, result["checkpoint"])
+        if failback:  # the job trains on: the failback stops it at a checkpoint boundary
+            same, detail = losses_match(reference, logged_losses(rb, cluster_of(rb)), result["checkpoint"])
+        else:
+            wait_job_done(cluster_of(rb))
+            same, detail = losses_match(
+                reference, logged_losses(rb, cluster_of(rb)), result["checkpoint"], whole=True
+            )
     finally:
-        teardown(rb)
+        if not failback:
+            teardown(cluster_of(rb))
 
-    say("5. the record")
+    say("5. the failover's record (ledger entry, kind failover)")
+    ok = show(rb, entry, result, detail) and same
+    if failback:
+        ok = play_failback(rb, reference) and ok
+    say("demo passed" if ok else "demo FAILED")
+    return 0 if ok else 1
+
+
+def play_failback(rb, reference: subprocess.Popen) -> bool:
+    """The primary is back: fail the job back to it, check its losses, show the record."""
+    from flows.failback import failback
+    from flows.failover import outcome_of
+    from flows.wiring import failback_cluster
+    from lifeboat.ledger import LedgerFile
+
+    say(
+        "6. the primary is back: failback — reverse replication, certify on the primary, approval, "
+        "fence (the secondary's job stops at its next checkpoint), hand back its last commits, "
+        "resume on the primary, loss parity against the secondary job's log"
+    )
+    home = failback_cluster(rb)
+    try:
+        try:
+            result = outcome_of(failback(RUNBOOKS["numpy"], approval="approve", return_state=True))
+        except Exception as e:  # the flow's own log has the story; the demo says it in one line
+            say(f"   failback FAILED: {type(e).__name__}: {e}")
+            return False
+        (entry,) = [e for e in LedgerFile().read(rb.name) if e.run_id == result["run_id"]]
+        same, detail = False, f"failback {result['outcome']}"
+        if result["outcome"] == "completed":
+            wait_job_done(home)
+            same, detail = losses_match(reference, logged_losses(rb, home), result["checkpoint"], whole=True)
+    finally:
+        teardown(home)
+        teardown(cluster_of(rb))  # stopped by the failback already; in any case
+    say("7. the failback's record (ledger entry, kind failback)")
+    return show(rb, entry, result, detail) and same
+
+
+def show(rb, entry, result: dict, detail: str) -> bool:
+    """Print a ledger entry's phases and verdict; whether it completed within its targets."""
+    from lifeboat.durations import format_duration
+    from lifeboat.timeline import phase_rows
+
+    say("   " + entry.model_dump_json(include={"kind", "run_id", "outcome", "checkpoint", "notes"}))
     for row in phase_rows(entry):
         say("   " + "  ".join(f"{v:<20}" for v in row.values()))
     rto_ok = entry.rto is not None and entry.rto <= rb.rto_target
     rpo_ok = entry.rpo is not None and entry.rpo <= rb.rpo_target
-    say(
-        f"   RTO {format_duration(entry.rto)} (target {format_duration(rb.rto_target)}): {'met' if rto_ok else 'MISSED'}"
-    )
-    say(
-        f"   RPO {format_duration(entry.rpo)} (target {format_duration(rb.rpo_target)}): {'met' if rpo_ok else 'MISSED'}"
-    )
+    for name, value, target, ok in (
+        ("RTO", entry.rto, rb.rto_target, rto_ok),
+        ("RPO", entry.rpo, rb.rpo_target, rpo_ok),
+    ):
+        say(
+            f"   {entry.kind}: {name} {format_duration(value)} (target {format_duration(target)}): "
+            f"{'met' if ok else 'MISSED'}"
+        )
     say(
         f"   timeline picture: {ROOT / result['timeline']}"
         if result["timeline"]
         else "   no timeline picture"
     )
     say(f"   loss check: {detail}")
-    ok = result["outcome"] == "completed" and rto_ok and rpo_ok and same
-    say("demo passed" if ok else "demo FAILED")
-    return 0 if ok else 1
+    return result["outcome"] == "completed" and rto_ok and rpo_ok
 
 
 def say(text: str) -> None:
@@ -196,13 +255,21 @@ def start_trainer(job) -> subprocess.Popen:
     )
 
 
+def job_steps(runbook: str) -> int:
+    """The step the runbook's job trains to (its `--steps`): the reference runs as far."""
+    from runbooks.loader import load_runbook
+
+    argv = shlex.split(load_runbook(runbook).job.command)
+    return int(argv[argv.index("--steps") + 1])
+
+
 @contextlib.contextmanager
-def uninterrupted_run(job):
-    """The same job run start to end, meanwhile, in a folder of its own: the loss check's
-    reference (`reference-loss.jsonl`). Stopped on the way out if still running."""
+def uninterrupted_run(job, steps: int):
+    """The same job run start to end (to `steps`), meanwhile, in a folder of its own: the
+    loss check's reference (`reference-loss.jsonl`). Stopped on the way out if still running."""
     proc = job.start(
         log=DEMO / "reference.log",
-        steps=STEPS,
+        steps=steps,
         every=EVERY,
         ckpt_dir=DEMO / "reference",
         loss_log=DEMO / "reference-loss.jsonl",
@@ -265,46 +332,63 @@ def detect(runbook: str, timeout_s: float) -> dict:
     raise SystemExit(f"detection did not confirm the outage within {timeout_s:g}s")
 
 
-def losses_match(rb, reference: subprocess.Popen, checkpoint: str) -> tuple[bool, str]:
-    """The resumed run's losses against the uninterrupted run of the same job."""
+def cluster_of(rb) -> str:
     from flows.wiring import cluster_name
-    from lifeboat.resume import parse_losses
+
+    return cluster_name(rb)
+
+
+def wait_job_done(cluster: str, timeout_s: float = 60) -> None:
     from providers.compute.base import JobState
     from providers.compute.local import LocalCompute
 
     compute = LocalCompute(ROOT / "runbooks/.lifeboat/clusters")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + timeout_s
     while (
-        compute.status(cluster_name(rb)).job not in (JobState.SUCCEEDED, JobState.FAILED)
+        compute.status(cluster).job not in (JobState.SUCCEEDED, JobState.FAILED)
         and time.monotonic() < deadline
     ):
         time.sleep(0.2)
+
+
+def logged_losses(rb, cluster: str) -> str:
+    """A resumed job's log: its cluster's (the job on the primary after a failback), else the
+    loss log beside the secondary's checkpoints (the torch job logs per rank)."""
+    from providers.compute.local import LocalCompute
+
+    if cluster == cluster_of(rb) and (DEMO / "secondary-loss.jsonl").exists():
+        return (DEMO / "secondary-loss.jsonl").read_text()
+    return LocalCompute(ROOT / "runbooks/.lifeboat/clusters").logs(cluster)
+
+
+def losses_match(reference: subprocess.Popen, log: str, checkpoint: str, *, whole: bool = False):
+    """A resumed run's losses (from its log) against the uninterrupted run of the same job:
+    every step it logged after the checkpoint, and with `whole` every step to the end."""
+    from lifeboat.resume import parse_losses
+
     try:
-        code = reference.wait(timeout=max(deadline - time.monotonic(), 1))
+        code = reference.wait(timeout=60)
     except subprocess.TimeoutExpired:
         code = None
     if code != 0:
         return False, f"the uninterrupted run did not finish (exit {code}); see {DEMO / 'reference.log'}"
     resumed_from = int(checkpoint.rstrip("/").rsplit("-", 1)[1])
-    resumed = {
-        s: v for s, v in parse_losses((DEMO / "secondary-loss.jsonl").read_text()).items() if s > resumed_from
-    }
+    resumed = {s: v for s, v in parse_losses(log).items() if s > resumed_from}
     reference_losses = parse_losses((DEMO / "reference-loss.jsonl").read_text())
-    expected = {s: v for s, v in reference_losses.items() if s > resumed_from}
+    expected = {s: v for s, v in reference_losses.items() if s > resumed_from and (whole or s in resumed)}
     if not expected or resumed != expected:
-        diff = sorted(s for s in expected if resumed.get(s) != expected[s])[:5]
-        return False, f"resumed losses differ from the uninterrupted run at steps {diff}"
+        diff = sorted(s for s in expected.keys() | resumed.keys() if resumed.get(s) != expected.get(s))[:5]
+        return False, f"resumed losses differ from the uninterrupted run at steps {diff or 'none logged'}"
     return (
         True,
         f"steps {min(expected)}–{max(expected)}: {len(expected)} losses identical to an uninterrupted run",
     )
 
 
-def teardown(rb) -> None:
-    from flows.wiring import cluster_name
+def teardown(cluster: str) -> None:
     from providers.compute.local import LocalCompute
 
-    LocalCompute(ROOT / "runbooks/.lifeboat/clusters").teardown(cluster_name(rb))
+    LocalCompute(ROOT / "runbooks/.lifeboat/clusters").teardown(cluster)
 
 
 def free_port() -> int:

@@ -9,6 +9,13 @@ Prefect fills `{{ $VAR }}` at deploy time, on the deploying host, which is why t
 written in here and never left to an environment variable. Every other entry (`failover`,
 started by the automation with the runbook from the outage event) is deployed once.
 
+Two work pools: every entry runs on `pool` (`lifeboat`: workers at the secondary site or a
+third one, the control plane) except those the template puts on `lifeboat-secondary`, which
+run on `secondary_pool`: the second `watch` of each runbook, `vantage: secondary`, on a
+worker at the secondary site. The two watches share the signal state (`LIFEBOAT_STATE_DIR`)
+and are folded by vantage (`lifeboat.detection.vantage`): a primary that only one of them
+cannot reach gives no vote.
+
 The plan is a plain `prefect.yaml` document; the shell writes it out and runs
 `prefect deploy --all` on it, so Prefect's own loader checks it the way an operator's would.
 """
@@ -24,6 +31,7 @@ from lifeboat.errors import ConfigError
 
 RUNBOOK_PLACEHOLDER = "{{ lifeboat.runbook }}"
 WORK_POOL = "lifeboat"
+SECONDARY_POOL = "lifeboat-secondary"  # the template's name for workers at the secondary site
 HEARTBEAT_S = 30  # failover runs beat this often; two missed beats mark one Crashed
 
 
@@ -65,14 +73,21 @@ def deployment_plan(
     project_root: Path,
     *,
     pool: str = WORK_POOL,
+    secondary_pool: str = SECONDARY_POOL,
     heartbeat_s: int = HEARTBEAT_S,
 ) -> dict[str, Any]:
     """The `prefect.yaml` document that deploys `template`'s shared entries once and its
-    per-runbook entries once per target, on work pool `pool`, run from `project_root`.
+    per-runbook entries once per target, run from `project_root`: on work pool `pool`, or
+    `secondary_pool` for the entries the template puts on `lifeboat-secondary`.
     `failover` runs send a heartbeat every `heartbeat_s` (the crash-recovery automation
     counts on it, whatever the worker's own settings)."""
     if not targets:
         raise ConfigError("lifeboat deploy: name at least one runbook")
+    if secondary_pool == pool:
+        raise ConfigError(
+            f"lifeboat deploy: --secondary-pool {secondary_pool!r} must differ from --pool: the "
+            "secondary's watch must run on a worker at the secondary site, not the control plane's"
+        )
     names = [t.name for t in targets]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -93,7 +108,11 @@ def deployment_plan(
         else:
             copies.append(copy.deepcopy(entry))
         for one in copies:
-            one["work_pool"] = {**(one.get("work_pool") or {}), "name": pool}
+            at_secondary = (one.get("work_pool") or {}).get("name") == SECONDARY_POOL
+            one["work_pool"] = {
+                **(one.get("work_pool") or {}),
+                "name": secondary_pool if at_secondary else pool,
+            }
             if one["entrypoint"].endswith(":failover"):
                 job = one["work_pool"].setdefault("job_variables", {})
                 job.setdefault("env", {})["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] = str(heartbeat_s)
@@ -109,3 +128,8 @@ def deployment_plan(
 def deployment_names(plan: dict[str, Any]) -> list[str]:
     """`flow/deployment` of every entry in a plan."""
     return [f"{d['entrypoint'].rsplit(':', 1)[1]}/{d['name']}" for d in plan["deployments"]]
+
+
+def pools_of(plan: dict[str, Any]) -> list[str]:
+    """The work pools a plan's deployments run on, sorted."""
+    return sorted({d["work_pool"]["name"] for d in plan["deployments"]})

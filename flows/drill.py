@@ -70,7 +70,15 @@ def run_failover(rig: Rig) -> Outcome:
     gate = ChatGate(rig.rb, ConsoleChat(rig.approval))  # never Slack: drills page nobody
     error = None
     try:
-        execute(settings_for(rig.rb), steps, ledger, gate, run_id=rig.drill_id, drill=True)
+        execute(
+            settings_for(rig.rb),
+            steps,
+            ledger,
+            gate,
+            run_id=rig.drill_id,
+            drill=True,
+            keep_cluster=rig.keep_cluster,
+        )
     except Exception as e:  # the checks judge it
         error = e
     return Outcome(ledger.entry, steps.results, error)

@@ -30,6 +30,8 @@ def failback(runbook: str, approval: Literal["wait", "approve", "reject"] = "wai
 
     from flows.record import publish
     from flows.wiring import build_failback_steps, build_gate, build_ledger, settings_for
+    from lifeboat.errors import StandDown
+    from providers.orchestrator.prefect_api import runbook_lock
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
@@ -37,8 +39,12 @@ def failback(runbook: str, approval: Literal["wait", "approve", "reject"] = "wai
     steps = build_failback_steps(rb, run_id=run_id)
     ledger = build_ledger(rb, run_id=run_id, kind="failback")
     gate = build_gate(rb, console=approval)
-    try:
-        entry = execute(settings_for(rb), steps, ledger, gate, run_id=run_id)
+    try:  # the failover's lock: one failover or failback of a runbook at a time
+        with runbook_lock(rb.name, run_id):
+            entry = execute(settings_for(rb), steps, ledger, gate, run_id=run_id)
+    except StandDown as e:
+        ledger.note("stood down", str(e))
+        entry = ledger.finish("stood-down")
     finally:
         picture = publish(ledger.entry)
     return {

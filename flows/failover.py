@@ -72,10 +72,18 @@ def execute(
     *,
     run_id: str,
     drill: bool = False,
+    keep_cluster: bool = False,
 ) -> LedgerEntry:
     """Walk the step graph inside a flow run, each step a task run."""
     return walk.execute(
-        settings, steps, ledger, gate, run_id=run_id, drill=drill, runner=PrefectRunner(settings)
+        settings,
+        steps,
+        ledger,
+        gate,
+        run_id=run_id,
+        drill=drill,
+        keep_cluster=keep_cluster,
+        runner=PrefectRunner(settings),
     )
 
 

@@ -31,19 +31,24 @@ def run_probe(probe: Probe, previous: Reading | None) -> Reading:
 
 
 @flow(name="watch", log_prints=True)
-def watch(runbook: str, xid_wait_ms: int = 0) -> dict:
+def watch(runbook: str, xid_wait_ms: int = 0, vantage: str | None = None) -> dict:
     """Probe `runbook`'s signals once and emit an outage event if the decision changed.
 
     Args:
         runbook: Path of the runbook YAML on the worker.
         xid_wait_ms: How long to listen for GPU XID events (0: only what is already queued).
+        vantage: Where this watch runs (`control-plane`, `secondary`). Watches with a vantage
+            that share one signal state (`LIFEBOAT_STATE_DIR`) are folded by vantage: a primary
+            unreachable from one of them does not vote, from two it does.
     """
     from flows.wiring import build_probes
     from runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
     log = open_signal_log(rb.name)
-    readings = [run_probe(p, log.latest(p.source)) for p in build_probes(rb, xid_wait_ms=xid_wait_ms)]
+    readings = [
+        run_probe(p, log.latest(p.source)) for p in build_probes(rb, xid_wait_ms=xid_wait_ms, vantage=vantage)
+    ]
     decision = log.observe(readings, QuorumPolicy.from_detection(rb.detection))
     logger = get_run_logger()
     for r in readings:

@@ -125,8 +125,13 @@ def probe_store_opener(rb: Runbook) -> Callable[[str], Store]:
     return open_for_probe
 
 
-def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0) -> list:
-    """One probe per signal the runbook lists (alerts arrive through `lifeboat serve`)."""
+def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0, vantage: str | None = None) -> list:
+    """One probe per signal the runbook lists (alerts arrive through `lifeboat serve`).
+    `vantage` (control-plane, secondary): each probe runs bounded and its readings say from
+    where, so the quorum can tell a dead primary from this vantage's own broken link. Each
+    probe names its `target` (the store's endpoint; `detection.provider_endpoint` gives the
+    provider signal one of its own): a target that does not answer is one vote however many
+    probes read it."""
     from urllib.parse import urlparse as _parse
 
     from lifeboat.detection.probes import (
@@ -137,24 +142,33 @@ def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0) -> list:
         store_heartbeat,
     )
     from lifeboat.detection.provider import ProviderProbe
-    from providers.health.control_plane import StoreControlPlane
+    from providers.health.control_plane import HttpControlPlane, StoreControlPlane
     from providers.health.nvml import NvmlHealth
+    from providers.storage.base import store_target
 
     signals = {str(getattr(s, "value", s)) for s in rb.detection.signals}
     # a probe must read "failing" in seconds, not wait out the store's default deadline
     opener = probe_store_opener(rb)
     probes: list = []
-    primary = opener(rb.primary.store) if signals & {"checkpoint_freshness", "provider"} else None
+    wants_store = "checkpoint_freshness" in signals or (
+        "provider" in signals and not rb.detection.provider_endpoint
+    )
+    primary = opener(rb.primary.store) if wants_store else None
     if "gpu_health" in signals:
         probes.append(GpuHealthReadingProbe(NvmlHealth(xid_wait_ms=xid_wait_ms)))
     if "training_progress" in signals and rb.detection.heartbeat:
         where = rb.detection.heartbeat
         if _parse(where).scheme in ("s3", "gs", "file"):
             parent, _, key = rb.store_uri(where).rstrip("/").rpartition("/")
-            reader = store_heartbeat(opener(parent), key)
+            store = opener(parent)
+            reader, target = store_heartbeat(store, key), store_target(store)
         else:
-            reader = file_heartbeat(rb.resolve(where))
-        probes.append(TrainingProgressProbe(reader, rb.detection.stall_after, source=f"heartbeat:{where}"))
+            reader, target = file_heartbeat(rb.resolve(where)), None
+        probes.append(
+            TrainingProgressProbe(
+                reader, rb.detection.stall_after, source=f"heartbeat:{where}", target=target
+            )
+        )
     if "checkpoint_freshness" in signals:
 
         def newest():
@@ -162,12 +176,25 @@ def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0) -> list:
 
         probes.append(
             CheckpointFreshnessProbe(
-                newest, rb.checkpoint.cadence, rb.checkpoint.freshness_factor, source=primary.uri
+                newest,
+                rb.checkpoint.cadence,
+                rb.checkpoint.freshness_factor,
+                source=primary.uri,
+                target=store_target(primary),
             )
         )
     if "provider" in signals:
-        probes.append(ProviderProbe(StoreControlPlane(primary)))
-    return probes
+        endpoint = rb.detection.provider_endpoint
+        plane = (
+            HttpControlPlane(endpoint, timeout_s=probe_deadline()) if endpoint else StoreControlPlane(primary)
+        )
+        probes.append(ProviderProbe(plane))
+    if vantage is None:
+        return probes
+    from lifeboat.detection.vantage import VantageProbe
+
+    bound = 4 * probe_deadline()  # the provider probe's 3 pings, each within the deadline
+    return [VantageProbe(p, vantage, bound_s=bound) for p in probes]
 
 
 def probe_deadline() -> float:
@@ -324,7 +351,7 @@ def build_failback_steps(
     """`FailbackSteps` over the swapped view: reverse replication, then the failover's steps.
     A drill's clusters are its own (`cluster_name(rb, drill)`, `<primary cluster>-drill-<id>`)."""
     from lifeboat.failover.failback import FailbackSteps
-    from lifeboat.replication import replicate_by_site_state
+    from lifeboat.replication import hand_back, replicate_by_site_state
 
     view = swapped(rb)
     providers = providers or providers_for(view)
@@ -340,6 +367,7 @@ def build_failback_steps(
         cluster=failback_cluster(rb) + (f"-drill-{drill}" if drill else ""),
         standby_cluster=cluster_name(rb, drill),
         catch_up=catch_up,
+        hand_back=lambda: hand_back(rb, providers.secondary, providers.primary),
         stop_timeout_s=max(2 * rb.checkpoint.cadence.total_seconds(), 10.0),
     )
 

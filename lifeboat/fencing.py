@@ -136,20 +136,38 @@ def read_lease(store: Store) -> tuple[Lease, str] | None:
             info = store.head(LEASE_KEY)
             data = b"".join(store.read(LEASE_KEY))
             if store.head(LEASE_KEY).version == info.version:
-                return Lease.from_json(data), info.version
+                return _parse_lease(store, data), info.version
         except NotFound:
             return None
     raise ProviderUnavailable(f"{store.uri}/{LEASE_KEY} keeps changing while we read it")
 
 
+def _parse_lease(store: Store, data: bytes) -> Lease:
+    """The lease in `data`; a record that is not one (hand-edited, truncated, forged) stops
+    whoever reads it with one line naming it: nothing may act on a site state it cannot read."""
+    try:
+        lease = Lease.from_json(data)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        why = f"{type(e).__name__}: {e}".splitlines()[0][:120]
+    else:
+        if lease.active in SITES:
+            return lease
+        why = f"active site {lease.active!r} is neither {' nor '.join(SITES)}"
+    raise StopFailover(
+        f"{store.uri.rstrip('/')}/{LEASE_KEY} is not a readable site state ({why}); "
+        "nothing acts on it until it is restored (the other store's copy, or by hand)"
+    )
+
+
 def peek_lease(store: Store) -> Lease | None:
     """The current lease, or None when the store has none: one request (a GET; a missing
     lease is its 404). For reading the site state; a conditional write needs `read_lease`'s
-    version token."""
+    version token. An unreadable record stops the reader as in `read_lease`."""
     try:
-        return Lease.from_json(b"".join(store.read(LEASE_KEY)))
+        data = b"".join(store.read(LEASE_KEY))
     except NotFound:
         return None
+    return _parse_lease(store, data)
 
 
 def put_lease(store: Store, new: Lease, version: str | None) -> None:

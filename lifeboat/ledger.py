@@ -74,7 +74,7 @@ class LedgerEntry(BaseModel):
     kind: str = Field(
         "failover",
         description="failover, failback (back to the recovered primary) or drill. For a failback the "
-        "outage_start milestone is when it was asked for.",
+        "outage_start milestone is when it was asked for, and RPO runs to the fence.",
     )
     rto_target: timedelta
     rpo_target: timedelta
@@ -99,8 +99,9 @@ class LedgerEntry(BaseModel):
 
     @property
     def rpo(self) -> timedelta | None:
-        """Work lost: outage start minus the resumed checkpoint's write time."""
-        start = self.phases.get("outage_start")
+        """Work lost: outage start minus the resumed checkpoint's write time. A failback's
+        job stops at its fence, not at the request: the fence minus that write time."""
+        start = self.phases.get("fenced" if self.kind == "failback" else "outage_start")
         if start is None or self.checkpoint_written_at is None:
             return None
         return max(timedelta(0), start - self.checkpoint_written_at)

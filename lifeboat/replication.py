@@ -475,6 +475,20 @@ def sources_to_replicate(rb, way: Direction, found=None) -> list[StoredCheckpoin
     return worth_replicating(rb, committed)
 
 
+def hand_back(rb, primary: Store | None, secondary: Store | None) -> ReplicationReport:
+    """A failback's last reverse copy, once its fence made the primary active: the checkpoints
+    the secondary's job committed before that fence, to the primary. Only the lineage the
+    fence sealed counts (`foreign_checkpoints`): a commit that lost to the fence stays where
+    it is. `RolesFlipped` (one line) unless the primary is the active site now."""
+    stores = {"primary": primary, "secondary": secondary}
+    state = read_site_state(stores)
+    require_active(state, "primary", rb.name)
+    if primary is None or secondary is None:
+        raise ProviderUnavailable(f"{rb.name}: a failback's stores cannot both be opened")
+    way = Direction("secondary", secondary, primary, state)
+    return replicate_checkpoints(secondary, primary, sources_to_replicate(rb, way), rpo_target=rb.rpo_target)
+
+
 def replicate_by_site_state(
     rb, primary: Store | None, secondary: Store | None, *, dry_run: bool = False
 ) -> tuple[Direction, ReplicationReport]:

@@ -336,6 +336,21 @@ class Detection(_Strict):
     heartbeat: str | None = Field(
         None, description="Where the job writes its heartbeat (store URI or file path)."
     )
+    provider_endpoint: str | None = Field(
+        None,
+        description="URL the provider signal pings (the primary region's cloud API, a Kubernetes "
+        "API server's /readyz). Default: the primary's store, which the other probes read too, so "
+        "a store that stops answering is one vote for all of them.",
+    )
+
+    @field_validator("provider_endpoint")
+    @classmethod
+    def _is_url(cls, v: str | None) -> str | None:
+        if v is not None:
+            parsed = urlparse(v)
+            if parsed.scheme not in ("http", "https") or not parsed.netloc:
+                raise ValueError(f"{v!r} is not an http(s) URL")
+        return v
 
     @model_validator(mode="after")
     def _quorum_reachable(self) -> Detection:

@@ -102,6 +102,7 @@ class Rig:
     outage_started_at: datetime | None = None
     detected_at: datetime | None = None
     approval: str = "approve"  # the console gate: approve at once, or wait (nobody answers)
+    keep_cluster: bool = False  # the failover's cluster outlives its run (failback: its job goes on)
     facts: dict[str, Any] = field(default_factory=dict)  # what the injection saw, for the checks
     processes: list[subprocess.Popen] = field(default_factory=list)  # stopped in any case
 

@@ -79,12 +79,14 @@ def _snapshot(store) -> list[tuple]:
 
 
 def prepare_failback(rig: Rig, options: Mapping[str, Any]) -> None:
-    """A plain failover first; the job trains twice as far, and at a pace (50 ms a step) that
-    leaves it still training when the failback fences it: there is work left to fail back."""
+    """A plain failover first, whose cluster outlives it: its job goes on training on the
+    secondary, at 50 ms a step and far enough (20x the sandbox's steps, ~50 s) to be still
+    training when the failback fences it: it commits work of its own to fail back."""
     command = rig.rb.job.command.replace(
-        f"--steps {SANDBOX_JOB_STEPS}", f"--steps {2 * SANDBOX_JOB_STEPS} --step-seconds 0.05"
+        f"--steps {SANDBOX_JOB_STEPS}", f"--steps {20 * SANDBOX_JOB_STEPS} --step-seconds 0.05"
     )
     rig.rb = amend(rig.rb, job={"command": command})
+    rig.keep_cluster = True
     simulated_outage(rig)
 
 
@@ -139,6 +141,7 @@ def verify_failback(rig: Rig, outcome: Outcome) -> list[Check]:
     )
     checks.append(Check("ledger entry of kind failback", entry.kind == "failback", entry.kind))
     primary, secondary = open_sites(rig.rb)
+    checks.append(_resumed_from_the_secondary_jobs_last_commit(rig, outcome, entry, secondary))
     state = read_site_state({"primary": primary, "secondary": secondary})
     checks.append(
         Check(
@@ -163,3 +166,24 @@ def verify_failback(rig: Rig, outcome: Outcome) -> list[Check]:
         )
     )
     return checks
+
+
+def _resumed_from_the_secondary_jobs_last_commit(rig: Rig, outcome: Outcome, entry, secondary) -> Check:
+    """The failback resumed from the newest checkpoint the secondary's job committed before
+    the fence, a step it wrote itself (newer than the one the failover resumed from)."""
+    from lifeboat.replication import committed_checkpoints, foreign_checkpoints
+
+    layout = rig.rb.checkpoint.layout.value
+    foreign = foreign_checkpoints(secondary, None, layout)
+    committed = [
+        c.step for c in committed_checkpoints(secondary, layout) if c.prefix.strip("/") not in foreign
+    ]
+    newest = max(committed, default=None)
+    failover = outcome.steps.get("certify")
+    resumed_from = getattr(getattr(failover, "certified", None), "step", None)
+    step = int(entry.checkpoint.rstrip("/").rsplit("-", 1)[-1]) if entry.checkpoint else None
+    return Check(
+        "resumed from the newest checkpoint the secondary's job committed",
+        step is not None and step == newest and resumed_from is not None and step > resumed_from,
+        f"resumed step {step}; the secondary's newest commit {newest}; the failover resumed from {resumed_from}",
+    )

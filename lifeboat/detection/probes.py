@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from lifeboat.detection.signals import Clock, Reading, Status, iso, parse_time, utc_now
+from lifeboat.detection.signals import Clock, Reading, Status, iso, parse_time, unreachable, utc_now
 from lifeboat.durations import format_duration
 from lifeboat.errors import LifeboatError, NotFound
 
@@ -23,6 +23,8 @@ from lifeboat.errors import LifeboatError, NotFound
 class Probe(Protocol):
     signal: str
     source: str
+    # the endpoint it reads (`providers.storage.base.store_target`): one unreachable target, one vote
+    target: str | None
 
     def check(self, previous: Reading | None = None) -> Reading:
         """Look now. `previous` is this source's last reading, if any."""
@@ -96,16 +98,20 @@ class TrainingProgressProbe:
         stall_after: timedelta,
         *,
         source: str = "heartbeat",
+        target: str | None = None,
         clock: Clock = utc_now,
     ):
         self.read, self.stall_after, self.source, self.clock = read, stall_after, source, clock
+        self.target = target
 
     def check(self, previous: Reading | None = None) -> Reading:
         now = self.clock()
         try:
             hb = self.read()
         except (LifeboatError, OSError) as e:
-            return self._reading(now, Status.unknown, f"heartbeat unreadable: {e}", {})
+            return self._reading(
+                now, Status.unknown, f"heartbeat unreadable: {e}", unreachable(e, self.target)
+            )
         if hb is None:
             return self._reading(now, Status.unknown, "no heartbeat written yet", {})
         progress_at = hb.at
@@ -148,16 +154,21 @@ class CheckpointFreshnessProbe:
         freshness_factor: float,
         *,
         source: str = "checkpoints",
+        target: str | None = None,
         clock: Clock = utc_now,
     ):
         self.newest, self.limit, self.source, self.clock = newest, cadence * freshness_factor, source, clock
+        self.target = target
 
     def check(self, previous: Reading | None = None) -> Reading:
         now = self.clock()
         try:
             newest = self.newest()
         except (LifeboatError, OSError) as e:
-            return Reading(self.signal, self.source, Status.unknown, now, f"checkpoints unreadable: {e}")
+            summary = f"checkpoints unreadable: {e}"
+            return Reading(
+                self.signal, self.source, Status.unknown, now, summary, unreachable(e, self.target)
+            )
         if newest is None:
             return Reading(self.signal, self.source, Status.unknown, now, "no checkpoint written yet")
         age = max(now - newest, timedelta(0))
@@ -184,6 +195,7 @@ class GpuHealthReadingProbe:
     """Wraps a `providers.health` probe: degraded GPUs fail, no driver is `unknown`."""
 
     signal = "gpu_health"
+    target = None  # the local driver: never an unreachable endpoint
 
     def __init__(self, gpu_probe: Any, *, clock: Clock = utc_now):
         self.gpu_probe, self.clock = gpu_probe, clock

@@ -21,6 +21,7 @@ class ProviderProbe:
     ):
         self.plane, self.attempts, self.max_error_rate, self.clock = plane, attempts, max_error_rate, clock
         self.source = f"control-plane:{plane.name}"
+        self.target = getattr(plane, "target", None) or plane.name  # the endpoint it pings
 
     def check(self, previous: Reading | None = None) -> Reading:
         results = [self.plane.ping() for _ in range(self.attempts)]
@@ -41,6 +42,9 @@ class ProviderProbe:
         if rate > self.max_error_rate:
             what = "no capacity" if capacity > len(errors) / 2 else "unreachable"
             summary = f"{self.plane.name} {what}: {len(errors)}/{len(results)} calls failed"
+            evidence["unreachable"] = what == "unreachable"
+            if evidence["unreachable"]:
+                evidence["target"] = self.target
             return Reading(self.signal, self.source, Status.failing, now, summary, evidence)
         return Reading(
             self.signal,

@@ -14,13 +14,20 @@ on-call who has been woken by a flaky control plane once too often:
   the alert). Two signals claimed by one alert group are one vote: one group never
   confirms alone. Several origins per signal are matched so that as many votes as
   possible count (`independent_votes`).
+- A target that did not answer (a store, an API endpoint) is one origin
+  (`unreachable:<target>`): heartbeat, checkpoint listing and a store ping that all time out
+  on one primary store are one vote, and each of their evidence lines names the signals that
+  shared it. Answers that came back (a stale heartbeat, an old checkpoint) count per signal.
 - `quorum` independent votes confirm. Once confirmed, the outage stays confirmed until no
   signal has failed for `recover_after` (hysteresis): a failover is not called off by one good ping.
+- A probe run from several vantage points (`lifeboat.detection.vantage`) is folded first:
+  "unreachable" votes only when `vantages` (2) independent vantage points each timed out.
 - Every decision carries the readings it was made from.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
@@ -30,6 +37,7 @@ from enum import StrEnum
 from typing import Any
 
 from lifeboat.detection.signals import Reading, Status, iso, parse_time
+from lifeboat.detection.vantage import VANTAGES_NEEDED, across_vantages
 from lifeboat.durations import format_duration
 
 
@@ -47,6 +55,7 @@ class QuorumPolicy:
     flap_changes: int = 4
     flap_window: timedelta | None = None  # default: 3 x window
     recover_after: timedelta | None = None  # default: window
+    vantages: int = VANTAGES_NEEDED  # vantage points that must all fail to reach a target to vote
 
     @property
     def flap_span(self) -> timedelta:
@@ -166,10 +175,38 @@ def independent_votes(origins: dict[str, set[str]]) -> int:
     return sum(place(signal, set()) for signal in sorted(origins))
 
 
+UNREACHABLE = "unreachable:"
+
+
+def shared_targets(origins: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Unreachable targets that more than one voting signal failed to reach -> those signals."""
+    by_origin: dict[str, set[str]] = defaultdict(set)
+    for signal, sources in origins.items():
+        for source in sources:
+            if source.startswith(UNREACHABLE):
+                by_origin[source].add(signal)
+    return {o: sorted(s) for o, s in sorted(by_origin.items()) if len(s) > 1}
+
+
+def _with_sharers(r: Reading, shared: dict[str, list[str]]) -> Reading:
+    """`r` with the other signals that could not reach its target, in its evidence line."""
+    signals = shared.get(r.independent_source)
+    if not signals:
+        return r
+    others = [s for s in signals if s != r.signal]
+    target = r.independent_source.removeprefix(UNREACHABLE)
+    return dataclasses.replace(
+        r,
+        summary=f"{r.summary}; {target} also unreachable for {', '.join(others)}: one vote",
+        evidence={**r.evidence, "shared_with": others},
+    )
+
+
 def decide(
     readings: Iterable[Reading], now: datetime, policy: QuorumPolicy, previous: OutageDecision | None = None
 ) -> OutageDecision:
     by_signal: dict[str, dict[str, list[Reading]]] = defaultdict(lambda: defaultdict(list))
+    readings = across_vantages(readings, now, policy.window, need=policy.vantages)
     for r in sorted(readings, key=lambda r: (r.at, r.source)):
         if r.at <= now:
             by_signal[r.signal][r.source].append(r)
@@ -198,6 +235,8 @@ def decide(
         evidence.extend(failing)
 
     independent = independent_votes(origins)
+    shared = shared_targets(origins)
+    evidence = [_with_sharers(r, shared) for r in evidence]
     before = previous.state if previous else OutageState.healthy
     last_failing = now if voting else (previous.last_failing_at if previous else None)
     if independent >= policy.quorum:
@@ -233,6 +272,10 @@ def decide(
         )
     else:
         summary = f"{state}: {len(voting)} of {policy.quorum} signal(s) agree ({', '.join(voting)})"
+    if shared and state is not OutageState.healthy:
+        summary += "; one vote per unreachable target: " + "; ".join(
+            f"{origin.removeprefix(UNREACHABLE)} ({', '.join(signals)})" for origin, signals in shared.items()
+        )
     return OutageDecision(
         state=state,
         previous=before,

@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from lifeboat.errors import ProviderUnavailable
+
 Clock = Callable[[], datetime]
 
 
@@ -52,7 +54,8 @@ class Reading:
     expires: datetime | None = None
     # Who could have produced this reading, for independence: readings sharing an origin are
     # one source to the quorum however many signals they claim (an Alertmanager group, a
-    # webhook endpoint). "" means the source itself.
+    # webhook endpoint). "" means the source itself, or for a target that did not answer,
+    # that target (see `independent_source`).
     origin: str = ""
 
     @property
@@ -61,7 +64,15 @@ class Reading:
 
     @property
     def independent_source(self) -> str:
-        return self.origin or self.source
+        """What the quorum counts once: the origin; else, when the observer could not reach
+        its target, `unreachable:<target>` (one endpoint that stopped answering is one fact,
+        however many signals read it); else the source itself."""
+        if self.origin:
+            return self.origin
+        target = self.evidence.get("target")
+        if self.evidence.get("unreachable") is True and isinstance(target, str) and target:
+            return f"unreachable:{target}"
+        return self.source
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,3 +98,14 @@ class Reading:
             expires=parse_time(d.get("expires")),
             origin=d.get("origin") or "",
         )
+
+
+def unreachable(error: BaseException, target: str | None = None) -> dict[str, Any]:
+    """Evidence of a reading whose source could not be reached (a store or API call that
+    timed out or was refused: `ProviderUnavailable`): `{"unreachable": True, "error": ...,
+    "target": target}`. Other errors (a bad answer) give `{}`. `lifeboat.detection.vantage`
+    counts these, once per target."""
+    if isinstance(error, ProviderUnavailable):
+        found = {"unreachable": True, "error": str(error)[:300]}
+        return {**found, "target": target} if target else found
+    return {}

@@ -2,6 +2,7 @@
 
 For the failover benchmark (measured RTO against the step graph's critical path) and for
 tests of the flow's own logic: ordering, concurrency, rejection, rollback, teardown.
+`scripted_runbook` is the runbook such a walk runs under.
 """
 
 from __future__ import annotations
@@ -17,6 +18,27 @@ from lifeboat.failover.results import Confirmation, Fenced, Provisioned, Resumed
 from lifeboat.prestage import PrestageReadiness
 from lifeboat.resume import ParityResult
 from providers.compute.base import PlanOption
+from runbooks.model import Runbook
+
+SCRIPTED_RUNBOOK = {
+    "name": "job-a",
+    "workload": "finetuning",
+    "primary": {"infra": "aws/us-east-1", "store": "s3://p/ck"},
+    "secondary": {
+        "infra": "gcp/us-central1",
+        "store": "gs://s/ck",
+        "candidates": [{"infra": "gcp/us-central1"}],
+    },
+    "job": {"task": "task.yaml"},
+    "checkpoint": {"cadence": "30m"},
+    "failover": {"retries": 0},
+}
+
+
+def scripted_runbook(**sections) -> Runbook:
+    """A valid runbook for a walk over `ScriptedSteps`, whose steps touch none of its sites:
+    only its settings (approval, failover) count. `sections` replace whole top-level ones."""
+    return Runbook.model_validate({**SCRIPTED_RUNBOOK, **sections})
 
 
 class ScriptedSteps:

@@ -52,6 +52,10 @@ class Fenced:
     epoch: int
     stores: tuple[str, ...]  # where the lease was bumped
     primary_stopped: bool
+    # A failback: the newest checkpoint certified once the standby's job stopped (its last
+    # commit, newer than the one approved); the resume starts there. None: the approved one.
+    checkpoint: CertifyReport | None = None
+    note: str = ""  # what else the fence did, one line for the ledger (a failback's handover)
 
 
 @dataclass(frozen=True)

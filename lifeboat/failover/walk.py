@@ -125,6 +125,10 @@ class _Walk:
                 else "primary job not stopped (unnamed or unreachable)"
             )
             led.note("fence", f"epoch {v.epoch} on {', '.join(v.stores)}; {stopped}")
+            if v.checkpoint is not None:
+                led.checkpoint(v.checkpoint.certified.uri, v.checkpoint.certified.written_at)
+            if v.note:
+                led.note("handover", v.note)
         elif name == "certify":
             led.checkpoint(v.certified.uri, v.certified.written_at)
             rejected = [f"step {r.step}: {r.reason} — {r.detail}" for r in v.rejected]
@@ -190,6 +194,8 @@ class _Walk:
             self.done[name] = self.runner.result(handle)
             if name == "certify":
                 self.checkpoint = self.done[name].value
+            elif name == "fence" and self.done[name].value.checkpoint is not None:
+                self.checkpoint = self.done[name].value.checkpoint  # a failback's handover
         # The next steps start before the ledger is written: its durable writes are not
         # on the critical path.
         for ready in self.ready():
@@ -266,12 +272,14 @@ def execute(
     *,
     run_id: str,
     drill: bool = False,
+    keep_cluster: bool = False,
     runner: Runner | None = None,
     clock: Callable[[], datetime] = _now,
 ) -> LedgerEntry:
     """Walk the step graph; every milestone lands in `ledger`. On failure the ledger names the
     milestone the run was heading for, the humans are told, and any cluster is torn down;
-    drills always tear theirs down."""
+    drills tear theirs down when they complete too, unless `keep_cluster` (the failback
+    drill fails back from that cluster's job; the drill tears it down after)."""
     walk = _Walk(settings, steps, ledger, gate, runner or ThreadRunner(settings), run_id, drill, clock)
     try:
         return walk.run()
@@ -292,5 +300,5 @@ def execute(
             walk.done.pop("provision", None)
         raise
     finally:
-        if drill and (cluster := walk.cluster()) is not None:
+        if drill and not keep_cluster and (cluster := walk.cluster()) is not None:
             steps.teardown(cluster)

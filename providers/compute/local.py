@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,7 +68,7 @@ class LocalCompute:
         state = self._state(cluster)
         child = self._children.pop(cluster, None)
         if state.get("pid") is not None:  # a restart: the old job's whole group goes first
-            _kill_group(state["pid"], child)
+            kill_group(state["pid"], child)
         if child is not None:
             child.wait()
         self._spawn(cluster, d, state, job)
@@ -82,10 +82,7 @@ class LocalCompute:
         # The wrapping shell records the exit code only when the command returns, so a
         # SIGKILLed group leaves no exit file: a failed job, as on a lost VM.
         script = f"(\n{command}\n)\necho $? > {shlex.quote(str(exit_file))}"
-        # `python` in the command means Lifeboat's own interpreter (its venv), as on a VM
-        # whose image has the job's environment first on PATH.
-        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-        env = {**os.environ, **job.resume_envs(), "LIFEBOAT_CLUSTER": cluster, "PATH": path}
+        env = job_environment({**job.resume_envs(), "LIFEBOAT_CLUSTER": cluster})
         with open(d / "job.log", "wb") as log:  # `logs` shows the job started last
             proc = subprocess.Popen(
                 ["/bin/sh", "-c", script],
@@ -177,7 +174,7 @@ class LocalCompute:
             pid = None
         child = self._children.pop(cluster, None)
         if pid is not None:
-            _kill_group(pid, child)
+            kill_group(pid, child)
         if child is not None:
             child.wait()
         shutil.rmtree(d, ignore_errors=True)
@@ -192,12 +189,20 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def job_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment plus `extra`, with Lifeboat's interpreter first on PATH:
+    `python` in a job's command is its venv's, as on a VM whose image has the job's
+    environment first on PATH."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return {**os.environ, **extra, "PATH": path}
+
+
 def _need_command(job: JobSpec | None) -> None:
     if job is not None and not job.command:
         raise ConfigError("the local provider runs job.command, which is missing")
 
 
-def _kill_group(pid: int, child: subprocess.Popen | None, grace: float = 2.0) -> None:
+def kill_group(pid: int, child: subprocess.Popen | None, grace: float = 2.0) -> None:
     """SIGTERM the group, then SIGKILL whatever is still there after `grace` seconds."""
     try:
         os.killpg(pid, signal.SIGTERM)
@@ -207,14 +212,14 @@ def _kill_group(pid: int, child: subprocess.Popen | None, grace: float = 2.0) ->
     while time.monotonic() < deadline:
         if child is not None:
             child.poll()  # reap our own leader
-        if not _group_alive(pid):
+        if not group_alive(pid):
             return
         time.sleep(0.02)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
     """Whether any process of the group still runs. Orphaned members turn into zombies that
     only init reaps, and `killpg(pgid, 0)` counts those: read /proc where there is one."""
     proc = Path("/proc")

@@ -2,9 +2,10 @@
 
 Planning runs SkyPilot's optimizer in process (`skyplan.py`). Launching sits behind a small
 `SkyLauncher` seam: `SdkLauncher` calls the SkyPilot SDK (an API server; real clouds), tests
-inject a launcher that records the built `sky.Task` and raises SkyPilot's own
-`ResourcesUnavailableError`, so the task building and error mapping here are the code that
-runs in production. Nothing in the test suite launches a machine.
+inject `FakeSkyLauncher` (skyfake.py), which records the built `sky.Task`, runs its setup and
+run as local processes and raises SkyPilot's own exceptions, so the task building, job
+bookkeeping and error mapping here are the code that runs in production, under the same
+compute contract as the other backends. Nothing in the test suite launches a machine.
 
 Provisioning apart from the job: `launch` without a job launches the user's task with its
 `run:` removed (setup, workdir and file mounts kept, the secondary store mounted), because
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -294,22 +295,16 @@ class SkyPilotCompute:
     def run(self, cluster: str, job: JobSpec) -> ClusterStatus:
         if self.managed:
             raise ConfigError("managed-job mode cannot run a job on an existing cluster: relaunch it")
-        info = self._info(cluster)
-        if info is None:
-            raise NotFound(f"SkyPilot cluster {cluster!r} does not exist")
+        info = self._known(cluster)
         if _CLUSTER_STATES.get(info.status) is not ClusterState.UP:
             raise PreconditionFailed(f"SkyPilot cluster {cluster!r} is {info.status}, not UP")
         task = build_task(job, self._options.get(cluster), stage="exec")
-        from sky import exceptions as sky_exceptions
-
-        try:
+        with _cluster_errors(cluster):
             running = _JOB_STATES.get(info.job_status or "", JobState.FAILED)
             is_setup = cluster in self._setup_jobs and info.job_id == self._setup_jobs[cluster]
             if info.job_id is not None and not running.finished and not is_setup:
                 self.launcher.cancel(cluster, info.job_id)  # else sky exec would queue behind it
             self.launcher.exec(task, cluster)
-        except (sky_exceptions.ApiServerConnectionError, ConnectionError, TimeoutError) as e:
-            raise ProviderUnavailable(f"SkyPilot API server unreachable: {e}") from e
         self._setup_jobs.pop(cluster, None)
         return self.status(cluster)
 
@@ -319,14 +314,20 @@ class SkyPilotCompute:
         except (ConnectionError, TimeoutError) as e:
             raise ProviderUnavailable(f"SkyPilot status for {cluster}: {e}") from e
 
+    def _known(self, cluster: str) -> SkyClusterInfo:
+        info = self._info(cluster)
+        if info is None:
+            raise NotFound(f"SkyPilot cluster {cluster!r} does not exist")
+        return info
+
     def _down_quietly(self, cluster: str) -> None:
         with contextlib.suppress(Exception):  # the launch error is what the caller must see
             self.launcher.down(cluster)
 
     def status(self, cluster: str) -> ClusterStatus:
-        info = self._info(cluster)
-        if info is None:
-            raise NotFound(f"SkyPilot cluster {cluster!r} does not exist")
+        return self._status(cluster, self._known(cluster))
+
+    def _status(self, cluster: str, info: SkyClusterInfo) -> ClusterStatus:
         option = self._options.get(cluster) or PlanOption(
             infra=info.infra or "unknown",
             instance_type=None,
@@ -351,14 +352,16 @@ class SkyPilotCompute:
             option=option,
             job=job,
             launched_at=launched,
+            returncode=0 if job is JobState.SUCCEEDED else None,  # SkyPilot keeps no other exit code
             detail=f"sky {'managed job' if self.managed else 'job'} {info.job_id}",
         )
 
     def logs(self, cluster: str) -> str:
-        info = self._info(cluster)
-        if info is None:
-            raise NotFound(f"SkyPilot cluster {cluster!r} does not exist")
-        return self.launcher.logs(cluster, info.job_id)
+        info = self._known(cluster)
+        if self._status(cluster, info).job is JobState.IDLE:
+            return ""  # no job yet, or only the setup of a cluster held before approval
+        with _cluster_errors(cluster):
+            return self.launcher.logs(cluster, info.job_id)
 
     def teardown(self, cluster: str) -> None:
         self.launcher.down(cluster)
@@ -456,6 +459,22 @@ class SdkLauncher:
         if self.managed:
             return [_get(r, "job_name") for r in sky.get(self.jobs.queue(refresh=False, skip_finished=True))]
         return [_get(r, "name") for r in sky.get(sky.status())]
+
+
+@contextlib.contextmanager
+def _cluster_errors(cluster: str) -> Iterator[None]:
+    """SkyPilot's errors for a call on an existing cluster, as Lifeboat's: the cluster went
+    away (NotFound), is not up (PreconditionFailed), or the API server is unreachable."""
+    from sky import exceptions
+
+    try:
+        yield
+    except exceptions.ClusterDoesNotExist as e:
+        raise NotFound(f"SkyPilot cluster {cluster!r} does not exist: {e}") from e
+    except exceptions.ClusterNotUpError as e:
+        raise PreconditionFailed(f"SkyPilot cluster {cluster!r} is not up: {e}") from e
+    except (exceptions.ApiServerConnectionError, ConnectionError, TimeoutError) as e:
+        raise ProviderUnavailable(f"SkyPilot API server unreachable: {e}") from e
 
 
 def _get(record: Any, key: str) -> Any:

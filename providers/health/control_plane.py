@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lifeboat.errors import LifeboatError, NotFound, ProviderUnavailable
+from providers.storage.base import store_target
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Attempt:
 
 class ControlPlane(Protocol):
     name: str  # "aws/us-east-1", "s3://bucket": shown in the evidence
+    target: str  # the endpoint pinged (host:port, scheme://bucket): one unreachable target is one vote
 
     def ping(self) -> Attempt:
         """One cheap authenticated call. Never raises: failures are `Attempt(ok=False)`."""
@@ -45,6 +47,7 @@ class FakeControlPlane:
 
     def __init__(self, name: str = "fake/region-1", mode: str = "up", script: list[str] | None = None):
         self.name, self.mode, self.script, self.pings = name, mode, list(script or []), 0
+        self.target = name
 
     def ping(self) -> Attempt:
         self.pings += 1
@@ -62,6 +65,7 @@ CAPACITY_MARKERS = ("InsufficientInstanceCapacity", "ZONE_RESOURCE_POOL_EXHAUSTE
 class StoreControlPlane:
     def __init__(self, store: Any, probe_key: str = ".lifeboat-probe"):
         self.store, self.key, self.name = store, probe_key, store.uri
+        self.target = store_target(store)
 
     def ping(self) -> Attempt:
         started = time.perf_counter()
@@ -76,7 +80,10 @@ class StoreControlPlane:
 
 class HttpControlPlane:
     def __init__(self, url: str, *, timeout_s: float = 5.0):
+        from urllib.parse import urlparse
+
         self.url, self.timeout_s, self.name = url, timeout_s, url
+        self.target = (urlparse(url).netloc or url).lower()
 
     def ping(self) -> Attempt:
         started = time.perf_counter()

@@ -114,3 +114,20 @@ def store_deadline(deadline_s: float | None = None) -> float:
     if seconds <= 0:
         raise ConfigError(f"a store deadline must be positive seconds, not {seconds:g}")
     return seconds
+
+
+def store_target(store: Store) -> str:
+    """The endpoint a store's calls go to, as detection counts unreachable targets: its
+    `endpoint_url`'s host:port (MinIO, R2, a site's own S3), else `scheme://bucket` (AWS S3,
+    GCS) or the folder of a `file://` store. Every probe reading one store names one target."""
+    return uri_target(store.uri, getattr(store, "endpoint_url", None))
+
+
+def uri_target(uri: str, endpoint_url: str | None = None) -> str:
+    """`store_target` of the store at `uri` opened with `endpoint_url`."""
+    from urllib.parse import urlparse
+
+    if endpoint_url:
+        return (urlparse(endpoint_url).netloc or endpoint_url).lower()
+    parsed = urlparse(uri)
+    return f"{parsed.scheme}://{parsed.netloc}{parsed.path if parsed.scheme == 'file' else ''}"

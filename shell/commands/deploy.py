@@ -1,5 +1,10 @@
-"""`lifeboat deploy RUNBOOK…`: the work pool, `failover`, each runbook's scheduled flows, and
+"""`lifeboat deploy RUNBOOK…`: the work pools, `failover`, each runbook's scheduled flows, and
 the automations that re-run a failover whose worker died.
+
+Two process pools: `lifeboat` (the control plane's workers, at the secondary site or a third)
+runs everything but the second `watch` of each runbook, which runs with `vantage=secondary`
+on `lifeboat-secondary`: a worker at the secondary site, so detection hears the primary from
+two independent places (`flows/deploy.py`).
 
 Run from the repository checkout the workers will use, with PREFECT_API_URL set. Re-running
 it updates the same deployments (and the one failover automation) in place.
@@ -21,13 +26,21 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "deploy",
         help=COMMANDS["deploy"],
-        description="Create the `lifeboat` process work pool if missing, the shared `failover` "
-        "deployment with its automation, and one set of scheduled deployments per runbook "
-        "(watch, certify, replicate, prestage, drills, audit) with the runbook path written "
-        "in. Then start workers: `prefect worker start --pool lifeboat`.",
+        description="Create the `lifeboat` and `lifeboat-secondary` process work pools if missing, "
+        "the shared `failover` deployment with its automation, and one set of scheduled "
+        "deployments per runbook (watch from the control plane and from the secondary, certify, "
+        "replicate, prestage, drills, audit) with the runbook path written in. Then start "
+        "workers: `prefect worker start --pool lifeboat`, and at the secondary site "
+        "`prefect worker start --pool lifeboat-secondary`.",
     )
     p.add_argument("runbooks", nargs="+", metavar="RUNBOOK", help="runbook YAML files to protect")
     p.add_argument("--pool", default="lifeboat", help="process work pool name (default: lifeboat)")
+    p.add_argument(
+        "--secondary-pool",
+        default="lifeboat-secondary",
+        help="process work pool of the worker at the secondary site that runs each runbook's "
+        "second watch (vantage=secondary); must differ from --pool (default: lifeboat-secondary)",
+    )
     p.add_argument("--template", default="prefect.yaml", help="deployment template (default: prefect.yaml)")
     p.add_argument(
         "--heartbeat",
@@ -43,7 +56,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import yaml
 
-    from flows.deploy import deployment_names, deployment_plan, runbook_target
+    from flows.deploy import deployment_names, deployment_plan, pools_of, runbook_target
     from providers.orchestrator.prefect_api import ensure_crash_recovery, ensure_process_pool, require_api_url
 
     root = Path.cwd()
@@ -58,10 +71,19 @@ def run(args) -> int:
     targets = [runbook_target(path, root) for path in args.runbooks]
     if args.heartbeat < 30:
         raise ConfigError(f"--heartbeat {args.heartbeat}: Prefect sends flow heartbeats at most every 30s")
-    plan = deployment_plan(template, targets, root, pool=args.pool, heartbeat_s=args.heartbeat)
+    plan = deployment_plan(
+        template,
+        targets,
+        root,
+        pool=args.pool,
+        secondary_pool=args.secondary_pool,
+        heartbeat_s=args.heartbeat,
+    )
     require_api_url()
-    created = ensure_process_pool(args.pool)
-    print(f"work pool {args.pool!r}: {'created' if created else 'exists'}")
+    pools = pools_of(plan)
+    for pool in pools:
+        created = ensure_process_pool(pool)
+        print(f"work pool {pool!r}: {'created' if created else 'exists'}")
     PLAN_FILE.parent.mkdir(parents=True, exist_ok=True)
     PLAN_FILE.write_text(yaml.safe_dump(plan, sort_keys=False))
     done = subprocess.run(
@@ -76,6 +98,11 @@ def run(args) -> int:
     for name in deployment_names(plan):
         print(f"deployment {name}")
     print("automations: failover-on-confirmed-outage, lifeboat-failover-crashed, lifeboat-failover-rerun")
-    print(f"{len(plan['deployments'])} deployments on pool {args.pool!r}; start workers with:")
-    print(f"  prefect worker start --pool {args.pool}")
+    print(f"{len(plan['deployments'])} deployments on pool(s) {', '.join(pools)}; start workers with:")
+    print(f"  prefect worker start --pool {args.pool}    # control plane: secondary or third site")
+    if args.secondary_pool in pools:
+        print(
+            f"  prefect worker start --pool {args.secondary_pool}    # at the secondary site "
+            "(its watch is the second vantage); both with one shared LIFEBOAT_STATE_DIR"
+        )
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from lifeboat.detection.targets import detection_warnings
 from lifeboat.shared_fate import shared_fate_warnings
 from providers.compute.skycheck import check_runbook
 from runbooks.loader import RunbookInvalid
@@ -17,7 +18,8 @@ def register(subparsers) -> None:
         help=COMMANDS["validate"],
         description="Validate runbook YAML files. Exit 0 when all are valid, 1 otherwise. "
         "Also warns (without failing) when the control plane in this environment (PREFECT_API_URL, "
-        "the ledger, the signal state) would go down with the runbook's primary site.",
+        "the ledger, the signal state) would go down with the runbook's primary site, and when the "
+        "probes reach fewer independent targets than the quorum (a dark store would be one vote).",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="runbook YAML files")
     p.set_defaults(handler=run)
@@ -36,7 +38,7 @@ def run(args) -> int:
         print(
             f"{file}: ok ({rb.name}, {rb.workload.value}, RPO {_fmt(rb.rpo_target)}, RTO {_fmt(rb.rto_target)})"
         )
-        for warning in shared_fate_warnings(rb, os.environ):
+        for warning in [*detection_warnings(rb), *shared_fate_warnings(rb, os.environ)]:
             print(f"{file}: warning: {warning}", file=sys.stderr)
     return 1 if failed else 0
 

@@ -1,4 +1,4 @@
-"""Compute fixtures: each backend of the contract suite is one small factory."""
+"""Compute fixtures; the contract suite's own (option, make_job) live in tests/contracts/compute.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from providers.compute.base import JobSpec, PlanOption
+from providers.compute.base import PlanOption
 
 PY = sys.executable
 
@@ -23,5 +23,11 @@ def local_option():
 
 
 @pytest.fixture
-def echo_job(tmp_path):
-    return JobSpec(name="contract", command="echo lifeboat-contract-ok", workdir=tmp_path)
+def launcher(tmp_path):
+    """SkyPilot's fake launcher (providers/compute/skyfake.py); its clusters go down after."""
+    from providers.compute.skyfake import FakeSkyLauncher
+
+    fake = FakeSkyLauncher(tmp_path / "sky")
+    yield fake
+    for name in fake.clusters():
+        fake.down(name)

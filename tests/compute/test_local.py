@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from providers.compute.base import JobSpec, JobState, wait_for
-from providers.compute.local import LocalCompute, _group_alive
+from providers.compute.local import LocalCompute, group_alive
 
 
 def test_run_kills_the_old_job_whole_process_group_before_starting_the_new_one(tmp_path, local_option):
@@ -16,14 +16,14 @@ def test_run_kills_the_old_job_whole_process_group_before_starting_the_new_one(t
             "rb", local_option, JobSpec(name="rb", command="sleep 30 & sleep 30; wait", workdir=tmp_path)
         )
         old_pid = json.loads((tmp_path / "clusters" / "rb" / "state.json").read_text())["pid"]
-        assert _group_alive(old_pid)
+        assert group_alive(old_pid)
         st = compute.run("rb", JobSpec(name="rb", command="sleep 30", workdir=tmp_path))
-        assert not _group_alive(old_pid)
+        assert not group_alive(old_pid)
         assert st.job is JobState.RUNNING and st.detail != f"pid {old_pid}"
     finally:
         new_pid = json.loads((tmp_path / "clusters" / "rb" / "state.json").read_text())["pid"]
         compute.teardown("rb")
-    assert not _group_alive(new_pid) and compute.clusters() == []
+    assert not group_alive(new_pid) and compute.clusters() == []
     assert not (tmp_path / "clusters" / "rb").exists()
 
 

@@ -19,7 +19,6 @@ from providers.compute.fallback import launch_with_fallback
 from providers.compute.skycatalog import choose_catalog, enabled_clouds, snapshot_date
 from providers.compute.skyerrors import classify, launch_error
 from providers.compute.skypilot import SkyPilotCompute
-from tests.compute.test_skypilot import RecordingLauncher
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -115,25 +114,6 @@ def test_skypilot_launch_errors_map_to_next_candidate_retry_or_stop():
     assert isinstance(launch_error("aws/us-west-2", e.NotSupportedError("spot")), StopFailover)
 
 
-class FailingLauncher(RecordingLauncher):
-    """Raises the given SkyPilot exception per infra, after leaving a half-made cluster."""
-
-    def __init__(self, errors: dict[str, Exception]):
-        super().__init__(no_capacity=set())
-        self.errors = errors
-
-    def launch(self, task, cluster):
-        (res,) = list(task.resources)
-        infra = f"{res.infra.cloud.lower()}/{res.infra.region}"
-        if infra in self.errors:
-            from providers.compute.skypilot import SkyClusterInfo
-
-            self.launched.append((cluster, task))
-            self._up[cluster] = SkyClusterInfo("INIT", None, infra, 0.0, None)  # partial cluster
-            raise self.errors[infra]
-        return super().launch(task, cluster)
-
-
 @pytest.fixture
 def task_yaml(tmp_path) -> Path:
     path = tmp_path / "task.yaml"
@@ -141,10 +121,10 @@ def task_yaml(tmp_path) -> Path:
     return path
 
 
-def test_a_cloud_error_moves_on_and_the_partial_cluster_is_torn_down(task_yaml):
+def test_a_cloud_error_moves_on_and_the_partial_cluster_is_torn_down(task_yaml, launcher):
     from sky import exceptions as e
 
-    launcher = FailingLauncher({"aws/us-west-2": e.CloudError("InsufficientInstanceCapacity", "none", "aws")})
+    launcher.errors["aws/us-west-2"] = e.CloudError("InsufficientInstanceCapacity", "none", "aws")
     compute = SkyPilotCompute(launcher=launcher, offline=True, task_yaml=task_yaml)
     plan = compute.plan([_opt(0, "aws/us-west-2"), _opt(1, "gcp/us-central1")])
     job = JobSpec(name="t", task_yaml=task_yaml)
@@ -157,10 +137,10 @@ def test_a_cloud_error_moves_on_and_the_partial_cluster_is_torn_down(task_yaml):
     assert compute.clusters() == ["t-dr"]
 
 
-def test_a_task_skypilot_refuses_stops_the_fallback_without_trying_the_rest(task_yaml):
+def test_a_task_skypilot_refuses_stops_the_fallback_without_trying_the_rest(task_yaml, launcher):
     from sky import exceptions as e
 
-    launcher = FailingLauncher({"aws/us-west-2": e.ResourcesMismatchError("disk_tier ultra unsupported")})
+    launcher.errors["aws/us-west-2"] = e.ResourcesMismatchError("disk_tier ultra unsupported")
     compute = SkyPilotCompute(launcher=launcher, offline=True, task_yaml=task_yaml)
     plan = compute.plan([_opt(0, "aws/us-west-2"), _opt(1, "gcp/us-central1")])
     with pytest.raises(StopFailover, match="ResourcesMismatchError: disk_tier ultra unsupported"):

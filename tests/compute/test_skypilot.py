@@ -1,21 +1,22 @@
 """SkyPilot's real optimizer over the shipped catalog, and the task Lifeboat hands to SkyPilot.
 
 No network and no real launch: planning runs in process over providers/compute/catalog/v8,
-and launching goes through a recording launcher that raises SkyPilot's own exceptions.
+and launching goes through `FakeSkyLauncher`, which records each task, runs its setup and
+run locally and raises SkyPilot's own exceptions. What every backend promises is in the
+compute contract (tests/compute/test_contract.py); these are SkyPilot's own seams.
 """
 
 from __future__ import annotations
 
 import csv
-import time
 from pathlib import Path
 
 import pytest
 
-from lifeboat.errors import ConfigError, NotFound
-from providers.compute.base import CapacityError, ClusterState, JobSpec, JobState, PlanOption
+from lifeboat.errors import ConfigError
+from providers.compute.base import CapacityError, ClusterState, JobSpec, JobState, PlanOption, wait_for
 from providers.compute.fallback import launch_with_fallback
-from providers.compute.skypilot import SkyClusterInfo, SkyPilotCompute, build_task
+from providers.compute.skypilot import SkyPilotCompute, build_task
 from providers.compute.skyplan import SHIPPED_CATALOG
 
 
@@ -149,67 +150,41 @@ def test_missing_task_yaml_is_a_config_error(tmp_path):
         build_task(JobSpec(name="llm", task_yaml=tmp_path / "nope.yaml"), _opt(0, "aws"))
 
 
-class RecordingLauncher:
-    """Stands where SkyPilot's API server would; raises SkyPilot's own capacity error."""
-
-    def __init__(self, no_capacity: set[str]):
-        self.no_capacity = no_capacity
-        self.launched: list[tuple[str, object]] = []
-        self.downs: list[str] = []
-        self.execs: list[tuple[str, object]] = []
-        self.cancels: list[tuple[str, int]] = []
-        self._up: dict[str, SkyClusterInfo] = {}
-
-    def launch(self, task, cluster):
-        from sky import exceptions
-
-        (res,) = list(task.resources)
-        infra = f"{res.infra.cloud.lower()}/{res.infra.region}"
-        self.launched.append((cluster, task))
-        if infra in self.no_capacity:
-            self._up[cluster] = SkyClusterInfo("INIT", None, infra, time.time(), None)  # a half-made record
-            raise exceptions.ResourcesUnavailableError(
-                f"Failed to acquire resources in {infra} (InsufficientInstanceCapacity)"
-            )
-        if task.run is None and task.setup is None:  # SkyPilot submits no job at all
-            self._up[cluster] = SkyClusterInfo("UP", None, infra, time.time(), None)
-            return None
-        status = "RUNNING" if task.run else "SUCCEEDED"  # no run: the setup job only
-        self._up[cluster] = SkyClusterInfo("UP", status, infra, time.time(), len(self.launched))
-        return len(self.launched)
-
-    def exec(self, task, cluster):
-        self.execs.append((cluster, task))
-        info = self._up[cluster]
-        job_id = (info.job_id or 0) + 1
-        self._up[cluster] = SkyClusterInfo("UP", "RUNNING", info.infra, info.launched_at, job_id)
-        return job_id
-
-    def cancel(self, cluster, job_id):
-        self.cancels.append((cluster, job_id))
-
-    def info(self, cluster):
-        return self._up.get(cluster)
-
-    def logs(self, cluster, job_id):
-        return f"job {job_id} started\n"
-
-    def down(self, cluster):
-        self.downs.append(cluster)
-        self._up.pop(cluster, None)
-
-    def clusters(self):
-        return list(self._up)
+RUN = 'echo "training from ${RESUME_FROM:-scratch}"; sleep 30'
+RUNNABLE_TASK = f"""\
+name: llm-pretrain
+workdir: ./src
+resources:
+  accelerators: A100:8
+setup: echo installing requirements
+run: {RUN}
+"""
 
 
-def test_capacity_error_falls_back_to_the_next_candidate_and_nothing_leaks(task_yaml):
-    launcher = RecordingLauncher(no_capacity={"aws/us-west-2"})
-    compute = SkyPilotCompute(launcher=launcher, offline=True, task_yaml=task_yaml)
+@pytest.fixture
+def runnable_task(tmp_path) -> Path:
+    """A task whose setup and run this machine can run (the fake launcher runs them)."""
+    (tmp_path / "src").mkdir(exist_ok=True)
+    path = tmp_path / "runnable.sky.yaml"
+    path.write_text(RUNNABLE_TASK)
+    return path
+
+
+def _logged(compute, cluster: str, text: str) -> str:
+    wait_for(compute, cluster, lambda _: text in compute.logs(cluster), timeout=20)
+    return compute.logs(cluster)
+
+
+def test_capacity_error_falls_back_to_the_next_candidate_and_nothing_leaks(runnable_task, launcher):
+    launcher.no_capacity.add("aws/us-west-2")
+    compute = SkyPilotCompute(launcher=launcher, offline=True, task_yaml=runnable_task)
     plan = compute.plan(
         [_opt(0, "aws/us-east-1"), _opt(1, "aws/us-west-2"), _opt(2, "gcp/us-central1")],
         blocked=["aws/us-east-1"],
     )
-    job = JobSpec(name="llm", task_yaml=task_yaml, checkpoint="s3://b/ckpt/step-10", resume_env="RESUME_FROM")
+    job = JobSpec(
+        name="llm", task_yaml=runnable_task, checkpoint="s3://b/ckpt/step-10", resume_env="RESUME_FROM"
+    )
     result = launch_with_fallback(compute, "llm-failover", plan, job, poll_s=0)
     assert [(a.option.infra, a.ok) for a in result.attempts] == [
         ("aws/us-west-2", False),
@@ -220,32 +195,31 @@ def test_capacity_error_falls_back_to_the_next_candidate_and_nothing_leaks(task_
         and "InsufficientInstanceCapacity" in result.attempts[0].error
     )
     assert result.cluster.state is ClusterState.UP and result.cluster.option.hourly_usd is not None
-    assert compute.clusters() == ["llm-failover"] and "llm-failover" in launcher.downs
+    assert compute.clusters() == ["llm-failover"] and "llm-failover" in launcher.downs  # the half-made one
 
     again = compute.launch("llm-failover", result.cluster.option, job)  # a re-run flow
-    assert again.state is ClusterState.UP and len(launcher.launched) == 2
-    assert "job 2 started" in compute.logs("llm-failover")
-    compute.teardown("llm-failover")
-    assert compute.clusters() == []
-    with pytest.raises(NotFound):
-        compute.status("llm-failover")
+    assert again.state is ClusterState.UP and len(launcher.launched) == 2  # no third `sky launch`
+    log = _logged(compute, "llm-failover", "training from s3://b/ckpt/step-10")
+    assert log.index("installing requirements") < log.index("training")  # setup, then run: one job
 
 
-def test_sky_capacity_error_maps_to_capacity_error(task_yaml):
-    compute = SkyPilotCompute(launcher=RecordingLauncher(no_capacity={"gcp/us-central1"}), offline=True)
+def test_sky_capacity_error_maps_to_capacity_error(task_yaml, launcher):
+    launcher.no_capacity.add("gcp/us-central1")
+    compute = SkyPilotCompute(launcher=launcher, offline=True)
     with pytest.raises(CapacityError):
         compute.launch("x", _opt(0, "gcp/us-central1"), JobSpec(name="x", task_yaml=task_yaml))
     assert compute.clusters() == []
 
 
-def test_gpus_held_before_approval_get_setup_and_the_store_but_run_nothing(task_yaml):
-    launcher = RecordingLauncher(no_capacity=set())
-    compute = SkyPilotCompute(launcher=launcher, task_yaml=task_yaml, store_uri="s3://dr-bucket/ckpt")
-    held = compute.launch("llm-failover", _opt(0, "gcp/us-central1", acc="H100:8"))
-    assert held.state is ClusterState.UP and held.job is JobState.IDLE
+def test_gpus_held_before_approval_get_setup_and_the_store_but_run_nothing(runnable_task, launcher):
+    compute = SkyPilotCompute(launcher=launcher, task_yaml=runnable_task, store_uri="s3://dr-bucket/ckpt")
+    assert compute.launch("llm-failover", _opt(0, "gcp/us-central1", acc="H100:8")).state is ClusterState.UP
+    # SkyPilot runs setup detached, as a job: pending until it is done, then the cluster is idle.
+    held = wait_for(compute, "llm-failover", lambda s: s.job is not JobState.PENDING, timeout=20)
+    assert held.job is JobState.IDLE and compute.logs("llm-failover") == ""
     (_, task) = launcher.launched[-1]
     # sky exec skips setup and file mounts, so provisioning does them; only `run:` waits.
-    assert task.run is None and task.setup == "pip install -r requirements.txt"
+    assert task.run is None and task.setup == "echo installing requirements"
     assert task.storage_mounts["/lifeboat/checkpoints"].source == "s3://dr-bucket"
     (res,) = list(task.resources)
     assert res.infra.region == "us-central1" and res.accelerators == {"H100": 8}
@@ -254,37 +228,31 @@ def test_gpus_held_before_approval_get_setup_and_the_store_but_run_nothing(task_
         and task.envs["LIFEBOAT_CHECKPOINT_DIR"] == "/lifeboat/checkpoints/ckpt"
     )
 
-    job = JobSpec(name="llm", task_yaml=task_yaml, resume_env="RESUME_FROM", store_uri="s3://dr-bucket/ckpt")
+    job = JobSpec(
+        name="llm", task_yaml=runnable_task, resume_env="RESUME_FROM", store_uri="s3://dr-bucket/ckpt"
+    )
     started = compute.run("llm-failover", job.resuming_from("s3://dr-bucket/ckpt/step-40"))
     assert started.job is JobState.RUNNING and launcher.cancels == []  # the setup job is left alone
     (_, ran) = launcher.execs[-1]
-    assert ran.run == "torchrun --nproc-per-node 8 train.py" and ran.setup is None and not ran.storage_mounts
+    assert ran.run == RUN and ran.setup is None and not ran.storage_mounts
     assert ran.envs["RESUME_FROM"] == "s3://dr-bucket/ckpt/step-40"
     assert list(ran.resources)[0].accelerators == {"H100": 8}  # the cluster's, not the task's A100
 
     compute.run("llm-failover", job.resuming_from("s3://dr-bucket/ckpt/step-30"))  # a rollback
     assert launcher.cancels == [("llm-failover", 2)]  # the running job stops first
-    assert launcher.execs[-1][1].envs["RESUME_FROM"].endswith("step-30") and len(launcher.launched) == 1
-    compute.teardown("llm-failover")
-    assert compute.clusters() == []
+    log = _logged(compute, "llm-failover", "training from s3://dr-bucket/ckpt/step-30")
+    assert "installing" not in log and len(launcher.launched) == 1  # exec: no setup, no new cluster
 
 
-def test_resources_only_cluster_when_there_is_no_task_yaml_and_run_needs_a_known_cluster(task_yaml):
-    launcher = RecordingLauncher(no_capacity=set())
+def test_resources_only_cluster_when_there_is_no_task_yaml(launcher):
     compute = SkyPilotCompute(launcher=launcher)
     assert compute.launch("bare", _opt(0, "aws/us-west-2", acc="H100:8")).job is JobState.IDLE
     (_, task) = launcher.launched[-1]
     assert task.run is None and task.setup is None and list(task.resources)[0].accelerators == {"H100": 8}
-    with pytest.raises(NotFound):
-        compute.run("never-launched", JobSpec(name="x", task_yaml=task_yaml))
-    compute.teardown("bare")
-    assert compute.clusters() == []
 
 
-def test_managed_jobs_cannot_be_provisioned_apart_from_their_run(task_yaml):
-    compute = SkyPilotCompute(
-        launcher=RecordingLauncher(no_capacity=set()), managed=True, task_yaml=task_yaml
-    )
+def test_managed_jobs_cannot_be_provisioned_apart_from_their_run(task_yaml, launcher):
+    compute = SkyPilotCompute(launcher=launcher, managed=True, task_yaml=task_yaml)
     with pytest.raises(ConfigError, match="managed"):
         compute.launch("llm", _opt(0, "aws/us-west-2"))
     with pytest.raises(ConfigError, match="managed"):

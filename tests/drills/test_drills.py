@@ -40,12 +40,6 @@ def test_drill_passes_on_the_demo_runbook(prefect_server, workdir, kind, scope):
     assert list(workdir.glob(".lifeboat/sandbox/*/.lifeboat/clusters/*/state.json")) == []
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known break since merging the failback with fence-after-approval and the per-site job "
-    "store: the failback certifies an older checkpoint on the primary than the DR job's log covers, "
-    "so parity is not provable (issue #13 stays open)",
-)
 def test_failback_drill_fails_over_then_back_and_records_both(prefect_server, workdir):
     (result,) = drill(str(DEMO), kind="failback")
 
@@ -54,6 +48,11 @@ def test_failback_drill_fails_over_then_back_and_records_both(prefect_server, wo
     assert sorted(e.kind for e in entries) == ["drill", "failback"]
     back = next(e for e in entries if e.kind == "failback")
     assert back.drill and back.outcome == "completed" and back.rto is not None and back.rpo is not None
+    # parity was proven against the secondary job's own losses, from the handed-back step
+    assert "parity_passed" in back.phases and "within" in back.notes["parity"], back.notes
+    assert "rollback" not in back.notes, back.notes
+    handed_back = int(back.notes["handover"].split("resumes from step ")[1].split(",")[0])
+    assert int(back.checkpoint.rsplit("-", 1)[1]) == handed_back, back.notes
     assert list(workdir.glob(".lifeboat/sandbox/*/.lifeboat/clusters/*/state.json")) == []
 
 

@@ -8,46 +8,14 @@ import pytest
 
 from flows.wiring import settings_for
 from lifeboat.errors import StopFailover
-from lifeboat.failover.fake import ScriptedSteps
+from lifeboat.failover.fake import ScriptedSteps, scripted_runbook
 from lifeboat.failover.walk import execute
 from lifeboat.ledger import RtoLedger
-from providers.chat.base import ApprovalDecision
-from runbooks.model import Runbook
-
-RUNBOOK = {
-    "name": "job-a",
-    "workload": "finetuning",
-    "primary": {"infra": "aws/us-east-1", "store": "s3://p/ck"},
-    "secondary": {
-        "infra": "gcp/us-central1",
-        "store": "gs://s/ck",
-        "candidates": [{"infra": "gcp/us-central1"}],
-    },
-    "job": {"task": "task.yaml"},
-    "checkpoint": {"cadence": "30m"},
-    "failover": {"retries": 0},
-}
-
-
-class Gate:
-    def __init__(self, approve=True):
-        self.approve, self.cards, self.notes = approve, [], []
-
-    def request(self, card, ledger):
-        self.cards.append(card)
-        ledger.mark("approval_requested")
-        if self.approve:
-            ledger.mark("approval_granted")
-        else:
-            ledger.fail("approval_granted", "rejected by U1", outcome="aborted")
-        return ApprovalDecision(approved=self.approve, reason="looks right", approver="U1")
-
-    def notify(self, text):
-        self.notes.append(text)
+from tests.failover.conftest import Gate
 
 
 def run(steps, gate, rb=None, drill=False):
-    rb = rb or Runbook.model_validate(RUNBOOK)
+    rb = rb or scripted_runbook()
     ledger = RtoLedger.for_runbook(rb, "run-1", drill=drill)
     try:
         return execute(settings_for(rb), steps, ledger, gate, run_id="run-1", drill=drill), ledger.entry
@@ -162,9 +130,7 @@ def test_drills_always_tear_down():
 
 
 def test_provision_before_approval_starts_early_and_is_torn_down_on_rejection():
-    rb = Runbook.model_validate(
-        {**RUNBOOK, "approval": {"required": False, "provision_before_approval": True}}
-    )
+    rb = scripted_runbook(approval={"required": False, "provision_before_approval": True})
     steps = ScriptedSteps({"provision": 0.2})
     entry, _ = run(steps, Gate(approve=False), rb=rb)
     assert entry.outcome == "aborted"
@@ -188,7 +154,7 @@ def test_critical_path_follows_the_graph_and_early_provisioning_shortens_it():
 
 
 def test_a_step_past_the_runbook_timeout_stops_the_failover_and_tears_down():
-    rb = Runbook.model_validate({**RUNBOOK, "failover": {"retries": 0, "step_timeout": "1s"}})
+    rb = scripted_runbook(failover={"retries": 0, "step_timeout": "1s"})
     steps = ScriptedSteps({"resume": 0, "load": 3})
     result, entry = run(steps, Gate(), rb=rb)
     assert result is None and entry.outcome == "failed"

@@ -1,26 +1,65 @@
-"""`lifeboat failback` on a runbook that never failed over: one clear line, nothing changed."""
+"""`lifeboat failback` refusing clearly: while another failover or failback of the runbook
+holds its lock, on a garbage site state, and on a runbook that never failed over."""
 
+import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
+from flows.drills.base import amend
+from flows.failback import failback
 from flows.sandbox import sandboxed
-from lifeboat.fencing import read_lease
+from lifeboat.errors import StopFailover
+from lifeboat.fencing import LEASE_KEY, fence_job, read_lease
+from providers.orchestrator.prefect_api import runbook_lock
 from runbooks.loader import load_runbook
 from shell.cli import main
 
+pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.integration
-def test_failback_with_the_primary_still_active_stops_in_one_line(
-    prefect_server, tmp_path, capsys, monkeypatch
-):
-    import yaml
-
+@pytest.fixture
+def rb(tmp_path, monkeypatch):
     monkeypatch.setenv("LIFEBOAT_LEDGER", str(tmp_path / "ledger.jsonl"))
     rb = sandboxed(load_runbook(ROOT / "runbooks" / "demo.yaml"), "failback-cmd", root=tmp_path)
     rb.path.write_text(yaml.safe_dump(rb.model_dump(mode="json")))
+    return rb
+
+
+def test_failback_while_the_runbook_is_locked_stands_down_and_changes_nothing(prefect_server, rb):
+    # A name of its own: a lock wait that timed out can leave Prefect holding a slot for the
+    # lease's 60 s (seen under load), which would stand the other tests' failbacks down.
+    rb = amend(rb, name="demo-locked")
+    rb.path.write_text(yaml.safe_dump(rb.model_dump(mode="json")))
+    secondary, primary = _store(rb.secondary.store), _store(rb.primary.store)
+    fence_job(secondary, primary, run_id="failover-1", holder="lifeboat:demo-dr")  # failed over
+    before = read_lease(primary)
+
+    with runbook_lock(rb.name, uuid.uuid4()):  # a failover or failback of this runbook is running
+        result = failback(str(rb.path), approval="approve")
+
+    assert result["outcome"] == "stood-down", result
+    assert read_lease(primary) == before and read_lease(secondary)[0].epoch == 1  # nobody fenced
+
+
+def test_failback_on_a_garbage_site_state_stops_with_one_line_naming_it(prefect_server, rb):
+    primary = _store(rb.primary.store)
+    primary.put(LEASE_KEY, b"{'epoch': 2, hand-edited")
+
+    with pytest.raises(StopFailover) as e:  # `lifeboat failback` prints it as its one line
+        failback(str(rb.path), approval="approve")
+
+    line = str(e.value)
+    assert "\n" not in line, line
+    assert line.startswith(f"{primary.uri.rstrip('/')}/{LEASE_KEY} is not a readable site state"), line
+    assert "JSONDecodeError" in line
+    assert b"".join(primary.read(LEASE_KEY)) == b"{'epoch': 2, hand-edited"  # nothing wrote over it
+
+
+# Last in the file: Prefect's console log handler keeps the stream it first wrote to (capsys's).
+def test_failback_with_the_primary_still_active_stops_in_one_line(prefect_server, rb, capsys):
     primary_lease = read_lease(_store(rb.primary.store))
 
     assert main(["failback", str(rb.path), "--approval", "approve"]) == 1

@@ -7,26 +7,11 @@ from prefect import flow
 from flows.failover import execute
 from flows.wiring import settings_for
 from lifeboat.errors import ProviderUnavailable
-from lifeboat.failover.fake import ScriptedSteps
+from lifeboat.failover.fake import ScriptedSteps, scripted_runbook
 from lifeboat.ledger import RtoLedger
-from runbooks.model import Runbook
+from tests.failover.conftest import Gate
 
 pytestmark = pytest.mark.integration
-
-RUNBOOK = {
-    "name": "job-p",
-    "workload": "finetuning",
-    "primary": {"infra": "aws/us-east-1", "store": "s3://p/ck"},
-    "secondary": {
-        "infra": "gcp/us-central1",
-        "store": "gs://s/ck",
-        "candidates": [{"infra": "gcp/us-central1"}],
-    },
-    "job": {"task": "task.yaml"},
-    "checkpoint": {"cadence": "30m"},
-    "approval": {"required": False},
-    "failover": {"retries": 1, "retry_delay": "0s"},
-}
 
 
 class Flaky(ScriptedSteps):
@@ -43,22 +28,12 @@ class Flaky(ScriptedSteps):
         return super().plan()
 
 
-class Gate:
-    def request(self, card, ledger):
-        from providers.chat.base import ApprovalDecision
-
-        ledger.mark("approval_requested")
-        ledger.mark("approval_granted")
-        return ApprovalDecision(approved=True, reason="test", approver="U1")
-
-    def notify(self, text):
-        pass
-
-
 def test_each_step_is_a_task_run_and_a_throttled_one_is_retried(prefect_server):
     from prefect.client.orchestration import get_client
 
-    rb = Runbook.model_validate(RUNBOOK)
+    rb = scripted_runbook(
+        name="job-p", approval={"required": False}, failover={"retries": 1, "retry_delay": "0s"}
+    )
     steps, ledger = Flaky(), RtoLedger.for_runbook(rb, "run-p")
 
     @flow(name="failover-runner-test")

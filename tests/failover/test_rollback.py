@@ -15,21 +15,11 @@ from flows.wiring import build_steps, providers_for, settings_for
 from lifeboat.checkpoints.manifest import MANIFEST_NAME, write_manifest
 from lifeboat.errors import StopFailover
 from lifeboat.ledger import RtoLedger
-from providers.chat.base import ApprovalDecision
 from providers.image_registry import FakeRegistry
 from runbooks.loader import load_runbook
+from tests.failover.conftest import Gate
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class ApproveAll:
-    def request(self, card, ledger):
-        ledger.mark("approval_requested")
-        ledger.mark("approval_granted")
-        return ApprovalDecision(approved=True, reason="test", approver="U1")
-
-    def notify(self, text):
-        self.paged = text
 
 
 def corrupt_silently(checkpoint: Path) -> None:
@@ -51,7 +41,7 @@ def failover_with_newest_corrupted(tmp_path, on_parity_failure: str):
     shutil.copytree(box.primary / "step-00000040", box.secondary / "step-00000040")
     providers = providers_for(rb, registry=FakeRegistry())
     steps = build_steps(rb, run_id="run-1", providers=providers, evidence=["test: outage"])
-    ledger, gate = RtoLedger.for_runbook(rb, "run-1"), ApproveAll()
+    ledger, gate = RtoLedger.for_runbook(rb, "run-1"), Gate()
 
     @flow
     def harness():
@@ -76,5 +66,5 @@ def test_parity_failure_rolls_back_to_the_previous_certified_checkpoint(prefect_
 def test_a_runbook_that_says_page_stops_and_pages_at_the_first_failed_gate(prefect_server, tmp_path):
     entry, gate, providers = failover_with_newest_corrupted(tmp_path, "page")
     assert entry.outcome == "failed" and entry.failures[0].phase == "parity_passed"
-    assert "loss parity failed" in gate.paged and "step-00000040" in gate.paged
+    assert "loss parity failed" in gate.notes[-1] and "step-00000040" in gate.notes[-1]
     assert providers.compute.clusters() == [], "a failed failover tore its cluster down"

@@ -4,24 +4,9 @@ import pytest
 
 from flows.wiring import settings_for
 from lifeboat.errors import WriteFailed
-from lifeboat.failover.fake import ScriptedSteps
+from lifeboat.failover.fake import ScriptedSteps, scripted_runbook
 from lifeboat.failover.walk import execute
 from lifeboat.ledger import LedgerFile, RtoLedger
-from runbooks.model import Runbook
-
-RUNBOOK = {
-    "name": "job-a",
-    "workload": "finetuning",
-    "primary": {"infra": "aws/us-east-1", "store": "s3://p/ck"},
-    "secondary": {
-        "infra": "gcp/us-central1",
-        "store": "gs://s/ck",
-        "candidates": [{"infra": "gcp/us-central1"}],
-    },
-    "job": {"task": "task.yaml"},
-    "checkpoint": {"cadence": "30m"},
-    "failover": {"retries": 0},
-}
 
 
 class Gate:
@@ -38,7 +23,7 @@ def test_an_unwritable_ledger_stops_the_failover_before_fencing(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     path = blocker / "ledger.jsonl"  # its folder is a file: cannot be created
-    rb = Runbook.model_validate(RUNBOOK)
+    rb = scripted_runbook()
     steps = ScriptedSteps({})
     ledger = RtoLedger.for_runbook(rb, "run-1", sink=LedgerFile(path))
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from lifeboat.commit import FENCED_EXIT, commit_or_exit
-from lifeboat.errors import ProviderUnavailable
+from lifeboat.errors import ProviderUnavailable, StopFailover
 from lifeboat.fencing import fence, fence_job, read_lease
 from lifeboat.sitestate import read_site_state
 from providers.storage.local import LocalStore
@@ -50,6 +50,30 @@ def test_failback_makes_the_primary_active_again_on_both_stores(tmp_path):
         primary, secondary, run_id="failback-1", holder="home", active="primary", expect_epoch=1
     )
     assert again[0] == lease  # a retried failback does not bump twice
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        (b"\x00\xffnot json", "JSONDecodeError"),
+        (b'{"epoch": 1}', "KeyError"),
+        (b'{"epoch": "one", "holder": "x", "acquired_at": "2026-01-01T00:00:00+00:00"}', "ValueError"),
+        (
+            b'{"epoch": 3, "holder": "x", "acquired_at": "2026-01-01T00:00:00+00:00", "active": "moon"}',
+            "moon",
+        ),
+    ],
+)
+def test_a_garbage_site_state_stops_whoever_reads_it_in_one_line_naming_it(tmp_path, body, why):
+    primary, secondary = LocalStore(tmp_path / "p"), LocalStore(tmp_path / "s")
+    fence_job(secondary, primary, run_id="failover-1", holder="dr")
+    secondary.put("_lifeboat/lease.json", body)
+
+    with pytest.raises(StopFailover) as e:
+        read_site_state({"primary": primary, "secondary": secondary})
+    line = str(e.value)
+    assert "\n" not in line and why in line, line
+    assert line.startswith(f"{secondary.uri.rstrip('/')}/_lifeboat/lease.json is not a readable site state")
 
 
 def _train(ckpt, *, epoch: int | None, steps: int = 10):

@@ -11,9 +11,11 @@ import yaml
 
 from flows.deploy import (
     RUNBOOK_PLACEHOLDER,
+    SECONDARY_POOL,
     deployment_names,
     deployment_plan,
     is_per_runbook,
+    pools_of,
     runbook_target,
 )
 from lifeboat.errors import ConfigError
@@ -47,7 +49,11 @@ def test_each_runbook_gets_its_own_scheduled_deployments_with_its_path_written_i
     }
     assert runbooks == {"runbooks/demo.yaml", "runbooks/batch-embed.yaml"}
     assert RUNBOOK_PLACEHOLDER not in json.dumps(plan)
-    assert all(d["work_pool"]["name"] == "lifeboat" for d in plan["deployments"])
+    pools = {d["name"]: d["work_pool"]["name"] for d in plan["deployments"]}
+    assert {n for n, p in pools.items() if p != "lifeboat"} == {
+        "watch-secondary-demo",
+        "watch-secondary-batch-embed",
+    }
     assert plan["pull"] == [
         {"prefect.deployments.steps.set_working_directory": {"directory": str(ROOT.resolve())}}
     ]
@@ -80,3 +86,35 @@ def test_an_invalid_runbook_is_refused_before_anything_is_deployed(tmp_path):
     bad.write_text("name: x\n")
     with pytest.raises(ConfigError):
         runbook_target(bad, ROOT)
+
+
+def test_each_runbook_is_watched_from_the_control_plane_and_from_a_worker_at_the_secondary():
+    """The second vantage: `watch` runs twice per runbook, tagged, on two pools, so a primary
+    that one site cannot reach is told from that site's own broken link."""
+    plan = deployment_plan(TEMPLATE, [runbook_target("runbooks/demo.yaml", ROOT)], ROOT)
+    watches = {d["name"]: d for d in plan["deployments"] if d["entrypoint"] == "flows/watch.py:watch"}
+    assert set(watches) == {"demo", "watch-secondary-demo"}
+    assert watches["demo"]["parameters"] == {"runbook": "runbooks/demo.yaml", "vantage": "control-plane"}
+    assert watches["demo"]["work_pool"]["name"] == "lifeboat"
+    second = watches["watch-secondary-demo"]
+    assert second["parameters"] == {"runbook": "runbooks/demo.yaml", "vantage": "secondary"}
+    assert second["work_pool"]["name"] == SECONDARY_POOL == "lifeboat-secondary"
+    assert second["schedules"] == watches["demo"]["schedules"]
+    assert pools_of(plan) == ["lifeboat", "lifeboat-secondary"]
+
+
+def test_pools_given_by_name_replace_both_template_pools():
+    plan = deployment_plan(
+        TEMPLATE, [runbook_target("runbooks/demo.yaml", ROOT)], ROOT, pool="dr", secondary_pool="dr-east"
+    )
+    assert pools_of(plan) == ["dr", "dr-east"]
+    [second] = [d for d in plan["deployments"] if d["name"] == "watch-secondary-demo"]
+    assert second["work_pool"]["name"] == "dr-east"
+
+
+def test_one_pool_for_both_vantages_is_refused():
+    """Both watches on the control plane's workers would be one vantage counted twice."""
+    with pytest.raises(ConfigError, match="--secondary-pool 'lifeboat'.*must differ from --pool"):
+        deployment_plan(
+            TEMPLATE, [runbook_target("runbooks/demo.yaml", ROOT)], ROOT, secondary_pool="lifeboat"
+        )

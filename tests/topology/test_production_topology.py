@@ -14,13 +14,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from providers.orchestrator.servers import free_port
+from tests.alertmanager_webhooks import alerting_runbook, two_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -56,45 +55,10 @@ def _wait_http(url: str, timeout: float = 60) -> None:
             time.sleep(0.3)
 
 
-def _runbook(folder: Path, name: str) -> Path:
-    path = folder / f"{name}.yaml"
-    path.write_text(
-        f"name: {name}\nworkload: finetuning\n"
-        "primary: {infra: local, store: file://primary}\n"
-        "secondary: {infra: local, store: file://secondary, candidates: [{infra: local}]}\n"
-        "job: {command: echo resumed}\ncheckpoint: {cadence: 10m}\n"
-        "detection: {signals: [gpu_health, alertmanager], quorum: 2, window: 5m}\n"
-    )
-    return path
-
-
-def _webhook(runbook: str, alertname: str, signal_label: str | None) -> bytes:
-    labels = {"alertname": alertname, "lifeboat_runbook": runbook}
-    if signal_label:
-        labels["lifeboat_signal"] = signal_label
-    alert = {
-        "status": "firing",
-        "labels": labels,
-        "annotations": {},
-        "startsAt": datetime.now(UTC).isoformat(),
-        "endsAt": "0001-01-01T00:00:00Z",
-        "fingerprint": uuid.uuid4().hex[:16],
-    }
-    group = {
-        "version": "4",
-        "groupKey": f"{{}}:{{alertname={alertname!r}}}",
-        "truncatedAlerts": 0,
-        "status": "firing",
-        "receiver": "lifeboat",
-        "alerts": [alert],
-    }
-    return json.dumps(group).encode()
-
-
-def _post(port: int, body: bytes) -> dict:
+def _post(port: int, body: dict) -> dict:
     req = urllib.request.Request(
         f"http://127.0.0.1:{port}/alerts/alertmanager",
-        data=body,
+        data=json.dumps(body).encode(),
         headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
     )
     with urllib.request.urlopen(req, timeout=30) as r:
@@ -151,7 +115,7 @@ def test_postgres_control_plane_survives_a_serve_replica_and_a_worker_dying(
     from lifeboat.ledger import LedgerFile
 
     api = prefect_server_postgres
-    alerted = _runbook(tmp_path, "alerted")
+    alerted = alerting_runbook(tmp_path, "alerted")
     env = {
         **os.environ,
         "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
@@ -195,9 +159,10 @@ def test_postgres_control_plane_survives_a_serve_replica_and_a_worker_dying(
 
             # One serve replica dies between the two alert groups: the other one, reading the
             # shared state, sees the first group's vote and confirms; the automation starts the failover.
-            assert _post(ports[0], _webhook("alerted", "DCGMXidCritical", "gpu_health"))["events"] >= 1
+            first_group, second_group = two_sources("alerted")
+            assert _post(ports[0], first_group)["events"] >= 1
             _kill(replicas[0])
-            second = _post(ports[1], _webhook("alerted", "NodeNotReady", None))
+            second = _post(ports[1], second_group)
             assert second["runbooks"]["alerted"].startswith("confirmed: 2 of 2"), second
 
             def alerted_run():

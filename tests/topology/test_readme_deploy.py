@@ -1,9 +1,10 @@
 """README "Deploying", pasted as a new user would: its commands run verbatim against a real
-`prefect server start` and a real process worker, then `watch` and a dry-run `failover` run
-through that worker."""
+`prefect server start` and real process workers (the control plane's pool and the secondary
+site's), then both vantages' `watch` and a dry-run `failover` run through them."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -67,8 +68,10 @@ def _wait_final(client, run_id, timeout: float = 180.0):
 
 def test_readme_lists_the_deploy_commands_a_new_user_runs():
     commands = readme_deploy_commands()
-    assert [c.split()[0] for c in commands] == ["export", "lifeboat", "prefect"]
-    assert commands[1].startswith("lifeboat deploy ") and "--pool lifeboat" in commands[2]
+    assert [c.split()[0] for c in commands] == ["export", "lifeboat", "prefect", "prefect"]
+    assert commands[1].startswith("lifeboat deploy ")
+    assert commands[2].split()[-2:] == ["--pool", "lifeboat"]
+    assert commands[3].split()[-2:] == ["--pool", "lifeboat-secondary"]
 
 
 def test_deploy_refuses_a_runbook_it_cannot_read_in_one_line(tmp_path):
@@ -94,32 +97,42 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
     from providers.orchestrator.prefect_api import CRASH_AUTOMATION, RERUN_AUTOMATION
 
     env = _env(prefect_server_process, tmp_path)
-    export, deploy, worker_cmd = readme_deploy_commands()
+    export, deploy, *worker_cmds = readme_deploy_commands()
     assert export.startswith("export PREFECT_API_URL=")  # the test's own server stands in for it
     for _ in range(2):  # twice: the second run updates in place
         started = time.monotonic()
         done = subprocess.run(deploy, shell=True, cwd=ROOT, env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         print(f"{deploy}: {time.monotonic() - started:.1f}s")
-    assert "deployment watch/demo" in done.stdout
+    assert "deployment watch/demo" in done.stdout and "deployment watch/watch-secondary-demo" in done.stdout
+    assert "work pool 'lifeboat-secondary'" in done.stdout
 
-    with open(tmp_path / "worker.log", "w") as out:  # the child keeps its own copy of the file
-        worker = subprocess.Popen(
-            shlex.split(worker_cmd),
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    workers = []
+    for i, worker_cmd in enumerate(worker_cmds):
+        with open(tmp_path / f"worker{i}.log", "w") as out:  # the child keeps its own copy of the file
+            workers.append(
+                subprocess.Popen(
+                    shlex.split(worker_cmd),
+                    cwd=ROOT,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
     try:
         with (
             temporary_settings({PREFECT_API_URL: prefect_server_process}),
             get_client(sync_client=True) as client,
         ):
             watch = client.read_deployment_by_name("watch/demo")
-            assert watch.parameters == {"runbook": "runbooks/demo.yaml"}
+            assert watch.parameters == {"runbook": "runbooks/demo.yaml", "vantage": "control-plane"}
             assert watch.work_pool_name == "lifeboat"
+            second = client.read_deployment_by_name("watch/watch-secondary-demo")
+            assert second.parameters == {"runbook": "runbooks/demo.yaml", "vantage": "secondary"}
+            assert second.work_pool_name == "lifeboat-secondary"
+            assert [s.schedule.interval.total_seconds() for s in second.schedules] == [60]
+            assert client.read_work_pool("lifeboat-secondary").type == "process"
             automations = [a for a in client.read_automations() if a.name == "failover-on-confirmed-outage"]
             assert len(automations) == 1, "deploying twice must leave one failover automation"
             names = [a.name for a in client.read_automations()]
@@ -128,25 +141,35 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
             failover = client.read_deployment_by_name("failover/failover")
             runs = [
                 client.create_flow_run_from_deployment(watch.id),
+                client.create_flow_run_from_deployment(second.id),
                 client.create_flow_run_from_deployment(
                     failover.id, parameters={"runbook": "runbooks/demo.yaml", "dry_run": True}
                 ),
             ]
             started = time.monotonic()
             finished = [_wait_final(client, r.id, timeout=240) for r in runs]
-            print(f"watch and dry-run failover through the worker: {time.monotonic() - started:.1f}s")
-            log = (tmp_path / "worker.log").read_text()
+            print(f"both watches and dry-run failover through the workers: {time.monotonic() - started:.1f}s")
+            log = "".join((tmp_path / f"worker{i}.log").read_text() for i in range(len(workers)))
             for run in finished:
                 assert run.state.is_completed(), f"{run.name}: {run.state.message}\n{log[-3000:]}"
+            # the secondary's watch ran on the secondary's worker, not the control plane's
+            assert finished[1].work_pool_name == "lifeboat-secondary"
+            assert finished[0].work_pool_name == finished[2].work_pool_name == "lifeboat"
+        # both watches wrote their vantage's readings into the one shared signal log
+        logged = json.loads((tmp_path / "detect" / "demo.json").read_text())
+        vantages = {r["evidence"].get("vantage") for r in logged["readings"]}
+        assert vantages == {"control-plane", "secondary"}
         entries = LedgerFile(tmp_path / "ledger.jsonl").read("demo")
-        assert [(e.run_id, e.outcome) for e in entries] == [(str(runs[1].id), "completed")]
+        assert [(e.run_id, e.outcome) for e in entries] == [(str(runs[2].id), "completed")]
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
+        for worker in workers:
+            os.killpg(worker.pid, signal.SIGTERM)
+        for worker in workers:
+            try:
+                worker.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait()
         with (
             temporary_settings({PREFECT_API_URL: prefect_server_process}),
             get_client(sync_client=True) as client,
@@ -156,5 +179,5 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
                 if a.name in ("failover-on-confirmed-outage", CRASH_AUTOMATION, RERUN_AUTOMATION):
                     client.delete_automation(a.id)
             for d in client.read_deployments():
-                if d.work_pool_name == "lifeboat":
+                if d.work_pool_name in ("lifeboat", "lifeboat-secondary"):
                     client.delete_deployment(d.id)
