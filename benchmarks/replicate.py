@@ -14,7 +14,7 @@ and CPU time (the child's rusage), requests by S3 operation counted at the serve
 hash libraries are entered (benchmarks/_probe/sitecustomize.py: CRC32C, MD5, SHA-256).
 
 Goals (PASS/FAIL per shape): wall <= 1.2x s5cmd's (median of the paired ratios), content
-hashing 1.0 byte per byte copied, 0 HEAD per object.
+hashing 1.0 byte per byte copied, 0 HEAD per object, peak RSS <= 100 MiB.
 
 `LIFEBOAT_BENCH_QUICK=1` (or `python -m benchmarks replicate --quick`): smaller shapes, 2 runs.
 `LIFEBOAT_BENCH_RUNS=N` sets the paired runs per shape (default 3); `LIFEBOAT_BENCH_SHAPES=0,2`
@@ -44,6 +44,7 @@ SHAPES = (
 RUNS = int(os.environ.get("LIFEBOAT_BENCH_RUNS", "2" if QUICK else "3"))
 ONLY = os.environ.get("LIFEBOAT_BENCH_SHAPES")  # e.g. "0,2": run only those shapes
 GOAL_RATIO = 1.2
+GOAL_RSS_MIB = 100  # memory bounded whatever the sizes
 REPO = Path(__file__).resolve().parent.parent
 PROBE = Path(__file__).resolve().parent / "_probe"
 STEP_DIR = "step_0001000"
@@ -216,11 +217,13 @@ def _shape(bench: _Bench, name: str, n: int, size: int) -> list[tuple[str, bool,
     ratios = sorted(a.wall / b.wall for a, b in zip(lb, runs["s5cmd"], strict=True))
     ratio = statistics.median(ratios)
     heads = max(r.ops.get("HeadObject", 0) for r in lb) / objects
+    rss = max(r.rss_mib for r in lb)
     print(f"  ratio lifeboat/s5cmd wall: median of paired {ratio:.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})")
     return [
         (f"{name}: wall <= {GOAL_RATIO}x s5cmd", ratio <= GOAL_RATIO, f"{ratio:.2f}x"),
         (f"{name}: content hashing 1.0 byte per byte", abs(content - 1.0) <= 0.01, f"{content:.3f}"),
         (f"{name}: 0 HEAD per object", heads == 0, f"{heads:.3f}"),
+        (f"{name}: peak RSS <= {GOAL_RSS_MIB} MiB", rss <= GOAL_RSS_MIB, f"{rss:.0f} MiB"),
     ]
 
 

@@ -13,17 +13,20 @@ import os
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from lifeboat.errors import LifeboatError, NotFound
-from lifeboat.failover.results import FailoverSettings
-from lifeboat.failover.steps import Providers, ProviderSteps, StepSpec
-from lifeboat.ledger import LedgerFile, RtoLedger
-from providers.compute.base import JobSpec, candidates_from_runbook
-from providers.image_registry import Registry
 from providers.storage import open_store
-from providers.storage.base import Store
-from runbooks.model import Runbook, Site
+
+if TYPE_CHECKING:  # imported where used: a command that only opens stores (replicate,
+    # certify) does not load the failover graph, the ledger or the compute providers
+    from lifeboat.failover.results import FailoverSettings
+    from lifeboat.failover.steps import Providers, ProviderSteps, StepSpec
+    from lifeboat.ledger import RtoLedger
+    from providers.image_registry import Registry
+    from providers.storage.base import Store
+    from runbooks.model import Runbook, Site
 
 
 def cluster_name(rb: Runbook, drill: str | None = None) -> str:
@@ -86,6 +89,7 @@ def read_text(rb: Runbook, where: str, opener: Callable[[str], Store] | None = N
 def providers_for(rb: Runbook, *, registry: Registry | None = None) -> Providers:
     """The runbook's stores, compute and image registry. The primary may be unopenable (the
     outage): then it is None and the secondary must do."""
+    from lifeboat.failover.steps import Providers
     from providers.compute import compute_for_runbook
     from providers.image_registry import OciRegistry
 
@@ -203,6 +207,8 @@ def probe_deadline() -> float:
 
 # -- the failover ------------------------------------------------------------------------------
 def settings_for(rb: Runbook) -> FailoverSettings:
+    from lifeboat.failover.results import FailoverSettings
+
     f, a = rb.failover, rb.approval
     return FailoverSettings(
         runbook=rb.name,
@@ -221,7 +227,9 @@ def settings_for(rb: Runbook) -> FailoverSettings:
 
 def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
     from lifeboat.detection.quorum import QuorumPolicy
+    from lifeboat.failover.steps import StepSpec
     from lifeboat.prestage import readiness_for, stage_runbook_weights
+    from providers.compute.base import JobSpec, candidates_from_runbook
 
     def prestage():
         stage_runbook_weights(rb, providers.open_store)
@@ -260,6 +268,8 @@ def build_steps(
     force: bool = False,
     providers: Providers | None = None,
 ) -> ProviderSteps:
+    from lifeboat.failover.steps import ProviderSteps
+
     providers = providers or providers_for(rb)
     return ProviderSteps(
         spec_for(rb, providers),
@@ -283,6 +293,8 @@ def build_ledger(
 ) -> RtoLedger:
     """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`) and,
     with LIFEBOAT_LEDGER_MIRROR set, as a hash chain mirrored to stores (`ledger_mirror`)."""
+    from lifeboat.ledger import LedgerFile, RtoLedger
+
     sink = LedgerFile(path)
     mirror = ledger_mirror(rb)
     if mirror is not None:
@@ -314,6 +326,8 @@ def swapped(rb: Runbook) -> Runbook:
     """The runbook with its sites' roles swapped, for a failback: the recovered primary is
     where the job goes (its infra the only candidate), the failover's cluster on the
     secondary is the one to stop. The walker and `ProviderSteps` then run unchanged."""
+    from runbooks.model import Runbook
+
     doc = rb.model_dump(mode="json")
     home, away = dict(doc["primary"]), dict(doc["secondary"])
     away.pop("candidates", None)

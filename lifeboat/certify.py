@@ -656,11 +656,12 @@ def certifiable_prefixes(
     want: int = 1,
     found: Discovery | None = None,
     source_found: Discovery | None = None,
+    lease=AUTO,
 ) -> tuple[list[str], str | None]:
     """The newest `want` checkpoints that certify (prefixes on the replica, newest first),
     and why the source could not be used, if it could not (retention deletes nothing then).
-    `found` / `source_found` as for `certified_checkpoints`."""
-    c = _listing_certifier(replica, source, layout, found, source_found)
+    `found` / `source_found` / `lease` as for `certified_checkpoints`."""
+    c = _listing_certifier(replica, source, layout, found, source_found, lease=lease)
     good: list[str] = []
     root = replica.uri.rstrip("/") + "/"
     for outcome in c.run():

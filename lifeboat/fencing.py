@@ -159,6 +159,17 @@ def _parse_lease(store: Store, data: bytes) -> Lease:
     )
 
 
+def peek_lease(store: Store) -> Lease | None:
+    """The current lease, or None when the store has none: one request (a GET; a missing
+    lease is its 404). For reading the site state; a conditional write needs `read_lease`'s
+    version token. An unreadable record stops the reader as in `read_lease`."""
+    try:
+        data = b"".join(store.read(LEASE_KEY))
+    except NotFound:
+        return None
+    return _parse_lease(store, data)
+
+
 def put_lease(store: Store, new: Lease, version: str | None) -> None:
     """Write `new` if the lease is still at `version` (None: if there is none yet)."""
     condition = {"if_match": version} if version is not None else {"if_none_match": True}

@@ -292,8 +292,18 @@ class Direction:
     mirrored: tuple[str, ...] = ()  # stores that missed a fence and were given the record now
 
     def guard(self, runbook: str, stores: dict[str, Store | None]) -> Callable[[], None]:
-        """A check to run before each checkpoint: the source must still be the active site."""
-        return lambda: require_active(read_site_state(stores), self.source_role, runbook)
+        """A check to run before each checkpoint: the source must still be the active site.
+        The first call trusts `state`, read by `direction` just before; later ones read the
+        site state again."""
+        fresh = [True]
+
+        def check() -> None:
+            if fresh[0]:
+                fresh[0] = False
+                return
+            require_active(read_site_state(stores), self.source_role, runbook)
+
+        return check
 
 
 def direction(
@@ -359,17 +369,21 @@ def failover_checkpoints(rb, secondary: Store, ledger_file: str | Path | None = 
     return found
 
 
+_READ = object()  # foreign_checkpoints' default: read the site state from the stores
+
+
 def foreign_checkpoints(
-    store: Store, other: Store | None, layout: str = "auto", found=None
+    store: Store, other: Store | None, layout: str = "auto", found=None, lease=_READ
 ) -> dict[str, str]:
     """Checkpoints in `store` that are not of the active lineage (the site state read from
-    `store` and `other`): prefix -> why. Empty when the job was never fenced. `found`: the
-    discovery of `store` already taken."""
+    `store` and `other`, unless its `lease` is given): prefix -> why. Empty when the job
+    was never fenced. `found`: the discovery of `store` already taken."""
     from lifeboat.checkpoints.layouts import discover
     from lifeboat.fencing import COMMIT_MARKER
-    from lifeboat.sitestate import lineage_problem, read_marker, read_site_state
+    from lifeboat.sitestate import lineage_problem, read_marker
 
-    lease = read_site_state({"store": store, "other": other}).lease
+    if lease is _READ:
+        lease = read_site_state({"store": store, "other": other}).lease
     if lease is None:
         return {}
     out = {}
@@ -404,7 +418,8 @@ def retention_for(
     `primary` is given but cannot be read (certification would be on manifests alone).
 
     The secondary is listed once, for certification and retention together; the primary
-    not at all when `primary_found` (its discovery from this run) is given."""
+    not at all when `primary_found` (its discovery from this run) is given. The site state
+    is read once (one request per store) for both."""
     from lifeboat.certify import certifiable_prefixes
     from lifeboat.checkpoints.layouts import discover
     from lifeboat.retention import RetentionReport, Verdict, apply_retention
@@ -413,8 +428,15 @@ def retention_for(
     keep_last = rb.checkpoint.retention.keep_last
     found = discover(secondary, layout)
     present = stored_checkpoints(secondary, layout, found)
+    lease = read_site_state({"store": secondary, "other": primary}).lease
     good, source_error = certifiable_prefixes(
-        secondary, primary, layout=layout, want=keep_last, found=found, source_found=primary_found
+        secondary,
+        primary,
+        layout=layout,
+        want=keep_last,
+        found=found,
+        source_found=primary_found,
+        lease=lease,
     )
     if source_error:
         why = f"source unreachable ({source_error}): retention deletes nothing"
@@ -426,7 +448,7 @@ def retention_for(
         keep_every=rb.checkpoint.retention.keep_every,
         protected=retention_protections(rb, secondary, protect),
         certifiable=good,
-        foreign=foreign_checkpoints(secondary, primary, layout, found),
+        foreign=foreign_checkpoints(secondary, primary, layout, found, lease),
     )
     return apply_retention(secondary, verdicts, dry_run=dry_run)
 
@@ -446,7 +468,7 @@ def sources_to_replicate(rb, way: Direction, found=None) -> list[StoredCheckpoin
 
     layout = rb.checkpoint.layout.value
     found = found or discover(way.source, layout)
-    foreign = foreign_checkpoints(way.source, way.destination, layout, found)
+    foreign = foreign_checkpoints(way.source, way.destination, layout, found, way.state.lease)
     committed = [
         c for c in committed_checkpoints(way.source, layout, found) if c.prefix.strip("/") not in foreign
     ]

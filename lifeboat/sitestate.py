@@ -30,6 +30,7 @@ from lifeboat.fencing import (
     Lease,
     marker_is_fenced_out,
     merge_history,
+    peek_lease,
     put_lease,
     read_lease,
 )
@@ -70,7 +71,8 @@ class SiteState:
 
 
 def read_site_state(stores: Mapping[str, Store | None]) -> SiteState:
-    """The newest record among `{"primary": store, "secondary": store}` (None: unopenable).
+    """The newest record among `{"primary": store, "secondary": store}` (None: unopenable):
+    one request per store.
 
     Raises `ProviderUnavailable` when no store answers."""
     found: dict[str, Lease | None] = {}
@@ -79,11 +81,10 @@ def read_site_state(stores: Mapping[str, Store | None]) -> SiteState:
         if store is None:
             continue
         try:
-            current = read_lease(store)
+            found[role] = peek_lease(store)
         except ProviderUnavailable:
             unreachable.append(store.uri)
             continue
-        found[role] = current[0] if current else None
     if not found:
         raise ProviderUnavailable(f"no store answered: {', '.join(unreachable) or 'none openable'}")
     leases = [lease for lease in found.values() if lease is not None]

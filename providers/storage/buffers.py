@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import mmap
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -17,7 +18,12 @@ from contextlib import contextmanager
 from lifeboat.crc32c import crc32c
 from lifeboat.errors import ChecksumMismatch
 
-BUDGET = 64 << 20  # bytes of object data held in memory at once, all uploads together
+# Bytes of object data held in memory at once, all uploads together: one 16 MiB object in
+# flight (the next is read when it is answered), or three 8 MiB parts. The process (Python,
+# the runbook model, botocore's S3 model, 32 copy threads: ~70 MiB) then peaks at ~90 MiB
+# whatever the sizes; at 32 MiB it peaked at ~110 MiB, and was not measurably faster on
+# loopback moto with the 2 cores loaded (benchmarks/replicate.py, docs/DESIGN.md).
+BUDGET = 24 << 20
 
 
 class ByteBudget:
@@ -44,14 +50,6 @@ class ByteBudget:
         with self._cond:
             self.free += n
             self._cond.notify_all()
-
-    def keep(self, taken: int, n: int) -> int:
-        """Give back what a reservation of `taken` holds beyond `n` bytes (the chunks of a
-        joined body, once joined); returns what is still held."""
-        if taken > n:
-            self.release(taken - n)
-            return n
-        return taken
 
     @contextmanager
     def held(self, n: int) -> Iterator[None]:
@@ -101,6 +99,40 @@ def gather(chunks: Iterable[bytes], size: int, where: str) -> tuple[bytes, int]:
     if pos != size:
         raise ChecksumMismatch(f"{where}: read {pos} bytes, expected {size}")
     return b"".join(parts), crc
+
+
+def new_body(size: int) -> mmap.mmap:
+    """A request body of `size` bytes (> 0) to fill in place: anonymous memory, a seekable
+    file to HTTP clients and the signer (read in pieces, at C speed: never copied whole,
+    where botocore copies a `bytearray` and joining chunks into `bytes` holds twice the size),
+    given back to the OS the moment it is closed."""
+    return mmap.mmap(-1, size)
+
+
+def fill(chunks: Iterable[bytes], size: int, where: str) -> tuple[mmap.mmap | bytes, int]:
+    """Copy a stream of exactly `size` bytes into one body (`new_body`), hashing each chunk
+    once on the way; returns (body, CRC32C), the body rewound. Holds `size` bytes plus the
+    chunk in hand (reserve `size`); close the body when the request is answered. A stream
+    longer or shorter than `size` raises ChecksumMismatch."""
+    body, pos, crc = (new_body(size) if size else None), 0, 0
+    try:
+        for chunk in chunks:
+            if pos + len(chunk) > size:
+                raise ChecksumMismatch(f"{where}: read more than the {size} bytes expected")
+            if chunk:
+                body.write(chunk)
+                crc = crc32c(chunk, crc)
+                pos += len(chunk)
+        if pos != size:
+            raise ChecksumMismatch(f"{where}: read {pos} bytes, expected {size}")
+    except BaseException:
+        if body is not None:
+            body.close()
+        raise
+    if body is None:
+        return b"", 0
+    body.seek(0)
+    return body, crc
 
 
 def gather_cost(size: int, chunk: int = 1 << 20) -> int:

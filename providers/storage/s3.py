@@ -1,8 +1,9 @@
 """`s3://bucket/prefix` stores on AWS S3, Cloudflare R2 or MinIO (`endpoint_url`). See base.py.
 
-This module owns boto3: the client is built in `_client()` and nowhere else, every call goes
-through `_call()` (bounded retries with backoff on throttling and 5xx, then
-`ProviderUnavailable`; S3 error codes mapped to Lifeboat's errors, naming the store).
+This module owns the S3 client (botocore's, as boto3 builds it): built in `_client()` and
+nowhere else, every call goes through `_call()` (bounded retries with backoff on throttling
+and 5xx, then `ProviderUnavailable`; S3 error codes mapped to Lifeboat's errors, naming the
+store).
 botocore's own retries are off so the attempt count is ours and the API-call counters
 (`calls`, by operation) are exact.
 
@@ -19,12 +20,14 @@ metadata").
 
 Memory: objects up to SINGLE_PUT_LIMIT go in one PutObject; larger ones in parts sized per
 object (`part_size`), uploaded concurrently by a small pool; every body in flight is
-reserved from the process's byte budget (providers/storage/buffers.py) first.
+reserved from the process's byte budget (providers/storage/buffers.py) first, filled in
+place in one buffer and read from it by the HTTP client (never joined or copied whole).
 """
 
 from __future__ import annotations
 
 import contextlib
+import mmap
 import random
 import threading
 import time
@@ -43,7 +46,7 @@ from lifeboat.errors import (
     ProviderUnavailable,
 )
 from providers.storage.base import Capabilities, ObjectInfo, join, store_deadline
-from providers.storage.buffers import BUFFERS, gather, gather_cost
+from providers.storage.buffers import BUFFERS, fill, new_body
 
 CHUNK = 1 << 20
 SINGLE_PUT_LIMIT = 16 << 20  # objects up to this size (when known) go in one PutObject
@@ -80,13 +83,13 @@ _CREDENTIAL_CODES = {
 }
 
 
-def _boto3():
+def _botocore():
     try:
-        import boto3
         import botocore
+        import botocore.session
     except ImportError:  # pragma: no cover - installed with lifeboat
         raise ConfigError("s3:// stores need boto3: pip install 'boto3[crt]'") from None
-    return boto3, botocore
+    return botocore
 
 
 class S3Store:
@@ -122,7 +125,7 @@ class S3Store:
 
     def _client(self):
         if self._client_obj is None:
-            boto3, botocore = _boto3()
+            botocore = _botocore()
             from botocore.config import Config
 
             config = Config(
@@ -133,14 +136,15 @@ class S3Store:
                 read_timeout=min(60.0, self.deadline_s / 2),
                 request_checksum_calculation="when_required",
                 response_checksum_validation="when_required",
+                parameter_validation=False,  # every call's parameters are built here, not by users
             )
-            session = boto3.session.Session()
+            # botocore's own session (boto3's adds its resource layer and s3transfer: start-up
+            # time and memory a copy does not use), the same credential and region chain.
+            session = botocore.session.Session()
             # Listing parses a timestamp per object: dateutil (botocore's default) cost as
             # much as the rest of a page together; ISO 8601 goes through fromisoformat.
-            session._session.get_component("response_parser_factory").set_parser_defaults(
-                timestamp_parser=_timestamp
-            )
-            self._client_obj = session.client("s3", endpoint_url=self.endpoint_url, config=config)
+            session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_timestamp)
+            self._client_obj = session.create_client("s3", endpoint_url=self.endpoint_url, config=config)
         return self._client_obj
 
     def _key(self, key: str) -> str:
@@ -148,7 +152,7 @@ class S3Store:
 
     def _call(self, op: str, key: str | None = None, **kwargs):
         """Call an S3 operation with bounded retries; map errors to Lifeboat's."""
-        _, botocore = _boto3()
+        _botocore()
         from botocore.exceptions import (
             ClientError,
             ConnectionError,
@@ -162,9 +166,12 @@ class S3Store:
         where = f"{self.uri}/{key}" if key else self.uri
         last = None
         give_up = time.monotonic() + self.deadline_s
+        body = kwargs.get("Body")
         for attempt in range(self.max_attempts):
             with self._lock:
                 self.calls[op] += 1
+            if hasattr(body, "seek"):
+                body.seek(0)  # a retry sends the whole body again
             try:
                 return method(**kwargs)
             except (NoCredentialsError, PartialCredentialsError) as e:
@@ -244,7 +251,6 @@ class S3Store:
         except _EmptyRange:  # reading at or past the end of an object: nothing to stream
             return
         body = r["Body"]
-        _, botocore = _boto3()
         from botocore.exceptions import BotoCoreError
 
         try:
@@ -272,18 +278,18 @@ class S3Store:
         if isinstance(data, bytes | bytearray | memoryview):
             return self._put_one(key, data, cond, crc32c)
         if size is not None and size <= SINGLE_PUT_LIMIT:
-            taken = BUFFERS.acquire(gather_cost(size))
-            try:
-                body, crc = gather(data, size, f"{self.uri}/{key}")
-                taken = BUFFERS.keep(taken, len(body))  # the chunks are gone: only the body
-                _expect(f"{self.uri}/{key}", crc, crc32c)
-                return self._put_one(key, body, cond, crc)
-            finally:
-                BUFFERS.release(taken)
+            with BUFFERS.held(size):
+                body, crc = fill(data, size, f"{self.uri}/{key}")
+                try:
+                    _expect(f"{self.uri}/{key}", crc, crc32c)
+                    return self._put_one(key, body, cond, crc, size)
+                finally:
+                    _free(body)
         return self._put_stream(key, data, cond, crc32c, part_size(size))
 
-    def _put_one(self, key: str, data, cond: dict, crc: int | None) -> ObjectInfo:
-        """One PutObject; `crc` is the body's CRC32C when the caller hashed it already."""
+    def _put_one(self, key: str, data, cond: dict, crc: int | None, size: int | None = None) -> ObjectInfo:
+        """One PutObject of bytes or a filled body (`buffers.fill`) of `size`; `crc` is the
+        body's CRC32C when the caller hashed it already."""
         if crc is None:
             crc = crc32c(data)
         r = self._call(
@@ -296,7 +302,7 @@ class S3Store:
             ChecksumCRC32C=to_b64(crc),
             **cond,
         )
-        return self._landed(key, len(data), r, crc)
+        return self._landed(key, len(data) if size is None else size, r, crc)
 
     def _landed(self, key: str, size: int, response: dict, sent_crc: int | None) -> ObjectInfo:
         """What a write's own answer says about the object (no HEAD): its ETag, the CRC32C the
@@ -322,19 +328,19 @@ class S3Store:
         reserved from the byte budget before it is read and freed when S3 has it. A stream
         that ends within the first part becomes one PutObject."""
         where = f"{self.uri}/{key}"
-        parts = _Parts(data, psize)
-        taken = BUFFERS.acquire(gather_cost(psize))
+        parts = _Parts(data, psize, where)
+        taken = BUFFERS.acquire(psize)
         try:
             first = parts.next()
-            taken = BUFFERS.keep(taken, len(first[0]))
         except BaseException:
             BUFFERS.release(taken)
             raise
         if parts.done:
             try:
                 _expect(where, first[1], expected)
-                return self._put_one(key, first[0], cond, first[1])
+                return self._put_one(key, first[0], cond, first[1], first[2])
             finally:
+                _free(first[0])
                 BUFFERS.release(taken)
         k = self._key(key)
         try:
@@ -347,23 +353,23 @@ class S3Store:
                 ChecksumType="FULL_OBJECT",
             )
         except BaseException:
+            _free(first[0])
             BUFFERS.release(taken)
             raise
         upload_id = up["UploadId"]
         sent, full, total, part = [], 0, 0, first
         try:
             while part is not None:
-                body, crc = part
-                full, total = crc32c_combine(full, crc, len(body)), total + len(body)
+                body, crc, n = part
+                full, total = crc32c_combine(full, crc, n), total + n
                 number = len(sent) + 1
                 future = self._pool().submit(self._upload_part, key, upload_id, number, body, crc, taken)
                 sent.append((future, taken))
                 taken = 0  # the part's worker frees its reservation
                 if parts.done:
                     break
-                taken = BUFFERS.acquire(gather_cost(psize))
+                taken = BUFFERS.acquire(psize)
                 part = parts.next()
-                taken = BUFFERS.keep(taken, len(part[0]))
             listed = [f.result() for f, _ in sent]
             _expect(where, full, expected)
             r = self._call(
@@ -405,6 +411,7 @@ class S3Store:
                 ChecksumCRC32C=to_b64(crc),
             )
         finally:
+            _free(body)
             BUFFERS.release(reserved)
         return {"PartNumber": number, "ETag": r["ETag"], "ChecksumCRC32C": to_b64(crc)}
 
@@ -502,17 +509,16 @@ def part_size(size: int | None) -> int:
 
 
 class _Parts:
-    """A stream of chunks cut into part-sized bodies, each byte hashed once. Bodies are
-    `bytes` joined once from the chunks: botocore's signer wraps a bytes body without
-    copying it (a bytearray it would copy whole)."""
+    """A stream of chunks cut into part-sized bodies, each filled in place (`new_body`: no
+    join, no second copy) and each byte hashed once on the way."""
 
-    def __init__(self, chunks: Iterable[bytes], size: int):
-        self._chunks, self._size = iter(chunks), size
-        self._rest: bytes | memoryview = b""
+    def __init__(self, chunks: Iterable[bytes], size: int, where: str):
+        self._chunks, self._size, self._where = iter(chunks), size, where
+        self._rest: bytes = b""
         self.done = False
 
     def _fill(self) -> bool:
-        if not self._rest:
+        while not self._rest:
             chunk = next(self._chunks, None)
             if chunk is None:
                 self.done = True
@@ -520,22 +526,35 @@ class _Parts:
             self._rest = chunk
         return True
 
-    def next(self) -> tuple[bytes, int]:
-        pieces, pos, crc = [], 0, 0
-        while pos < self._size and self._fill():
-            room = self._size - pos
-            if len(self._rest) <= room:
-                take, self._rest = self._rest, b""
-            else:  # a chunk across the part boundary (rare: chunks are 1 MiB, parts MiB multiples)
-                view = memoryview(self._rest)
-                take, self._rest = bytes(view[:room]), view[room:]
-            take = take if isinstance(take, bytes) else bytes(take)
-            crc = crc32c(take, crc)
-            pieces.append(take)
-            pos += len(take)
-        if pos == self._size:
-            self._fill()  # look ahead, so that the last part is known to be last
-        return b"".join(pieces), crc
+    def next(self) -> tuple[mmap.mmap | bytes, int, int]:
+        """(body, its CRC32C, its length); the body rewound, to be freed with `_free`."""
+        body, pos, crc = new_body(self._size), 0, 0
+        try:
+            while pos < self._size and self._fill():
+                take = self._rest[: self._size - pos]  # the whole chunk, unless it crosses the end
+                self._rest = self._rest[len(take) :]
+                body.write(take)
+                crc = crc32c(take, crc)
+                pos += len(take)
+            if pos == self._size:
+                self._fill()  # look ahead, so that the last part is known to be last
+            elif pos:
+                body.resize(pos)  # the last part (anonymous memory: remapped, not copied)
+        except BaseException:
+            body.close()
+            raise
+        if not pos:
+            body.close()
+            return b"", 0, 0
+        body.seek(0)
+        return body, crc, pos
+
+
+def _free(body) -> None:
+    """Give a filled body's memory back now (the HTTP client's request objects may keep it
+    alive in reference cycles until the collector runs, and the budget counts it free)."""
+    if isinstance(body, mmap.mmap):
+        body.close()
 
 
 def _expect(where: str, crc: int, expected: int | None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 
@@ -80,6 +81,9 @@ def run(args) -> int:
     rb = load_runbook(args.runbook)
     primary, secondary = open_sites(rb)
     way = direction(rb, primary, secondary, source=args.source, dry_run=args.dry_run)
+    # What is loaded by now (modules, the runbook, the S3 client's model) lives until exit:
+    # out of the collector's way, so a copy's many small requests do not rescan it.
+    gc.freeze()
     guard = way.guard(rb.name, {"primary": primary, "secondary": secondary})
     print(f"{way.state.describe()}: {way.source.uri} -> {way.destination.uri}")
     for uri in way.mirrored:

@@ -22,6 +22,9 @@ class Down:
     def head(self, key):
         raise ProviderUnavailable(f"{self.uri}: connection refused")
 
+    def read(self, key, start=0, end=None):
+        raise ProviderUnavailable(f"{self.uri}: connection refused")
+
 
 def test_site_state_answers_with_either_store_down_and_the_newest_epoch_wins(tmp_path):
     primary, secondary = LocalStore(tmp_path / "p"), LocalStore(tmp_path / "s")

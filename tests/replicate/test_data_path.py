@@ -128,3 +128,50 @@ checkpoint: {{layout: manifest, cadence: 10m, retention: {{keep_last: 2}}}}
     # retention together, one of the ledger prefix; no listing for the receipts
     assert calls["ListObjectsV2"] == 2 + 1 + 1, calls
     assert calls["PutObject"] == 2 * (3 + 1 + 1)
+
+
+def test_lifeboat_replicate_reads_the_site_state_in_one_request_per_store_per_check(
+    s3_endpoint, make_store, write_checkpoint, tmp_path, monkeypatch, capsys
+):
+    """The #13 check stays (before the copy, before each further checkpoint, before retention),
+    each a single GET of the lease per store: no HEAD, not re-read by every helper."""
+    from lifeboat.fencing import LEASE_KEY, fence_job
+    from providers.storage.s3 import S3Store
+    from shell.cli import main
+
+    lease_calls: Counter = Counter()
+    call = S3Store._call
+
+    def counted(self, op, key=None, **kwargs):
+        if key == LEASE_KEY:
+            lease_calls[op] += 1
+        return call(self, op, key, **kwargs)
+
+    monkeypatch.setattr(S3Store, "_call", counted)
+    # the S3 store is the runbook's primary site, the local one its secondary (DR) site
+    remote, local = make_store("s3"), make_store("local")
+    for step in (100, 200):
+        write_checkpoint(local, f"step-{step:06d}", step, shards=2, size=1_000)
+    (tmp_path / "rb.yaml").write_text(
+        f"""\
+name: local-to-s3
+workload: finetuning
+primary: {{infra: local, store: "{remote.uri}", endpoint_url: "{s3_endpoint}"}}
+secondary: {{infra: local, store: "{local.uri}", candidates: [{{infra: local}}]}}
+job: {{command: "python train.py"}}
+checkpoint: {{layout: manifest, cadence: 10m, retention: {{keep_last: 2}}}}
+"""
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIFEBOAT_LEDGER", str(tmp_path / "ledger.jsonl"))
+    # never fenced (the lease is a 404): the secondary is refused as a source after one GET
+    lease_calls.clear()
+    assert main(["replicate", "rb.yaml", "--from", "secondary"]) == 1
+    assert dict(lease_calls) == {"GetObject": 1}, lease_calls
+
+    # failed over: the local site is active, the S3 one the standby; the copy goes local -> S3
+    fence_job(local, remote, run_id="failover-1", holder="lifeboat:dr")
+    lease_calls.clear()
+    assert main(["replicate", "rb.yaml"]) == 0, capsys.readouterr()
+    # direction, the second checkpoint's guard (the first trusts direction's read), retention
+    assert dict(lease_calls) == {"GetObject": 3}, lease_calls

@@ -134,3 +134,49 @@ def test_a_reservation_larger_than_the_budget_runs_alone_instead_of_waiting_fore
     with budget.held(100):
         assert budget.free == 0
     assert budget.free == 10
+
+
+def test_a_single_put_holds_the_object_once_not_its_chunks_and_a_joined_copy(store, monkeypatch):
+    budget = buffers.ByteBudget(64 * MiB)
+    monkeypatch.setattr(s3mod, "BUFFERS", budget)
+    size = s3mod.SINGLE_PUT_LIMIT
+    store.put("w", _chunks(size, seed=5), size=size)
+    assert budget.peak == size and budget.free == budget.total
+    assert b"".join(store.read("w")) == b"".join(_chunks(size, seed=5))
+
+
+def test_a_retried_request_sends_the_whole_body_again(store, monkeypatch):
+    from botocore.exceptions import ConnectionClosedError
+
+    client = store._client()
+    put = client.put_object
+    tries = []
+
+    def cut_after_a_few_bytes(**kwargs):
+        tries.append(1)
+        if len(tries) == 1:
+            kwargs["Body"].read(1000)  # the connection drops mid-body
+            raise ConnectionClosedError(endpoint_url=store.endpoint_url)
+        return put(**kwargs)
+
+    monkeypatch.setattr(client, "put_object", cut_after_a_few_bytes)
+    monkeypatch.setattr(store, "backoff_base", 0.0)
+    size = 3 * MiB
+    data = b"".join(_chunks(size, seed=6))
+    info = store.put("r", _chunks(size, seed=6), crc32c=crc32c(data), size=size)
+    assert len(tries) == 2 and store.calls["PutObject"] == 2
+    assert info.size == size and b"".join(store.read("r")) == data
+
+
+def test_a_body_is_filled_in_place_and_a_stream_of_the_wrong_length_is_refused():
+    body, crc = buffers.fill([b"abc", b"", b"defg"], 7, "k")
+    assert (len(body), body.tell(), crc) == (7, 0, crc32c(b"abcdefg"))
+    assert body.read(2) == b"ab" and body.read() == b"cdefg"
+    body.seek(0)
+    assert body.read() == b"abcdefg"
+    body.close()
+    assert buffers.fill([], 0, "k") == (b"", 0)
+    with pytest.raises(ChecksumMismatch, match="more than the 5 bytes"):
+        buffers.fill([b"abc", b"def"], 5, "k")
+    with pytest.raises(ChecksumMismatch, match="read 3 bytes, expected 5"):
+        buffers.fill([b"abc"], 5, "k")
