@@ -44,7 +44,13 @@ def _step(call, *args, ended: Future | None = None, given: Future | None = None)
         if handed is None:
             return Cancelled(message="not reached: the failover ended before this step")
         call, args = handed
-    timed = walk.timed(call, *args)
+    try:
+        timed = walk.timed(call, *args)
+    except StandDown as e:  # its re-check found another run holding the job: this step did nothing
+        if ended is None:
+            raise
+        ended.set_exception(e)
+        return Cancelled(message=f"stood down: {e}")
     if ended is not None:  # the walker goes on now; Prefect files this run's Completed beside the next step
         ended.set_result(timed)
     return timed

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Protocol
 
 from lifeboat.certify import CertifyReport
@@ -95,6 +96,13 @@ class ThreadRunner:
 @dataclass
 class _Handle:
     future: concurrent.futures.Future
+
+
+def _rechecked(recheck: Callable[[str], None], name: str, act: Callable[..., Any], *args: Any) -> Any:
+    """Re-check that the job is still this run's, then act: the check is the acting step's
+    first part (timed with it, retried with it), never a gap before it."""
+    recheck(name)
+    return act(*args)
 
 
 class _Walk:
@@ -183,9 +191,9 @@ class _Walk:
     def start(self, name: str) -> None:
         if name == "fence":
             self.ledger.flush()  # nothing is fenced that the ledger could not record (raises WriteFailed)
-        if name in ACTING:
-            self.steps.recheck(name)
         call = getattr(self.steps, name)
+        if name in ACTING:
+            call = partial(_rechecked, self.steps.recheck, name, call)
         self.running[name] = (self.runner.start(name, call, *self.args(name)), time.monotonic())
         for upcoming in self.upcoming():
             self.runner.prepare(upcoming)

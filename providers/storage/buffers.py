@@ -18,12 +18,12 @@ from contextlib import contextmanager
 from lifeboat.crc32c import crc32c
 from lifeboat.errors import ChecksumMismatch
 
-# Bytes of object data held in memory at once, all uploads together: one 16 MiB object in
-# flight (the next is read when it is answered), or three 8 MiB parts. The process (Python,
-# the runbook model, botocore's S3 model, 32 copy threads: ~70 MiB) then peaks at ~90 MiB
-# whatever the sizes; at 32 MiB it peaked at ~110 MiB, and was not measurably faster on
-# loopback moto with the 2 cores loaded (benchmarks/replicate.py, docs/DESIGN.md).
-BUDGET = 24 << 20
+# Bytes of object data held in memory at once, all uploads together: two 16 MiB objects in
+# flight (the next is read when one is answered), or four 8 MiB parts. Measured on loopback
+# moto, 64 x 16 MiB (benchmarks/replicate.py): 24 MiB -> 1.71x s5cmd's wall, peak RSS 91 MiB;
+# 32 MiB -> 1.11x, 109 MiB; 48 MiB -> 1.11x, 127 MiB. The process holds ~70 MiB before any
+# data moves (botocore's S3 client and its service model ~41 MiB, the runbook model ~20 MiB).
+BUDGET = 32 << 20
 
 
 class ByteBudget:

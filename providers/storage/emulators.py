@@ -8,6 +8,7 @@ import http.client
 import os
 import random
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -82,14 +83,17 @@ def new_gcs_bucket(endpoint_url: str, name: str | None = None) -> str:
 class ThrottlingProxy:
     """A loopback HTTP proxy in front of a real server that answers the next `fail` requests
     with `status` (503 SlowDown by default, as S3 does under load), then forwards faithfully;
-    `rate` throttles that fraction of the others at random. `seen` counts the requests it
-    received, `throttled` those it refused."""
+    `rate` throttles that fraction of the others at random; `late = (text, seconds)` answers
+    the requests whose request line contains `text` that late, after the server has done
+    the work (a server still busy, as S3 assembling a large object). `seen` counts the
+    requests it received, `throttled` those it refused."""
 
     def __init__(self, upstream: str, seed: int = 0):
         self.upstream = upstream.removeprefix("http://")
         self.fail = 0
         self.rate = 0.0  # also throttle this fraction of requests at random (seeded)
         self.status = 503
+        self.late: tuple[str, float] | None = None
         self.seen = 0
         self.throttled = 0
         self._random = random.Random(seed)
@@ -129,6 +133,8 @@ class ThrottlingProxy:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
+                if proxy.late and proxy.late[0] in f"{self.command} {self.path}":
+                    time.sleep(proxy.late[1])
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection", "content-length"):

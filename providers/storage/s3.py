@@ -118,13 +118,15 @@ class S3Store:
         self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
         self.calls: Counter[str] = Counter()  # API requests by operation, retries included
         self._lock = threading.Lock()
-        self._client_obj = None
+        self._clients: dict[float, object] = {}  # read timeout -> client
         self._parts_pool: ThreadPoolExecutor | None = None
 
     # -- the one place a boto3 client is built and called ---------------------------------
 
-    def _client(self):
-        if self._client_obj is None:
+    def _client(self, read_timeout: float | None = None):
+        """The client; `read_timeout` (seconds) for the calls that may answer slowly."""
+        read_timeout = read_timeout or min(60.0, self.deadline_s / 2)
+        if read_timeout not in self._clients:
             botocore = _botocore()
             from botocore.config import Config
 
@@ -133,7 +135,7 @@ class S3Store:
                 max_pool_connections=POOL_CONNECTIONS,
                 # one attempt never outlasts the deadline (botocore's defaults are 60 s each)
                 connect_timeout=min(5.0, self.deadline_s / 2),
-                read_timeout=min(60.0, self.deadline_s / 2),
+                read_timeout=read_timeout,
                 request_checksum_calculation="when_required",
                 response_checksum_validation="when_required",
                 parameter_validation=False,  # every call's parameters are built here, not by users
@@ -144,14 +146,22 @@ class S3Store:
             # Listing parses a timestamp per object: dateutil (botocore's default) cost as
             # much as the rest of a page together; ISO 8601 goes through fromisoformat.
             session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_timestamp)
-            self._client_obj = session.create_client("s3", endpoint_url=self.endpoint_url, config=config)
-        return self._client_obj
+            client = session.create_client("s3", endpoint_url=self.endpoint_url, config=config)
+            # botocore asks for `Expect: 100-continue` on every file-like body (ours are filled
+            # in place, hashed, sized): one wait per PUT for the server's go-ahead, ~50 ms a
+            # 16 MiB object on loopback moto. The server still refuses a bad body by its CRC32C.
+            from botocore.handlers import add_expect_header
+
+            client.meta.events.unregister("before-call.s3", add_expect_header)
+            self._clients[read_timeout] = client
+        return self._clients[read_timeout]
 
     def _key(self, key: str) -> str:
         return join(self.prefix, key)
 
-    def _call(self, op: str, key: str | None = None, **kwargs):
-        """Call an S3 operation with bounded retries; map errors to Lifeboat's."""
+    def _call(self, op: str, key: str | None = None, *, slow_s: float | None = None, **kwargs):
+        """Call an S3 operation with bounded retries; map errors to Lifeboat's. `slow_s`: an
+        operation the server may take that long to answer (the deadline grows to match)."""
         _botocore()
         from botocore.exceptions import (
             ClientError,
@@ -161,11 +171,12 @@ class S3Store:
             PartialCredentialsError,
         )
 
-        client = self._client()
+        client = self._client(slow_s)
         method = getattr(client, _snake(op))
         where = f"{self.uri}/{key}" if key else self.uri
         last = None
-        give_up = time.monotonic() + self.deadline_s
+        deadline_s = max(self.deadline_s, slow_s or 0)
+        give_up = time.monotonic() + deadline_s
         body = kwargs.get("Body")
         for attempt in range(self.max_attempts):
             with self._lock:
@@ -205,7 +216,7 @@ class S3Store:
             delay = min(self.backoff_cap, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
             if attempt + 1 >= self.max_attempts or time.monotonic() + delay >= give_up:
                 raise ProviderUnavailable(
-                    f"{where}: {op} failed after {attempt + 1} attempt(s) within {self.deadline_s:g}s ({last})"
+                    f"{where}: {op} failed after {attempt + 1} attempt(s) within {deadline_s:g}s ({last})"
                 )
             time.sleep(delay)
         raise AssertionError("unreachable")  # the loop always returns or raises
@@ -375,6 +386,7 @@ class S3Store:
             r = self._call(
                 "CompleteMultipartUpload",
                 key,
+                slow_s=_assembly_s(total),
                 Bucket=self.bucket,
                 Key=k,
                 UploadId=upload_id,
@@ -506,6 +518,14 @@ def part_size(size: int | None) -> int:
         return PART_SIZE  # unknown length: up to 78 GiB at PART_SIZE
     need = -(-size // MAX_PARTS)
     return max(PART_SIZE, -(-need // CHUNK) * CHUNK)
+
+
+def _assembly_s(size: int) -> float:
+    """How long S3 may take to answer CompleteMultipartUpload for `size` bytes: it assembles
+    the object first ("several minutes" for large ones, AWS says); a read timeout shorter
+    than that retries an upload the server is still completing, and the retry finds it gone.
+    A minute, plus a second per 16 MiB (2 GiB: ~3 min), every wait still bounded."""
+    return 60.0 + size / (16 << 20)
 
 
 class _Parts:

@@ -97,3 +97,30 @@ def test_a_failed_fence_leaves_the_step_prepared_after_it_cancelled_and_the_flow
     assert "resume" not in states  # two steps ahead: never submitted
     assert [c[0] for c in steps.calls if c[0] == "provision"] == []
     assert ledger.entry.failures and ledger.entry.failures[0].phase == "fenced"
+
+
+def test_a_run_whose_job_was_taken_before_the_fence_ends_its_fence_task_cancelled(prefect_server):
+    """The re-check is the acting step's first part: a run that finds the job taken stands
+    down from inside the fence's task run, which ends Cancelled (it did nothing), not Failed;
+    nothing after the fence runs."""
+    rb = scripted_runbook()
+    steps = ScriptedSteps({}, taken_before=["fence"])
+    ledger = RtoLedger.for_runbook(rb, "run-t")
+
+    @flow(name="failover-runner-taken")
+    def harness():
+        from prefect.runtime import flow_run
+
+        execute(settings_for(rb), steps, ledger, Gate(), run_id="run-t")
+        return str(flow_run.id)
+
+    states = _task_runs(harness())
+    assert ledger.entry.outcome == "stood-down"
+    assert states["fence"] == "CANCELLED"
+    assert "fence" not in [c[0] for c in steps.calls] and steps.rechecks == ["fence"]
+    assert {s for s, state in states.items() if state == "COMPLETED"} == {
+        "confirm",
+        "certify",
+        "plan",
+        "prestage",
+    }
