@@ -38,7 +38,7 @@ def _retryable(task, task_run, state) -> bool:
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
-def _step(call, *args, ended: Future | None = None, given: Future | None = None) -> walk.Timed:
+def _step(call, *args, ended: Future, given: Future | None = None) -> walk.Timed:
     if given is not None:  # started ahead of its inputs: wait for the walker to hand them over
         handed = given.result()
         if handed is None:
@@ -47,12 +47,9 @@ def _step(call, *args, ended: Future | None = None, given: Future | None = None)
     try:
         timed = walk.timed(call, *args)
     except StandDown as e:  # its re-check found another run holding the job: this step did nothing
-        if ended is None:
-            raise
         ended.set_exception(e)
         return Cancelled(message=f"stood down: {e}")
-    if ended is not None:  # the walker goes on now; Prefect files this run's Completed beside the next step
-        ended.set_result(timed)
+    ended.set_result(timed)  # the walker goes on now; Prefect files this run's Completed beside the next step
     return timed
 
 

@@ -81,16 +81,4 @@ def compute_for_runbook(rb, *, live: bool | None = None, state_dir=None, **kwarg
     )
 
 
-__all__ = [
-    "CapacityError",
-    "ClusterState",
-    "ClusterStatus",
-    "Compute",
-    "JobSpec",
-    "JobState",
-    "LaunchAttempt",
-    "LaunchResult",
-    "PlanOption",
-    "compute_for_runbook",
-    "open_compute",
-]
+__all__ = [*sorted(_FROM_BASE), "compute_for_runbook", "open_compute"]
