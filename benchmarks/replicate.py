@@ -212,7 +212,7 @@ def _shape(bench: _Bench, name: str, n: int, size: int) -> list[tuple[str, bool,
     print(
         f"  lifeboat hashed per byte sent ({sent:.3f} x the checkpoint): CRC32C {hashed['crc32c']:.3f}, "
         f"MD5 {hashed['md5']:.3f} (content checksums {content:.3f}); SHA-256 in Python "
-        f"{hashed['sha256']:.3f} (SigV4 payload hashes run inside awscrt: see 'signed' above)"
+        f"{hashed['sha256']:.3f} (SigV4 signs bodies sent over plain HTTP, as to loopback moto: see 'signed' above)"
     )
     ratios = sorted(a.wall / b.wall for a, b in zip(lb, runs["s5cmd"], strict=True))
     ratio = statistics.median(ratios)

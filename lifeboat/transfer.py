@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from lifeboat.crc32c import crc32c_of
 from lifeboat.errors import ChecksumMismatch, LifeboatError, NotFound, ProviderUnavailable
 from providers.storage.base import ObjectInfo, Store, join
-from providers.storage.buffers import BUFFERS, gather, gather_cost
+from providers.storage.buffers import BUFFERS, gather, gather_cost, tune_allocator
 
 if TYPE_CHECKING:
     from lifeboat.checkpoints.manifest import Shard
@@ -220,6 +220,7 @@ def copy_prefix(
     for rel in sorted(set(manifest) - listed):
         report.failed[rel] = "named by the source's manifest but missing from the source"
 
+    tune_allocator()
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         # 1. plan
         def plan(info: ObjectInfo) -> tuple[_Item, bool, int | None] | None:

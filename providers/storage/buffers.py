@@ -37,7 +37,7 @@ class ByteBudget:
 
     def acquire(self, n: int) -> int:
         """Block until `n` bytes (at most the whole budget) are free; returns what was taken."""
-        _large_buffers_from_mmap()
+        tune_allocator()
         n = max(0, min(n, self.total))
         with self._cond:
             while self.free < n:
@@ -62,25 +62,30 @@ class ByteBudget:
 
 BUFFERS = ByteBudget()  # the process's budget: the copy engine and the stores draw on it
 
-_MMAP_SET = False
+_TUNED = False
 
 
-def _large_buffers_from_mmap() -> None:
-    """Once per process (glibc): buffers of 1 MiB and more come straight from mmap and go
-    back to the OS when freed. glibc's default raises that threshold after the first large
-    free, and every upload thread's arena then keeps its freed 16 MiB bodies: the process
-    grew to several times the budget."""
-    global _MMAP_SET
-    if _MMAP_SET:
+def tune_allocator() -> None:
+    """Once per process (glibc; elsewhere nothing to tune), before the copy's threads start:
+    - buffers of 1 MiB and more come straight from mmap and go back to the OS when freed.
+      glibc's default raises that threshold after the first large free, and every upload
+      thread's arena then keeps its freed 16 MiB bodies: the process grew to several times
+      the budget;
+    - at most two malloc arenas. glibc gives threads up to 8 per core, each keeping its own
+      freed small blocks: ~5 MiB of a 64 x 16 MiB copy's peak (benchmarks/replicate.py), for
+      no measured speed (the threads take turns on the GIL)."""
+    global _TUNED
+    if _TUNED:
         return
-    _MMAP_SET = True
+    _TUNED = True
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name) if name else None
-        if libc is not None and hasattr(libc, "mallopt"):
-            libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
-    except OSError:  # not glibc: nothing to tune
-        pass
+    except OSError:
+        return
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-8, 2)  # M_ARENA_MAX
 
 
 def gather(chunks: Iterable[bytes], size: int, where: str) -> tuple[bytes, int]:

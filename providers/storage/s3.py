@@ -47,6 +47,7 @@ from lifeboat.errors import (
 )
 from providers.storage.base import Capabilities, ObjectInfo, join, store_deadline
 from providers.storage.buffers import BUFFERS, fill, new_body
+from providers.storage.s3_models import lean_loader
 
 CHUNK = 1 << 20
 SINGLE_PUT_LIMIT = 16 << 20  # objects up to this size (when known) go in one PutObject
@@ -88,7 +89,7 @@ def _botocore():
         import botocore
         import botocore.session
     except ImportError:  # pragma: no cover - installed with lifeboat
-        raise ConfigError("s3:// stores need boto3: pip install 'boto3[crt]'") from None
+        raise ConfigError("s3:// stores need boto3: pip install boto3") from None
     return botocore
 
 
@@ -126,35 +127,41 @@ class S3Store:
     def _client(self, read_timeout: float | None = None):
         """The client; `read_timeout` (seconds) for the calls that may answer slowly."""
         read_timeout = read_timeout or min(60.0, self.deadline_s / 2)
-        if read_timeout not in self._clients:
-            botocore = _botocore()
-            from botocore.config import Config
+        with self._lock:
+            if read_timeout not in self._clients:
+                self._clients[read_timeout] = self._new_client(read_timeout)
+            return self._clients[read_timeout]
 
-            config = Config(
-                retries={"total_max_attempts": 1, "mode": "standard"},  # ours, in _call
-                max_pool_connections=POOL_CONNECTIONS,
-                # one attempt never outlasts the deadline (botocore's defaults are 60 s each)
-                connect_timeout=min(5.0, self.deadline_s / 2),
-                read_timeout=read_timeout,
-                request_checksum_calculation="when_required",
-                response_checksum_validation="when_required",
-                parameter_validation=False,  # every call's parameters are built here, not by users
-            )
-            # botocore's own session (boto3's adds its resource layer and s3transfer: start-up
-            # time and memory a copy does not use), the same credential and region chain.
-            session = botocore.session.Session()
-            # Listing parses a timestamp per object: dateutil (botocore's default) cost as
-            # much as the rest of a page together; ISO 8601 goes through fromisoformat.
-            session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_timestamp)
-            client = session.create_client("s3", endpoint_url=self.endpoint_url, config=config)
-            # botocore asks for `Expect: 100-continue` on every file-like body (ours are filled
-            # in place, hashed, sized): one wait per PUT for the server's go-ahead, ~50 ms a
-            # 16 MiB object on loopback moto. The server still refuses a bad body by its CRC32C.
-            from botocore.handlers import add_expect_header
+    def _new_client(self, read_timeout: float):
+        botocore = _botocore()
+        from botocore.config import Config
 
-            client.meta.events.unregister("before-call.s3", add_expect_header)
-            self._clients[read_timeout] = client
-        return self._clients[read_timeout]
+        config = Config(
+            retries={"total_max_attempts": 1, "mode": "standard"},  # ours, in _call
+            max_pool_connections=POOL_CONNECTIONS,
+            # one attempt never outlasts the deadline (botocore's defaults are 60 s each)
+            connect_timeout=min(5.0, self.deadline_s / 2),
+            read_timeout=read_timeout,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            parameter_validation=False,  # every call's parameters are built here, not by users
+        )
+        # botocore's own session (boto3's adds its resource layer and s3transfer: start-up
+        # time and memory a copy does not use), the same credential and region chain; its
+        # models from the process's one lean loader.
+        session = botocore.session.Session()
+        session.register_component("data_loader", lean_loader())
+        # Listing parses a timestamp per object: dateutil (botocore's default) cost as
+        # much as the rest of a page together; ISO 8601 goes through fromisoformat.
+        session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_timestamp)
+        client = session.create_client("s3", endpoint_url=self.endpoint_url, config=config)
+        # botocore asks for `Expect: 100-continue` on every file-like body (ours are filled
+        # in place, hashed, sized): one wait per PUT for the server's go-ahead, ~50 ms a
+        # 16 MiB object on loopback moto. The server still refuses a bad body by its CRC32C.
+        from botocore.handlers import add_expect_header
+
+        client.meta.events.unregister("before-call.s3", add_expect_header)
+        return client
 
     def _key(self, key: str) -> str:
         return join(self.prefix, key)

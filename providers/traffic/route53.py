@@ -104,7 +104,7 @@ class Route53Traffic:
             try:
                 import boto3
             except ImportError:  # pragma: no cover - installed with lifeboat
-                raise ConfigError("route53 traffic needs boto3: pip install 'boto3[crt]'") from None
+                raise ConfigError("route53 traffic needs boto3: pip install boto3") from None
             from botocore.config import Config
 
             config = Config(

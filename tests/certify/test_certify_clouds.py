@@ -1,6 +1,5 @@
 """Certification across real protocol peers: moto S3 and the GCS emulator on loopback."""
 
-import boto3
 import pytest
 
 from lifeboat.certify import UNVERIFIABLE, certify_replica
@@ -9,6 +8,7 @@ from lifeboat.errors import NotFound
 from providers.storage.emulators import ThrottlingProxy, new_gcs_bucket, new_s3_bucket
 from providers.storage.gcs import GcsStore
 from providers.storage.s3 import S3Store
+from tests.s3_objects import put_composite_multipart
 
 
 def _s3(url, prefix="run"):
@@ -37,37 +37,15 @@ def test_s3_to_s3_single_part_copies_verify_by_etag_without_heads(s3_endpoint):
     assert "replica.head" not in report.calls and report.object_bytes_read == 0
 
 
-def _replace_with_composite_multipart(store: S3Store, key: str, data: bytes):
-    s3 = boto3.client("s3", endpoint_url=store.endpoint_url, region_name="us-east-1")
-    k = f"{store.prefix}/{key}"
-    up = s3.create_multipart_upload(
-        Bucket=store.bucket, Key=k, ChecksumAlgorithm="CRC32C", ChecksumType="COMPOSITE"
-    )
-    r = s3.upload_part(
-        Bucket=store.bucket,
-        Key=k,
-        UploadId=up["UploadId"],
-        PartNumber=1,
-        Body=data,
-        ChecksumAlgorithm="CRC32C",
-    )
-    s3.complete_multipart_upload(
-        Bucket=store.bucket,
-        Key=k,
-        UploadId=up["UploadId"],
-        MultipartUpload={
-            "Parts": [{"PartNumber": 1, "ETag": r["ETag"], "ChecksumCRC32C": r["ChecksumCRC32C"]}]
-        },
-    )
-
-
 def test_composite_multipart_object_is_unverifiable_without_streaming(s3_endpoint, gcs_endpoint):
     source = GcsStore(new_gcs_bucket(gcs_endpoint), "run", endpoint_url=gcs_endpoint)
     replica = _s3(s3_endpoint)
     d = write_checkpoint(source, "dcp", 100)
     replicate(source, replica, d)
     key = f"{d}/__1_0.distcp"
-    _replace_with_composite_multipart(replica, key, b"".join(source.read(key)))
+    put_composite_multipart(
+        replica.endpoint_url, replica.bucket, f"{replica.prefix}/{key}", b"".join(source.read(key))
+    )
     refused = certify_replica(replica, source, layout="dcp", stream=False)
     assert refused.certified is None
     assert refused.rejected[0].reason == UNVERIFIABLE

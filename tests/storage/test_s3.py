@@ -1,7 +1,6 @@
 """S3-only behaviour on a real moto server: throttling, missing buckets, credentials,
 checksums S3 cannot compare with GCS, multipart puts and copies."""
 
-import boto3
 import pytest
 
 from lifeboat.crc32c import crc32c
@@ -9,15 +8,13 @@ from lifeboat.errors import ConfigError, NotFound, ProviderUnavailable
 from providers.storage import s3 as s3mod
 from providers.storage.emulators import ThrottlingProxy, new_s3_bucket
 from providers.storage.s3 import S3Store
+from providers.storage.s3_models import lean_loader
+from tests.s3_objects import crc64nvme, put_composite_multipart, put_crc64nvme_only
 
 
 @pytest.fixture
 def bucket(s3_endpoint):
     return new_s3_bucket(s3_endpoint)
-
-
-def _raw(endpoint):
-    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
 
 
 def test_slowdown_is_retried_with_backoff_then_succeeds(s3_endpoint, bucket):
@@ -100,31 +97,13 @@ def test_a_complete_answered_late_is_waited_for_not_retried_into_a_vanished_uplo
 
 
 def test_composite_multipart_checksum_is_unverifiable_by_metadata(s3_endpoint, bucket):
-    s3 = _raw(s3_endpoint)
-    up = s3.create_multipart_upload(
-        Bucket=bucket, Key="c", ChecksumAlgorithm="CRC32C", ChecksumType="COMPOSITE"
-    )
-    r = s3.upload_part(
-        Bucket=bucket,
-        Key="c",
-        UploadId=up["UploadId"],
-        PartNumber=1,
-        Body=b"x" * 10,
-        ChecksumAlgorithm="CRC32C",
-    )
-    s3.complete_multipart_upload(
-        Bucket=bucket,
-        Key="c",
-        UploadId=up["UploadId"],
-        MultipartUpload={
-            "Parts": [{"PartNumber": 1, "ETag": r["ETag"], "ChecksumCRC32C": r["ChecksumCRC32C"]}]
-        },
-    )
+    put_composite_multipart(s3_endpoint, bucket, "c", b"x" * 10)
     assert S3Store(bucket, "", endpoint_url=s3_endpoint).head("c").crc32c is None
 
 
 def test_crc64nvme_only_object_is_unverifiable_by_metadata(s3_endpoint, bucket):
-    _raw(s3_endpoint).put_object(Bucket=bucket, Key="n", Body=b"abc", ChecksumAlgorithm="CRC64NVME")
+    assert crc64nvme(b"123456789") == 0xAE8B14860A799888  # the catalogue's check value
+    put_crc64nvme_only(s3_endpoint, bucket, "n", b"abc")
     info = S3Store(bucket, "", endpoint_url=s3_endpoint).head("n")
     assert (info.size, info.crc32c) == (3, None)
 
@@ -147,3 +126,19 @@ def test_copy_from_another_endpoint_declines(s3_endpoint, bucket):
     here = S3Store(bucket, "", endpoint_url=s3_endpoint)
     elsewhere = S3Store("other", "", endpoint_url="http://127.0.0.1:9")
     assert here.server_copy(elsewhere, "a", "a") is None
+
+
+def test_clients_share_one_lean_copy_of_botocores_s3_models(s3_endpoint, bucket):
+    """Two stores, three clients (a slow call gets its own read timeout): one loader, so
+    S3's models are parsed once, without documentation, the endpoint table cut to S3."""
+    a, b = S3Store(bucket, "a", endpoint_url=s3_endpoint), S3Store(bucket, "b", endpoint_url=s3_endpoint)
+    clients = [a._client(), a._client(120.0), b._client()]
+    models = {id(c.meta.service_model._service_description) for c in clients}
+    assert len(models) == 1
+    model = clients[0].meta.service_model
+    assert model.operation_model("PutObject").documentation == ""
+    assert model.shape_for("PutObjectRequest").members["Body"].documentation == ""
+    endpoints = lean_loader().load_data("endpoints")
+    assert {s for p in endpoints["partitions"] for s in p["services"]} <= {"s3", "s3-control"}
+    a.put("k", b"v")  # and the lean client still works end to end
+    assert b"".join(S3Store(bucket, "a", endpoint_url=s3_endpoint).read("k")) == b"v"
