@@ -29,6 +29,8 @@ INCIDENT = {
 
 
 class ScriptedGate:
+    decides_at_once = False  # it stands for a person taking `seconds`
+
     def __init__(self, seconds: float):
         self.seconds = seconds
 
@@ -39,6 +41,9 @@ class ScriptedGate:
         return ApprovalDecision(approved=True, reason="bench", approver="bench")
 
     def notify(self, text):
+        pass
+
+    def announce(self):
         pass
 
 

@@ -23,12 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def ratio(entry: LedgerEntry) -> tuple[float, float, float]:
-    """(RTO s, critical path s to the first step, RTO ÷ path)."""
+    """(RTO s, critical path s to the first step, RTO ÷ path). Spans count from the outage's
+    start: a dry run's outage starts inside `confirm` (when its simulated quorum is read), and
+    the part of `confirm` before it is not in the RTO."""
+    outage = entry.phases["outage_start"]
     durations = {}
     for step in STEPS:
         span = entry.span(step.milestone)
         if span:
-            durations[step.name] = (span[1] - span[0]).total_seconds()
+            durations[step.name] = max(0.0, (span[1] - max(span[0], outage)).total_seconds())
     graph = {n: deps for n, deps in step_graph().items() if n != "prove"}  # RTO ends at the first step
     path = critical_path(durations, graph)
     rto = entry.rto.total_seconds()

@@ -126,6 +126,7 @@ def await_approval(
     poll_interval: int = 1,
     resume: Callable[[str, dict], None] = _prefect_resume,
     key: Callable[[], bytes | None] = _approval_key,
+    later: list[Callable[[], None]] | None = None,
 ) -> ApprovalDecision:
     """Ask for approval and wait; returns the decision (the caller stops on a rejection).
 
@@ -135,6 +136,8 @@ def await_approval(
     recorded (trail, ledger note `approval refused`) and the run pauses again until the
     policy's deadline. Records `approval_requested` and `approval_granted` (or the rejection
     as a failure) in `ledger`, the trail as its `approval` note and a markdown artifact.
+    The artifact and the card's update go out on a thread of their own, started at once, or
+    appended to `later` for the caller to start when its next step has begun.
     Must run inside a flow run (it pauses it)."""
     from prefect.context import FlowRunContext
 
@@ -144,7 +147,7 @@ def await_approval(
     run_id = str(ctx.flow_run.id)
     process = ApprovalProcess.from_runbook(runbook.approval, clock())
     if process.decided:  # approval not required
-        return _record(process, runbook, ledger, None, card, chat)
+        return _record(process, runbook, ledger, None, card, chat, later)
 
     card.run_id = run_id
     card.run_url = card.run_url or flow_run_url(run_id)
@@ -198,7 +201,7 @@ def await_approval(
         process.decision = ApprovalDecision(
             approved=False, reason=str(e), approver=decision.approver, via=decision.via
         )
-    return _record(process, runbook, ledger, ref, card, chat)
+    return _record(process, runbook, ledger, ref, card, chat, later)
 
 
 def flow_run_url(run_id: str) -> str | None:
@@ -242,14 +245,11 @@ def _wait_for_verified(process, timer, key, run_id, card, ledger, clock, grace_s
             ledger.note("approval refused", "; ".join(refused))
 
 
-def _record(process: ApprovalProcess, runbook, ledger, ref: CardRef | None, card: ApprovalCard, chat: Chat):
+def _record(
+    process: ApprovalProcess, runbook, ledger, ref: CardRef | None, card: ApprovalCard, chat: Chat, later
+):
     decision = process.decision
     at = process.trail[-1].at
-    if ref is not None and decision.via != Via.slack:  # /slack/actions already updated the card
-        try:
-            chat.update_card(ref, card, outcome_text(decision, at))
-        except Exception as e:  # the card is a courtesy; the decision stands
-            log.warning("could not update the approval card: %s", e)
     if ledger is not None:
         ledger.note(
             "approval",
@@ -264,14 +264,27 @@ def _record(process: ApprovalProcess, runbook, ledger, ref: CardRef | None, card
                 f"rejected by {decision.approver} via {decision.via}: {decision.reason}",
                 outcome="aborted",
             )
-    # The trail as an artifact, off the critical path: the failover goes on meanwhile.
+    # The card's update (a chat API call) and the trail as an artifact, off the critical
+    # path: the failover goes on meanwhile.
     markdown = f"# Approval for {runbook.name}\n\n" + process.trail_markdown()
+    update = ref is not None and decision.via != Via.slack  # /slack/actions already updated the card
+    outcome = (chat, ref, card, outcome_text(decision, at)) if update else None
     ctx = contextvars.copy_context()  # Prefect's client settings live in context variables
-    threading.Thread(target=ctx.run, args=(_publish_trail, runbook.name, markdown), daemon=True).start()
+    thread = threading.Thread(target=ctx.run, args=(_announce, outcome, runbook.name, markdown), daemon=True)
+    if later is None:
+        thread.start()
+    else:
+        later.append(thread.start)
     return decision
 
 
-def _publish_trail(runbook: str, markdown: str) -> None:
+def _announce(outcome: tuple | None, runbook: str, markdown: str) -> None:
+    if outcome is not None:
+        chat, ref, card, text = outcome
+        try:
+            chat.update_card(ref, card, text)
+        except Exception as e:  # the card is a courtesy; the decision stands
+            log.warning("could not update the approval card: %s", e)
     try:
         from prefect.artifacts import create_markdown_artifact
 
@@ -289,9 +302,17 @@ class ChatGate:
 
     def __init__(self, runbook, chat: Chat, **await_kw):
         self.runbook, self.chat, self.await_kw = runbook, chat, await_kw
+        self.decides_at_once = getattr(chat, "mode", None) in ("approve", "reject")  # the console's
+        self._later: list[Callable[[], None]] = []
 
     def request(self, card: ApprovalCard, ledger=None) -> ApprovalDecision:
-        return await_approval(self.runbook, card, self.chat, ledger=ledger, **self.await_kw)
+        return await_approval(
+            self.runbook, card, self.chat, ledger=ledger, later=self._later, **self.await_kw
+        )
+
+    def announce(self) -> None:
+        while self._later:
+            self._later.pop(0)()
 
     def notify(self, text: str) -> None:
         try:

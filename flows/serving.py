@@ -130,4 +130,7 @@ def _approve(rb, run_id: str, evidence, drill, approval: str, ledger) -> bool:
         approvers=list(rb.approval.approvers),
         drill=bool(drill),
     )
-    return build_gate(rb, console=approval).request(card, ledger).approved
+    gate = build_gate(rb, console=approval)
+    decision = gate.request(card, ledger)
+    gate.announce()
+    return decision.approved

@@ -206,7 +206,7 @@ class RtoLedger:
         self._dirty = False
         self._writing_behind = 0
         self._writer: ThreadPoolExecutor | None = None  # made by the first save written behind
-        self._handing = threading.Lock()  # the approval timer's thread saves too
+        self._handing = threading.RLock()  # the approval timer's thread saves too; a step flushes
         self._behind: list[Future] = []  # writes not yet known to have landed
 
     @contextmanager
@@ -232,10 +232,16 @@ class RtoLedger:
         self.flush()
 
     def flush(self) -> None:
-        """Wait for the writes behind; raise the first one's error (`WriteFailed`)."""
-        pending, self._behind = self._behind, []
-        for write in pending:
-            write.result()
+        """Wait until every save so far has landed; raise the first failed one's error
+        (`WriteFailed`), once. Any thread may wait (the failover's fence step does)."""
+        with self._handing:
+            pending = list(self._behind)
+        try:
+            for write in pending:
+                write.result()
+        finally:
+            with self._handing:
+                self._behind = [w for w in self._behind if w not in pending]
 
     @classmethod
     def for_runbook(cls, rb, run_id: str, **kw) -> RtoLedger:

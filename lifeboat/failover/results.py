@@ -120,8 +120,16 @@ class FailoverSteps(Protocol):
 class Gate(Protocol):
     """Asks the humans (or the policy) and tells them how it went."""
 
+    decides_at_once: bool  # its decision is set beforehand (dry runs, drills): no person is asked
+
     def request(self, card: ApprovalCard, ledger) -> ApprovalDecision:
         """Post the card and wait; records approval_requested/granted (or the rejection)."""
+        ...
+
+    def announce(self) -> None:
+        """Tell the people how it went (the card's update, the decision's trail), in the
+        background: called once the step after the decision has begun, or at once on a
+        rejection, so that the announcement never delays the next step."""
         ...
 
     def notify(self, text: str) -> None: ...

@@ -57,12 +57,22 @@ class Runner(Protocol):
     def start(self, name: str, call: Callable[..., Any], *args: Any) -> Any: ...
 
     def prepare(self, name: str) -> None:
-        """Get ready to start `name` soon (its inputs are being made): a runner whose start
-        has a cost of its own pays it now, beside the running steps, not between them."""
+        """Get ready to start `name` when its inputs exist: a runner whose start has a cost
+        of its own pays it now, not between one step and the next."""
+        ...
+
+    def settle(self) -> None:
+        """Wait (bounded) until the prepared steps are ready to take their inputs at once."""
         ...
 
     def result(self, handle: Any) -> Timed:
         """The step's `Timed` (re-raising its error); called once the future is done."""
+        ...
+
+    def went_on(self, ended: list[Any], started: list[Any]) -> None:
+        """The walker has started what follows the `ended` steps: a runner whose threads
+        share one interpreter lets the `started` ones begin first (briefly waiting for them),
+        then the ended ones finish their own bookkeeping."""
         ...
 
 
@@ -79,6 +89,9 @@ class ThreadRunner:
     def prepare(self, name: str) -> None:
         pass  # a thread starts in microseconds
 
+    def settle(self) -> None:
+        pass
+
     def _retrying(self, call, *args) -> Timed:
         for attempt in range(self.settings.retries + 1):
             try:
@@ -92,16 +105,20 @@ class ThreadRunner:
     def result(self, handle) -> Timed:
         return handle.future.result()
 
+    def went_on(self, ended, started) -> None:
+        pass  # a step's thread has no bookkeeping after its call
+
 
 @dataclass
 class _Handle:
     future: concurrent.futures.Future
 
 
-def _rechecked(recheck: Callable[[str], None], name: str, act: Callable[..., Any], *args: Any) -> Any:
-    """Re-check that the job is still this run's, then act: the check is the acting step's
-    first part (timed with it, retried with it), never a gap before it."""
-    recheck(name)
+def _checked(checks: tuple[Callable[[], None], ...], act: Callable[..., Any], *args: Any) -> Any:
+    """Run the checks, then act: they are the acting step's first part (timed with it,
+    retried with it), never a gap before it."""
+    for check in checks:
+        check()
     return act(*args)
 
 
@@ -114,6 +131,8 @@ class _Walk:
         self.graph = graph.step_graph(settings.provision_before_approval)
         self.done: dict[str, Timed] = {}
         self.running: dict[str, tuple[Any, float]] = {}  # step -> (handle, monotonic start)
+        self.prepared: set[str] = set()  # steps the runner was asked to prepare
+        self.announce = False  # the gate's announcement of a decision waits for the next step
         self.checkpoint: CertifyReport | None = None
         self.attempt = 1  # resume attempts: a rollback is the second
 
@@ -177,40 +196,61 @@ class _Walk:
 
     def run(self) -> LedgerEntry:
         self.done["detect"] = Timed(None, self.clock(), self.clock())  # detection happened before the run
+        self.prepare_upcoming()
+        self.runner.settle()  # what starting each step costs the runner is paid before the first
         while "prove" not in self.done:
             for name in self.ready():
                 if name == "approval":
                     if not self.approve():
                         return self.ledger.finish("aborted")
                 else:
-                    self.start(name)
+                    self.start_all([name])
             if self.running:
                 self.collect()
         return self.ledger.finish("completed")
 
-    def start(self, name: str) -> None:
-        if name == "fence":
-            self.ledger.flush()  # nothing is fenced that the ledger could not record (raises WriteFailed)
-        call = getattr(self.steps, name)
-        if name in ACTING:
-            call = partial(_rechecked, self.steps.recheck, name, call)
-        self.running[name] = (self.runner.start(name, call, *self.args(name)), time.monotonic())
-        for upcoming in self.upcoming():
-            self.runner.prepare(upcoming)
+    def start_all(self, names: list[str], ended: tuple = ()) -> None:
+        """Start `names` (the steps that `ended` made ready), then prepare what comes next."""
+        started = []
+        for name in names:
+            call = getattr(self.steps, name)
+            if name in ACTING:
+                # the job still this run's; and nothing fenced that the ledger could not record
+                checks = (self.ledger.flush,) if name == "fence" else ()
+                call = partial(_checked, (*checks, partial(self.steps.recheck, name)), call)
+            started.append(self.runner.start(name, call, *self.args(name)))
+            self.running[name] = (started[-1], time.monotonic())
+        self.runner.went_on(list(ended), started)
+        if self.announce:
+            self.announce = False
+            self.gate.announce()
+        self.prepare_upcoming()
+
+    def prepare_upcoming(self) -> None:
+        for name in self.upcoming():
+            if name not in self.prepared:
+                self.prepared.add(name)
+                self.runner.prepare(name)
 
     def upcoming(self) -> list[str]:
-        """Steps that will be ready once the running ones end: each waits for a running step
-        and for nothing else still to do. Never past the approval gate: what follows a human
-        decision is not prepared before it."""
-        return [
-            n
-            for n, deps in self.graph.items()
-            if n not in self.done
-            and n not in self.running
-            and n != "approval"
-            and any(d in self.running for d in deps)
-            and all(d in self.done or d in self.running for d in deps)
-        ]
+        """Steps the walk will reach without a person's decision, still to start: each one's
+        inputs are done, running or themselves upcoming. A runner prepares them all ahead,
+        so that between one step's end and the next one's start there is only the hand-over.
+        Never past an approval gate that asks a person: what follows a human decision is not
+        prepared before it. A gate that decides at once (dry runs, drills) is passed through."""
+        coming: list[str] = []
+        while True:
+            ahead = {*self.done, *self.running, *coming}
+            more = [
+                n
+                for n, deps in self.graph.items()
+                if n not in ahead
+                and (n != "approval" or self.gate.decides_at_once)
+                and all(d in ahead for d in deps)
+            ]
+            if not more:
+                return [n for n in coming if n != "approval"]  # the gate runs on the walker's thread
+            coming += more
 
     def collect(self) -> None:
         """Wait for the first running step to end (or one to outlive the step timeout)."""
@@ -223,8 +263,10 @@ class _Walk:
             late = next(n for n, (_, start) in self.running.items() if start == oldest)
             raise StopFailover(f"step {late} ran past {limit:g}s")
         names = sorted((futures[f] for f in finished), key=list(self.graph).index)
+        ended = []
         for name in names:
             handle, _ = self.running.pop(name)
+            ended.append(handle)
             self.done[name] = self.runner.result(handle)
             if name == "certify":
                 self.checkpoint = self.done[name].value
@@ -233,9 +275,7 @@ class _Walk:
         # The next steps start before the ledger is written, and it is written behind (a
         # writer thread, `execute`): its durable writes are not on the critical path, nor is
         # the walker busy with them when the next step ends.
-        for ready in self.ready():
-            if ready != "approval" and "prove" not in self.done:
-                self.start(ready)
+        self.start_all([n for n in self.ready() if n != "approval" and "prove" not in self.done], ended)
         for name in names:
             with self.ledger.batch():
                 self.record(name, self.done[name])
@@ -256,9 +296,11 @@ class _Walk:
         started = self.clock()
         decision = self.gate.request(card, self.ledger)
         if not decision.approved:
+            self.gate.announce()
             self.give_back_early_cluster()
             return False
         self.done["approval"] = Timed(decision, started, self.clock())
+        self.announce = True  # once the fence has begun
         return True
 
     def after_proof(self, parity) -> None:
@@ -336,5 +378,6 @@ def execute(
             walk.done.pop("provision", None)
         raise
     finally:
+        gate.announce()  # a decision's announcement not yet out (the walk ended before the next step)
         if drill and not keep_cluster and (cluster := walk.cluster()) is not None:
             steps.teardown(cluster)

@@ -7,10 +7,12 @@ from providers.chat.base import ApprovalDecision
 
 
 class Gate:
-    """An approval gate that decides at once; keeps the cards it was shown and the notes."""
+    """An approval gate that decides at once; keeps the cards it was shown and the notes.
+    `person=True`: it stands for a person (the walk prepares nothing past it)."""
 
-    def __init__(self, approve=True):
+    def __init__(self, approve=True, person=False):
         self.approve, self.cards, self.notes = approve, [], []
+        self.decides_at_once = not person
 
     def request(self, card, ledger):
         self.cards.append(card)
@@ -23,3 +25,6 @@ class Gate:
 
     def notify(self, text):
         self.notes.append(text)
+
+    def announce(self):
+        pass

@@ -163,19 +163,20 @@ def test_a_step_past_the_runbook_timeout_stops_the_failover_and_tears_down():
 
 
 class PreparingRunner(ThreadRunner):
-    """Threads, noting each step the walker asked to prepare."""
+    """Threads, noting each step the walker asked to prepare and how many step calls had
+    been made by then."""
 
-    def __init__(self, settings):
+    def __init__(self, settings, steps):
         super().__init__(settings)
-        self.prepared = []
+        self.steps, self.prepared = steps, []
 
     def prepare(self, name):
-        self.prepared.append(name)
+        self.prepared.append((name, len(self.steps.calls)))
 
 
 def _walk_preparing(gate, steps):
     rb = scripted_runbook()
-    runner = PreparingRunner(settings_for(rb))
+    runner = PreparingRunner(settings_for(rb), steps)
     ledger = RtoLedger.for_runbook(rb, "run-1")
     execute(settings_for(rb), steps, ledger, gate, run_id="run-1", runner=runner)
     return runner.prepared
@@ -185,22 +186,34 @@ def _quick():
     return {"confirm": 0.05, "fence": 0.05, "provision": 0.05, "resume": 0.05}
 
 
-def test_the_next_step_is_prepared_while_its_input_is_made_never_across_the_approval():
+def test_steps_up_to_a_persons_decision_are_prepared_before_the_first_the_rest_after_it():
+    prepared = _walk_preparing(Gate(person=True), ScriptedSteps(_quick()))
+    before = [("confirm", 0), ("certify", 0), ("plan", 0), ("prestage", 0)]
+    assert prepared[:4] == before
+    assert [name for name, _ in prepared[4:]] == ["provision", "resume", "prove"]  # once fence started
+    assert all(calls == 4 for _, calls in prepared[4:])  # after all before the gate, with the fence
+    assert "fence" not in dict(prepared)  # never before the decision
+
+
+def test_a_gate_that_decides_at_once_is_passed_through_everything_prepared_before_the_first_step():
     prepared = _walk_preparing(Gate(), ScriptedSteps(_quick()))
-    assert prepared == ["certify", "plan", "prestage", "provision", "resume", "prove"]  # not fence
+    steps = ["confirm", "certify", "plan", "prestage", "fence", "provision", "resume", "prove"]
+    assert prepared == [(name, 0) for name in steps]
 
 
 def test_a_rejected_failover_prepares_nothing_after_the_gate():
-    assert _walk_preparing(Gate(approve=False), ScriptedSteps(_quick())) == ["certify", "plan", "prestage"]
+    prepared = _walk_preparing(Gate(approve=False, person=True), ScriptedSteps(_quick()))
+    assert [name for name, _ in prepared] == ["confirm", "certify", "plan", "prestage"]
 
 
-def test_a_failed_fence_was_only_ever_one_step_ahead():
+def test_a_failed_fence_never_calls_what_was_prepared_after_it():
     steps = ScriptedSteps(_quick(), failing={"fence": StopFailover("lease held elsewhere")})
     rb = scripted_runbook()
-    runner = PreparingRunner(settings_for(rb))
+    runner = PreparingRunner(settings_for(rb), steps)
+    gate = Gate(person=True)
     with pytest.raises(StopFailover):
         execute(
-            settings_for(rb), steps, RtoLedger.for_runbook(rb, "run-1"), Gate(), run_id="run-1", runner=runner
+            settings_for(rb), steps, RtoLedger.for_runbook(rb, "run-1"), gate, run_id="run-1", runner=runner
         )
-    assert runner.prepared == ["certify", "plan", "prestage", "provision"]
-    assert "provision" not in {c[0] for c in steps.calls}  # prepared, never called
+    assert [name for name, _ in runner.prepared][4:] == ["provision", "resume", "prove"]
+    assert not {"provision", "resume", "prove"} & {c[0] for c in steps.calls}  # prepared, never called

@@ -10,6 +10,7 @@ from lifeboat.ledger import LedgerFile, RtoLedger
 
 
 class Gate:
+    decides_at_once = True
     notes: list = []
 
     def request(self, card, ledger):  # pragma: no cover - never reached
@@ -17,6 +18,9 @@ class Gate:
 
     def notify(self, text):
         self.notes.append(text)
+
+    def announce(self):
+        pass
 
 
 def test_an_unwritable_ledger_stops_the_failover_before_fencing(tmp_path):
