@@ -20,9 +20,9 @@ from lifeboat.errors import ChecksumMismatch
 
 # Bytes of object data held in memory at once, all uploads together: two 16 MiB objects in
 # flight (the next is read when one is answered), or four 8 MiB parts. Measured on loopback
-# moto, 64 x 16 MiB (benchmarks/replicate.py): 24 MiB -> 1.71x s5cmd's wall, peak RSS 91 MiB;
-# 32 MiB -> 1.11x, 109 MiB; 48 MiB -> 1.11x, 127 MiB. The process holds ~70 MiB before any
-# data moves (botocore's S3 client and its service model ~41 MiB, the runbook model ~20 MiB).
+# moto, 64 x 16 MiB (benchmarks/replicate.py): 24 MiB -> 1.71x s5cmd's wall; 32 MiB -> 1.11x;
+# 48 MiB -> 1.11x. With 32 MiB the process peaks at 89 MiB (90 for one 2 GiB object), ~55 of
+# it before any data moves (Python, the runbook model, botocore's lean S3 models).
 BUDGET = 32 << 20
 
 
