@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -116,6 +117,8 @@ def verify_failback(rig: Rig, outcome: Outcome) -> list[Check]:
     )
     ledger = build_ledger(rig.rb, run_id=run_id, drill=rig.kind, kind="failback")
     ledger.note("drill", rig.kind)
+    primary, secondary = open_sites(rig.rb)
+    _await_own_commit(rig, outcome, secondary)
     error = None
     try:
         execute(
@@ -140,7 +143,6 @@ def verify_failback(rig: Rig, outcome: Outcome) -> list[Check]:
         )
     )
     checks.append(Check("ledger entry of kind failback", entry.kind == "failback", entry.kind))
-    primary, secondary = open_sites(rig.rb)
     checks.append(_resumed_from_the_secondary_jobs_last_commit(rig, outcome, entry, secondary))
     state = read_site_state({"primary": primary, "secondary": secondary})
     checks.append(
@@ -168,17 +170,34 @@ def verify_failback(rig: Rig, outcome: Outcome) -> list[Check]:
     return checks
 
 
-def _resumed_from_the_secondary_jobs_last_commit(rig: Rig, outcome: Outcome, entry, secondary) -> Check:
-    """The failback resumed from the newest checkpoint the secondary's job committed before
-    the fence, a step it wrote itself (newer than the one the failover resumed from)."""
+OWN_COMMIT_WAIT_S = 30.0
+
+
+def _own_commits(rig: Rig, secondary) -> list[int]:
+    """Steps committed on the secondary by its own lineage (not replicated foreign ones)."""
     from lifeboat.replication import committed_checkpoints, foreign_checkpoints
 
     layout = rig.rb.checkpoint.layout.value
     foreign = foreign_checkpoints(secondary, None, layout)
-    committed = [
-        c.step for c in committed_checkpoints(secondary, layout) if c.prefix.strip("/") not in foreign
-    ]
-    newest = max(committed, default=None)
+    return [c.step for c in committed_checkpoints(secondary, layout) if c.prefix.strip("/") not in foreign]
+
+
+def _await_own_commit(rig: Rig, outcome: Outcome, secondary) -> None:
+    """Fail back only once the secondary's job has committed a checkpoint of its own, newer
+    than the one the failover resumed from: the work the failback must hand back (a fast
+    walk can otherwise fence the job before its first commit). Bounded; the checks judge."""
+    resumed = getattr(getattr(outcome.steps.get("certify"), "certified", None), "step", None)
+    deadline = time.monotonic() + OWN_COMMIT_WAIT_S
+    while resumed is not None and time.monotonic() < deadline:
+        if max(_own_commits(rig, secondary), default=-1) > resumed:
+            return
+        time.sleep(0.1)
+
+
+def _resumed_from_the_secondary_jobs_last_commit(rig: Rig, outcome: Outcome, entry, secondary) -> Check:
+    """The failback resumed from the newest checkpoint the secondary's job committed before
+    the fence, a step it wrote itself (newer than the one the failover resumed from)."""
+    newest = max(_own_commits(rig, secondary), default=None)
     failover = outcome.steps.get("certify")
     resumed_from = getattr(getattr(failover, "certified", None), "step", None)
     step = int(entry.checkpoint.rstrip("/").rsplit("-", 1)[-1]) if entry.checkpoint else None

@@ -50,3 +50,25 @@ def test_a_crashed_holder_lets_the_lock_lapse(prefect_server_process):
                 assert time.monotonic() < deadline, "the crashed holder's lease never lapsed"
                 time.sleep(2)
         assert time.monotonic() - started < 90
+
+
+def test_a_free_lock_that_a_slow_server_grants_late_is_asked_for_again_not_stood_down(
+    prefect_server, monkeypatch
+):
+    """Under load the server may not grant a free slot within `wait_s` (the torch demo's
+    failover once stood down so, its lock free): the run reads the limit, finds the slot
+    free and asks again."""
+    import prefect.concurrency.sync as sync
+
+    real, attempts = sync.concurrency, []
+
+    def slow_once(*args, **kwargs):
+        attempts.append(kwargs["timeout_seconds"])
+        if len(attempts) == 1:
+            raise TimeoutError("the server did not answer in time")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sync, "concurrency", slow_once)
+    with runbook_lock("lock-c", uuid.uuid4(), wait_s=0.5):
+        pass
+    assert len(attempts) == 2
