@@ -160,7 +160,13 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
         vantages = {r["evidence"].get("vantage") for r in logged["readings"]}
         assert vantages == {"control-plane", "secondary"}
         entries = LedgerFile(tmp_path / "ledger.jsonl").read("demo")
-        assert [(e.run_id, e.outcome) for e in entries] == [(str(runs[2].id), "completed")]
+        by_run = {e.run_id: e for e in entries}
+        assert by_run.pop(str(runs[2].id)).outcome == "completed"
+        # The watches found the demo's primary silent here, so the automation may have started
+        # a real failover by now: it waits for a person, and nothing was fenced without one.
+        for other in by_run.values():
+            assert (other.outcome, other.drill) == ("in-progress", False)
+            assert "approval_granted" not in other.phases and "fenced" not in other.phases
     finally:
         for worker in workers:
             os.killpg(worker.pid, signal.SIGTERM)
