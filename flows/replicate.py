@@ -12,6 +12,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from flows.wiring import open_sites
+from lifeboat.checkpoints.layouts import discover
 from lifeboat.errors import ProviderUnavailable
 from lifeboat.replication import (
     LAG_EVENT,
@@ -51,6 +52,8 @@ def copy_checkpoints(rb, way: Direction, guard, sources, dry_run: bool) -> Repli
         dry_run=dry_run,
         guard=guard,
         also=also,
+        # the standby, listed once: each copy starts from it, retention reads what they left
+        destination_found=discover(way.destination, rb.checkpoint.layout.value),
     )
 
 
@@ -67,8 +70,10 @@ def record_lag(rb, report: ReplicationReport, lag_log: str | None) -> int:
 
 
 @task(cache_policy=NO_CACHE)
-def trim_standby(rb, way: Direction, protect: list[str], dry_run: bool):
-    return retention_for(rb, way.destination, way.source, protect=protect, dry_run=dry_run)
+def trim_standby(rb, way: Direction, protect: list[str], dry_run: bool, standby_found=None):
+    return retention_for(
+        rb, way.destination, way.source, protect=protect, dry_run=dry_run, secondary_found=standby_found
+    )
 
 
 @flow(name="replicate", log_prints=True)
@@ -103,12 +108,14 @@ def replicate(
         "failed": {},
         "lag_exceeded": 0,
     }
+    standby_found = None
     if not retention_only:
         report = copy_checkpoints(rb, way, guard, find_sources(rb, way), dry_run)
         summary.update(copied_bytes=report.bytes_copied, failed=report.failed)
+        standby_found = report.destination_found
         if not dry_run:
             summary["lag_exceeded"] = record_lag(rb, report, lag_log)
-    retention = trim_standby(rb, way, protect or [], dry_run)
+    retention = trim_standby(rb, way, protect or [], dry_run, standby_found)
     summary["deleted"] = retention.deleted
     create_markdown_artifact(key=f"replicate-{rb.name}", markdown=_markdown(summary, dry_run))
     if summary["failed"]:  # after lag and retention: the run fails visibly, a rerun resumes

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from lifeboat.checkpoints.layouts import POINTERS, Discovery, discover, incomplete_reason, rediscover
+from lifeboat.checkpoints.receipt import RECEIPT_NAME, write_receipt
 from lifeboat.errors import LifeboatError, NotFound, ProviderUnavailable, WriteFailed
 from lifeboat.retention import StoredCheckpoint, plan_retention
 from lifeboat.sitestate import SiteState, mirror, read_site_state, require_active
@@ -29,7 +31,7 @@ from lifeboat.transfer import (
     TransferReport,
     copy_prefix,
 )
-from providers.storage.base import Store
+from providers.storage.base import ObjectInfo, Store
 
 LAG_EVENT = "lifeboat.replication.lag_exceeded"
 
@@ -108,6 +110,9 @@ class ReplicationReport:
     pointers: list[str] = field(default_factory=list)  # root pointer files copied, last
     copied_files: list[str] = field(default_factory=list)  # other root files (the loss log)
     dry_run: bool = False
+    # the destination as this run left it, when given the discovery it started from: what
+    # certification and retention read next, without listing the destination again
+    destination_found: Discovery | None = None
 
     @property
     def exceeded(self) -> list[LagRecord]:
@@ -132,6 +137,8 @@ def replicate_checkpoints(
     guard: Callable[[], None] | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     also: Iterable[str] = (),
+    source_found: Discovery | None = None,
+    destination_found: Discovery | None = None,
 ) -> ReplicationReport:
     """Copy each checkpoint (newest step first) to the same prefix on the secondary.
 
@@ -140,12 +147,18 @@ def replicate_checkpoints(
     `trust_committed=False` compares every object of already-committed replicas again.
     `also`: keys copied after the checkpoints and pointers (the pre-failure loss log).
     `guard()` runs before each checkpoint and raises (`RolesFlipped`) to stop the copy when
-    the source is no longer the active site (`direction`)."""
+    the source is no longer the active site (`direction`).
+    `source_found` / `destination_found`: discoveries of the primary / secondary taken for
+    this run; each copy starts from their listings (no listing of its own), and
+    `report.destination_found` is the secondary as the run left it."""
     report = ReplicationReport(dry_run=dry_run)
     checkpoints = list(checkpoints)
+    left: dict[str, dict[str, ObjectInfo] | None] = {}  # directory -> as the copy left it (None: unknown)
     for ckpt in sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True):
         if guard is not None:
             guard()
+        name, nested = ckpt.prefix.strip("/"), "/" in ckpt.prefix.strip("/")
+        left[name.split("/")[0]] = None
         try:
             transfer = copy_prefix(
                 primary,
@@ -157,8 +170,12 @@ def replicate_checkpoints(
                 retry=retry,
                 dry_run=dry_run,
                 trust_committed=trust_committed,
+                sources=None if nested else _listed(primary, source_found, name),
+                present=None if nested else _listed(secondary, destination_found, name),
             )
         except TransferIncomplete as e:
+            if not nested:
+                left[name] = e.report.destination
             report.transfers.append(e.report)
             report.failed[ckpt.prefix] = str(e)
             if e.report.source_written:
@@ -173,18 +190,34 @@ def replicate_checkpoints(
         # landed now: something was copied (markers go last, so the copy is whole); layouts
         # whose commit point is a root pointer (DeepSpeed, Megatron) have no marker inside
         landed = not dry_run and bool(transfer.copied or transfer.server_copied)
-        if landed:
-            _write_receipt(secondary, ckpt.prefix, transfer)
+        if landed and (receipt := _write_receipt(secondary, ckpt.prefix, transfer)):
+            transfer.destination[RECEIPT_NAME] = receipt
+        if not nested:
+            left[name] = transfer.destination
         if landed and transfer.source_written:
             report.lags.append(
                 LagRecord(ckpt.prefix, ckpt.step, transfer.source_written, clock(), rpo_target)
             )
+    pointers: dict[str, ObjectInfo] = {}
     if not dry_run:
         done = {c.step: c.prefix for c in checkpoints if c.prefix not in report.failed}
-        _copy_pointers(primary, secondary, done, report)
+        pointers = _copy_pointers(primary, secondary, done, report)
         for key in also:
             _copy_file(primary, secondary, key, report)
+    if destination_found is not None:
+        report.destination_found = rediscover(secondary, destination_found, left, pointers)
     return report
+
+
+def _listed(store: Store, found: Discovery | None, name: str) -> list[ObjectInfo] | None:
+    """A directory's objects as `found` listed them; None when it did not look (or could not
+    tell them: a directory it listed but did not take for a checkpoint)."""
+    if found is None:
+        return None
+    for d in found.checkpoints:
+        if d.name == name:
+            return list(d.files(store))
+    return None if name in found.names else []
 
 
 def _copy_file(primary: Store, secondary: Store, key: str, report: ReplicationReport) -> None:
@@ -204,15 +237,18 @@ def _copy_file(primary: Store, secondary: Store, key: str, report: ReplicationRe
         report.failed[key] = f"{type(e).__name__}: {e}"
 
 
-def _copy_pointers(primary: Store, secondary: Store, done: dict[int, str], report: ReplicationReport) -> None:
+def _copy_pointers(
+    primary: Store, secondary: Store, done: dict[int, str], report: ReplicationReport
+) -> dict[str, ObjectInfo]:
     """Copy the root pointer files (`latest`, `latest_checkpointed_iteration.txt`) last, and
     only one whose step is complete on the secondary now (replicated or already there): a
     pointer is the DeepSpeed / Megatron commit point, so it never runs ahead of its data.
     When the step it names could not be replicated, the secondary's pointer names the newest
-    older step that was (in the same form: a directory tag or an iteration number)."""
-    from lifeboat.checkpoints.layouts import POINTERS
+    older step that was (in the same form: a directory tag or an iteration number).
+    Returns the pointers written, as they landed."""
     from lifeboat.checkpoints.protocols import pointer_step
 
+    written = {}
     for name in POINTERS:
         try:
             text = b"".join(primary.read(name))
@@ -236,11 +272,12 @@ def _copy_pointers(primary: Store, secondary: Store, done: dict[int, str], repor
             continue
         if current != text:
             try:
-                secondary.put(name, text)
+                written[name] = secondary.put(name, text)
             except LifeboatError as e:
                 report.failed[name] = f"{type(e).__name__}: {e}"
                 continue
             report.pointers.append(name)
+    return written
 
 
 def _read_or_none(store: Store, key: str) -> bytes | None:
@@ -250,16 +287,14 @@ def _read_or_none(store: Store, key: str) -> bytes | None:
         return None
 
 
-def _write_receipt(replica: Store, prefix: str, transfer: TransferReport) -> None:
+def _write_receipt(replica: Store, prefix: str, transfer: TransferReport) -> ObjectInfo | None:
     """Where listings carry no checksum (S3), record the replica's CRC32Cs now, from what the
     copy already knows, so that certification during an outage needs no HEAD per object
-    (lifeboat/checkpoints/receipt.py)."""
+    (lifeboat/checkpoints/receipt.py). Returns the receipt as it landed."""
 
     if replica.capabilities.crc32c_in_list:
-        return
-    from lifeboat.checkpoints.receipt import write_receipt
-
-    write_receipt(replica, prefix, transfer.landed)
+        return None
+    return write_receipt(replica, prefix, transfer.landed)
 
 
 def loss_log_key(rb) -> str | None:
@@ -336,8 +371,6 @@ def stored_checkpoints(store: Store, layout: str = "auto", found=None) -> list[S
     """Checkpoints in `store` by its layout (top-level directories), newest step first, each
     marked complete or not (lifeboat.checkpoints.layouts). `found`: a discovery of `store`
     already taken (no second listing)."""
-    from lifeboat.checkpoints.layouts import discover, incomplete_reason
-
     found = found or discover(store, layout)
     return [
         StoredCheckpoint(
@@ -378,7 +411,6 @@ def foreign_checkpoints(
     """Checkpoints in `store` that are not of the active lineage (the site state read from
     `store` and `other`, unless its `lease` is given): prefix -> why. Empty when the job
     was never fenced. `found`: the discovery of `store` already taken."""
-    from lifeboat.checkpoints.layouts import discover
     from lifeboat.fencing import COMMIT_MARKER
     from lifeboat.sitestate import lineage_problem, read_marker
 
@@ -411,22 +443,24 @@ def retention_for(
     protect: Iterable[str] = (),
     dry_run: bool = False,
     primary_found=None,
+    secondary_found=None,
 ):
     """Apply the runbook's retention to the secondary store: keep the newest `keep_last`
     checkpoints that certify (against `primary`, or its manifests when None), everything
     newer, and `retention_protections`. Nothing is deleted when none certifies or when
     `primary` is given but cannot be read (certification would be on manifests alone).
 
-    The secondary is listed once, for certification and retention together; the primary
-    not at all when `primary_found` (its discovery from this run) is given. The site state
-    is read once (one request per store) for both."""
+    The secondary is listed once, for certification and retention together, or not at all
+    when `secondary_found` is given (the store as this run's copy left it,
+    `ReplicationReport.destination_found`); the primary not at all when `primary_found` (its
+    discovery from this run) is given. The site state is read once (one request per store)
+    for both."""
     from lifeboat.certify import certifiable_prefixes
-    from lifeboat.checkpoints.layouts import discover
     from lifeboat.retention import RetentionReport, Verdict, apply_retention
 
     layout = rb.checkpoint.layout.value
     keep_last = rb.checkpoint.retention.keep_last
-    found = discover(secondary, layout)
+    found = secondary_found or discover(secondary, layout)
     present = stored_checkpoints(secondary, layout, found)
     lease = read_site_state({"store": secondary, "other": primary}).lease
     good, source_error = certifiable_prefixes(
@@ -464,8 +498,6 @@ def worth_replicating(rb, sources: Iterable[StoredCheckpoint]) -> list[StoredChe
 def sources_to_replicate(rb, way: Direction, found=None) -> list[StoredCheckpoint]:
     """The source's committed checkpoints of the active lineage that retention would keep.
     `found`: the discovery of the source already taken (it is listed once per run)."""
-    from lifeboat.checkpoints.layouts import discover
-
     layout = rb.checkpoint.layout.value
     found = found or discover(way.source, layout)
     foreign = foreign_checkpoints(way.source, way.destination, layout, found, way.state.lease)

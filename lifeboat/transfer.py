@@ -140,6 +140,9 @@ class TransferReport:
     # what the destination holds, by relative key, with its CRC32C: objects written (from the
     # write's answer) and objects skipped whose CRC32C was compared (replication receipts)
     landed: dict[str, ObjectInfo] = field(default_factory=dict)
+    # the destination prefix as this copy left it, by relative key: its listing, less what
+    # the copy deleted, plus what it wrote (an object whose copy failed is left out: unknown)
+    destination: dict[str, ObjectInfo] = field(default_factory=dict)
     markers: list[str] = field(default_factory=list)  # commit markers written last
     planned: list[str] = field(default_factory=list)  # what had to move (a dry run stops here)
     source_written: datetime | None = None  # newest write among the source objects
@@ -177,6 +180,8 @@ def copy_prefix(
     server_side: bool = True,
     dry_run: bool = False,
     trust_committed: bool = True,
+    sources: Iterable[ObjectInfo] | None = None,
+    present: Iterable[ObjectInfo] | None = None,
 ) -> TransferReport:
     """Copy every object under `src_prefix/` of `src` to `dst_prefix/` of `dst`.
 
@@ -189,7 +194,11 @@ def copy_prefix(
     size and CRC32C) and every object at its size is a replica this engine committed after
     verifying each object; it is skipped without a HEAD per object (a periodic run over
     replicated checkpoints costs two lists and a HEAD per marker). Rot at rest on the
-    destination is certification's to find; pass False to compare every object again."""
+    destination is certification's to find; pass False to compare every object again.
+
+    `sources` / `present`: the source's objects under `src_prefix/` and the destination's
+    under `dst_prefix/`, listed already (not listed again). `report.destination` is the
+    destination's listing as the copy left it."""
     retry = retry or RetryPolicy()
     report = TransferReport(src=_uri(src, src_prefix), dst=_uri(dst, dst_prefix))
     lock = threading.Lock()
@@ -200,14 +209,13 @@ def copy_prefix(
             report.retries += 1
 
     src_base, dst_base = _dir(src_prefix), _dir(dst_prefix)
-    sources = [
-        info
-        for info in retry.call(lambda: list(src.list(src_base)), count_retry)
-        if not info.key.endswith("/")  # "directory" placeholder objects
-    ]
-    present = {
-        info.key[len(dst_base) :]: info for info in retry.call(lambda: list(dst.list(dst_base)), count_retry)
-    }
+    if sources is None:
+        sources = retry.call(lambda: list(src.list(src_base)), count_retry)
+    sources = [info for info in sources if not info.key.endswith("/")]  # "directory" placeholders
+    if present is None:
+        present = retry.call(lambda: list(dst.list(dst_base)), count_retry)
+    present = {info.key[len(dst_base) :]: info for info in present}
+    report.destination = dict(present)
     report.source_written = max((i.updated for i in sources), default=None)
     if trust_committed and _committed_replica(src, dst, src_base, sources, present, markers, retry):
         report.skipped = sorted(i.key[len(src_base) :] for i in sources)
@@ -262,6 +270,7 @@ def copy_prefix(
         if data:
             unmark = [r for r in present if _basename(r) in markers]
             for rel in sorted(unmark, key=lambda r: commit_order(r, markers), reverse=True):
+                report.destination.pop(rel)  # unknown until the delete answers
                 retry.call(lambda rel=rel: dst.delete(join(dst_prefix, rel)), count_retry)
 
         # 3. data, in parallel
@@ -274,11 +283,13 @@ def copy_prefix(
             except (LifeboatError, OSError) as e:
                 with lock:
                     report.failed[item.rel] = f"{type(e).__name__}: {e}"
+                    report.destination.pop(item.rel, None)  # old, new or deleted: unknown
                 return
             with lock:
                 (report.server_copied if how == "server" else report.copied).append(item.rel)
                 report.bytes_copied += item.src.size
                 report.landed[item.rel] = info
+                report.destination[item.rel] = info
                 if item.expected_crc is None and how == "stream":
                     report.hashed.append(item.rel)
 

@@ -18,8 +18,8 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from lifeboat.checkpoints.manifest import MANIFEST_NAME
@@ -126,10 +126,19 @@ class Discovery:
     checkpoints: list[CheckpointDir]  # newest (highest step) first
     pointers: dict[str, str]  # pointer file -> its content, e.g. {"latest": "global_step1200"}
     objects: int = 0
+    pointer_infos: dict[str, ObjectInfo] = field(default_factory=dict)  # the pointer files as listed
+    names: frozenset[str] = frozenset()  # every top-level directory listed, checkpoint or not
 
 
-def discover(store: Store, layout: str = "auto", *, cache_limit: int = 20_000) -> Discovery:
-    """List `store` once and return its checkpoints of `layout` (or the detected one)."""
+def discover(
+    store: Store,
+    layout: str = "auto",
+    *,
+    cache_limit: int = 20_000,
+    listing: Iterable[ObjectInfo] | None = None,
+) -> Discovery:
+    """List `store` once and return its checkpoints of `layout` (or the detected one).
+    `listing`: the store's objects in key order, known already (`rediscover`): not listed."""
     dirs: dict[str, CheckpointDir] = {}
     pointer_infos: dict[str, ObjectInfo] = {}
     cached = total = 0
@@ -143,7 +152,7 @@ def discover(store: Store, layout: str = "auto", *, cache_limit: int = 20_000) -
             current.spilled.append((spill, start, end))
             pending.clear()
 
-    for info in store.list():
+    for info in store.list() if listing is None else listing:
         total += 1
         top, sep, rest = info.key.partition("/")
         if not sep:
@@ -187,7 +196,7 @@ def discover(store: Store, layout: str = "auto", *, cache_limit: int = 20_000) -
                 f"{store.uri}: no checkpoint layout recognised (looked for {', '.join(LAYOUTS)}); "
                 "set checkpoint.layout in the runbook"
             )
-        return Discovery(layout=None, checkpoints=[], pointers={}, objects=total)
+        return Discovery(None, [], {}, total, pointer_infos, frozenset(dirs))
     if resolved not in LAYOUTS:
         raise ConfigError(f"unknown checkpoint layout {resolved!r}; use auto or one of {', '.join(LAYOUTS)}")
     checkpoints = []
@@ -198,7 +207,42 @@ def discover(store: Store, layout: str = "auto", *, cache_limit: int = 20_000) -
             checkpoints.append(d)
     checkpoints.sort(key=lambda d: (d.step, d.newest), reverse=True)
     pointers = {name: _read_text(store, name) for name in pointer_infos}
-    return Discovery(layout=resolved, checkpoints=checkpoints, pointers=pointers, objects=total)
+    return Discovery(resolved, checkpoints, pointers, total, pointer_infos, frozenset(dirs))
+
+
+def rediscover(
+    store: Store,
+    before: Discovery,
+    directories: Mapping[str, Mapping[str, ObjectInfo] | None],
+    pointers: Mapping[str, ObjectInfo] = {},  # noqa: B006 - read only
+) -> Discovery:
+    """The store as `before` listed it, with what this run changed since: each of
+    `directories` (a top-level directory's name -> its objects by path under it, as the run
+    left them; None: unknown, listed again) and the `pointers` it wrote. A discovery of the
+    store without listing it a second time. Objects written since by someone else are not in
+    it: whoever acts on it must only ever keep more for what it cannot see (retention does).
+    Where the store's listing carries no CRC32C, neither does this one."""
+    strip = not store.capabilities.crc32c_in_list
+
+    def objects(name: str, known: Mapping[str, ObjectInfo] | None) -> Iterator[ObjectInfo]:
+        if known is None:
+            yield from store.list(f"{name}/")
+            return
+        for path in sorted(known):
+            info = known[path]
+            yield replace(info, crc32c=None) if strip and info.crc32c is not None else info
+
+    def listing() -> Iterator[ObjectInfo]:
+        listed = {d.name: d for d in before.checkpoints}
+        for name in sorted(listed.keys() | directories.keys()):
+            if name in directories:
+                yield from objects(name, directories[name])
+            else:
+                yield from listed[name].files(store)
+        roots = {**before.pointer_infos, **pointers}
+        yield from (roots[name] for name in sorted(roots))
+
+    return discover(store, before.layout or "auto", listing=listing())
 
 
 def detect_layout(dirs, pointer_infos: dict[str, ObjectInfo]) -> str | None:

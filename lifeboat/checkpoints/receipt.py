@@ -32,8 +32,10 @@ class ReceiptEntry:
     crc32c: int
 
 
-def write_receipt(replica: Store, directory: str, known: Mapping[str, ObjectInfo] | None = None) -> int:
-    """Record every object of `directory/` on the replica; returns the count.
+def write_receipt(
+    replica: Store, directory: str, known: Mapping[str, ObjectInfo] | None = None
+) -> ObjectInfo:
+    """Record every object of `directory/` on the replica; returns the receipt as it landed.
 
     `known` (path relative to `directory` -> the replica object's metadata, as a copy's
     writes answered it) is written as is: no list, no HEAD. Without it the directory is
@@ -52,8 +54,7 @@ def write_receipt(replica: Store, directory: str, known: Mapping[str, ObjectInfo
         with ThreadPoolExecutor(16) as pool:  # one HEAD per object (S3), in flight together
             lines = list(pool.map(line, infos))
     lines = [x for x in lines if x is not None]
-    replica.put(join(directory, RECEIPT_NAME), ("\n".join(lines) + "\n").encode())
-    return len(lines)
+    return replica.put(join(directory, RECEIPT_NAME), ("\n".join(lines) + "\n").encode())
 
 
 def _line(path: str, info: ObjectInfo) -> str | None:

@@ -90,11 +90,12 @@ def run(args) -> int:
         print(
             f"{uri}: had missed a fence; now at epoch {way.state.epoch} (its writers stop at their next commit)"
         )
-    failed, found = False, None
+    failed, found, standby = False, None, None
     if not args.retention_only:
         from lifeboat.checkpoints.layouts import discover
 
-        found = discover(way.source, rb.checkpoint.layout.value)  # also certification's view of the source
+        layout = rb.checkpoint.layout.value
+        found = discover(way.source, layout)  # also certification's view of the source
         sources = sources_to_replicate(rb, way, found)
         if not sources:
             print(f"{way.source.uri}: no committed checkpoint to replicate")
@@ -111,7 +112,10 @@ def run(args) -> int:
                 trust_committed=not args.recheck,
                 guard=guard,
                 also=[k for k in [loss_log_key(rb)] if k] if way.source_role == "primary" else [],
+                source_found=found,
+                destination_found=discover(way.destination, layout),  # the standby, listed once
             )
+        standby = report.destination_found
         for t in report.transfers:
             _print_transfer(t, args.dry_run)
         for name in report.pointers + report.copied_files:
@@ -128,11 +132,11 @@ def run(args) -> int:
             )
         if not args.dry_run:
             LagLog(args.lag_log or default_lag_log(rb)).append(report.lags)
-    _retention(rb, way, args, found)
+    _retention(rb, way, args, found, standby)
     return 1 if failed else 0
 
 
-def _retention(rb, way, args, source_found) -> None:
+def _retention(rb, way, args, source_found, standby_found) -> None:
     from lifeboat.replication import retention_for
 
     result = retention_for(
@@ -142,6 +146,7 @@ def _retention(rb, way, args, source_found) -> None:
         protect=args.protect,
         dry_run=args.dry_run,
         primary_found=source_found,
+        secondary_found=standby_found,
     )
     verb = "would delete" if args.dry_run else "deleted"
     for v in result.verdicts:

@@ -114,8 +114,9 @@ def test_receipt_lines_are_read_as_a_stream_across_chunk_boundaries(chunk):
 
     store = MemoryStore()
     write_checkpoint(store, "manifest", 7, shards=3)
-    assert write_receipt(store, "step_0000007") == 4
+    landed = write_receipt(store, "step_0000007")
     data = b"".join(store.read("step_0000007/lifeboat-receipt.jsonl"))
+    assert (landed.key, landed.size) == ("step_0000007/lifeboat-receipt.jsonl", len(data))
     entries = list(iter_receipt(data[i : i + chunk] for i in range(0, len(data), chunk)))
     assert [e.path for e in entries] == [
         "lifeboat-manifest.json",

@@ -87,7 +87,7 @@ def test_a_half_done_copy_resumes_with_only_what_is_missing(make_store, write_ch
     assert set(rerun.landed) == {MANIFEST_NAME, *(f"shard-00{i}.bin" for i in range(6))}  # receipt-ready
 
 
-def test_lifeboat_replicate_lists_the_secondary_once_for_certification_and_retention(
+def test_lifeboat_replicate_lists_the_secondary_once_for_the_copy_certification_and_retention(
     s3_endpoint, make_store, write_checkpoint, tmp_path, monkeypatch, capsys
 ):
     from providers.storage.s3 import S3Store
@@ -124,9 +124,10 @@ checkpoint: {{layout: manifest, cadence: 10m, retention: {{keep_last: 2}}}}
     out = capsys.readouterr().out
     assert "keep step-000300 (step 300): among the newest 2 certifiable" in out
     assert "HeadObject" not in calls, calls
-    # one listing per copied checkpoint (what is there already), one for certification and
-    # retention together, one of the ledger prefix; no listing for the receipts
-    assert calls["ListObjectsV2"] == 2 + 1 + 1, calls
+    # the secondary listed once, before the copy: each copy starts from it, and certification
+    # and retention read it as the copies left it; one listing of the ledger prefix; none for
+    # the receipts
+    assert calls["ListObjectsV2"] == 1 + 1, calls
     assert calls["PutObject"] == 2 * (3 + 1 + 1)
 
 
