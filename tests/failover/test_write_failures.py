@@ -7,20 +7,7 @@ from lifeboat.errors import WriteFailed
 from lifeboat.failover.fake import ScriptedSteps, scripted_runbook
 from lifeboat.failover.walk import execute
 from lifeboat.ledger import LedgerFile, RtoLedger
-
-
-class Gate:
-    decides_at_once = True
-    notes: list = []
-
-    def request(self, card, ledger):  # pragma: no cover - never reached
-        raise AssertionError("asked for approval with no ledger")
-
-    def notify(self, text):
-        self.notes.append(text)
-
-    def announce(self):
-        pass
+from tests.failover.conftest import Gate
 
 
 def test_an_unwritable_ledger_stops_the_failover_before_fencing(tmp_path):
@@ -32,10 +19,11 @@ def test_an_unwritable_ledger_stops_the_failover_before_fencing(tmp_path):
     ledger = RtoLedger.for_runbook(rb, "run-1", sink=LedgerFile(path))
 
     with pytest.raises(WriteFailed) as caught:
-        execute(settings_for(rb), steps, ledger, Gate(), run_id="run-1")
+        execute(settings_for(rb), steps, ledger, gate := Gate(), run_id="run-1")
     assert str(caught.value) == f"cannot write the RTO ledger {path}: File exists"
     ran = [c[0] for c in steps.calls]
     assert "confirm" in ran and "fence" not in ran, "fenced with no ledger to say so"
+    assert gate.cards == [], "asked for approval with no ledger"
 
 
 def test_lifeboat_failover_with_an_unwritable_ledger_is_one_line_before_any_flow_runs(
