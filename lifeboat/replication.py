@@ -170,8 +170,8 @@ def replicate_checkpoints(
                 retry=retry,
                 dry_run=dry_run,
                 trust_committed=trust_committed,
-                sources=None if nested else _listed(primary, source_found, name),
-                present=None if nested else _listed(secondary, destination_found, name),
+                sources=_listed(primary, source_found, name),
+                present=_listed(secondary, destination_found, name),
             )
         except TransferIncomplete as e:
             if not nested:
@@ -210,9 +210,9 @@ def replicate_checkpoints(
 
 
 def _listed(store: Store, found: Discovery | None, name: str) -> list[ObjectInfo] | None:
-    """A directory's objects as `found` listed them; None when it did not look (or could not
-    tell them: a directory it listed but did not take for a checkpoint)."""
-    if found is None:
+    """A top-level directory's objects as `found` listed them; None when it did not look or
+    cannot tell them (a nested prefix, or a directory it did not take for a checkpoint)."""
+    if found is None or "/" in name:
         return None
     for d in found.checkpoints:
         if d.name == name:

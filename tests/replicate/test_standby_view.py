@@ -136,17 +136,23 @@ checkpoint: {{layout: manifest, cadence: 10m, retention: {{keep_last: 2}}}}
 """
 
 
-def test_retention_from_the_copys_view_keeps_what_someone_else_wrote_after_the_listing(
-    make_store, write_checkpoint, faults, tmp_path, monkeypatch
-):
-    """Twice: a checkpoint another writer lands on the standby after this run listed it is
-    not this run's to judge; the next run (a fresh listing) applies the policy to it."""
+@pytest.fixture
+def sites(make_store, write_checkpoint, tmp_path, monkeypatch):
+    """(primary, secondary, runbook): local stores, the primary holding STEPS committed."""
     monkeypatch.setenv("LIFEBOAT_LEDGER", str(tmp_path / "ledger.jsonl"))
     primary, secondary = make_store("local"), make_store("local")
     for step in STEPS:
         write_checkpoint(primary, f"step-{step:06d}", step, shards=2, size=1_000)
     (tmp_path / "rb.yaml").write_text(RUNBOOK.format(primary=primary.uri, secondary=secondary.uri))
-    rb = load_runbook(tmp_path / "rb.yaml")
+    return primary, secondary, load_runbook(tmp_path / "rb.yaml")
+
+
+def test_retention_from_the_copys_view_keeps_what_someone_else_wrote_after_the_listing(
+    sites, write_checkpoint, faults
+):
+    """Twice: a checkpoint another writer lands on the standby after this run listed it is
+    not this run's to judge; the next run (a fresh listing) applies the policy to it."""
+    primary, secondary, rb = sites
 
     class LateWriter(faults.Proxy):
         def list(self, prefix=""):
@@ -173,16 +179,11 @@ def test_retention_from_the_copys_view_keeps_what_someone_else_wrote_after_the_l
 
 
 def test_a_half_done_copy_of_the_newest_keeps_it_and_the_newest_certified_ones(
-    make_store, write_checkpoint, faults, tmp_path, monkeypatch
+    sites, write_checkpoint, faults
 ):
     """Half-done: the newest step's copy fails part-way; the view shows it incomplete (kept,
     never counted), and the two newest certified steps stay. Only the oldest goes."""
-    monkeypatch.setenv("LIFEBOAT_LEDGER", str(tmp_path / "ledger.jsonl"))
-    primary, secondary = make_store("local"), make_store("local")
-    for step in STEPS:
-        write_checkpoint(primary, f"step-{step:06d}", step, shards=2, size=1_000)
-    (tmp_path / "rb.yaml").write_text(RUNBOOK.format(primary=primary.uri, secondary=secondary.uri))
-    rb = load_runbook(tmp_path / "rb.yaml")
+    primary, secondary, rb = sites
     _replicate(primary, secondary)
     write_checkpoint(primary, "step-000400", 400, shards=4, size=1_000)
 
