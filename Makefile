@@ -21,7 +21,7 @@ haproxy:
 	  { echo "haproxy is missing: sudo apt-get install -y haproxy" >&2; exit 1; }
 
 demo: setup haproxy
-	$(BIN)/python -m flows.demo $(DEMO_ARGS)
+	$(BIN)/python -m lifeboat_dr.demo $(DEMO_ARGS)
 
 test: setup haproxy
 	$(BIN)/python -m pytest -q

@@ -21,8 +21,8 @@ def _snapshot(store) -> list[tuple]:
 
 def before_the_partition(runbook: str, rb, sites, result: dict) -> None:
     from benchmarks._partition_control import detect_once, wait_for
-    from flows.wiring import open_sites
-    from lifeboat.replication import replicate_checkpoints, stored_checkpoints
+    from lifeboat_dr.core.replication import replicate_checkpoints, stored_checkpoints
+    from lifeboat_dr.flows.wiring import open_sites
 
     primary, secondary = open_sites(rb)
 
@@ -49,14 +49,14 @@ def before_the_partition(runbook: str, rb, sites, result: dict) -> None:
 
 def after_the_partition(rb, result: dict) -> None:
     from benchmarks._partition_control import wait_for
-    from flows.wiring import open_sites
-    from lifeboat.certify import LINEAGE, certify_replica
-    from lifeboat.checkpoints.synthetic import replicate as raw_copy
-    from lifeboat.checkpoints.synthetic import write_checkpoint
-    from lifeboat.commit import commit_checkpoint
-    from lifeboat.errors import StopFailover
-    from lifeboat.replication import direction
-    from lifeboat.sitestate import RolesFlipped, read_site_state
+    from lifeboat_dr.core.certify import LINEAGE, certify_replica
+    from lifeboat_dr.core.commit import commit_checkpoint
+    from lifeboat_dr.core.replication import direction
+    from lifeboat_dr.core.sitestate import RolesFlipped, read_site_state
+    from lifeboat_dr.flows.wiring import open_sites
+    from lifeboat_dr.kernel.errors import StopFailover
+    from lifeboat_dr.standins.checkpoints import replicate as raw_copy
+    from lifeboat_dr.standins.checkpoints import write_checkpoint
 
     primary, secondary = open_sites(rb)
     started = time.monotonic()
@@ -90,8 +90,8 @@ def after_the_partition(rb, result: dict) -> None:
 
 def judge(result: dict) -> None:
     """The drill's checks, appended to result["checks"] as [name, ok, detail]."""
-    from flows.wiring import probe_deadline
-    from providers.storage.base import store_deadline
+    from lifeboat_dr.flows.wiring import probe_deadline
+    from lifeboat_dr.providers.storage.base import store_deadline
 
     checks = result["checks"]
     base, d, f, z = (result.get(k) or {} for k in ("baseline", "detection", "failover", "zombie"))

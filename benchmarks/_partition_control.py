@@ -50,7 +50,7 @@ def http_up(url: str) -> bool:
 def probe_round(runbook: str, sites: Sites) -> list:
     """The runbook's probes from the control plane and, at once, from the secondary's namespace."""
     from benchmarks._partition_sites import vantage_round
-    from lifeboat.detection.signals import Reading
+    from lifeboat_dr.core.detection.signals import Reading
 
     remote: dict = {}
 
@@ -76,7 +76,7 @@ def probe_round(runbook: str, sites: Sites) -> list:
 
 
 def detect_once(runbook: str, rb, sites: Sites) -> dict:
-    from lifeboat.detection.quorum import QuorumPolicy, decide
+    from lifeboat_dr.core.detection.quorum import QuorumPolicy, decide
 
     readings = probe_round(runbook, sites)
     decision = decide(readings, utcnow(), QuorumPolicy.from_detection(rb.detection))
@@ -88,7 +88,7 @@ def detect_once(runbook: str, rb, sites: Sites) -> dict:
 
 
 def detect(runbook: str, rb, sites: Sites, cut_at: float) -> dict:
-    from lifeboat.detection.quorum import OutageState, QuorumPolicy, decide
+    from lifeboat_dr.core.detection.quorum import OutageState, QuorumPolicy, decide
 
     policy, decision, readings, rounds = QuorumPolicy.from_detection(rb.detection), None, [], 0
     while rounds < DETECTION_ROUNDS and (decision is None or decision.state is not OutageState.confirmed):
@@ -123,9 +123,9 @@ def failover_in_partition(
     """The real failover (the drill's path: console approval, drill cluster) on this server."""
     import random
 
-    from flows.drill import run_failover
-    from flows.drills.base import Rig
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.flows.drill import run_failover
+    from lifeboat_dr.flows.drills.base import Rig
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
     rig = Rig(
@@ -166,7 +166,7 @@ def _took(entry, milestone: str) -> float | None:
 
 def main(runbook: str, tag: str, result_path: str) -> int:
     from benchmarks._partition_checks import after_the_partition, before_the_partition, judge
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb, sites, result = load_runbook(runbook), Sites(tag), {"checks": []}
     try:

@@ -24,12 +24,12 @@ STEP_SECONDS = 0.1
 
 
 def primary_site(runbook: str) -> None:
-    from flows.wiring import open_site
-    from lifeboat.replication import replicate_checkpoints, stored_checkpoints
-    from lifeboat.trainer.core import Trainer
-    from providers.storage.emulators import new_s3_bucket
-    from providers.storage.local import LocalStore
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.core.replication import replicate_checkpoints, stored_checkpoints
+    from lifeboat_dr.flows.wiring import open_site
+    from lifeboat_dr.providers.storage.local import LocalStore
+    from lifeboat_dr.runbooks.loader import load_runbook
+    from lifeboat_dr.standins.trainer.core import Trainer
+    from lifeboat_dr.testing.emulators import new_s3_bucket
 
     rb = load_runbook(runbook)
     disk = rb.base_dir / "primary-disk"
@@ -58,8 +58,8 @@ def primary_site(runbook: str) -> None:
 
 def vantage_round(runbook: str, vantage: str) -> list:
     """One bounded probe round from `vantage`, every probe at once."""
-    from flows.wiring import build_probes
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.flows.wiring import build_probes
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     probes = build_probes(load_runbook(runbook), vantage=vantage)
     with ThreadPoolExecutor(len(probes)) as pool:

@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-from lifeboat.advise import daly_interval_s, young_interval_s
-from lifeboat.advise.simulate import failure_gaps_s, grid_search_optimum, simulated_waste_fraction
+from lifeboat_dr.core.advise import daly_interval_s, young_interval_s
+from lifeboat_dr.core.advise.simulate import failure_gaps_s, grid_search_optimum, simulated_waste_fraction
 
 H = 3600.0
 SCENARIOS = {  # (C, R, M) seconds

@@ -61,14 +61,14 @@ def main() -> None:
     from prefect.client.orchestration import get_client
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows.automation import failover_triggers
-    from flows.failover import failover
-    from lifeboat.detection.events import outage_event
-    from lifeboat.detection.quorum import QuorumPolicy, decide
-    from lifeboat.detection.signals import Reading, Status
-    from providers.orchestrator.prefect_api import emit_spec as emit
-    from shell.alertmanager import AlertmanagerSettings, alertmanager_routes
-    from shell.server import create_app
+    from lifeboat_dr.core.detection.events import outage_event
+    from lifeboat_dr.core.detection.quorum import QuorumPolicy, decide
+    from lifeboat_dr.core.detection.signals import Reading, Status
+    from lifeboat_dr.flows.automation import failover_triggers
+    from lifeboat_dr.flows.failover import failover
+    from lifeboat_dr.providers.orchestrator.prefect_api import emit_spec as emit
+    from lifeboat_dr.shell.alertmanager import AlertmanagerSettings, alertmanager_routes
+    from lifeboat_dr.shell.server import create_app
 
     trials = int(os.environ.get("LIFEBOAT_BENCH_TRIALS", "10"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

@@ -27,12 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from lifeboat.certify import certify_replica
-from lifeboat.checkpoints.manifest import FORMAT, MANIFEST_NAME
-from lifeboat.checkpoints.synthetic import shard_bytes
-from lifeboat.crc32c import crc32c
-from lifeboat.errors import NotFound
-from providers.storage.base import Capabilities, ObjectInfo
+from lifeboat_dr.core.certify import certify_replica
+from lifeboat_dr.core.checkpoints.manifest import FORMAT, MANIFEST_NAME
+from lifeboat_dr.kernel.crc32c import crc32c
+from lifeboat_dr.kernel.errors import NotFound
+from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo
+from lifeboat_dr.standins.checkpoints import shard_bytes
 
 SHARDS = 1000
 SHARD_SIZE = 4096
@@ -56,7 +56,7 @@ def _best(*fns, repeat=REPEAT):
 def _write(store, n=SHARDS):
     """DCP-named shards plus .metadata, committed by a Lifeboat manifest (certified by it: the
     `.metadata` here is no torch pickle, so the `dcp` layout would read it as incomplete)."""
-    from lifeboat.checkpoints.manifest import Manifest, Shard
+    from lifeboat_dr.core.checkpoints.manifest import Manifest, Shard
 
     files = [(f"__{i}_0.distcp", shard_bytes(STEP, i, SHARD_SIZE)) for i in range(n)]
     files.append((".metadata", b'{"step": 1000}'))
@@ -122,8 +122,8 @@ def _moto_process():
 def _s3():
     import boto3
 
-    from providers.storage.emulators import new_s3_bucket
-    from providers.storage.s3 import S3Store
+    from lifeboat_dr.providers.storage.s3 import S3Store
+    from lifeboat_dr.testing.emulators import new_s3_bucket
 
     with _moto_process() as url:
         source = S3Store(new_s3_bucket(url), "run", endpoint_url=url)
@@ -167,7 +167,7 @@ def _s3():
         print(f"{'bare list_objects_v2, both buckets':<34} {base * 1000:8.1f} ms  1.00x")
         _row("s3 deep (stream both sides)", s, base, r, c)
 
-        from lifeboat.checkpoints.receipt import write_receipt
+        from lifeboat_dr.core.checkpoints.receipt import write_receipt
 
         t = time.perf_counter()
         write_receipt(replica, DIR)  # at replication time: the HEADs move out of the incident
@@ -182,8 +182,8 @@ def _gcs():
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
-    from providers.storage.emulators import gcs_emulator, new_gcs_bucket
-    from providers.storage.gcs import GcsStore
+    from lifeboat_dr.providers.storage.gcs import GcsStore
+    from lifeboat_dr.testing.emulators import gcs_emulator, new_gcs_bucket
 
     with gcs_emulator() as url:
         source = GcsStore(new_gcs_bucket(url), "run", endpoint_url=url)
@@ -291,8 +291,8 @@ def _scale_fixture(server, store_cls):
 
     import boto3
 
-    from lifeboat.checkpoints.manifest import Manifest, Shard
-    from lifeboat.checkpoints.receipt import RECEIPT_NAME
+    from lifeboat_dr.core.checkpoints.manifest import Manifest, Shard
+    from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME
 
     client = boto3.client("s3", endpoint_url=server.url, region_name="us-east-1")
     shards, receipt = [], []
@@ -327,7 +327,7 @@ def _at_scale() -> dict[str, float]:
     import statistics
 
     from benchmarks._s3server import counted_s3
-    from providers.storage.s3 import S3Store
+    from lifeboat_dr.providers.storage.s3 import S3Store
 
     for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
         os.environ.setdefault(k, v)

@@ -42,16 +42,16 @@ def bench_plan(runtime: str) -> None:
     bare = _median(lambda: subprocess.run([sys.executable, "-c", "import sky"], env=env, check=True), runs=2)
     cold = _median(
         lambda: subprocess.run(
-            [sys.executable, "-m", "shell", "plan", rb, "--json"], env=env, check=True, capture_output=True
+            [sys.executable, "-m", "lifeboat_dr", "plan", rb, "--json"], env=env, check=True, capture_output=True
         ),
         runs=2,
     )
     print(f"  plan, cold process: {cold:.2f}s vs bare `import sky` {bare:.2f}s -> x{cold / bare:.2f}")
 
     os.environ["LIFEBOAT_SKY_RUNTIME_DIR"] = runtime
-    from lifeboat.errors import ConfigError
-    from providers.compute.base import PlanOption
-    from providers.compute.skypilot import SkyPilotCompute
+    from lifeboat_dr.kernel.errors import ConfigError
+    from lifeboat_dr.providers.compute.base import PlanOption
+    from lifeboat_dr.providers.compute.skypilot import SkyPilotCompute
 
     try:
         compute = SkyPilotCompute(offline=True)
@@ -71,17 +71,17 @@ def bench_plan(runtime: str) -> None:
 
 
 def bench_resume(tmp: Path) -> None:
-    from lifeboat.resume import wait_first_step
-    from lifeboat.trainer import Trainer
-    from providers.compute.base import JobSpec, PlanOption
-    from providers.compute.local import LocalCompute
+    from lifeboat_dr.core.resume import wait_first_step
+    from lifeboat_dr.providers.compute.base import JobSpec, PlanOption
+    from lifeboat_dr.providers.compute.local import LocalCompute
+    from lifeboat_dr.standins.trainer import Trainer
 
     Trainer(tmp / "ckpt", tmp / "pre.jsonl").run(20, 10)
     ckpt = tmp / "ckpt" / "step-00000020"
     argv = [
         sys.executable,
         "-m",
-        "lifeboat.trainer",
+        "lifeboat_dr.standins.trainer",
         "--steps",
         "400",
         "--every",

@@ -12,12 +12,12 @@ import time
 from prefect import flow
 from prefect.testing.utilities import prefect_test_harness
 
-from flows.failover import execute
-from flows.wiring import settings_for
-from lifeboat.failover.fake import ScriptedSteps, scripted_runbook
-from lifeboat.failover.graph import critical_path, step_graph
-from lifeboat.ledger import RtoLedger
-from providers.chat.base import ApprovalDecision
+from lifeboat_dr.core.failover.graph import critical_path, step_graph
+from lifeboat_dr.core.ledger import RtoLedger
+from lifeboat_dr.flows.failover import execute
+from lifeboat_dr.flows.wiring import settings_for
+from lifeboat_dr.providers.chat.base import ApprovalDecision
+from lifeboat_dr.testing.failover_steps import ScriptedSteps, scripted_runbook
 
 SCALE = 1 / 200
 # A 16-node pretraining failover, in seconds: detect 2m, certify 4m, prestage 8m (image pull and

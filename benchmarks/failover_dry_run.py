@@ -14,8 +14,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from lifeboat.failover.graph import BY_NAME, STEPS, critical_path, step_graph
-from lifeboat.ledger import LedgerEntry, LedgerFile
+from lifeboat_dr.core.failover.graph import BY_NAME, STEPS, critical_path, step_graph
+from lifeboat_dr.core.ledger import LedgerEntry, LedgerFile
 
 RUNS = int(os.environ.get("LIFEBOAT_BENCH_FAILOVER_RUNS", "15"))
 GOAL = 1.05
@@ -41,7 +41,7 @@ def ratio(entry: LedgerEntry) -> tuple[float, float, float]:
 def main() -> None:
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows.failover import failover
+    from lifeboat_dr.flows.failover import failover
 
     ledger = Path(tempfile.mkdtemp(prefix="lifeboat-bench-")) / "ledger.jsonl"
     os.environ["LIFEBOAT_LEDGER"] = str(ledger)

@@ -45,7 +45,7 @@ BODY = b'{"acquired_at": "2026-11-30T08:00:00+00:00", "epoch": 1, "holder": "sec
 
 
 def _fence_vs_put(name: str, store, bare, n: int) -> None:
-    from lifeboat.fencing import LEASE_KEY, fence
+    from lifeboat_dr.core.fencing import LEASE_KEY, fence
 
     fence_ms = _median_ms(lambda i: fence(store, run_id=f"run-{i}", holder="secondary"), n)
     put_ms = _median_ms(lambda i: bare.put(LEASE_KEY, BODY), n)
@@ -55,12 +55,12 @@ def _fence_vs_put(name: str, store, bare, n: int) -> None:
 
 
 def _fencing(root: Path) -> None:
-    from lifeboat.errors import StopFailover
-    from lifeboat.fencing import fence
-    from providers.storage.emulators import moto_server, new_s3_bucket
-    from providers.storage.local import LocalStore
-    from providers.storage.memory import MemoryStore
-    from providers.storage.s3 import S3Store
+    from lifeboat_dr.core.fencing import fence
+    from lifeboat_dr.kernel.errors import StopFailover
+    from lifeboat_dr.providers.storage.local import LocalStore
+    from lifeboat_dr.providers.storage.s3 import S3Store
+    from lifeboat_dr.testing.emulators import moto_server, new_s3_bucket
+    from lifeboat_dr.testing.memory_store import MemoryStore
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
     bare = LocalStore(root / "bare")
@@ -88,8 +88,8 @@ def _fencing(root: Path) -> None:
 
 def _commit_round(store, n: int, rng, commit, counts) -> tuple[bool, int]:
     """16 commits and one fence at once: (consistent, commits that count)."""
-    from lifeboat.errors import NotFound, StopFailover
-    from lifeboat.fencing import fence, read_lease
+    from lifeboat_dr.core.fencing import fence, read_lease
+    from lifeboat_dr.kernel.errors import NotFound, StopFailover
 
     barrier, told = threading.Barrier(17), {}
     delay = rng.random() * 0.002
@@ -130,8 +130,8 @@ def _old_commit(store, key, step):
     import json
     from datetime import UTC, datetime
 
-    from lifeboat.errors import StopFailover
-    from lifeboat.fencing import check_lease
+    from lifeboat_dr.core.fencing import check_lease
+    from lifeboat_dr.kernel.errors import StopFailover
 
     check_lease(store, 0)
     body = {"epoch": 0, "step": step, "written_at": datetime.now(UTC).isoformat()}
@@ -155,11 +155,11 @@ def _old_counts(marker: bytes, lease) -> bool:
 def _commit_race() -> None:
     import random
 
-    from lifeboat.fencing import guarded_commit, marker_is_fenced_out
-    from providers.storage.emulators import moto_server, new_s3_bucket
-    from providers.storage.local import LocalStore
-    from providers.storage.memory import MemoryStore
-    from providers.storage.s3 import S3Store
+    from lifeboat_dr.core.fencing import guarded_commit, marker_is_fenced_out
+    from lifeboat_dr.providers.storage.local import LocalStore
+    from lifeboat_dr.providers.storage.s3 import S3Store
+    from lifeboat_dr.testing.emulators import moto_server, new_s3_bucket
+    from lifeboat_dr.testing.memory_store import MemoryStore
 
     def new(s, key, i):
         guarded_commit(s, key, 0, i)
@@ -223,8 +223,8 @@ def _slack_ack() -> None:
     from starlette.routing import Route
     from starlette.testclient import TestClient
 
-    from shell.server import create_app
-    from shell.slack_actions import SlackSettings, slack_routes
+    from lifeboat_dr.shell.server import create_app
+    from lifeboat_dr.shell.slack_actions import SlackSettings, slack_routes
 
     class QuietChat:
         def ephemeral(self, *a):

@@ -38,7 +38,7 @@ def _cases() -> dict[str, bytes]:
 
 
 def _measure(path: Path) -> tuple[float, float, str]:
-    from runbooks.loader import RunbookInvalid, load_runbook
+    from lifeboat_dr.runbooks.loader import RunbookInvalid, load_runbook
 
     times, outcome = [], "ok"
     for _ in range(5):
@@ -57,7 +57,7 @@ def _measure(path: Path) -> tuple[float, float, str]:
 
 
 def main() -> None:
-    import runbooks.loader  # noqa: F401  (import time is not the loader's)
+    import lifeboat_dr.runbooks.loader  # noqa: F401  (import time is not the loader's)
 
     seconds, mib, outcome = _measure(GOOD)
     print(f"{'good runbook (baseline)':28s} {seconds * 1000:8.1f} ms  peak {mib:6.2f} MiB  {outcome}")

@@ -41,7 +41,7 @@ def _wall(argv: list[str], env: dict[str, str], name: str) -> float:
 
 def main() -> None:
     base = {**os.environ, "PYTHONPATH": str(ROOT), "LIFEBOAT_SKY_HOME": tempfile.mkdtemp(prefix="no-sky-")}
-    plan = [sys.executable, "-m", "shell", "plan", RUNBOOK]
+    plan = [sys.executable, "-m", "lifeboat_dr", "plan", RUNBOOK]
     times: dict[str, list[float]] = {"python -c pass": [], "plan (cold)": [], "plan (warm)": []}
     for _ in range(ROUNDS):
         cache = tempfile.mkdtemp(prefix="lifeboat-memo-")

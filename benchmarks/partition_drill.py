@@ -9,7 +9,7 @@ trainer with its uploader), the secondary (its compute; its store is the site's 
 1. the trainer checkpoints on the primary; one replication round copies them to the secondary;
 2. the primary's link is cut (SYNs vanish); detection rounds run the runbook's probes from the
    control plane and, at once, from the secondary's namespace; the quorum folds them by
-   vantage (`lifeboat.detection.vantage`) until it confirms: detection time;
+   vantage (`lifeboat_dr.core.detection.vantage`) until it confirms: detection time;
 3. the failover runs as a Prefect flow on the control plane's server, every call on the hung
    primary bounded (`LIFEBOAT_STORE_DEADLINE`): certify on the secondary's store, fence (the
    primary's store cannot be reached: the lease is sealed by time), provision and resume the
@@ -52,7 +52,7 @@ CONTROL_TIMEOUT_S = 300  # the whole control-plane script; each of its steps has
 
 
 def write_runbook(workdir: Path, sites: Sites) -> Path:
-    from lifeboat.trainer.jobs import trainer_job
+    from lifeboat_dr.standins.trainer.jobs import trainer_job
 
     # the resumed job trains on, paced like the primary's, until the drill tears it down
     command = trainer_job("numpy").command(steps=1_000_000, every=5) + f" --step-seconds {STEP_SECONDS}"

@@ -1,6 +1,6 @@
 """`lifeboat replicate` against `s5cmd cp`, both as processes, on one moto S3 server.
 
-The user's command is what is timed: `python -m lifeboat replicate RUNBOOK` (primary: a local
+The user's command is what is timed: `python -m lifeboat_dr replicate RUNBOOK` (primary: a local
 folder holding one committed checkpoint; secondary: a bucket on moto), start-up, listing,
 copy, receipt, certification and retention included; against `s5cmd cp DIR/* s3://…` of the
 same folder (s5cmd from the `s5cmd` package in the test extra, its default settings). Three
@@ -73,7 +73,7 @@ class Run:
 
 def _dataset(root: Path, n: int, size: int) -> tuple[Path, int]:
     """One committed checkpoint: n incompressible shards of `size` bytes + its manifest."""
-    from lifeboat.checkpoints.manifest import write_manifest
+    from lifeboat_dr.core.checkpoints.manifest import write_manifest
 
     ckpt = root / STEP_DIR
     ckpt.mkdir(parents=True)
@@ -144,7 +144,7 @@ class _Bench:
             "LIFEBOAT_LEDGER": str(self.work / "ledger.jsonl"),
         }
         before = self._fresh_bucket()
-        cmd = [sys.executable, "-m", "shell", "replicate", str(runbook), "--no-progress"]
+        cmd = [sys.executable, "-m", "lifeboat_dr", "replicate", str(runbook), "--no-progress"]
         wall, cpu, rss = _spawn(cmd, env, self.work, self.work / "lifeboat.log")
         after = self.server.counts()
         return Run(
@@ -218,7 +218,7 @@ def _shape(bench: _Bench, name: str, n: int, size: int) -> list[tuple[str, bool,
     ratio = statistics.median(ratios)
     heads = max(r.ops.get("HeadObject", 0) for r in lb) / objects
     rss = max(r.rss_mib for r in lb)
-    print(f"  ratio lifeboat/s5cmd wall: median of paired {ratio:.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})")
+    print(f"  ratio core/s5cmd wall: median of paired {ratio:.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})")
     return [
         (f"{name}: wall <= {GOAL_RATIO}x s5cmd", ratio <= GOAL_RATIO, f"{ratio:.2f}x"),
         (f"{name}: content hashing 1.0 byte per byte", abs(content - 1.0) <= 0.01, f"{content:.3f}"),

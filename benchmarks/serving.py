@@ -19,8 +19,8 @@ RUNS = 5
 
 
 def main() -> None:
-    from flows import serving_demo
-    from lifeboat.ledger import LedgerFile
+    from lifeboat_dr.core.ledger import LedgerFile
+    from lifeboat_dr.demo import serving as serving_demo
 
     with tempfile.TemporaryDirectory() as tmp:
         ledger = Path(tmp) / "ledger.jsonl"

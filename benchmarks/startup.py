@@ -24,9 +24,9 @@ GOAL_S = 0.3
 REPEATS = 7
 COMMANDS = {
     "python -c pass": [sys.executable, "-c", "pass"],
-    "lifeboat --help": [sys.executable, "-m", "shell", "--help"],
-    "lifeboat validate": [sys.executable, "-m", "shell", "validate", "runbooks/demo.yaml"],
-    "lifeboat render": [sys.executable, "-m", "shell", "render", "runbooks/demo.yaml"],
+    "lifeboat --help": [sys.executable, "-m", "lifeboat_dr", "--help"],
+    "lifeboat validate": [sys.executable, "-m", "lifeboat_dr", "validate", "runbooks/demo.yaml"],
+    "lifeboat render": [sys.executable, "-m", "lifeboat_dr", "render", "runbooks/demo.yaml"],
 }
 
 

@@ -14,12 +14,12 @@ GOAL_S = 10.0
 
 
 def main() -> None:
-    from flows.wiring import probe_deadline
-    from lifeboat.detection.provider import ProviderProbe
-    from providers.health.control_plane import StoreControlPlane
-    from providers.storage.emulators import _AWS_ENV, dead_port, stopped_server
-    from providers.storage.gcs import GcsStore
-    from providers.storage.s3 import S3Store
+    from lifeboat_dr.core.detection.provider import ProviderProbe
+    from lifeboat_dr.flows.wiring import probe_deadline
+    from lifeboat_dr.providers.health.control_plane import StoreControlPlane
+    from lifeboat_dr.providers.storage.gcs import GcsStore
+    from lifeboat_dr.providers.storage.s3 import S3Store
+    from lifeboat_dr.testing.emulators import _AWS_ENV, dead_port, stopped_server
 
     for k, v in _AWS_ENV.items():
         os.environ.setdefault(k, v)

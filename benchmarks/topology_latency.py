@@ -37,10 +37,10 @@ def measure(trials: int, burst: int) -> dict:
     from prefect.client.orchestration import get_client
 
     from benchmarks.alert_latency import TOKEN, _serve
-    from flows.automation import failover_triggers
-    from flows.failover import failover
-    from shell.alertmanager import AlertmanagerSettings, alertmanager_routes
-    from shell.server import create_app
+    from lifeboat_dr.flows.automation import failover_triggers
+    from lifeboat_dr.flows.failover import failover
+    from lifeboat_dr.shell.alertmanager import AlertmanagerSettings, alertmanager_routes
+    from lifeboat_dr.shell.server import create_app
     from tests.alertmanager_webhooks import alerting_runbook, two_sources
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -138,7 +138,7 @@ def _child(api_url: str, trials: int, burst: int) -> dict:
 
 
 def main() -> None:
-    from providers.orchestrator.servers import PostgresMissing, postgres_cluster, prefect_server
+    from lifeboat_dr.testing.prefect_servers import PostgresMissing, postgres_cluster, prefect_server
 
     trials = int(os.environ.get("LIFEBOAT_BENCH_TRIALS", "20"))
     burst = int(os.environ.get("LIFEBOAT_BENCH_BURST", "50"))

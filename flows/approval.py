@@ -2,15 +2,15 @@
 
 `await_approval(runbook, card, chat)` is called from the failover flow's body. It pauses
 the run with `pause_flow_run(wait_for_input=ApprovalForm)`, so the Prefect UI shows the card
-above an Approve + reason form (`flows.approval_screen`). Anyone who can reach Prefect's API
+above an Approve + reason form (`lifeboat_dr.flows.approval_screen`). Anyone who can reach Prefect's API
 can resume a paused run with any input, so a resume counts only when a front door that
 verified the person signed it: `/slack/actions` for Slack clicks, the identity proxy's
-resume route in `lifeboat serve` for the UI and `lifeboat approve` (`lifeboat.approval_proof`);
+resume route in `lifeboat serve` for the UI and `lifeboat approve` (`lifeboat_dr.core.approval_proof`);
 the rest are refused, recorded, and the run pauses again. Prefect fails a run whose pause times out even when the flow catches
 `FlowPauseTimeout`, so the policy never relies on that timeout: a timer thread follows the
-state machine in `lifeboat.approval`, posts the escalation, and at the final deadline
+state machine in `lifeboat_dr.core.approval`, posts the escalation, and at the final deadline
 resumes the run itself with the policy's decision. The pause timeout is only a backstop
-(`grace_s` later). The decision logic is in `lifeboat.approval`; this is glue.
+(`grace_s` later). The decision logic is in `lifeboat_dr.core.approval`; this is glue.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from lifeboat.approval import ApprovalProcess, Escalate
-from lifeboat.approval_proof import Unverified, verify_signed
-from lifeboat.errors import LifeboatError, PreconditionFailed
-from providers.chat.base import ApprovalCard, ApprovalDecision, CardRef, Chat, Via, outcome_text
+from lifeboat_dr.core.approval import ApprovalProcess, Escalate
+from lifeboat_dr.core.approval_proof import Unverified, verify_signed
+from lifeboat_dr.kernel.errors import LifeboatError, PreconditionFailed
+from lifeboat_dr.providers.chat.base import ApprovalCard, ApprovalDecision, CardRef, Chat, Via, outcome_text
 
 log = logging.getLogger("lifeboat.approval")
 
@@ -35,7 +35,7 @@ def _utcnow() -> datetime:
 
 
 def _prefect_resume(run_id: str, run_input: dict) -> None:
-    from providers.orchestrator.prefect_api import resume_run
+    from lifeboat_dr.providers.orchestrator.prefect_api import resume_run
 
     resume_run(run_id, run_input)
 
@@ -110,7 +110,7 @@ class PolicyTimer:
 
 
 def _approval_key() -> bytes | None:
-    from providers.orchestrator.prefect_api import approval_key
+    from lifeboat_dr.providers.orchestrator.prefect_api import approval_key
 
     return approval_key()
 
@@ -130,9 +130,9 @@ def await_approval(
 ) -> ApprovalDecision:
     """Ask for approval and wait; returns the decision (the caller stops on a rejection).
 
-    The run pauses with the card as the form's description (`flows.approval_screen`). A
+    The run pauses with the card as the form's description (`lifeboat_dr.flows.approval_screen`). A
     resume counts only if a front door signed it for this run and its approver is on the
-    allow-list (`lifeboat.approval_proof`, `ApprovalProcess.refusal`); any other is refused,
+    allow-list (`lifeboat_dr.core.approval_proof`, `ApprovalProcess.refusal`); any other is refused,
     recorded (trail, ledger note `approval refused`) and the run pauses again until the
     policy's deadline. Records `approval_requested` and `approval_granted` (or the rejection
     as a failure) in `ledger`, the trail as its `approval` note and a markdown artifact.
@@ -216,7 +216,7 @@ def _wait_for_verified(process, timer, key, run_id, card, ledger, clock, grace_s
     """Pause until a verified, allow-listed decision or the policy's; refuse everything else."""
     from prefect.flow_runs import pause_flow_run
 
-    from flows.approval_screen import approval_form
+    from lifeboat_dr.flows.approval_screen import approval_form
 
     refused: list[str] = []
     while True:

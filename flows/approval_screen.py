@@ -6,7 +6,7 @@ it. So the form asks only what a person decides — approve or not, and why — 
 (evidence, certified checkpoint with step and age, RPO against its target, the plan with
 its $/h, prestage readiness, expected RTO, the deadline) is the description. Who decided is
 never a field: it comes signed from the front door that verified them
-(`lifeboat.approval_proof`), riding in the same input as extra keys the form does not show.
+(`lifeboat_dr.core.approval_proof`), riding in the same input as extra keys the form does not show.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from prefect.input import RunInput
 from pydantic import ConfigDict, Field
 
-from providers.chat.base import ApprovalCard
+from lifeboat_dr.providers.chat.base import ApprovalCard
 
 MAX_DESCRIPTION = 20_000  # the card is a summary; evidence lines are cut, never the deadline
 

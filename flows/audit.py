@@ -1,4 +1,4 @@
-"""The `audit` flow: a monthly checkpoint integrity audit (see lifeboat/audit.py).
+"""The `audit` flow: a monthly checkpoint integrity audit (see core/audit.py).
 
 A random sample of the certified checkpoints on the secondary (seeded by the flow run, or
 by `seed`) is loaded on `<runbook>-audit` with the runbook's compute, runs `steps` steps
@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from prefect import flow
 from pydantic import Field
 
-from lifeboat.errors import LifeboatError
+from lifeboat_dr.kernel.errors import LifeboatError
 
 
 class AuditFailed(LifeboatError):
@@ -23,13 +23,13 @@ class AuditFailed(LifeboatError):
 
 def run_audit(rb, *, sample_size: int, steps: int | None, seed: int | str, compute=None):
     """Plain Python: the composition (stores, compute, recorded curve) and the audit."""
-    from flows.wiring import providers_for, read_text
-    from lifeboat.audit import AuditReport, audit_checkpoints, audit_cluster, choose_option, sample
-    from lifeboat.certify import certified_checkpoints
-    from lifeboat.errors import ConfigError
-    from lifeboat.resume import parse_losses
-    from providers.compute.base import JobSpec, candidates_from_runbook
-    from providers.image_registry import FakeRegistry
+    from lifeboat_dr.core.audit import AuditReport, audit_checkpoints, audit_cluster, choose_option, sample
+    from lifeboat_dr.core.certify import certified_checkpoints
+    from lifeboat_dr.core.resume import parse_losses
+    from lifeboat_dr.flows.wiring import providers_for, read_text
+    from lifeboat_dr.kernel.errors import ConfigError
+    from lifeboat_dr.providers.compute.base import JobSpec, candidates_from_runbook
+    from lifeboat_dr.providers.image_registry import FakeRegistry
 
     if not rb.verify.loss_log:
         raise ConfigError(f"{rb.name}: verify.loss_log is not set: there is no loss curve to audit against")
@@ -83,7 +83,7 @@ def audit(
     from prefect.artifacts import create_markdown_artifact
     from prefect.runtime import flow_run
 
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
     report = run_audit(rb, sample_size=sample_size, steps=steps, seed=seed or str(flow_run.id))

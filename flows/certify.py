@@ -1,16 +1,16 @@
 """The `certify` flow: certify a runbook's replica, record the RPO, raise an event on breach.
 
 Scheduled from prefect.yaml so a stale replica is noticed before an outage, not during
-one. The work is `lifeboat.certify`; this only wires it to Prefect."""
+one. The work is `lifeboat_dr.core.certify`; this only wires it to Prefect."""
 
 from __future__ import annotations
 
 from prefect import flow, task
 from prefect.artifacts import create_table_artifact
 
-from flows.wiring import certify_runbook
-from lifeboat.certify import CertifyReport, rpo_row, verdict
-from providers.orchestrator.prefect_api import emit as emit_event
+from lifeboat_dr.core.certify import CertifyReport, rpo_row, verdict
+from lifeboat_dr.flows.wiring import certify_runbook
+from lifeboat_dr.providers.orchestrator.prefect_api import emit as emit_event
 
 BREACH_EVENT = "lifeboat.rpo.breached"
 
@@ -41,7 +41,7 @@ def certify(runbook: str, deep: bool = False) -> dict:
         runbook: Path of the runbook YAML on the worker.
         deep: Stream and checksum every object on both sides, even where metadata would do.
     """
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
     report = certify_replica_task(rb, deep)

@@ -13,7 +13,7 @@ Two work pools: every entry runs on `pool` (`lifeboat`: workers at the secondary
 third one, the control plane) except those the template puts on `lifeboat-secondary`, which
 run on `secondary_pool`: the second `watch` of each runbook, `vantage: secondary`, on a
 worker at the secondary site. The two watches share the signal state (`LIFEBOAT_STATE_DIR`)
-and are folded by vantage (`lifeboat.detection.vantage`): a primary that only one of them
+and are folded by vantage (`lifeboat_dr.core.detection.vantage`): a primary that only one of them
 cannot reach gives no vote.
 
 The plan is a plain `prefect.yaml` document; the shell writes it out and runs
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lifeboat.errors import ConfigError
+from lifeboat_dr.kernel.errors import ConfigError
 
 RUNBOOK_PLACEHOLDER = "{{ lifeboat.runbook }}"
 WORK_POOL = "lifeboat"
@@ -46,7 +46,7 @@ class RunbookTarget:
 def runbook_target(path: str | Path, project_root: Path) -> RunbookTarget:
     """Load the runbook (a bad one is refused here, not every minute on a worker) and give the
     path relative to `project_root` when it lies inside it, else absolute."""
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(path)
     full = Path(path).resolve()

@@ -1,7 +1,7 @@
 """The `drill` flow: rehearse one failure mode (or all) end to end and record the verdict.
 
-`flows.drills` injects the fault into a sandbox and checks the result; this module runs
-the real failover (`flows.failover.execute`, the same steps a real outage runs) over the
+`lifeboat_dr.flows.drills` injects the fault into a sandbox and checks the result; this module runs
+the real failover (`lifeboat_dr.flows.failover.execute`, the same steps a real outage runs) over the
 sandbox's providers, keeps each step's result for the checks, and publishes every
 `DrillResult` as a markdown artifact. A failing check fails the flow run. Scheduled in
 prefect.yaml (GPU fault weekly, node monthly, AZ quarterly, region twice a year).
@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from prefect import flow
 
-from flows.drills import DrillResult, Outcome, Rig, kinds_for, run_drill
-from lifeboat.errors import LifeboatError
+from lifeboat_dr.flows.drills import DrillResult, Outcome, Rig, kinds_for, run_drill
+from lifeboat_dr.kernel.errors import LifeboatError
 
 
 class DrillFailed(LifeboatError):
@@ -42,12 +42,12 @@ class _Recorder:
 
 def run_failover(rig: Rig) -> Outcome:
     """The failover of `rig.rb` with the drill's providers and parameters, inside this flow run."""
-    from flows.approval import ChatGate
-    from flows.failover import execute
-    from flows.sandbox import sandbox_images
-    from flows.wiring import build_ledger, build_steps, providers_for, settings_for
-    from providers.chat.console import ConsoleChat
-    from providers.image_registry import FakeRegistry
+    from lifeboat_dr.flows.approval import ChatGate
+    from lifeboat_dr.flows.failover import execute
+    from lifeboat_dr.flows.sandbox import sandbox_images
+    from lifeboat_dr.flows.wiring import build_ledger, build_steps, providers_for, settings_for
+    from lifeboat_dr.providers.chat.console import ConsoleChat
+    from lifeboat_dr.providers.image_registry import FakeRegistry
 
     providers = providers_for(rig.rb, registry=FakeRegistry(sandbox_images(rig.rb)))
     if rig.primary is not None:
@@ -127,7 +127,7 @@ def drill(
         trainer: The sandbox job: the numpy trainer (every kind), or a PyTorch job under
             torchrun with DCP checkpoints (process-kill; needs the torch extra).
     """
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
     results = []

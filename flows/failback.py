@@ -1,7 +1,7 @@
 """The `failback` flow: back to the recovered primary, by the failover's own walker.
 
-Thin: `flows.wiring.build_failback_steps` builds `FailbackSteps` over the runbook with its
-sites' roles swapped, and `flows.failover.execute` walks the same step graph (each step a
+Thin: `lifeboat_dr.flows.wiring.build_failback_steps` builds `FailbackSteps` over the runbook with its
+sites' roles swapped, and `lifeboat_dr.flows.failover.execute` walks the same step graph (each step a
 task run). Reverse replication catches the primary up, certification runs there, a human
 approves, the fence makes the primary active and the secondary's job stops at its next
 checkpoint boundary, the job resumes on the primary and loss parity is checked against the
@@ -15,7 +15,7 @@ from typing import Literal
 
 from prefect import flow
 
-from flows.failover import _secs, execute
+from lifeboat_dr.flows.failover import _secs, execute
 
 
 @flow(name="failback", log_prints=True)
@@ -28,11 +28,11 @@ def failback(runbook: str, approval: Literal["wait", "approve", "reject"] = "wai
     """
     from prefect.runtime import flow_run
 
-    from flows.record import publish
-    from flows.wiring import build_failback_steps, build_gate, build_ledger, settings_for
-    from lifeboat.errors import StandDown
-    from providers.orchestrator.prefect_api import runbook_lock
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.flows.record import publish
+    from lifeboat_dr.flows.wiring import build_failback_steps, build_gate, build_ledger, settings_for
+    from lifeboat_dr.kernel.errors import StandDown
+    from lifeboat_dr.providers.orchestrator.prefect_api import runbook_lock
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
     run_id = str(flow_run.id or f"local-{datetime.now(UTC):%Y%m%dT%H%M%S}")

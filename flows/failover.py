@@ -1,6 +1,6 @@
-"""The `failover` flow: the core's step graph (`lifeboat.failover.graph`), walked with each
-step as a Prefect task run. Thin: `flows.wiring` builds the steps, the settings, the ledger
-and the gate from the runbook (loaded once), `lifeboat.failover.walk` walks the graph, and
+"""The `failover` flow: the core's step graph (`lifeboat_dr.core.failover.graph`), walked with each
+step as a Prefect task run. Thin: `lifeboat_dr.flows.wiring` builds the steps, the settings, the ledger
+and the gate from the runbook (loaded once), `lifeboat_dr.core.failover.walk` walks the graph, and
 `PrefectRunner` maps a step to a task run with the runbook's retries.
 """
 
@@ -19,10 +19,10 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Cancelled
 
-from lifeboat.errors import ConfigError, LifeboatError, ProviderUnavailable, StandDown
-from lifeboat.failover import walk
-from lifeboat.failover.results import FailoverSettings, FailoverSteps, Gate
-from lifeboat.ledger import LedgerEntry, RtoLedger
+from lifeboat_dr.core.failover import walk
+from lifeboat_dr.core.failover.results import FailoverSettings, FailoverSteps, Gate
+from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
+from lifeboat_dr.kernel.errors import ConfigError, LifeboatError, ProviderUnavailable, StandDown
 
 
 def _now() -> datetime:
@@ -201,7 +201,7 @@ def execute(
 
 
 def _runbook_name(path: str) -> str:
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     try:
         return load_runbook(path).name
@@ -274,17 +274,17 @@ def failover(
     """
     from prefect.runtime import flow_run
 
-    from flows.record import publish
-    from flows.sandbox import sandbox_images, sandboxed
-    from flows.wiring import build_gate, build_ledger, build_steps, providers_for, settings_for
-    from providers.compute.skycheck import check_runbook
-    from providers.image_registry import FakeRegistry
-    from providers.orchestrator.prefect_api import runbook_lock, tag_run
+    from lifeboat_dr.flows.record import publish
+    from lifeboat_dr.flows.sandbox import sandbox_images, sandboxed
+    from lifeboat_dr.flows.wiring import build_gate, build_ledger, build_steps, providers_for, settings_for
+    from lifeboat_dr.providers.compute.skycheck import check_runbook
+    from lifeboat_dr.providers.image_registry import FakeRegistry
+    from lifeboat_dr.providers.orchestrator.prefect_api import runbook_lock, tag_run
 
     rb = check_runbook(runbook)  # the task YAML too: a typo stops here, not after approval
     run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
     if rb.serving is not None:  # realtime serving: verify the hot standby, move traffic
-        from flows.serving import serve_failover
+        from lifeboat_dr.flows.serving import serve_failover
 
         return serve_failover(
             rb,
@@ -299,7 +299,7 @@ def failover(
     providers = None
     sky_rehearsal = None
     if dry_run and rb.secondary.infra != "local":  # the user's task through SkyPilot's dry-run launch
-        from providers.compute.skydryrun import dry_run_launch
+        from lifeboat_dr.providers.compute.skydryrun import dry_run_launch
 
         sky_rehearsal = dry_run_launch(rb)
         print(sky_rehearsal.summary())

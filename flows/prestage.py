@@ -2,7 +2,7 @@
 
 Stage the runbook's weights into the secondary store, check images and weights where the
 secondary pulls from, publish the readiness as an artifact and an event
-(`lifeboat.prestage.ready` / `lifeboat.prestage.not-ready`) that an automation can page on.
+(`lifeboat_dr.core.prestage.ready` / `lifeboat_dr.core.prestage.not-ready`) that an automation can page on.
 """
 
 from __future__ import annotations
@@ -12,14 +12,19 @@ from dataclasses import asdict
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
-from lifeboat.prestage import PrestageReadiness, readiness_for, readiness_markdown, stage_runbook_weights
-from providers.orchestrator.prefect_api import emit as emit_event
+from lifeboat_dr.core.prestage import (
+    PrestageReadiness,
+    readiness_for,
+    readiness_markdown,
+    stage_runbook_weights,
+)
+from lifeboat_dr.providers.orchestrator.prefect_api import emit as emit_event
 
 
 @task(retries=2, retry_delay_seconds=10)
 def stage(runbook_path: str) -> list[str]:
-    from flows.wiring import store_opener
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.flows.wiring import store_opener
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook_path)
     return sorted(stage_runbook_weights(rb, store_opener(rb)))
@@ -27,9 +32,9 @@ def stage(runbook_path: str) -> list[str]:
 
 @task(retries=1, retry_delay_seconds=5)
 def check(runbook_path: str, mirrors: dict[str, str] | None) -> PrestageReadiness:
-    from flows.wiring import store_opener
-    from providers.image_registry import OciRegistry
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.flows.wiring import store_opener
+    from lifeboat_dr.providers.image_registry import OciRegistry
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook_path)
     return readiness_for(rb, OciRegistry.for_runbook(rb, mirror=mirrors), store_opener(rb))
@@ -45,7 +50,7 @@ def prestage(runbook: str, stage_weights: bool = True, mirrors: dict[str, str] |
         mirrors: Registry mirrors the secondary pulls from, registry host -> mirror URL (default: the
             runbook's prestage.mirrors).
     """
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
     if stage_weights and rb.prestage.weights:
@@ -57,7 +62,7 @@ def prestage(runbook: str, stage_weights: bool = True, mirrors: dict[str, str] |
         description=f"Prestage readiness of {rb.name}",
     )
     emit_event(
-        event=f"lifeboat.prestage.{'ready' if readiness.ready else 'not-ready'}",
+        event=f"lifeboat_dr.core.prestage.{'ready' if readiness.ready else 'not-ready'}",
         resource={"prefect.resource.id": f"lifeboat.runbook.{rb.name}"},
         payload={"items": list(readiness.items)},
     )

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from lifeboat.ledger import LedgerEntry
-from lifeboat.timeline import TIMELINES, entry_markdown, phase_rows, render_timeline, timeline_path
+from lifeboat_dr.core.ledger import LedgerEntry
+from lifeboat_dr.core.timeline import TIMELINES, entry_markdown, phase_rows, render_timeline, timeline_path
 
 
 def publish(entry: LedgerEntry, folder: Path = TIMELINES) -> Path | None:

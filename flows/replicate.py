@@ -1,6 +1,6 @@
 """The `replicate` flow: committed checkpoints to the secondary store, lag events, retention.
 
-Thin on purpose: every step is a core function (lifeboat.replication, lifeboat.retention);
+Thin on purpose: every step is a core function (lifeboat_dr.core.replication, lifeboat_dr.core.retention);
 the flow adds scheduling, retries, an artifact and the `lifeboat.replication.lag_exceeded`
 event (resource `lifeboat.runbook.<name>`) that an automation can page on.
 """
@@ -11,10 +11,8 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.wiring import open_sites
-from lifeboat.checkpoints.layouts import discover
-from lifeboat.errors import ProviderUnavailable
-from lifeboat.replication import (
+from lifeboat_dr.core.checkpoints.layouts import discover
+from lifeboat_dr.core.replication import (
     LAG_EVENT,
     Direction,
     LagLog,
@@ -26,8 +24,10 @@ from lifeboat.replication import (
     retention_for,
     sources_to_replicate,
 )
-from providers.orchestrator.prefect_api import emit as emit_event
-from runbooks.loader import load_runbook
+from lifeboat_dr.flows.wiring import open_sites
+from lifeboat_dr.kernel.errors import ProviderUnavailable
+from lifeboat_dr.providers.orchestrator.prefect_api import emit as emit_event
+from lifeboat_dr.runbooks.loader import load_runbook
 
 
 @task(cache_policy=NO_CACHE)

@@ -4,7 +4,7 @@
 swaps its outside world for embedded counterparts under `.lifeboat/sandbox/<name>/`: `file://`
 stores for both sites, local compute, and a tiny deterministic trainer as the job: the numpy
 one (Lifeboat's manifest layout), or with `trainer="torch"` the PyTorch one under torchrun
-(2 CPU ranks, DCP layout; `lifeboat.trainer.jobs`). `seed` then plays the pre-failure history: the
+(2 CPU ranks, DCP layout; `lifeboat_dr.standins.trainer.jobs`). `seed` then plays the pre-failure history: the
 trainer runs on the "primary", its checkpoints are replicated to the "secondary", its losses
 are logged for the parity gate. Dry runs and drills go through the real failover code path
 on top of it.
@@ -16,10 +16,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from lifeboat.errors import ConfigError
-from lifeboat.trainer.core import Trainer
-from lifeboat.trainer.jobs import TrainerJob, trainer_job
-from runbooks.model import Runbook
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.runbooks.model import Runbook
+from lifeboat_dr.standins.trainer.core import Trainer
+from lifeboat_dr.standins.trainer.jobs import TrainerJob, trainer_job
 
 SANDBOX_ROOT = Path(".lifeboat/sandbox")
 
@@ -61,7 +61,7 @@ def sandboxed(
 ) -> Runbook:
     """The runbook rewritten into a fresh sandbox folder, with its history already played
     (`history=False`: empty sites, for a caller that plays it). `trainer`: the job, `numpy`
-    or `torch` (lifeboat.trainer.jobs)."""
+    or `torch` (lifeboat_dr.standins.trainer.jobs)."""
     job = trainer_job(trainer)
     if why := job.missing():
         raise ConfigError(why)
@@ -104,8 +104,8 @@ def seed(rb: Runbook, box: Sandbox, job: TrainerJob, *, steps: int, every: int) 
     """Train on the primary until it dies 3 steps after its last checkpoint (work the resumed
     job must redo, and whose losses the parity gate compares), then replicate every
     committed checkpoint."""
-    from flows.wiring import open_sites
-    from lifeboat.replication import replicate_checkpoints, stored_checkpoints
+    from lifeboat_dr.core.replication import replicate_checkpoints, stored_checkpoints
+    from lifeboat_dr.flows.wiring import open_sites
 
     heartbeat = box.root / "primary-heartbeat.json"
     if job.name == "numpy":  # in process: no interpreter to start, the same maths

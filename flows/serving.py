@@ -1,8 +1,8 @@
 """The serving path of the `failover` flow: a realtime-inference runbook moves traffic.
 
-`flows.failover.failover` hands a runbook with a `serving` section here. Thin: `flows.wiring`
+`lifeboat_dr.flows.failover.failover` hands a runbook with a `serving` section here. Thin: `lifeboat_dr.flows.wiring`
 builds the router, the standby endpoint, the expected weights digest and the settings; the
-core (`lifeboat.serving.failover`) runs as two task runs, "verify standby" and "switch
+core (`lifeboat_dr.core.serving.failover`) runs as two task runs, "verify standby" and "switch
 traffic" (switch, watch, revert), each retried on `ProviderUnavailable` (verifying again and
 setting the same weights again are idempotent). Approval, when the runbook requires it, runs
 between them on the flow itself (a Prefect pause must), through the same gate as training's,
@@ -17,7 +17,7 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from lifeboat.errors import ProviderUnavailable
+from lifeboat_dr.kernel.errors import ProviderUnavailable
 
 
 def _retryable(task, task_run, state) -> bool:
@@ -32,14 +32,14 @@ def _retryable(task, task_run, state) -> bool:
 
 @task(name="verify standby", cache_policy=NO_CACHE, persist_result=False, retry_condition_fn=_retryable)
 def _verify(settings, standby, digest, ledger) -> bool:
-    from lifeboat.serving.failover import verify_for_switch
+    from lifeboat_dr.core.serving.failover import verify_for_switch
 
     return verify_for_switch(settings, standby=standby, expected_digest=digest, ledger=ledger)
 
 
 @task(name="switch traffic", cache_policy=NO_CACHE, persist_result=False, retry_condition_fn=_retryable)
 def _switch(settings, router, standby, ledger):
-    from lifeboat.serving.failover import switch_and_watch
+    from lifeboat_dr.core.serving.failover import switch_and_watch
 
     return switch_and_watch(settings, router=router, standby=standby, ledger=ledger)
 
@@ -56,17 +56,17 @@ def serve_failover(
     dry_run: bool,
 ) -> dict:
     """Run the serving failover for `rb` inside the current flow run; publish its record."""
-    from flows.record import publish
-    from flows.wiring import (
+    from lifeboat_dr.flows.record import publish
+    from lifeboat_dr.flows.wiring import (
         build_ledger,
         build_router,
         certified_weights_digest,
         serving_settings,
     )
-    from providers.serving.http import HttpEndpoint
+    from lifeboat_dr.providers.serving.http import HttpEndpoint
 
     if dry_run:  # the same failover over toy servers behind a local HAProxy, primary killed
-        from flows.serving_sandbox import serving_sandbox
+        from lifeboat_dr.flows.serving_sandbox import serving_sandbox
 
         folder = Path(".lifeboat/sandbox") / f"{rb.name}-{run_id}"
         with serving_sandbox(rb, folder) as box:
@@ -115,8 +115,8 @@ def serve_failover(
 
 
 def _approve(rb, run_id: str, evidence, drill, approval: str, ledger) -> bool:
-    from flows.wiring import build_gate
-    from providers.chat.base import ApprovalCard
+    from lifeboat_dr.flows.wiring import build_gate
+    from lifeboat_dr.providers.chat.base import ApprovalCard
 
     card = ApprovalCard(
         runbook=rb.name,

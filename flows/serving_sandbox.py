@@ -1,9 +1,9 @@
 """A realtime-serving runbook rewritten onto this machine: toy model servers behind HAProxy.
 
 Used by `failover --dry-run` on a serving runbook and by `make demo DEMO_ARGS=--serving`.
-Like `flows.sandbox` for training: the runbook's stores become `file://` folders (the model's
+Like `lifeboat_dr.flows.sandbox` for training: the runbook's stores become `file://` folders (the model's
 weights on the primary, replicated to the secondary, as replication would leave them), each
-site is a toy model server process (`lifeboat.serving.toy`) on a free loopback port, and the
+site is a toy model server process (`lifeboat_dr.standins.model_server`) on a free loopback port, and the
 router is a real HAProxy on loopback whatever the runbook names (Route 53 cannot run here).
 The runbook's policy is kept (latency budget, switch steps, thresholds) with two rewrites: the
 canary and endpoints become the toy's, and the watch and holds are capped at a few seconds.
@@ -44,7 +44,7 @@ class ServingSandbox:
     def confirm_outage(self, router, timeout_s: float = 10.0) -> tuple[datetime, list[str]]:
         """Two independent signals: the primary's own health endpoint, and the router's check
         of it. Returns when the first one failed, and both signals' evidence."""
-        from providers.serving.http import HttpEndpoint
+        from lifeboat_dr.providers.serving.http import HttpEndpoint
 
         primary, first = HttpEndpoint(self.urls["primary"]), None
         deadline = time.monotonic() + timeout_s
@@ -73,10 +73,10 @@ def _weights(folder: Path, seed: int) -> None:
 def serving_sandbox(rb, folder: Path, *, stale_standby: bool = False) -> Iterator[ServingSandbox]:
     """Stage, start and route; stop every process on the way out. `stale_standby` gives the
     standby other weights than the certified ones (it must be refused)."""
-    from lifeboat.checkpoints.synthetic import replicate
-    from providers.serving.http import HttpEndpoint
-    from providers.storage.local import LocalStore
-    from providers.traffic.local_haproxy import free_port, local_haproxy
+    from lifeboat_dr.providers.serving.http import HttpEndpoint
+    from lifeboat_dr.providers.storage.local import LocalStore
+    from lifeboat_dr.providers.traffic.local_haproxy import free_port, local_haproxy
+    from lifeboat_dr.standins.checkpoints import replicate
 
     primary, secondary = folder / "primary", folder / "secondary"
     _weights(primary / "checkpoint-1", 1)
@@ -108,7 +108,7 @@ def serving_sandbox(rb, folder: Path, *, stale_standby: bool = False) -> Iterato
 
 def _rewrite(rb, folder: Path, urls: dict[str, str], lb):
     s = rb.serving
-    from runbooks.model import TrafficRouterKind
+    from lifeboat_dr.runbooks.model import TrafficRouterKind
 
     traffic = s.traffic.model_copy(
         update={"router": TrafficRouterKind.haproxy, "socket": lb.socket, "backend": lb.backend}
@@ -145,7 +145,7 @@ def _rewrite(rb, folder: Path, urls: dict[str, str], lb):
 def _start_toy(weights: Path, port: int, name: str, folder: Path) -> subprocess.Popen:
     log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the process
     return subprocess.Popen(
-        [sys.executable, "-m", "lifeboat.serving.toy", "--weights", str(weights), "--port", str(port), "--name", name],
+        [sys.executable, "-m", "lifeboat_dr.standins.model_server", "--weights", str(weights), "--port", str(port), "--name", name],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
 

@@ -10,19 +10,19 @@ deploy a watch to a work pool on the GPU nodes, or leave GPU health to DCGM expo
 labelled `lifeboat_signal=gpu_health` through `lifeboat serve`. A host without a driver
 reads `unknown` and does not vote.
 
-The probes come from the composition root, `flows.wiring.build_probes`.
+The probes come from the composition root, `lifeboat_dr.flows.wiring.build_probes`.
 """
 
 from __future__ import annotations
 
 from prefect import flow, get_run_logger, task
 
-from lifeboat.detection.events import outage_event
-from lifeboat.detection.probes import Probe
-from lifeboat.detection.quorum import QuorumPolicy
-from lifeboat.detection.shared_state import open_signal_log
-from lifeboat.detection.signals import Reading
-from providers.orchestrator.prefect_api import emit_spec as emit
+from lifeboat_dr.core.detection.events import outage_event
+from lifeboat_dr.core.detection.probes import Probe
+from lifeboat_dr.core.detection.quorum import QuorumPolicy
+from lifeboat_dr.core.detection.shared_state import open_signal_log
+from lifeboat_dr.core.detection.signals import Reading
+from lifeboat_dr.providers.orchestrator.prefect_api import emit_spec as emit
 
 
 @task
@@ -41,8 +41,8 @@ def watch(runbook: str, xid_wait_ms: int = 0, vantage: str | None = None) -> dic
             that share one signal state (`LIFEBOAT_STATE_DIR`) are folded by vantage: a primary
             unreachable from one of them does not vote, from two it does.
     """
-    from flows.wiring import build_probes
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.flows.wiring import build_probes
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
     log = open_signal_log(rb.name)

@@ -1,7 +1,7 @@
 """The composition root: the only place a runbook turns into providers and plain settings.
 
-No behaviour lives here: the steps are `lifeboat.failover.steps.ProviderSteps`, the walk
-is `lifeboat.failover.walk`. This module opens a runbook's stores (one opener, which keeps
+No behaviour lives here: the steps are `lifeboat_dr.core.failover.steps.ProviderSteps`, the walk
+is `lifeboat_dr.core.failover.walk`. This module opens a runbook's stores (one opener, which keeps
 each site's S3-compatible `endpoint_url`), builds its compute, registry, probes, ledger and
 approval gate, and reads its policy into `FailoverSettings` / `StepSpec`.
 """
@@ -16,17 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from lifeboat.errors import LifeboatError, NotFound
-from providers.storage import open_store
+from lifeboat_dr.kernel.errors import LifeboatError, NotFound
+from lifeboat_dr.providers.storage import open_store
 
 if TYPE_CHECKING:  # imported where used: a command that only opens stores (replicate,
     # certify) does not load the failover graph, the ledger or the compute providers
-    from lifeboat.failover.results import FailoverSettings
-    from lifeboat.failover.steps import Providers, ProviderSteps, StepSpec
-    from lifeboat.ledger import RtoLedger
-    from providers.image_registry import Registry
-    from providers.storage.base import Store
-    from runbooks.model import Runbook, Site
+    from lifeboat_dr.core.failover.results import FailoverSettings
+    from lifeboat_dr.core.failover.steps import Providers, ProviderSteps, StepSpec
+    from lifeboat_dr.core.ledger import RtoLedger
+    from lifeboat_dr.providers.image_registry import Registry
+    from lifeboat_dr.providers.storage.base import Store
+    from lifeboat_dr.runbooks.model import Runbook, Site
 
 
 def cluster_name(rb: Runbook, drill: str | None = None) -> str:
@@ -67,7 +67,7 @@ def open_sites(rb: Runbook) -> tuple[Store, Store]:
 
 def certify_runbook(rb: Runbook, *, at: datetime | None = None, deep: bool = False):
     """Certify the runbook's secondary store against its primary."""
-    from lifeboat.certify import certify_replica
+    from lifeboat_dr.core.certify import certify_replica
 
     source, replica = open_sites(rb)
     return certify_replica(replica, source, layout=rb.checkpoint.layout, at=at, deep=deep)
@@ -89,9 +89,9 @@ def read_text(rb: Runbook, where: str, opener: Callable[[str], Store] | None = N
 def providers_for(rb: Runbook, *, registry: Registry | None = None) -> Providers:
     """The runbook's stores, compute and image registry. The primary may be unopenable (the
     outage): then it is None and the secondary must do."""
-    from lifeboat.failover.steps import Providers
-    from providers.compute import compute_for_runbook
-    from providers.image_registry import OciRegistry
+    from lifeboat_dr.core.failover.steps import Providers
+    from lifeboat_dr.providers.compute import compute_for_runbook
+    from lifeboat_dr.providers.image_registry import OciRegistry
 
     opener = store_opener(rb)
     try:
@@ -134,17 +134,17 @@ def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0, vantage: str | Non
     probes read it."""
     from urllib.parse import urlparse as _parse
 
-    from lifeboat.detection.probes import (
+    from lifeboat_dr.core.detection.probes import (
         CheckpointFreshnessProbe,
         GpuHealthReadingProbe,
         TrainingProgressProbe,
         file_heartbeat,
         store_heartbeat,
     )
-    from lifeboat.detection.provider import ProviderProbe
-    from providers.health.control_plane import HttpControlPlane, StoreControlPlane
-    from providers.health.nvml import NvmlHealth
-    from providers.storage.base import store_target
+    from lifeboat_dr.core.detection.provider import ProviderProbe
+    from lifeboat_dr.providers.health.control_plane import HttpControlPlane, StoreControlPlane
+    from lifeboat_dr.providers.health.nvml import NvmlHealth
+    from lifeboat_dr.providers.storage.base import store_target
 
     signals = {str(getattr(s, "value", s)) for s in rb.detection.signals}
     # a probe must read "failing" in seconds, not wait out the store's default deadline
@@ -191,7 +191,7 @@ def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0, vantage: str | Non
         probes.append(ProviderProbe(plane))
     if vantage is None:
         return probes
-    from lifeboat.detection.vantage import VantageProbe
+    from lifeboat_dr.core.detection.vantage import VantageProbe
 
     bound = 4 * probe_deadline()  # the provider probe's 3 pings, each within the deadline
     return [VantageProbe(p, vantage, bound_s=bound) for p in probes]
@@ -200,14 +200,14 @@ def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0, vantage: str | Non
 def probe_deadline() -> float:
     """Seconds one probe call may wait on an unanswering store (`LIFEBOAT_PROBE_DEADLINE`, 2 s):
     the provider probe pings three times, so a dead region reads failing in about 6 s."""
-    from providers.storage.base import store_deadline
+    from lifeboat_dr.providers.storage.base import store_deadline
 
     return store_deadline(float(os.environ.get("LIFEBOAT_PROBE_DEADLINE", "2")))
 
 
 # -- the failover ------------------------------------------------------------------------------
 def settings_for(rb: Runbook) -> FailoverSettings:
-    from lifeboat.failover.results import FailoverSettings
+    from lifeboat_dr.core.failover.results import FailoverSettings
 
     f, a = rb.failover, rb.approval
     return FailoverSettings(
@@ -226,16 +226,16 @@ def settings_for(rb: Runbook) -> FailoverSettings:
 
 
 def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
-    from lifeboat.detection.quorum import QuorumPolicy
-    from lifeboat.failover.steps import StepSpec
-    from lifeboat.prestage import readiness_for, stage_runbook_weights
-    from providers.compute.base import JobSpec, candidates_from_runbook
+    from lifeboat_dr.core.detection.quorum import QuorumPolicy
+    from lifeboat_dr.core.failover.steps import StepSpec
+    from lifeboat_dr.core.prestage import readiness_for, stage_runbook_weights
+    from lifeboat_dr.providers.compute.base import JobSpec, candidates_from_runbook
 
     def prestage():
         stage_runbook_weights(rb, providers.open_store)
         return readiness_for(rb, providers.registry, providers.open_store)
 
-    from lifeboat.replication import loss_log_for_failover
+    from lifeboat_dr.core.replication import loss_log_for_failover
 
     v = rb.verify
     loss_log = loss_log_for_failover(rb)  # the secondary's copy when the log lives in the primary store
@@ -268,7 +268,7 @@ def build_steps(
     force: bool = False,
     providers: Providers | None = None,
 ) -> ProviderSteps:
-    from lifeboat.failover.steps import ProviderSteps
+    from lifeboat_dr.core.failover.steps import ProviderSteps
 
     providers = providers or providers_for(rb)
     return ProviderSteps(
@@ -293,12 +293,12 @@ def build_ledger(
 ) -> RtoLedger:
     """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`) and,
     with LIFEBOAT_LEDGER_MIRROR set, as a hash chain mirrored to stores (`ledger_mirror`)."""
-    from lifeboat.ledger import LedgerFile, RtoLedger
+    from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
 
     sink = LedgerFile(path)
     mirror = ledger_mirror(rb)
     if mirror is not None:
-        from lifeboat.ledger_chain import TeedLedger
+        from lifeboat_dr.core.ledger_chain import TeedLedger
 
         sink = TeedLedger(sink, mirror)
     table = "serving" if rb.serving is not None else "training"
@@ -312,7 +312,7 @@ def ledger_mirror(rb: Runbook, where: str | None = None):
     where = where if where is not None else os.environ.get("LIFEBOAT_LEDGER_MIRROR", "")
     if not where.strip():
         return None
-    from lifeboat.ledger_chain import MirroredLedger
+    from lifeboat_dr.core.ledger_chain import MirroredLedger
 
     if where.strip() == "sites":
         primary, secondary = open_sites(rb)
@@ -326,7 +326,7 @@ def swapped(rb: Runbook) -> Runbook:
     """The runbook with its sites' roles swapped, for a failback: the recovered primary is
     where the job goes (its infra the only candidate), the failover's cluster on the
     secondary is the one to stop. The walker and `ProviderSteps` then run unchanged."""
-    from runbooks.model import Runbook
+    from lifeboat_dr.runbooks.model import Runbook
 
     doc = rb.model_dump(mode="json")
     home, away = dict(doc["primary"]), dict(doc["secondary"])
@@ -350,8 +350,8 @@ def build_failback_steps(
 ):
     """`FailbackSteps` over the swapped view: reverse replication, then the failover's steps.
     A drill's clusters are its own (`cluster_name(rb, drill)`, `<primary cluster>-drill-<id>`)."""
-    from lifeboat.failover.failback import FailbackSteps
-    from lifeboat.replication import hand_back, replicate_by_site_state
+    from lifeboat_dr.core.failover.failback import FailbackSteps
+    from lifeboat_dr.core.replication import hand_back, replicate_by_site_state
 
     view = swapped(rb)
     providers = providers or providers_for(view)
@@ -377,12 +377,12 @@ def build_gate(rb: Runbook, *, console: str = "wait"):
     (`SLACK_BOT_TOKEN`, as for `lifeboat serve`, or the Prefect Secret block `lifeboat-slack-bot-token`);
     otherwise the console, which waits for the UI or `lifeboat approve` (`wait`), or decides
     at once (`approve` / `reject`, for demos and drills)."""
-    from flows.approval import ChatGate
-    from providers.chat.console import ConsoleChat
+    from lifeboat_dr.flows.approval import ChatGate
+    from lifeboat_dr.providers.chat.console import ConsoleChat
 
     token = _slack_token() if rb.approval.channel and console == "wait" else None
     if token is not None:
-        from providers.chat.slack import SlackChat
+        from lifeboat_dr.providers.chat.slack import SlackChat
 
         return ChatGate(rb, SlackChat(token))
     return ChatGate(rb, ConsoleChat(console))
@@ -391,7 +391,7 @@ def build_gate(rb: Runbook, *, console: str = "wait"):
 def _slack_token():
     from pydantic import SecretStr
 
-    from providers.orchestrator.prefect_api import secret
+    from lifeboat_dr.providers.orchestrator.prefect_api import secret
 
     if value := os.environ.get("SLACK_BOT_TOKEN"):
         return SecretStr(value)
@@ -404,25 +404,25 @@ def _slack_token():
 # -- realtime serving ----------------------------------------------------------------------------
 def build_router(rb: Runbook):
     """The runbook's traffic router (HAProxy runtime API or Route 53 weighted records)."""
-    from lifeboat.errors import ConfigError
+    from lifeboat_dr.kernel.errors import ConfigError
 
     if rb.serving is None:
         raise ConfigError(f"{rb.name}: no serving section: only realtime-inference runbooks move traffic")
     t = rb.serving.traffic
     sites = {"primary": t.primary, "secondary": t.secondary}
     if t.router.value == "haproxy":
-        from providers.traffic.haproxy import HaproxyTraffic
+        from lifeboat_dr.providers.traffic.haproxy import HaproxyTraffic
 
         return HaproxyTraffic(t.socket, t.backend, sites)
-    from providers.traffic.route53 import Route53Traffic
+    from lifeboat_dr.providers.traffic.route53 import Route53Traffic
 
     return Route53Traffic(t.zone_id, t.record, sites, record_type=t.record_type, endpoint_url=t.endpoint_url)
 
 
 def serving_settings(rb: Runbook):
     """The runbook's serving policy as the core reads it."""
-    from lifeboat.serving.failover import ServingSettings
-    from lifeboat.serving.watch import Thresholds
+    from lifeboat_dr.core.serving.failover import ServingSettings
+    from lifeboat_dr.core.serving.watch import Thresholds
 
     s = rb.serving
     return ServingSettings(
@@ -447,8 +447,8 @@ def serving_settings(rb: Runbook):
 def certified_weights_digest(rb: Runbook) -> Callable[[], str]:
     """The digest the standby must serve: of `serving.weights` if given, else of the newest
     certified checkpoint of the secondary store (certified against the primary's)."""
-    from lifeboat.errors import StopFailover
-    from lifeboat.serving.digest import store_weights_digest
+    from lifeboat_dr.core.serving.digest import store_weights_digest
+    from lifeboat_dr.kernel.errors import StopFailover
 
     def digest() -> str:
         if rb.serving.weights:

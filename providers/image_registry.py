@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from lifeboat.errors import ConfigError, ProviderUnavailable
+from lifeboat_dr.kernel.errors import ConfigError, ProviderUnavailable
 
 MANIFEST_TYPES = ", ".join(
     [
@@ -130,8 +130,8 @@ def _docker_auths(path: Path) -> dict[str, str]:
 def _secret_block(name: str) -> str | None:
     if not os.environ.get("PREFECT_API_URL"):
         return None  # no server: no blocks (and no temporary server started for a lookup)
-    from lifeboat.errors import LifeboatError
-    from providers.orchestrator.prefect_api import secret
+    from lifeboat_dr.kernel.errors import LifeboatError
+    from lifeboat_dr.providers.orchestrator.prefect_api import secret
 
     try:
         return secret(name)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from runbooks.model import Runbook
-from runbooks.problems import Problem, RunbookInvalid
-from runbooks.yaml_source import Loc, parse, read_text
+from lifeboat_dr.runbooks.model import Runbook
+from lifeboat_dr.runbooks.problems import Problem, RunbookInvalid
+from lifeboat_dr.runbooks.yaml_source import Loc, parse, read_text
 
 __all__ = ["Problem", "RunbookInvalid", "load_runbook"]
 

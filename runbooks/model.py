@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from lifeboat.durations import format_duration, parse_duration
+from lifeboat_dr.kernel.durations import format_duration, parse_duration
 
 Duration = Annotated[
     timedelta,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lifeboat.errors import ConfigError
+from lifeboat_dr.kernel.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -13,18 +13,18 @@ from urllib.parse import urlparse
 
 import yaml
 
-from lifeboat.durations import format_duration as fd
-from runbooks.model import Runbook
-from runbooks.skytask import config_for, mount_secondary, rewrite_store_refs, strip_location
+from lifeboat_dr.kernel.durations import format_duration as fd
+from lifeboat_dr.runbooks.model import Runbook
+from lifeboat_dr.runbooks.skytask import config_for, mount_secondary, rewrite_store_refs, strip_location
 
 LEASE_KEY = "_lifeboat/lease.json"
 
 
 def render_markdown(rb: Runbook, source: str, advice: str = "") -> str:
     """The whole runbook; `source` is the YAML path as it should be shown (relative);
-    `advice` the checkpoint-interval and DR-budget section (`lifeboat.advise.advice_markdown`)."""
+    `advice` the checkpoint-interval and DR-budget section (`lifeboat_dr.core.advise.advice_markdown`)."""
     if rb.serving is not None:  # realtime serving: the standby runs; traffic moves
-        from runbooks.render_serving import serving_steps
+        from lifeboat_dr.runbooks.render_serving import serving_steps
 
         parts = [
             _header(rb, source),
@@ -347,7 +347,7 @@ By hand:{hand}
 
 
 def _staged(secondary: str, source: str) -> str:
-    """Where prestage copies a weights URI (as `lifeboat.prestage.destination_for` does)."""
+    """Where prestage copies a weights URI (as `lifeboat_dr.core.prestage.destination_for` does)."""
     parsed = urlparse(source)
     return f"{secondary.rstrip('/')}/prestage/" + f"{parsed.netloc}/{parsed.path.strip('/')}".strip("/")
 

@@ -1,14 +1,14 @@
 """The realtime-serving steps of a rendered runbook: verify the standby, switch, watch, revert.
 
-Called by `runbooks.render` for runbooks with a `serving` section, in place of the training
+Called by `lifeboat_dr.runbooks.render` for runbooks with a `serving` section, in place of the training
 steps (fence, provision, resume, loss parity): the standby already runs. Every automated step
 comes with what to run by hand through the same router.
 """
 
 from __future__ import annotations
 
-from lifeboat.durations import format_duration as fd
-from runbooks.model import Runbook
+from lifeboat_dr.kernel.durations import format_duration as fd
+from lifeboat_dr.runbooks.model import Runbook
 
 
 def _set_weights(rb: Runbook, weights: dict[str, int]) -> str:

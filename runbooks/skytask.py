@@ -4,7 +4,7 @@ at the secondary's.
 
 Pure functions over the YAML mapping (no SkyPilot import): the compute provider builds the
 `sky.Task` from their output, the renderer writes the hand-run task from it, and validate
-(`providers.compute.skycheck`) adds SkyPilot's own schema verdict.
+(`lifeboat_dr.providers.compute.skycheck`) adds SkyPilot's own schema verdict.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from lifeboat.errors import ConfigError
-from runbooks.problems import Problem, RunbookInvalid
-from runbooks.yaml_source import Loc, parse
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.runbooks.problems import Problem, RunbookInvalid
+from lifeboat_dr.runbooks.yaml_source import Loc, parse
 
 # The keys that say where a task runs; a failover candidate replaces all of them.
 LOCATION_KEYS = ("infra", "cloud", "region", "zone")

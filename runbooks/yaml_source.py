@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from runbooks.problems import Problem, RunbookInvalid
+from lifeboat_dr.runbooks.problems import Problem, RunbookInvalid
 
 Loc = tuple[str | int, ...]
 

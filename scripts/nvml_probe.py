@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lifeboat.detection.probes import GpuHealthReadingProbe  # noqa: E402
-from providers.health.nvml import NvmlHealth  # noqa: E402
+from lifeboat_dr.core.detection.probes import GpuHealthReadingProbe  # noqa: E402
+from lifeboat_dr.providers.health.nvml import NvmlHealth  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,7 +45,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from lifeboat.detection.alerts import (
+from lifeboat_dr.core.detection.alerts import (
     AlertmanagerWebhook,
     Seen,
     SourceScope,
@@ -54,13 +54,13 @@ from lifeboat.detection.alerts import (
     dedupe_key,
     runbook_of,
 )
-from lifeboat.detection.events import EventSpec, outage_event, runbook_resource
-from lifeboat.detection.quorum import QuorumPolicy
-from lifeboat.detection.shared_state import open_seen, open_signal_log
-from lifeboat.detection.signals import Clock, utc_now
-from lifeboat.errors import ConfigError
-from providers.orchestrator.prefect_api import emit_spec as emit
-from shell.inbound import BadRequest, parse_json, read_capped
+from lifeboat_dr.core.detection.events import EventSpec, outage_event, runbook_resource
+from lifeboat_dr.core.detection.quorum import QuorumPolicy
+from lifeboat_dr.core.detection.shared_state import open_seen, open_signal_log
+from lifeboat_dr.core.detection.signals import Clock, utc_now
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.providers.orchestrator.prefect_api import emit_spec as emit
+from lifeboat_dr.shell.inbound import BadRequest, parse_json, read_capped
 
 log = logging.getLogger("lifeboat.alerts")
 
@@ -114,7 +114,7 @@ class AlertmanagerSettings(BaseModel):
     @staticmethod
     def token_from_prefect_secret(block_name: str) -> SecretStr:
         """The bearer token from a Prefect `Secret` block (loaded once, at start-up)."""
-        from providers.orchestrator.prefect_api import secret
+        from lifeboat_dr.providers.orchestrator.prefect_api import secret
 
         return SecretStr(secret(block_name))
 
@@ -213,7 +213,7 @@ def alertmanager_routes(
 
 
 def _load_runbooks(paths: list[Path]) -> dict[str, tuple[QuorumPolicy, str]]:
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     out = {}
     for p in paths:
@@ -247,6 +247,6 @@ async def cancel_pending_failovers(
     deployment: str, runbook: str, aliases: list[str], reason: str
 ) -> list[str]:
     """Cancel this runbook's failover runs that have not started (not yet approved)."""
-    from providers.orchestrator.prefect_api import cancel_pending_runs
+    from lifeboat_dr.providers.orchestrator.prefect_api import cancel_pending_runs
 
     return await cancel_pending_runs(deployment, [runbook, *aliases], reason, log=log)

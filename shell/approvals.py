@@ -8,7 +8,7 @@ every resume of a run to this route instead of Prefect, with two headers it sets
 after removing any a client sent: the login it authenticated (`X-Lifeboat-User`) and a
 secret only it and `lifeboat serve` know (`X-Lifeboat-Proxy-Secret`, so nobody reaching
 this port directly can name a user). The route signs the decision for that run with the
-approval key (`lifeboat.approval_proof`) and resumes the run through Prefect's API; the
+approval key (`lifeboat_dr.core.approval_proof`) and resumes the run through Prefect's API; the
 flow checks the signature and the runbook's allow-list (`approval.logins`). The answer is
 Prefect's own, so the UI and the Prefect client behave as if they had called Prefect.
 
@@ -32,9 +32,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from lifeboat.approval_proof import sign_decision
-from lifeboat.errors import ConfigError, NotFound, ProviderUnavailable
-from providers.chat.base import ApprovalDecision, Via
+from lifeboat_dr.core.approval_proof import sign_decision
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable
+from lifeboat_dr.providers.chat.base import ApprovalDecision, Via
 
 log = logging.getLogger("lifeboat.approvals")
 
@@ -59,7 +59,7 @@ class ProxySettings(BaseModel):
 
 
 async def _prefect_resume(run_id: str, run_input: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    from providers.orchestrator.prefect_api import resume_run_answer
+    from lifeboat_dr.providers.orchestrator.prefect_api import resume_run_answer
 
     return await resume_run_answer(run_id, run_input)
 

@@ -1,4 +1,4 @@
-"""The `lifeboat` command: one subcommand per module in `shell.commands`, imported only when run.
+"""The `lifeboat` command: one subcommand per module in `lifeboat_dr.shell.commands`, imported only when run.
 
 Each command module exposes `register(subparsers)`; the handler it sets returns the exit
 code. A `LifeboatError` raised by a handler is a user-facing problem: printed as one line,
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from lifeboat.errors import LifeboatError
+from lifeboat_dr.kernel.errors import LifeboatError
 
 COMMANDS = {  # name -> what it does, in the order an on-call meets them
     "validate": "check runbook files; one `file:line: field: message` line per problem",
@@ -49,7 +49,7 @@ def build_parser(argv: list[str] | None = None, *, every: bool = False) -> argpa
     chosen = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
     for name, summary in COMMANDS.items():
         if every or name == chosen:
-            importlib.import_module(f"shell.commands.{name}").register(subparsers)
+            importlib.import_module(f"lifeboat_dr.shell.commands.{name}").register(subparsers)
         else:
             subparsers.add_parser(name, help=summary)
     return parser

@@ -6,7 +6,7 @@ request signature over the raw bytes and its 5-minute window (401), the body's e
 shape (400; see slack_request.py), then our own action ids, then the channel, then the
 approver allow-list, then one decision per run. The endpoint answers at once (Slack wants
 an ack within 3 s) and resumes the paused Prefect run in a background task with an
-`ApprovalDecision` signed for that run (`lifeboat.approval_proof`: the flow accepts no
+`ApprovalDecision` signed for that run (`lifeboat_dr.core.approval_proof`: the flow accepts no
 Slack decision it did not get from here), then replaces the buttons with who decided and when. A second click,
 a Slack retry or a click after the run stopped waiting changes nothing; people who may
 not decide get an ephemeral refusal.
@@ -26,12 +26,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from lifeboat.approval_proof import sign_decision
-from lifeboat.errors import ConfigError, NotFound, PreconditionFailed
-from providers.chat.base import APPROVE_ACTION, REJECT_ACTION, ApprovalDecision, CardRef, Via, outcome_text
-from providers.chat.slack import SlackChat, decided_blocks
-from shell.inbound import BadRequest, read_capped
-from shell.slack_request import (
+from lifeboat_dr.core.approval_proof import sign_decision
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed
+from lifeboat_dr.providers.chat.base import (
+    APPROVE_ACTION,
+    REJECT_ACTION,
+    ApprovalDecision,
+    CardRef,
+    Via,
+    outcome_text,
+)
+from lifeboat_dr.providers.chat.slack import SlackChat, decided_blocks
+from lifeboat_dr.shell.inbound import BadRequest, read_capped
+from lifeboat_dr.shell.slack_request import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     Click,
@@ -79,7 +86,7 @@ class SlackSettings(BaseModel):
 
 
 def _prefect_resume(run_id: str, run_input: dict[str, Any]) -> None:
-    from providers.orchestrator.prefect_api import resume_run
+    from lifeboat_dr.providers.orchestrator.prefect_api import resume_run
 
     resume_run(run_id, run_input)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
-from shell.inbound import BadRequest, parse_form, parse_json
+from lifeboat_dr.shell.inbound import BadRequest, parse_form, parse_json
 
 TIMESTAMP_HEADER = "x-slack-request-timestamp"
 SIGNATURE_HEADER = "x-slack-signature"

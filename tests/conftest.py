@@ -66,8 +66,8 @@ def prefect_server_process(request):
     """A real `prefect server start` process (SQLite) with its background services — the lease
     repossessor among them, which the in-process test harness does not run. Yields its API URL."""
     _unit_tier_guard(request)
-    from lifeboat.errors import ProviderUnavailable
-    from providers.orchestrator.servers import prefect_server
+    from lifeboat_dr.kernel.errors import ProviderUnavailable
+    from lifeboat_dr.testing.prefect_servers import prefect_server
 
     try:
         with prefect_server() as url:
@@ -81,7 +81,7 @@ def postgres_url(request):
     """A private PostgreSQL cluster (Debian's `postgresql`, started in a temporary folder);
     the tests that need it skip, saying why, where it is not installed."""
     _unit_tier_guard(request)
-    from providers.orchestrator.servers import PostgresMissing, postgres_cluster
+    from lifeboat_dr.testing.prefect_servers import PostgresMissing, postgres_cluster
 
     try:
         cluster = postgres_cluster()
@@ -97,7 +97,7 @@ def postgres_url(request):
 @pytest.fixture(scope="session")
 def prefect_server_postgres(postgres_url):
     """`prefect server start` on PostgreSQL: the production database. Yields its API URL."""
-    from providers.orchestrator.servers import prefect_server
+    from lifeboat_dr.testing.prefect_servers import prefect_server
 
     with prefect_server(postgres_url) as url:
         yield url
@@ -106,7 +106,7 @@ def prefect_server_postgres(postgres_url):
 @pytest.fixture(scope="session")
 def s3_endpoint(request):
     _unit_tier_guard(request)
-    from providers.storage.emulators import moto_server
+    from lifeboat_dr.testing.emulators import moto_server
 
     with moto_server() as url:
         yield url
@@ -115,7 +115,7 @@ def s3_endpoint(request):
 @pytest.fixture(scope="session")
 def gcs_endpoint(request):
     _unit_tier_guard(request)
-    from providers.storage.emulators import gcs_emulator
+    from lifeboat_dr.testing.emulators import gcs_emulator
 
     with gcs_emulator() as url:
         yield url

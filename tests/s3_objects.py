@@ -11,7 +11,7 @@ import base64
 
 import boto3
 
-from lifeboat.crc32c import crc32c, to_b64
+from lifeboat_dr.kernel.crc32c import crc32c, to_b64
 
 _CRC64NVME_POLY = 0x9A6C9329AC4BC9B5  # reflected
 

@@ -11,15 +11,17 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOW_MODULES = sorted(f"flows.{p.stem}" for p in (ROOT / "flows").glob("*.py") if p.stem != "__init__")
+FLOW_MODULES = sorted(
+    f"lifeboat_dr.flows.{p.stem}" for p in (ROOT / "flows").glob("*.py") if p.stem != "__init__"
+)
 HEAVY = ("boto3", "botocore", "google.cloud", "sky", "pynvml", "slack_sdk")
 
 
 def test_importing_flows_and_the_cli_needs_no_cloud_sdk_or_gpu_driver():
     code = (
         "import importlib, json, sys\n"
-        f"for m in {FLOW_MODULES + ['shell.cli', 'shell.server']!r}: importlib.import_module(m)\n"
-        "from shell.cli import build_parser; build_parser(every=True)\n"
+        f"for m in {FLOW_MODULES + ['lifeboat_dr.shell.cli', 'lifeboat_dr.shell.server']!r}: importlib.import_module(m)\n"
+        "from lifeboat_dr.shell.cli import build_parser; build_parser(every=True)\n"
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} or m.startswith('google.cloud'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -32,8 +34,8 @@ def _deployments():
 
 @pytest.mark.parametrize("deployment", _deployments(), ids=lambda d: d["name"])
 def test_every_deployment_points_at_a_flow_that_takes_its_parameters(deployment):
-    path, _, name = deployment["entrypoint"].partition(":")
-    flow = getattr(importlib.import_module(path.removesuffix(".py").replace("/", ".")), name)
+    module, _, name = deployment["entrypoint"].partition(":")
+    flow = getattr(importlib.import_module(module), name)
     accepted = inspect.signature(flow.fn).parameters
     given = set(deployment.get("parameters", {}))
     for trigger in deployment.get("triggers", []):
@@ -48,8 +50,8 @@ def test_every_deployment_points_at_a_flow_that_takes_its_parameters(deployment)
 
 @pytest.mark.parametrize("deployment", _deployments(), ids=lambda d: d["name"])
 def test_every_deployed_flow_form_describes_its_fields(deployment):
-    path, _, name = deployment["entrypoint"].partition(":")
-    flow = getattr(importlib.import_module(path.removesuffix(".py").replace("/", ".")), name)
+    module, _, name = deployment["entrypoint"].partition(":")
+    flow = getattr(importlib.import_module(module), name)
     fields = flow.parameters.model_dump()["properties"]
     assert {n for n, f in fields.items() if not f.get("description")} == set()
 

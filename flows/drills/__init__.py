@@ -31,7 +31,7 @@ and, for the inference classes (`flows/drills/serving.py`): serving-kill,
 serving-stale-standby, serving-degraded (realtime runbooks) and batch-resume.
 
 Drills never touch production: everything lives under `.lifeboat/sandbox/<drill id>/`
-(`flows.sandbox`), the cluster is `cluster_name(rb, drill id)`, every drill ends with a
+(`lifeboat_dr.flows.sandbox`), the cluster is `cluster_name(rb, drill id)`, every drill ends with a
 check that no cluster is left (tearing down any that is), and the ledger entry is marked
 a drill with its kind. The failover itself is passed in (`FailoverRun`): `flows/drill.py`
 runs the real `execute` inside a Prefect flow; everything here is plain Python.
@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from flows.drills.base import (
+from lifeboat_dr.flows.drills.base import (
     KINDS,
     SCOPES,
     TRAINER_KINDS,
@@ -62,33 +62,33 @@ from flows.drills.base import (
     sandbox,
     stop_process,
 )
-from flows.drills.detection import (
+from lifeboat_dr.flows.drills.detection import (
     prepare_gpu_fault,
     prepare_process_kill,
     verify_gpu_fault,
     verify_process_kill,
 )
-from flows.drills.lineage import (
+from lifeboat_dr.flows.drills.lineage import (
     prepare_failback,
     prepare_zombie_primary,
     verify_failback,
     verify_zombie_primary,
 )
-from flows.drills.policy import (
+from lifeboat_dr.flows.drills.policy import (
     prepare_approval_timeout,
     prepare_stale_primary,
     verify_approval_timeout,
     verify_stale_primary,
 )
-from flows.drills.serving import BATCH_KINDS, SERVING_KINDS
-from flows.drills.sites import (
+from lifeboat_dr.flows.drills.serving import BATCH_KINDS, SERVING_KINDS
+from lifeboat_dr.flows.drills.sites import (
     prepare_corrupted_replica,
     prepare_region_outage,
     verify_corrupted_replica,
     verify_region_outage,
 )
-from lifeboat.errors import ConfigError
-from runbooks.model import Runbook
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.runbooks.model import Runbook
 
 INFERENCE_KINDS = SERVING_KINDS + BATCH_KINDS
 ALL_KINDS = KINDS + INFERENCE_KINDS
@@ -120,10 +120,10 @@ def run_drill(
     """Sandbox `rb`, inject `kind`'s fault, run `failover`, check, tear down. Never raises
     for what the drill finds: a broken failover is a failed check. The sandbox folder is
     removed after a pass (unless `keep`) and kept after a failure."""
-    from flows.sandbox import SANDBOX_ROOT, sandbox_of
+    from lifeboat_dr.flows.sandbox import SANDBOX_ROOT, sandbox_of
 
     if kind in INFERENCE_KINDS:  # serving failovers and the batch resume: their own rigs
-        from flows.drills.serving import inference_drill
+        from lifeboat_dr.flows.drills.serving import inference_drill
 
         drill_id = f"{kind}-{secrets.token_hex(4)}"
         return inference_drill(

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runbooks.model import Runbook
+from lifeboat_dr.runbooks.model import Runbook
 
 KINDS = (
     "process-kill",
@@ -28,7 +28,9 @@ KINDS = (
 SCOPES = ("az", "region")
 TRAINER_KINDS = {"numpy": KINDS, "torch": ("process-kill",)}  # the kinds each sandbox job drills
 
-SANDBOX_JOB_STEPS = 50  # the sandbox job trains to step 50 (flows.sandbox: steps 40 + 2 x every 5)
+SANDBOX_JOB_STEPS = (
+    50  # the sandbox job trains to step 50 (lifeboat_dr.flows.sandbox: steps 40 + 2 x every 5)
+)
 
 
 def utcnow() -> datetime:
@@ -95,7 +97,7 @@ class Rig:
     root: Path  # the sandbox folder
     rng: random.Random
     scope: str | None = None
-    trainer: str = "numpy"  # the sandbox job (lifeboat.trainer.jobs)
+    trainer: str = "numpy"  # the sandbox job (lifeboat_dr.standins.trainer.jobs)
     primary: Any = None  # a Store replacing the sandbox primary (an outage), or None
     compute: Any = None  # a Compute replacing the sandbox's local one, or None
     evidence: list[str] | None = None  # None: the failover's confirm step runs the real probes
@@ -115,7 +117,7 @@ class Rig:
 class Outcome:
     """What the failover run left: its ledger entry, each step's result, its error."""
 
-    entry: Any  # lifeboat.ledger.LedgerEntry
+    entry: Any  # lifeboat_dr.core.ledger.LedgerEntry
     steps: dict[str, Any]  # step name -> its last return value (confirm, fence, certify, plan, ...)
     error: BaseException | None = None
 
@@ -135,7 +137,7 @@ class Drill:
 
 
 def sandbox(rb: Runbook, drill_id: str, root: Path, trainer: str = "numpy", history: bool = True) -> Runbook:
-    from flows.sandbox import sandboxed
+    from lifeboat_dr.flows.sandbox import sandboxed
 
     return sandboxed(rb, drill_id, root=root, trainer=trainer, history=history)
 
@@ -160,7 +162,7 @@ def stop_process(proc: subprocess.Popen) -> None:
 
 def no_cluster_left(rig: Rig) -> Check:
     """Guaranteed teardown: any cluster still held is named, then torn down."""
-    from providers.compute.local import LocalCompute
+    from lifeboat_dr.providers.compute.local import LocalCompute
 
     compute = LocalCompute(rig.clusters_root)
     left = compute.clusters()

@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from flows.drills.base import (
+from lifeboat_dr.flows.drills.base import (
     SANDBOX_JOB_STEPS,
     Check,
     Outcome,
@@ -21,16 +21,16 @@ from flows.drills.base import (
     simulated_outage,
     utcnow,
 )
-from runbooks.model import Runbook
+from lifeboat_dr.runbooks.model import Runbook
 
 # -- process-kill --------------------------------------------------------------------------
 
 
 def prepare_process_kill(rig: Rig, options: Mapping[str, Any]) -> None:
-    from flows.sandbox import sandbox_of
-    from flows.wiring import open_sites
-    from lifeboat.replication import replicate_checkpoints, stored_checkpoints
-    from lifeboat.trainer.jobs import trainer_job
+    from lifeboat_dr.core.replication import replicate_checkpoints, stored_checkpoints
+    from lifeboat_dr.flows.sandbox import sandbox_of
+    from lifeboat_dr.flows.wiring import open_sites
+    from lifeboat_dr.standins.trainer.jobs import trainer_job
 
     job = trainer_job(rig.trainer)
     box = sandbox_of(rig.drill_id, rig.root.parent)  # empty sites (history=False): this drill lives it
@@ -85,8 +85,8 @@ def prepare_process_kill(rig: Rig, options: Mapping[str, Any]) -> None:
 
 def _watch_until_confirmed(rb: Runbook, *, timeout_s: float, poll_s: float = 0.2):
     """The watch flow's loop, in process: probe, decide, until the quorum confirms."""
-    from flows.wiring import build_probes
-    from lifeboat.detection.quorum import OutageState, QuorumPolicy, decide
+    from lifeboat_dr.core.detection.quorum import OutageState, QuorumPolicy, decide
+    from lifeboat_dr.flows.wiring import build_probes
 
     probes, policy = build_probes(rb), QuorumPolicy.from_detection(rb.detection)
     latest: dict[str, Any] = {}
@@ -103,9 +103,9 @@ def _watch_until_confirmed(rb: Runbook, *, timeout_s: float, poll_s: float = 0.2
 
 
 def verify_process_kill(rig: Rig, outcome: Outcome) -> list[Check]:
-    from flows.sandbox import sandbox_of
-    from lifeboat.resume import parse_losses
-    from lifeboat.trainer.jobs import trainer_job
+    from lifeboat_dr.core.resume import parse_losses
+    from lifeboat_dr.flows.sandbox import sandbox_of
+    from lifeboat_dr.standins.trainer.jobs import trainer_job
 
     job = trainer_job(rig.trainer)
     box = sandbox_of(rig.drill_id, rig.root.parent)
@@ -171,7 +171,7 @@ def losses_equal(
 
 
 def _last_step(log: Path) -> int:
-    from lifeboat.resume import parse_losses
+    from lifeboat_dr.core.resume import parse_losses
 
     try:
         return max(parse_losses(log.read_text()), default=0)
@@ -198,10 +198,10 @@ def prepare_gpu_fault(rig: Rig, options: Mapping[str, Any]) -> None:
 
 def gpu_fault_detection(rb: Runbook, heartbeat: Path, *, xid: int, stall_s: float) -> dict[str, Any]:
     """Real probes over an NVML fake: the XID alone, the stall alone, then both together."""
-    from lifeboat.detection.probes import GpuHealthReadingProbe, TrainingProgressProbe, file_heartbeat
-    from lifeboat.detection.quorum import QuorumPolicy, decide
-    from providers.health.fake import FakeGpu, FakeNvml
-    from providers.health.nvml import NvmlHealth
+    from lifeboat_dr.core.detection.probes import GpuHealthReadingProbe, TrainingProgressProbe, file_heartbeat
+    from lifeboat_dr.core.detection.quorum import QuorumPolicy, decide
+    from lifeboat_dr.providers.health.fake import FakeGpu, FakeNvml
+    from lifeboat_dr.providers.health.nvml import NvmlHealth
 
     policy = QuorumPolicy.from_detection(rb.detection)
     sick = FakeNvml([FakeGpu() for _ in range(8)])

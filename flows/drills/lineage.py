@@ -6,7 +6,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from flows.drills.base import SANDBOX_JOB_STEPS, Check, Outcome, Rig, amend, completed, simulated_outage
+from lifeboat_dr.flows.drills.base import (
+    SANDBOX_JOB_STEPS,
+    Check,
+    Outcome,
+    Rig,
+    amend,
+    completed,
+    simulated_outage,
+)
 
 ZOMBIE_STEP = 999_990  # a step the sandbox job never reaches: the zombie's own checkpoint
 
@@ -16,20 +24,20 @@ ZOMBIE_STEP = 999_990  # a step the sandbox job never reaches: the zombie's own 
 def prepare_zombie_primary(rig: Rig, options: Mapping[str, Any]) -> None:
     """A partition: the failover cannot reach the primary's store, so the fence misses it and
     the old primary keeps training (and committing) there."""
-    from flows.drills.sites import UnreachableStore
+    from lifeboat_dr.flows.drills.sites import UnreachableStore
 
     rig.primary = UnreachableStore(rig.rb.store_uri(rig.rb.primary.store))
     simulated_outage(rig, "provider: primary partitioned (drill: zombie primary)")
 
 
 def verify_zombie_primary(rig: Rig, outcome: Outcome) -> list[Check]:
-    from flows.wiring import open_sites
-    from lifeboat.certify import LINEAGE, certify_replica
-    from lifeboat.checkpoints.synthetic import replicate as raw_copy
-    from lifeboat.checkpoints.synthetic import write_checkpoint
-    from lifeboat.commit import commit_checkpoint
-    from lifeboat.errors import StopFailover
-    from lifeboat.replication import direction
+    from lifeboat_dr.core.certify import LINEAGE, certify_replica
+    from lifeboat_dr.core.commit import commit_checkpoint
+    from lifeboat_dr.core.replication import direction
+    from lifeboat_dr.flows.wiring import open_sites
+    from lifeboat_dr.kernel.errors import StopFailover
+    from lifeboat_dr.standins.checkpoints import replicate as raw_copy
+    from lifeboat_dr.standins.checkpoints import write_checkpoint
 
     primary, secondary = open_sites(rig.rb)  # the partition is over: both answer again
     checks = [completed(outcome)]
@@ -93,8 +101,11 @@ def prepare_failback(rig: Rig, options: Mapping[str, Any]) -> None:
 
 def verify_failback(rig: Rig, outcome: Outcome) -> list[Check]:
     """After the failover, fail back (the same walker, roles swapped) and check the record."""
-    from flows.approval import ChatGate
-    from flows.wiring import (
+    from lifeboat_dr.core.failover.walk import execute
+    from lifeboat_dr.core.replication import direction
+    from lifeboat_dr.core.sitestate import read_site_state
+    from lifeboat_dr.flows.approval import ChatGate
+    from lifeboat_dr.flows.wiring import (
         build_failback_steps,
         build_ledger,
         open_sites,
@@ -102,11 +113,8 @@ def verify_failback(rig: Rig, outcome: Outcome) -> list[Check]:
         settings_for,
         swapped,
     )
-    from lifeboat.failover.walk import execute
-    from lifeboat.replication import direction
-    from lifeboat.sitestate import read_site_state
-    from providers.chat.console import ConsoleChat
-    from providers.image_registry import FakeRegistry
+    from lifeboat_dr.providers.chat.console import ConsoleChat
+    from lifeboat_dr.providers.image_registry import FakeRegistry
 
     checks = [completed(outcome)]
     view = swapped(rig.rb)
@@ -175,7 +183,7 @@ OWN_COMMIT_WAIT_S = 30.0
 
 def _own_commits(rig: Rig, secondary) -> list[int]:
     """Steps committed on the secondary by its own lineage (not replicated foreign ones)."""
-    from lifeboat.replication import committed_checkpoints, foreign_checkpoints
+    from lifeboat_dr.core.replication import committed_checkpoints, foreign_checkpoints
 
     layout = rig.rb.checkpoint.layout.value
     foreign = foreign_checkpoints(secondary, None, layout)

@@ -6,7 +6,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from flows.drills.base import (
+from lifeboat_dr.flows.drills.base import (
     Check,
     Outcome,
     Rig,
@@ -86,7 +86,7 @@ def prepare_stale_primary(rig: Rig, options: Mapping[str, Any]) -> None:
 
 
 def verify_stale_primary(rig: Rig, outcome: Outcome) -> list[Check]:
-    from flows.wiring import open_sites
+    from lifeboat_dr.flows.wiring import open_sites
 
     primary, secondary = open_sites(rig.rb)
     fenced = outcome.steps.get("fence")
@@ -98,10 +98,10 @@ def verify_stale_primary(rig: Rig, outcome: Outcome) -> list[Check]:
 def stale_writer_checks(primary, secondary, *, stale_epoch: int, new_epoch: int | None) -> list[Check]:
     """The old primary (still holding `stale_epoch`) writes a checkpoint and tries to commit
     it, on its own store and on the replica; both must refuse, and the replica not change."""
-    from lifeboat.checkpoints.manifest import MANIFEST_NAME
-    from lifeboat.errors import StopFailover
-    from lifeboat.fencing import check_lease, guarded_commit
-    from lifeboat.trainer.core import checkpoint_name
+    from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
+    from lifeboat_dr.core.fencing import check_lease, guarded_commit
+    from lifeboat_dr.kernel.errors import StopFailover
+    from lifeboat_dr.standins.trainer.core import checkpoint_name
 
     def snapshot(store) -> list[tuple]:
         return [(o.key, o.size, o.version) for o in store.list() if not o.key.startswith("_lifeboat/")]

@@ -10,7 +10,7 @@
     batch-resume           the batch job dies mid-way on the primary; resumed on the secondary
                            from its certified progress, every output is there exactly once
 
-Serving drills run in `flows.serving_sandbox` (toy servers behind a real HAProxy on
+Serving drills run in `lifeboat_dr.flows.serving_sandbox` (toy servers behind a real HAProxy on
 loopback), the batch drill over `file://` stores in the sandbox folder. Each returns the same
 `DrillResult` as the training drills, and records a ledger entry marked as a drill.
 """
@@ -26,7 +26,7 @@ import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
-from flows.drills.base import Check, DrillResult, stop_process
+from lifeboat_dr.flows.drills.base import Check, DrillResult, stop_process
 
 SERVING_KINDS = ("serving-kill", "serving-stale-standby", "serving-degraded")
 BATCH_KINDS = ("batch-resume",)
@@ -40,17 +40,22 @@ def run_inference_drill(rb, kind: str, drill_id: str, folder: Path) -> tuple[lis
 
 
 def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], str | None]:
-    from flows.serving_sandbox import serving_sandbox
-    from flows.wiring import build_ledger, build_router, certified_weights_digest, serving_settings
-    from lifeboat.serving.client import client_window, read_samples
-    from lifeboat.serving.failover import serving_failover
-    from providers.serving.http import HttpEndpoint
+    from lifeboat_dr.core.serving.failover import serving_failover
+    from lifeboat_dr.flows.serving_sandbox import serving_sandbox
+    from lifeboat_dr.flows.wiring import (
+        build_ledger,
+        build_router,
+        certified_weights_digest,
+        serving_settings,
+    )
+    from lifeboat_dr.providers.serving.http import HttpEndpoint
+    from lifeboat_dr.standins.serving_client import client_window, read_samples
 
     checks: list[Check] = []
     with serving_sandbox(rb, folder, stale_standby=kind == "serving-stale-standby") as box:
         router, samples = build_router(box.rb), folder / "client.jsonl"
         client = subprocess.Popen(
-            [sys.executable, "-m", "lifeboat.serving.client", "--url", f"{box.frontend}/v1/infer",
+            [sys.executable, "-m", "lifeboat_dr.standins.serving_client", "--url", f"{box.frontend}/v1/infer",
              "--rate", "40", "--workers", "4", "--out", str(samples)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
@@ -124,9 +129,9 @@ def _post(url: str, body: dict) -> None:
 
 
 def _batch_resume(rb, drill_id: str, folder: Path) -> tuple[list[Check], str | None]:
-    from lifeboat.certify import certify_replica
-    from lifeboat.serving.batch import audit_outputs, run_batch
-    from providers.storage.local import LocalStore
+    from lifeboat_dr.core.certify import certify_replica
+    from lifeboat_dr.core.serving.batch import audit_outputs, run_batch
+    from lifeboat_dr.providers.storage.local import LocalStore
 
     shards = [f"shard-{i:03d}" for i in range(24)]
     records = lambda shard: [f"{shard} item {j}" for j in range(4)]  # noqa: E731

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from flows.drills.base import (
+from lifeboat_dr.flows.drills.base import (
     Check,
     Outcome,
     Rig,
@@ -15,7 +15,7 @@ from flows.drills.base import (
     completed,
     simulated_outage,
 )
-from lifeboat.errors import ProviderUnavailable
+from lifeboat_dr.kernel.errors import ProviderUnavailable
 
 # The cloud the region drill pretends the primary lives in: a zone, its region, another
 # region, another cloud. Prices are FakeCompute's list (see `PricedLocal`).
@@ -32,7 +32,7 @@ class UnreachableStore:
     """The failed region's store: every call fails as a dead endpoint does (retryable)."""
 
     def __init__(self, uri: str):
-        from providers.storage.local import LocalStore
+        from lifeboat_dr.providers.storage.local import LocalStore
 
         self.uri, self.capabilities = uri, LocalStore.capabilities
 
@@ -53,7 +53,7 @@ class PricedLocal:
     on two cores, and drills stay fast.)"""
 
     def __init__(self, local, prices: Mapping[str, float] = REGION_PRICES):
-        from providers.compute.fake import FakeCompute
+        from lifeboat_dr.providers.compute.fake import FakeCompute
 
         self.local, self.planner = local, FakeCompute(prices=dict(prices))
 
@@ -65,7 +65,7 @@ class PricedLocal:
 
 
 def prepare_region_outage(rig: Rig, options: Mapping[str, Any]) -> None:
-    from providers.compute.local import LocalCompute
+    from lifeboat_dr.providers.compute.local import LocalCompute
 
     rig.scope = rig.scope or "region"
     failed = FAILED_ZONE if rig.scope == "az" else FAILED_REGION
@@ -113,7 +113,7 @@ def verify_region_outage(rig: Rig, outcome: Outcome) -> list[Check]:
 
 def plan_checks(options, chosen: str | None, failed: str, scope: str | None) -> list[Check]:
     """The plan never offers the failed infra; the chosen place fits the outage's scope."""
-    from providers.compute.base import is_blocked
+    from lifeboat_dr.providers.compute.base import is_blocked
 
     offered = [o.infra for o in options]
     bad = [i for i in offered if is_blocked(i, [failed])]
@@ -148,7 +148,7 @@ def plan_checks(options, chosen: str | None, failed: str, scope: str | None) -> 
 
 
 def prepare_corrupted_replica(rig: Rig, options: Mapping[str, Any]) -> None:
-    from lifeboat.checkpoints.manifest import MANIFEST_NAME
+    from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
 
     secondary = Path(rig.rb.store_uri(rig.rb.secondary.store).removeprefix("file://"))
     committed = sorted(p.parent for p in secondary.glob(f"step-*/{MANIFEST_NAME}"))
@@ -175,7 +175,7 @@ def flip_byte(path: Path, rng: random.Random) -> tuple[str, int, int, int]:
 
 def _shards(checkpoint: Path) -> list[Path]:
     """The data files of a checkpoint folder: not its manifest, not a store's hidden sidecars."""
-    from lifeboat.checkpoints.manifest import MANIFEST_NAME
+    from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
 
     return sorted(p for p in checkpoint.iterdir() if p.name != MANIFEST_NAME and not p.name.startswith("."))
 

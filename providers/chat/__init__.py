@@ -1,5 +1,5 @@
 """Chat backends for the approval card: Slack, and the console for the embedded default."""
 
-from providers.chat.base import ApprovalCard, CardRef, Chat
+from lifeboat_dr.providers.chat.base import ApprovalCard, CardRef, Chat
 
 __all__ = ["ApprovalCard", "CardRef", "Chat"]

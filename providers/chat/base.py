@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from lifeboat.durations import format_duration
+from lifeboat_dr.kernel.durations import format_duration
 
 
 class Via(StrEnum):
@@ -28,7 +28,7 @@ class Via(StrEnum):
 class ApprovalDecision(BaseModel):
     """A decision at the approval gate: who, through which channel, what and why. A person's
     decision reaches a paused run only signed by the front door that verified them
-    (`lifeboat.approval_proof`); the Prefect UI's form asks only for `approved` and `reason`."""
+    (`lifeboat_dr.core.approval_proof`); the Prefect UI's form asks only for `approved` and `reason`."""
 
     approved: bool = Field(
         description="Approve: provision GPUs on the secondary and resume the job there. "

@@ -11,7 +11,7 @@ import itertools
 import sys
 from typing import Literal, TextIO
 
-from providers.chat.base import ApprovalCard, ApprovalDecision, CardRef, Via
+from lifeboat_dr.providers.chat.base import ApprovalCard, ApprovalDecision, CardRef, Via
 
 Mode = Literal["wait", "approve", "reject", "ask"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr
 
-from lifeboat.errors import ConfigError, ProviderUnavailable
-from providers.chat.base import APPROVE_ACTION, REJECT_ACTION, ApprovalCard, CardRef
+from lifeboat_dr.kernel.errors import ConfigError, ProviderUnavailable
+from lifeboat_dr.providers.chat.base import APPROVE_ACTION, REJECT_ACTION, ApprovalCard, CardRef
 
 ACTIONS_BLOCK = "lifeboat_decision"
 _RETRYABLE = {"ratelimited", "service_unavailable", "internal_error", "fatal_error", "request_timeout"}

@@ -9,13 +9,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from lifeboat.errors import ConfigError
+from lifeboat_dr.kernel.errors import ConfigError
 
 if TYPE_CHECKING:
-    from providers.compute.base import Compute
+    from lifeboat_dr.providers.compute.base import Compute
 
 # The interface's names, re-exported from `base` when first asked for: `lifeboat validate`
-# imports `providers.compute.skycheck` and needs none of them.
+# imports `lifeboat_dr.providers.compute.skycheck` and needs none of them.
 _FROM_BASE = frozenset(
     {
         "CapacityError",
@@ -33,16 +33,16 @@ _FROM_BASE = frozenset(
 
 def __getattr__(name: str) -> Any:
     if name in _FROM_BASE:
-        from providers.compute import base
+        from lifeboat_dr.providers.compute import base
 
         return getattr(base, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _BACKENDS = {
-    "local": "providers.compute.local:LocalCompute",
-    "skypilot": "providers.compute.skypilot:SkyPilotCompute",
-    "fake": "providers.compute.fake:FakeCompute",
+    "local": "lifeboat_dr.providers.compute.local:LocalCompute",
+    "skypilot": "lifeboat_dr.providers.compute.skypilot:SkyPilotCompute",
+    "fake": "lifeboat_dr.providers.compute.fake:FakeCompute",
 }
 
 
@@ -61,11 +61,11 @@ def compute_for_runbook(rb, *, live: bool | None = None, state_dir=None, **kwarg
     (`live` overrides it: True live, False the shipped snapshot), as a managed job when
     `job.managed` says so."""
     if rb.secondary.infra == "local":
-        from providers.compute.local import LocalCompute
+        from lifeboat_dr.providers.compute.local import LocalCompute
 
         return LocalCompute(state_dir or rb.base_dir / ".lifeboat" / "clusters")
-    from providers.compute.skycatalog import choose_catalog
-    from providers.compute.skypilot import SkyPilotCompute, task_nodes
+    from lifeboat_dr.providers.compute.skycatalog import choose_catalog
+    from lifeboat_dr.providers.compute.skypilot import SkyPilotCompute, task_nodes
 
     setting = rb.plan.catalog if live is None else ("live" if live else "snapshot")
     catalog = choose_catalog(setting)

@@ -2,7 +2,7 @@
 
 Backends (`LocalCompute`, `FakeCompute`, `SkyPilotCompute`) implement the `Compute` primitives
 and nothing else; ordered fallback, waiting and guaranteed teardown are written once on top
-of them (`providers.compute.fallback`). Everything crossing the boundary is a dataclass of
+of them (`lifeboat_dr.providers.compute.fallback`). Everything crossing the boundary is a dataclass of
 this module: no backend hands out SDK objects.
 
 A *cluster* is named by the caller (`<runbook>-failover`, `<runbook>-drill-<id>`), which
@@ -27,10 +27,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from lifeboat.errors import LifeboatError, ProviderUnavailable
+from lifeboat_dr.kernel.errors import LifeboatError, ProviderUnavailable
 
 if TYPE_CHECKING:
-    from runbooks.model import Runbook
+    from lifeboat_dr.runbooks.model import Runbook
 
 
 class CapacityError(ProviderUnavailable):

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from lifeboat.errors import NotFound, PreconditionFailed, ProviderUnavailable
-from providers.compute.base import (
+from lifeboat_dr.kernel.errors import NotFound, PreconditionFailed, ProviderUnavailable
+from lifeboat_dr.providers.compute.base import (
     CapacityError,
     ClusterState,
     ClusterStatus,

@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from lifeboat.errors import LifeboatError, ProviderUnavailable
-from providers.compute.base import (
+from lifeboat_dr.kernel.errors import LifeboatError, ProviderUnavailable
+from lifeboat_dr.providers.compute.base import (
     ClusterState,
     Compute,
     JobSpec,

@@ -23,8 +23,15 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lifeboat.errors import ConfigError, NotFound
-from providers.compute.base import ClusterState, ClusterStatus, JobSpec, JobState, PlanOption, is_blocked
+from lifeboat_dr.kernel.errors import ConfigError, NotFound
+from lifeboat_dr.providers.compute.base import (
+    ClusterState,
+    ClusterStatus,
+    JobSpec,
+    JobState,
+    PlanOption,
+    is_blocked,
+)
 
 _EXIT = "exit-code"
 

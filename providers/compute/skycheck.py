@@ -1,6 +1,6 @@
 """`lifeboat validate`'s checks of what the runbook hands to SkyPilot, before any incident.
 
-`check_runbook(path)` loads the runbook (`runbooks.loader`), then, for a SkyPilot
+`check_runbook(path)` loads the runbook (`lifeboat_dr.runbooks.loader`), then, for a SkyPilot
 secondary, reads `job.task` with its lines and reports, as `task-file:line: job.task: ...`:
 - SkyPilot's own verdict on the task (its JSON schema and `sky.Task.from_yaml_config`), e.g.
   `resources.acelerators: Instead of 'acelerators', did you mean 'accelerators'?`;
@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from runbooks.loader import Loc, Problem, RunbookInvalid, load_runbook
-from runbooks.skytask import line_of, read_task, rewrite_store_refs, strip_location
+from lifeboat_dr.runbooks.loader import Loc, Problem, RunbookInvalid, load_runbook
+from lifeboat_dr.runbooks.skytask import line_of, read_task, rewrite_store_refs, strip_location
 
 
 def check_runbook(path: str | Path, *, catalog: str | None = None):
@@ -50,7 +50,7 @@ def task_problems(rb, *, catalog: str | None = None) -> list[Problem]:
         config, lines = read_task(task_path, shown)
     except RunbookInvalid as e:
         return [_as_task(p) for p in e.problems]
-    from providers.compute.memo import fingerprint, remembered
+    from lifeboat_dr.providers.compute.memo import fingerprint, remembered
 
     verdict, _ = remembered(
         "task-schema",
@@ -69,8 +69,8 @@ def task_problems(rb, *, catalog: str | None = None) -> list[Problem]:
 
 
 def _schema(rb, catalog, config, shown, lines) -> list[Problem]:
-    from providers.compute.skycatalog import choose_catalog
-    from providers.compute.skyplan import use_offline_catalog
+    from lifeboat_dr.providers.compute.skycatalog import choose_catalog
+    from lifeboat_dr.providers.compute.skyplan import use_offline_catalog
 
     if (
         "sky" not in __import__("sys").modules
@@ -93,7 +93,7 @@ def schema_problems(config: dict, *, shown: str, lines: dict[Loc, int]) -> list[
     """SkyPilot's own verdict on the task: its JSON schema (the message is SkyPilot's, the
     line is the offending key's), then `sky.Task.from_yaml_config` for the rules the schema
     cannot say (a bad accelerator name, conflicting fields)."""
-    from providers.compute.skyplan import import_sky
+    from lifeboat_dr.providers.compute.skyplan import import_sky
 
     sky = import_sky()
     from sky.utils import common_utils, schemas

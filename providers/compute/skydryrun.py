@@ -28,8 +28,8 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from lifeboat.errors import ConfigError
-from providers.compute.base import JobSpec, PlanOption, candidates_from_runbook
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.providers.compute.base import JobSpec, PlanOption, candidates_from_runbook
 
 
 @dataclass(frozen=True)
@@ -54,11 +54,11 @@ def dry_run_launch(rb, *, checkpoint: str = "<certified checkpoint>") -> DryRun:
     """Plan the runbook's candidates over the shipped snapshot (the primary blocked), build
     the failover's task for the first feasible one, and dry-run launch it. Raises
     ConfigError with SkyPilot's first line when SkyPilot refuses the task."""
-    from providers.compute.skypilot import SkyPilotCompute, build_task, task_nodes
-    from providers.compute.skyplan import import_sky, offline_clouds
+    from lifeboat_dr.providers.compute.skypilot import SkyPilotCompute, build_task, task_nodes
+    from lifeboat_dr.providers.compute.skyplan import import_sky, offline_clouds
 
     task_yaml = rb.resolve(rb.job.task)
-    from providers.compute.skycatalog import choose_catalog
+    from lifeboat_dr.providers.compute.skycatalog import choose_catalog
 
     compute = SkyPilotCompute(
         offline=True,

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from lifeboat.errors import LifeboatError, ProviderUnavailable, StopFailover
-from providers.compute.base import CapacityError
+from lifeboat_dr.kernel.errors import LifeboatError, ProviderUnavailable, StopFailover
+from lifeboat_dr.providers.compute.base import CapacityError
 
 Verdict = Literal["next", "retry", "stop"]
 

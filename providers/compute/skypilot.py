@@ -32,23 +32,23 @@ from typing import Any, Literal, Protocol
 
 import yaml
 
-from lifeboat.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
-from providers.compute.base import (
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
+from lifeboat_dr.providers.compute.base import (
     ClusterState,
     ClusterStatus,
     JobSpec,
     JobState,
     PlanOption,
 )
-from providers.compute.skyerrors import launch_error
-from providers.compute.skyplan import (
+from lifeboat_dr.providers.compute.skyerrors import launch_error
+from lifeboat_dr.providers.compute.skyplan import (
     SHIPPED_CATALOG,
     import_sky,
     offline_clouds,
     optimize,
     use_offline_catalog,
 )
-from runbooks.skytask import (
+from lifeboat_dr.runbooks.skytask import (
     config_for,
     mount_secondary,
     read_task,
@@ -175,7 +175,7 @@ def adapt_task(job: JobSpec) -> dict[str, Any]:
     """The task YAML as a mapping, made to run on the secondary: no pinned location (the
     candidate decides), and mounts/envs naming the primary store moved to the secondary.
     A reference that cannot be moved is a ConfigError naming its line (validate says so
-    first: `providers.compute.skycheck`)."""
+    first: `lifeboat_dr.providers.compute.skycheck`)."""
     if job.task_yaml is None:
         return {}
     config = strip_location(config_for(job.task_yaml))

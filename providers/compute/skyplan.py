@@ -25,8 +25,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lifeboat.errors import ConfigError
-from providers.compute.base import PlanOption, is_blocked
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.providers.compute.base import PlanOption, is_blocked
 
 SHIPPED_CATALOG = Path(__file__).parent / "catalog" / "v8"
 SCHEMA = "v8"

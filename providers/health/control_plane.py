@@ -1,4 +1,4 @@
-"""Control planes for the provider signal (`lifeboat.detection.provider.ProviderProbe`).
+"""Control planes for the provider signal (`lifeboat_dr.core.detection.provider.ProviderProbe`).
 
 `ControlPlane` is the interface; `FakeControlPlane` the scripted fake.
 
@@ -16,8 +16,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from lifeboat.errors import LifeboatError, NotFound, ProviderUnavailable
-from providers.storage.base import store_target
+from lifeboat_dr.kernel.errors import LifeboatError, NotFound, ProviderUnavailable
+from lifeboat_dr.providers.storage.base import store_target
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from providers.health.nvml import import_pynvml
+from lifeboat_dr.providers.health.nvml import import_pynvml
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Owns init/shutdown (always paired, even when a query fails) and maps every NVML error
 onto a `GpuHealth` answer. `nvml=` accepts any object with pynvml's functions and
-constants, which is how `providers.health.fake.FakeNvml` drives this exact code.
+constants, which is how `lifeboat_dr.providers.health.fake.FakeNvml` drives this exact code.
 """
 
 from __future__ import annotations
@@ -12,8 +12,15 @@ import socket
 import time
 from typing import Any
 
-from lifeboat.errors import ConfigError
-from providers.health.base import CRITICAL_XIDS, NO_DRIVER, GpuHealth, GpuStatus, XidEvent, summarize
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.providers.health.base import (
+    CRITICAL_XIDS,
+    NO_DRIVER,
+    GpuHealth,
+    GpuStatus,
+    XidEvent,
+    summarize,
+)
 
 _MAX_XID_EVENTS = 256
 

@@ -17,7 +17,13 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 from uuid import UUID
 
-from lifeboat.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable, StandDown
+from lifeboat_dr.kernel.errors import (
+    ConfigError,
+    NotFound,
+    PreconditionFailed,
+    ProviderUnavailable,
+    StandDown,
+)
 
 PENDING_STATES = ("SCHEDULED", "PENDING", "PAUSED")  # not started, or waiting for approval
 
@@ -111,7 +117,7 @@ def emit(event: str, resource: dict[str, str], payload: dict[str, Any], **kw: An
 
 
 def emit_spec(spec) -> None:
-    """Emit an outage decision's event (`lifeboat.detection.events.EventSpec`); its stable id
+    """Emit an outage decision's event (`lifeboat_dr.core.detection.events.EventSpec`); its stable id
     makes a decision emitted twice (two receivers, a retry) stored once."""
     emit(
         spec.event,
@@ -139,7 +145,7 @@ APPROVAL_KEY_BLOCK = "lifeboat-approval-key"
 
 
 def approval_key() -> bytes | None:
-    """The key that signs and verifies approval decisions (`lifeboat.approval_proof`):
+    """The key that signs and verifies approval decisions (`lifeboat_dr.core.approval_proof`):
     `LIFEBOAT_APPROVAL_KEY`, else the Prefect Secret block `lifeboat-approval-key`, else
     None (then no person's decision can be verified; only the policy default decides)."""
     import os

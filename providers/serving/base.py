@@ -3,7 +3,7 @@
 Two primitives, `get` and `post`, each returning an `Answer` and never raising for a site
 that is down, slow or wrong: those are answers the failover judges (status 0 means no HTTP
 answer at all: refused, reset, timed out). Health, model version and the canary are written
-once on top of them in `lifeboat.serving.verify`.
+once on top of them in `lifeboat_dr.core.serving.verify`.
 """
 
 from __future__ import annotations

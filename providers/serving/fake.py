@@ -7,7 +7,7 @@ answered one by one before falling back to `status`. `requests` records every ca
 
 from __future__ import annotations
 
-from providers.serving.base import Answer
+from lifeboat_dr.providers.serving.base import Answer
 
 
 class FakeEndpoint:

@@ -7,7 +7,7 @@ import time
 import urllib.error
 import urllib.request
 
-from providers.serving.base import Answer
+from lifeboat_dr.providers.serving.base import Answer
 
 MAX_BODY = 1 << 20  # a health or canary answer is small; a huge one is refused, not buffered
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
-from lifeboat.errors import ConfigError
-from providers.storage.base import Capabilities, ObjectInfo, Store
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, Store
 
 _BACKENDS = {
-    "file": "providers.storage.local:LocalStore",
-    "s3": "providers.storage.s3:S3Store",
-    "gs": "providers.storage.gcs:GcsStore",
+    "file": "lifeboat_dr.providers.storage.local:LocalStore",
+    "s3": "lifeboat_dr.providers.storage.s3:S3Store",
+    "gs": "lifeboat_dr.providers.storage.gcs:GcsStore",
 }
 
 
@@ -24,7 +24,7 @@ def open_store(uri: str, *, endpoint_url: str | None = None, deadline_s: float |
             f"{uri!r}: unknown store scheme {parsed.scheme!r}; use one of {', '.join(sorted(_BACKENDS))}"
         )
     if parsed.scheme == "file":
-        from providers.storage.local import LocalStore
+        from lifeboat_dr.providers.storage.local import LocalStore
 
         return LocalStore(parsed.netloc + parsed.path)
     module, _, cls = _BACKENDS[parsed.scheme].partition(":")

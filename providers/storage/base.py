@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from lifeboat.errors import ConfigError
+from lifeboat_dr.kernel.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from lifeboat.crc32c import crc32c
-from lifeboat.errors import ChecksumMismatch
+from lifeboat_dr.kernel.crc32c import crc32c
+from lifeboat_dr.kernel.errors import ChecksumMismatch
 
 # Bytes of object data held in memory at once, all uploads together: two 16 MiB objects in
 # flight (the next is read when one is answered), or four 8 MiB parts. Measured on loopback

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
-from lifeboat.errors import (
+from lifeboat_dr.kernel.errors import (
     ChecksumMismatch,
     ConfigError,
     LifeboatError,
@@ -29,7 +29,7 @@ from lifeboat.errors import (
     PreconditionFailed,
     ProviderUnavailable,
 )
-from providers.storage.base import Capabilities, ObjectInfo, join, store_deadline
+from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, join, store_deadline
 
 CHUNK = 1 << 20
 UPLOAD_CHUNK = 8 << 20  # resumable upload chunk for streamed puts (a multiple of 256 KiB)

@@ -21,9 +21,9 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lifeboat.crc32c import crc32c as _crc32c
-from lifeboat.errors import ChecksumMismatch, NotFound, PreconditionFailed
-from providers.storage.base import Capabilities, ObjectInfo
+from lifeboat_dr.kernel.crc32c import crc32c as _crc32c
+from lifeboat_dr.kernel.errors import ChecksumMismatch, NotFound, PreconditionFailed
+from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo
 
 CHUNK = 1 << 20
 _SIDECAR = ".crc32c"

@@ -37,17 +37,17 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from lifeboat.crc32c import crc32c, crc32c_combine, from_b64, to_b64
-from lifeboat.errors import (
+from lifeboat_dr.kernel.crc32c import crc32c, crc32c_combine, from_b64, to_b64
+from lifeboat_dr.kernel.errors import (
     ChecksumMismatch,
     ConfigError,
     NotFound,
     PreconditionFailed,
     ProviderUnavailable,
 )
-from providers.storage.base import Capabilities, ObjectInfo, join, store_deadline
-from providers.storage.buffers import BUFFERS, fill, new_body
-from providers.storage.s3_models import lean_loader
+from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, join, store_deadline
+from lifeboat_dr.providers.storage.buffers import BUFFERS, fill, new_body
+from lifeboat_dr.providers.storage.s3_models import lean_loader
 
 CHUNK = 1 << 20
 SINGLE_PUT_LIMIT = 16 << 20  # objects up to this size (when known) go in one PutObject

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from lifeboat.errors import ConfigError, NotFound
+from lifeboat_dr.kernel.errors import ConfigError, NotFound
 
 MAX_WEIGHT = 255
 

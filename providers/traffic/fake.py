@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from lifeboat.errors import ProviderUnavailable
-from providers.traffic.base import SiteHealth, check_weights
+from lifeboat_dr.kernel.errors import ProviderUnavailable
+from lifeboat_dr.providers.traffic.base import SiteHealth, check_weights
 
 
 class FakeTraffic:

@@ -17,8 +17,8 @@ import re
 import socket
 from collections.abc import Mapping
 
-from lifeboat.errors import ConfigError, NotFound, ProviderUnavailable
-from providers.traffic.base import SiteHealth, check_weights
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable
+from lifeboat_dr.providers.traffic.base import SiteHealth, check_weights
 
 _NOT_FOUND = ("No such server", "No such backend", "Can't find backend", "No such proxy")
 _REFUSED = ("Permission denied", "Unknown command")

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from lifeboat.errors import ConfigError, ProviderUnavailable
+from lifeboat_dr.kernel.errors import ConfigError, ProviderUnavailable
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lifeboat.errors import ConfigError, NotFound, ProviderUnavailable
-from providers.traffic.base import SiteHealth, check_weights
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable
+from lifeboat_dr.providers.traffic.base import SiteHealth, check_weights
 
 _NOT_FOUND = {"NoSuchHostedZone", "NoSuchHealthCheck", "InvalidChangeBatch"}
 _RETRYABLE = {"Throttling", "ThrottlingException", "PriorRequestNotComplete", "ServiceUnavailable"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from lifeboat.advise import INPUTS, advise, format_text, resolve_inputs
-from lifeboat.durations import parse_duration
-from shell.cli import COMMANDS
+from lifeboat_dr.core.advise import INPUTS, advise, format_text, resolve_inputs
+from lifeboat_dr.kernel.durations import parse_duration
+from lifeboat_dr.shell.cli import COMMANDS
 
 EPILOG = """\
 Inputs come from the runbook's `cluster:` section (plus checkpoint.cadence and
@@ -78,7 +78,7 @@ def register(subparsers) -> None:
 
 
 def _load(path: str):
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     return load_runbook(path)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from lifeboat.errors import ConfigError, NotFound, PreconditionFailed
-from shell.cli import COMMANDS
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed
+from lifeboat_dr.shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
@@ -31,7 +31,7 @@ def run(args) -> int:
     except ValueError:
         raise ConfigError(f"{args.run_id!r} is not a flow run id (a UUID, as on the approval card)") from None
     approved = not args.reject
-    from providers.orchestrator.prefect_api import require_api_url, resume_run
+    from lifeboat_dr.providers.orchestrator.prefect_api import require_api_url, resume_run
 
     require_api_url()
     try:

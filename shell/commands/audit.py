@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shell.cli import COMMANDS
+from lifeboat_dr.shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
@@ -21,8 +21,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from flows.audit import AuditFailed, audit
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.flows.audit import AuditFailed, audit
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     load_runbook(args.runbook)
     try:

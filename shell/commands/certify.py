@@ -10,9 +10,9 @@ import json
 import sys
 from datetime import UTC, datetime
 
-from lifeboat.durations import format_duration
-from lifeboat.errors import ConfigError, LifeboatError
-from shell.cli import COMMANDS
+from lifeboat_dr.kernel.durations import format_duration
+from lifeboat_dr.kernel.errors import ConfigError, LifeboatError
+from lifeboat_dr.shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
@@ -42,9 +42,9 @@ def parse_time(text: str | None) -> datetime:
 
 
 def run(args) -> int:
-    from flows.wiring import certify_runbook
-    from lifeboat.certify import verdict
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.core.certify import verdict
+    from lifeboat_dr.flows.wiring import certify_runbook
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(args.runbook)
     at = parse_time(args.at)

@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lifeboat.errors import ConfigError, ProviderUnavailable
-from shell.cli import COMMANDS
+from lifeboat_dr.kernel.errors import ConfigError, ProviderUnavailable
+from lifeboat_dr.shell.cli import COMMANDS
 
 PLAN_FILE = Path(".lifeboat/deploy/prefect.yaml")
 
@@ -56,8 +56,12 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import yaml
 
-    from flows.deploy import deployment_names, deployment_plan, pools_of, runbook_target
-    from providers.orchestrator.prefect_api import ensure_crash_recovery, ensure_process_pool, require_api_url
+    from lifeboat_dr.flows.deploy import deployment_names, deployment_plan, pools_of, runbook_target
+    from lifeboat_dr.providers.orchestrator.prefect_api import (
+        ensure_crash_recovery,
+        ensure_process_pool,
+        require_api_url,
+    )
 
     root = Path.cwd()
     try:

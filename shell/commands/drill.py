@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from flows.drills import ALL_KINDS, SCOPES, TRAINER_KINDS, kinds_for
-from lifeboat.errors import ConfigError
-from shell.cli import COMMANDS
+from lifeboat_dr.flows.drills import ALL_KINDS, SCOPES, TRAINER_KINDS, kinds_for
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
@@ -28,9 +28,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from flows.drill import DrillFailed, drill
-    from lifeboat.trainer.jobs import trainer_job
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.flows.drill import DrillFailed, drill
+    from lifeboat_dr.runbooks.loader import load_runbook
+    from lifeboat_dr.standins.trainer.jobs import trainer_job
 
     rb = load_runbook(args.runbook)  # a bad runbook is a one-line error, not a failed flow run
     kinds_for(args.kind, rb, args.trainer)  # so is a kind the runbook or the trainer does not drill

@@ -27,8 +27,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from flows.failback import failback
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.flows.failback import failback
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     load_runbook(args.runbook)  # a bad runbook is a one-line error, not a failed flow run
     result = failback(args.runbook, approval=args.approval)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from shell.cli import COMMANDS
+from lifeboat_dr.shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
@@ -35,11 +35,11 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from flows.failover import failover, outcome_of
-    from providers.compute.skycheck import check_runbook
+    from lifeboat_dr.flows.failover import failover, outcome_of
+    from lifeboat_dr.providers.compute.skycheck import check_runbook
 
     check_runbook(args.runbook)  # a bad runbook or task YAML is a one-line error, not a failed flow run
-    from lifeboat.ledger import LedgerFile
+    from lifeboat_dr.core.ledger import LedgerFile
 
     LedgerFile().ensure_writable()  # likewise an unwritable ledger: before anything is fenced
     state = failover(

@@ -2,15 +2,15 @@
 
 Run by the training job after every shard is written: records each shard's size and
 CRC32C and writes `lifeboat-manifest.json` create-only, last, as the commit point. The same
-as `lifeboat.checkpoints.manifest.write_manifest(DIR, step)`."""
+as `lifeboat_dr.core.checkpoints.manifest.write_manifest(DIR, step)`."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from lifeboat.errors import ConfigError, PreconditionFailed
-from shell.cli import COMMANDS
+from lifeboat_dr.kernel.errors import ConfigError, PreconditionFailed
+from lifeboat_dr.shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
@@ -27,7 +27,7 @@ def register(subparsers) -> None:
 
 
 def run_write(args) -> int:
-    from lifeboat.checkpoints.manifest import MANIFEST_NAME, write_manifest
+    from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, write_manifest
 
     directory = Path(args.directory)
     if not directory.is_dir():

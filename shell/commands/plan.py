@@ -15,8 +15,8 @@ import json
 import sys
 from dataclasses import asdict
 
-from lifeboat.errors import ConfigError
-from shell.cli import COMMANDS
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
@@ -56,8 +56,8 @@ def build_plan(rb, extra_blocks: list[str], *, catalog: str | None = None) -> di
     `lifeboat plan` once older than LIVE_REFRESH_S (SkyPilot refreshes its catalogs then)."""
     import time
 
-    from providers.compute.memo import fingerprint, remembered
-    from providers.compute.skycatalog import SNAPSHOT_DIR, choose_catalog
+    from lifeboat_dr.providers.compute.memo import fingerprint, remembered
+    from lifeboat_dr.providers.compute.skycatalog import SNAPSHOT_DIR, choose_catalog
 
     blocked = [b for b in dict.fromkeys([rb.primary.infra, *extra_blocks]) if b and b != "local"]
     if rb.secondary.infra == "local":
@@ -83,7 +83,7 @@ def _refresh_in_background(rb, extra_blocks: list[str]) -> None:
     import os
     import subprocess
 
-    argv = [sys.executable, "-m", "shell", "plan", str(rb.path), "--catalog", "live", "--json"]
+    argv = [sys.executable, "-m", "lifeboat_dr", "plan", str(rb.path), "--catalog", "live", "--json"]
     argv += [a for b in extra_blocks for a in ("--block", b)]
     subprocess.Popen(
         argv,
@@ -96,8 +96,8 @@ def _refresh_in_background(rb, extra_blocks: list[str]) -> None:
 
 
 def _compute_plan(rb, blocked: list[str], catalog: str | None) -> dict:
-    from providers.compute import compute_for_runbook
-    from providers.compute.base import candidates_from_runbook
+    from lifeboat_dr.providers.compute import compute_for_runbook
+    from lifeboat_dr.providers.compute.base import candidates_from_runbook
 
     live = None if catalog is None else catalog == "live"
     compute = compute_for_runbook(rb, live=live)
@@ -125,7 +125,7 @@ def _compute_plan(rb, blocked: list[str], catalog: str | None) -> dict:
 
 
 def run(args) -> int:
-    from providers.compute.skycheck import check_runbook
+    from lifeboat_dr.providers.compute.skycheck import check_runbook
 
     rb = check_runbook(
         args.runbook, catalog=args.catalog

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from shell.cli import COMMANDS, quick_start
+from lifeboat_dr.shell.cli import COMMANDS, quick_start
 
 
 def register(subparsers) -> None:
@@ -28,8 +28,8 @@ def rendered_path(runbook_path: str | Path, name: str) -> Path:
 
 def run(args) -> int:
     with quick_start():  # importing the runbook model is most of this command's time
-        from runbooks.loader import load_runbook
-        from runbooks.render import render_markdown
+        from lifeboat_dr.runbooks.loader import load_runbook
+        from lifeboat_dr.runbooks.render import render_markdown
 
     rb = load_runbook(args.runbook)
     text = render_markdown(rb, os.path.relpath(args.runbook), _advice(rb))
@@ -46,6 +46,6 @@ def _advice(rb) -> str | None:
     """The advisor's section, for runbooks with a `cluster:` section (the others skip importing it)."""
     if rb.cluster is None:
         return None
-    from lifeboat.advise import advice_markdown
+    from lifeboat_dr.core.advise import advice_markdown
 
     return advice_markdown(rb)

@@ -7,8 +7,8 @@ import gc
 import sys
 from pathlib import Path
 
-from lifeboat.durations import format_duration
-from shell.cli import COMMANDS
+from lifeboat_dr.kernel.durations import format_duration
+from lifeboat_dr.shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
@@ -64,9 +64,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from flows.wiring import open_sites
-    from lifeboat.errors import ConfigError
-    from lifeboat.replication import (
+    from lifeboat_dr.core.replication import (
         LagLog,
         default_lag_log,
         direction,
@@ -74,7 +72,9 @@ def run(args) -> int:
         replicate_checkpoints,
         sources_to_replicate,
     )
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.flows.wiring import open_sites
+    from lifeboat_dr.kernel.errors import ConfigError
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     if args.concurrency < 1:
         raise ConfigError(f"--concurrency must be at least 1, not {args.concurrency}")
@@ -92,7 +92,7 @@ def run(args) -> int:
         )
     failed, found, standby = False, None, None
     if not args.retention_only:
-        from lifeboat.checkpoints.layouts import discover
+        from lifeboat_dr.core.checkpoints.layouts import discover
 
         layout = rb.checkpoint.layout.value
         found = discover(way.source, layout)  # also certification's view of the source
@@ -137,7 +137,7 @@ def run(args) -> int:
 
 
 def _retention(rb, way, args, source_found, standby_found) -> None:
-    from lifeboat.replication import retention_for
+    from lifeboat_dr.core.replication import retention_for
 
     result = retention_for(
         rb,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lifeboat.errors import ConfigError
-from lifeboat.ledger import DEFAULT_LEDGER
-from shell.cli import COMMANDS
+from lifeboat_dr.core.ledger import DEFAULT_LEDGER
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:
@@ -45,14 +45,14 @@ def _runbook_name(arg: str) -> str:
     path = Path(arg)
     if path.suffix not in (".yaml", ".yml"):
         return arg
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     return load_runbook(path).name
 
 
 def run(args) -> int:
-    from lifeboat.ledger import LedgerFile, LedgerStore
-    from lifeboat.timeline import history_markdown, render_timeline, timeline_path
+    from lifeboat_dr.core.ledger import LedgerFile, LedgerStore
+    from lifeboat_dr.core.timeline import history_markdown, render_timeline, timeline_path
 
     name = _runbook_name(args.runbook)
     if args.verify or args.mirror:
@@ -61,7 +61,7 @@ def run(args) -> int:
             return _verify(mirror, name)
         sink = mirror
     elif args.store:
-        from providers.storage import open_store
+        from lifeboat_dr.providers.storage import open_store
 
         sink = LedgerStore(open_store(args.store))
     else:
@@ -94,14 +94,14 @@ def _mirror(args):
 
     where = args.mirror or os.environ.get("LIFEBOAT_LEDGER_MIRROR") or "sites"
     if Path(args.runbook).suffix in (".yaml", ".yml"):
-        from flows.wiring import ledger_mirror
-        from runbooks.loader import load_runbook
+        from lifeboat_dr.flows.wiring import ledger_mirror
+        from lifeboat_dr.runbooks.loader import load_runbook
 
         return ledger_mirror(load_runbook(args.runbook), where)
     if where.strip() == "sites":
         raise ConfigError("--mirror sites needs the runbook file (its sites' stores), not its name")
-    from lifeboat.ledger_chain import MirroredLedger
-    from providers.storage import open_store
+    from lifeboat_dr.core.ledger_chain import MirroredLedger
+    from lifeboat_dr.providers.storage import open_store
 
     return MirroredLedger([open_store(u.strip()) for u in where.split(",") if u.strip()])
 

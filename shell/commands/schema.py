@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from runbooks.model import Runbook
-from shell.cli import COMMANDS
+from lifeboat_dr.runbooks.model import Runbook
+from lifeboat_dr.shell.cli import COMMANDS
 
 
 def register(subparsers) -> None:

@@ -19,8 +19,8 @@ import os
 import sys
 from pathlib import Path
 
-from lifeboat.errors import ConfigError
-from shell.cli import COMMANDS
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.shell.cli import COMMANDS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,12 +42,12 @@ def routes(args: argparse.Namespace) -> list:
     mounted = []
     alerts = _alert_settings(args)
     if alerts.bearer_token or (alerts.basic_username and alerts.basic_password):
-        from shell.alertmanager import alertmanager_routes
+        from lifeboat_dr.shell.alertmanager import alertmanager_routes
 
         mounted += alertmanager_routes(alerts)
     if os.environ.get("SLACK_SIGNING_SECRET") and os.environ.get("SLACK_BOT_TOKEN"):
-        from runbooks.loader import load_runbook
-        from shell.slack_actions import SlackSettings, slack_routes
+        from lifeboat_dr.runbooks.loader import load_runbook
+        from lifeboat_dr.shell.slack_actions import SlackSettings, slack_routes
 
         slack = SlackSettings.from_runbooks(
             [load_runbook(p) for p in args.runbooks],
@@ -57,7 +57,7 @@ def routes(args: argparse.Namespace) -> list:
         )
         mounted += slack_routes(slack)
     if os.environ.get("LIFEBOAT_PROXY_SECRET"):
-        from shell.approvals import ProxySettings, approval_routes
+        from lifeboat_dr.shell.approvals import ProxySettings, approval_routes
 
         mounted += approval_routes(
             ProxySettings(proxy_secret=os.environ["LIFEBOAT_PROXY_SECRET"], approval_key=_approval_key())
@@ -72,7 +72,7 @@ def routes(args: argparse.Namespace) -> list:
 
 
 def _approval_key():
-    from providers.orchestrator.prefect_api import approval_key
+    from lifeboat_dr.providers.orchestrator.prefect_api import approval_key
 
     if (key := approval_key()) is None:
         raise ConfigError(
@@ -85,7 +85,7 @@ def _approval_key():
 def _alert_settings(args: argparse.Namespace):
     from pydantic import ValidationError
 
-    from shell.alertmanager import AlertmanagerSettings
+    from lifeboat_dr.shell.alertmanager import AlertmanagerSettings
 
     extra = {}
     if args.token_secret:
@@ -102,7 +102,7 @@ def _alert_settings(args: argparse.Namespace):
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from shell.server import create_app
+    from lifeboat_dr.shell.server import create_app
 
     mounted = routes(args)
     print(

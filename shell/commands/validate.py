@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from shell.cli import COMMANDS, quick_start
+from lifeboat_dr.shell.cli import COMMANDS, quick_start
 
 
 def register(subparsers) -> None:
@@ -23,10 +23,10 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     with quick_start():  # importing the runbook model is most of this command's time
-        from lifeboat.detection.targets import detection_warnings
-        from lifeboat.shared_fate import shared_fate_warnings
-        from providers.compute.skycheck import check_runbook
-        from runbooks.loader import RunbookInvalid
+        from lifeboat_dr.core.detection.targets import detection_warnings
+        from lifeboat_dr.core.shared_fate import shared_fate_warnings
+        from lifeboat_dr.providers.compute.skycheck import check_runbook
+        from lifeboat_dr.runbooks.loader import RunbookInvalid
 
     failed = False
     for file in args.files:
@@ -46,6 +46,6 @@ def run(args) -> int:
 
 
 def _fmt(td) -> str:
-    from lifeboat.durations import format_duration
+    from lifeboat_dr.kernel.durations import format_duration
 
     return format_duration(td)

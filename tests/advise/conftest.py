@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from runbooks.model import Runbook
-from shell import cli
+from lifeboat_dr.runbooks.model import Runbook
+from lifeboat_dr.shell import cli
 
 BASE_RUNBOOK = {
     "name": "llm-pretrain",

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lifeboat.advise import REFERENCE_RANGES, dr_budget
+from lifeboat_dr.core.advise import REFERENCE_RANGES, dr_budget
 
 GPU_SPEND = 1024 * 3.80 * 730  # $2,840,576 per month
 

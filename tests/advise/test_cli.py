@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from lifeboat.advise import INPUTS, advice_markdown
+from lifeboat_dr.core.advise import INPUTS, advice_markdown
 
 FLAGS = (
     "--gpus", "1024", "--gpu-hour-usd", "3.80", "--mtbf", "7.9h", "--checkpoint-write", "5m",

@@ -3,8 +3,8 @@
 import pytest
 from pydantic import ValidationError
 
-from lifeboat.advise import resolve_inputs
-from lifeboat.errors import ConfigError
+from lifeboat_dr.core.advise import resolve_inputs
+from lifeboat_dr.kernel.errors import ConfigError
 
 H = 3600.0
 

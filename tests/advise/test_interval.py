@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from lifeboat.advise import (
+from lifeboat_dr.core.advise import (
     cluster_mtbf_s,
     daly_interval_s,
     expected_rework_exact_s,

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from lifeboat.advise import interval as iv
-from lifeboat.advise.advice import advise
-from lifeboat.advise.inputs import AdviceInputs
-from lifeboat.advise.report import format_text
-from shell.cli import main
+from lifeboat_dr.core.advise import interval as iv
+from lifeboat_dr.core.advise.advice import advise
+from lifeboat_dr.core.advise.inputs import AdviceInputs
+from lifeboat_dr.core.advise.report import format_text
+from lifeboat_dr.shell.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = dict(gpus=128, gpu_hour_usd=3.8, mtbf_s=390.6 * 3600, checkpoint_write_s=120, restart_s=600)

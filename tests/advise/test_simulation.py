@@ -7,8 +7,8 @@ tried, so the comparison is between intervals, not between random draws.
 import numpy as np
 import pytest
 
-from lifeboat.advise import daly_interval_s, expected_waste_fraction
-from lifeboat.advise.simulate import failure_gaps_s, grid_search_optimum, simulated_waste_fraction
+from lifeboat_dr.core.advise import daly_interval_s, expected_waste_fraction
+from lifeboat_dr.core.advise.simulate import failure_gaps_s, grid_search_optimum, simulated_waste_fraction
 
 H = 3600.0
 CYCLES = 100_000

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runbooks.model import Runbook
+from lifeboat_dr.runbooks.model import Runbook
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
@@ -55,7 +55,7 @@ def slack_stub():
 
 
 def make_card(run_id: str = "8d4c1a52-0000-4000-8000-000000000001", **kw):
-    from providers.chat.base import ApprovalCard
+    from lifeboat_dr.providers.chat.base import ApprovalCard
 
     fields = dict(
         runbook="llama-pretrain",
@@ -114,7 +114,7 @@ def click_payload(
     approve: bool = True,
     ts: str = "1001.000100",
 ) -> dict:
-    from providers.chat.base import APPROVE_ACTION, REJECT_ACTION
+    from lifeboat_dr.providers.chat.base import APPROVE_ACTION, REJECT_ACTION
 
     action = next(
         e

@@ -93,8 +93,8 @@ def _serve(port: int, proxy_secret: str, approval_key: str, prefect_url: str, se
     import uvicorn
     from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
-    from shell.approvals import ProxySettings, approval_routes
-    from shell.server import create_app
+    from lifeboat_dr.shell.approvals import ProxySettings, approval_routes
+    from lifeboat_dr.shell.server import create_app
 
     app = create_app(approval_routes(ProxySettings(proxy_secret=proxy_secret, approval_key=approval_key)))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))

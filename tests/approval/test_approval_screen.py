@@ -13,7 +13,7 @@ from uuid import UUID
 import pytest
 from prefect.client.orchestration import get_client
 
-from flows.failover import failover, outcome_of
+from lifeboat_dr.flows.failover import failover, outcome_of
 
 from .conftest import APPROVAL_KEY, in_thread, wait_until
 from .identity_stack import PEOPLE, identity_stack

@@ -1,6 +1,6 @@
 import pytest
 
-from shell.cli import main as lifeboat
+from lifeboat_dr.shell.cli import main as lifeboat
 
 
 def test_approve_refuses_something_that_is_not_a_run_id(capsys):

@@ -4,10 +4,10 @@ import json
 import pytest
 from pydantic import SecretStr
 
-from lifeboat.errors import ConfigError, ProviderUnavailable
-from providers.chat import Chat
-from providers.chat.console import ConsoleChat
-from providers.chat.slack import SlackChat, SlackConfig, card_blocks
+from lifeboat_dr.kernel.errors import ConfigError, ProviderUnavailable
+from lifeboat_dr.providers.chat import Chat
+from lifeboat_dr.providers.chat.console import ConsoleChat
+from lifeboat_dr.providers.chat.slack import SlackChat, SlackConfig, card_blocks
 
 from .conftest import make_card
 
@@ -180,7 +180,7 @@ def test_escaping_never_breaks_block_kit_limits_or_cuts_an_escape_in_half():
 def test_the_ui_card_shows_every_fact_and_escapes_hostile_alert_text():
     from datetime import UTC, datetime, timedelta
 
-    from flows.approval_screen import card_markdown
+    from lifeboat_dr.flows.approval_screen import card_markdown
 
     now = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
     hostile = (

@@ -7,8 +7,8 @@ import json
 import pytest
 from pydantic import SecretStr
 
-from providers.chat.console import ConsoleChat
-from providers.chat.slack import SlackChat
+from lifeboat_dr.providers.chat.console import ConsoleChat
+from lifeboat_dr.providers.chat.slack import SlackChat
 from tests.contracts.chat import ChatContract
 
 

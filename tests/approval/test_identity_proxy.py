@@ -15,11 +15,11 @@ from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run as current_run
 from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
-from flows.approval import await_approval
-from lifeboat.ledger import LedgerFile, RtoLedger
-from providers.chat.console import ConsoleChat
-from runbooks.model import Runbook
-from shell.cli import main as lifeboat
+from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
+from lifeboat_dr.flows.approval import await_approval
+from lifeboat_dr.providers.chat.console import ConsoleChat
+from lifeboat_dr.runbooks.model import Runbook
+from lifeboat_dr.shell.cli import main as lifeboat
 
 from .conftest import APPROVAL_KEY, in_thread, make_card, make_runbook, wait_until
 from .identity_stack import PEOPLE, identity_stack

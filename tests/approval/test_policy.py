@@ -1,8 +1,8 @@
 import pytest
 
-from lifeboat.approval import ApprovalProcess, Escalate
-from lifeboat.errors import PreconditionFailed
-from providers.chat.base import ApprovalDecision, Via
+from lifeboat_dr.core.approval import ApprovalProcess, Escalate
+from lifeboat_dr.kernel.errors import PreconditionFailed
+from lifeboat_dr.providers.chat.base import ApprovalDecision, Via
 
 from .conftest import T0, make_runbook, minutes
 
@@ -79,7 +79,7 @@ def test_approval_not_required_is_decided_by_policy_at_once(tmp_path):
 
 
 def test_the_ui_form_asks_only_the_verdict_and_the_reason():
-    from flows.approval_screen import ApprovalForm
+    from lifeboat_dr.flows.approval_screen import ApprovalForm
 
     schema = ApprovalForm.model_json_schema()
     assert list(schema["properties"]) == ["approved", "reason"] == schema["required"]

@@ -4,10 +4,10 @@ import io
 import threading
 from datetime import UTC, datetime
 
-from flows.approval import PolicyTimer
-from lifeboat.approval import ApprovalProcess
-from lifeboat.errors import ProviderUnavailable
-from providers.chat.console import ConsoleChat
+from lifeboat_dr.core.approval import ApprovalProcess
+from lifeboat_dr.flows.approval import PolicyTimer
+from lifeboat_dr.kernel.errors import ProviderUnavailable
+from lifeboat_dr.providers.chat.console import ConsoleChat
 
 from .conftest import make_runbook
 

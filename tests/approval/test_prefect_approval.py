@@ -13,13 +13,13 @@ from prefect.runtime import flow_run as current_run
 from pydantic import SecretStr
 from starlette.testclient import TestClient
 
-from flows.approval import await_approval
-from lifeboat.ledger import LedgerFile, RtoLedger
-from providers.chat.slack import SlackChat
-from runbooks.model import Runbook
-from shell.cli import main as lifeboat
-from shell.server import create_app
-from shell.slack_actions import SlackSettings, slack_routes
+from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
+from lifeboat_dr.flows.approval import await_approval
+from lifeboat_dr.providers.chat.slack import SlackChat
+from lifeboat_dr.runbooks.model import Runbook
+from lifeboat_dr.shell.cli import main as lifeboat
+from lifeboat_dr.shell.server import create_app
+from lifeboat_dr.shell.slack_actions import SlackSettings, slack_routes
 
 from .conftest import (
     APPROVAL_KEY,
@@ -157,7 +157,7 @@ def _proxied(
 ):
     """A decision arriving through the identity proxy: lifeboat serve's route, with the
     headers only the proxy sets."""
-    from shell.approvals import ProxySettings, approval_routes
+    from lifeboat_dr.shell.approvals import ProxySettings, approval_routes
 
     app = create_app(approval_routes(ProxySettings(proxy_secret=PROXY_SECRET, approval_key=APPROVAL_KEY)))
     return TestClient(app).post(
@@ -259,8 +259,8 @@ def test_a_forged_signature_or_a_replay_from_another_run_is_refused(tmp_path, sl
 
     from prefect.flow_runs import resume_flow_run
 
-    from lifeboat.approval_proof import sign_decision
-    from providers.chat.base import ApprovalDecision
+    from lifeboat_dr.core.approval_proof import sign_decision
+    from lifeboat_dr.providers.chat.base import ApprovalDecision
 
     ledger_path = tmp_path / "ledger.jsonl"
     _, t, run_id, _ = _start(tmp_path, slack_stub)
@@ -310,7 +310,7 @@ def test_timeout_with_abort_policy_records_the_rejection(tmp_path, slack_stub, p
 def console_gate_flow(runbook_doc: dict, mode: str) -> dict:
     import io
 
-    from providers.chat.console import ConsoleChat
+    from lifeboat_dr.providers.chat.console import ConsoleChat
 
     rb = Runbook.model_validate(runbook_doc)
     ledger = RtoLedger.for_runbook(rb, str(current_run.id))
@@ -369,8 +369,8 @@ def test_slack_down_during_the_incident_still_lets_the_ui_decide(tmp_path, slack
 def chat_gate_flow(runbook_doc: dict) -> dict:
     import io
 
-    from flows.approval import ChatGate
-    from providers.chat.console import ConsoleChat
+    from lifeboat_dr.flows.approval import ChatGate
+    from lifeboat_dr.providers.chat.console import ConsoleChat
 
     rb = Runbook.model_validate(runbook_doc)
     ledger = RtoLedger.for_runbook(rb, str(current_run.id))
@@ -399,7 +399,7 @@ def test_a_flow_parameter_cannot_approve_a_real_failover(prefect_server):
     local runbooks may decide without a person."""
     from pathlib import Path
 
-    from flows.failover import failover
+    from lifeboat_dr.flows.failover import failover
 
     runbook = Path(__file__).resolve().parents[2] / "runbooks" / "llama-70b-pretrain.yaml"
     state = failover(str(runbook), approval="approve", force=True, return_state=True)

@@ -4,8 +4,8 @@ from datetime import timedelta
 
 import pytest
 
-from lifeboat.approval_proof import Unverified, sign_decision, verify_signed
-from providers.chat.base import ApprovalDecision
+from lifeboat_dr.core.approval_proof import Unverified, sign_decision, verify_signed
+from lifeboat_dr.providers.chat.base import ApprovalDecision
 
 from .conftest import T0
 

@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 import pytest
 from starlette.testclient import TestClient
 
-from lifeboat.approval_proof import verify_signed
-from lifeboat.errors import NotFound, ProviderUnavailable
-from shell.approvals import ProxySettings, approval_routes
-from shell.server import create_app
+from lifeboat_dr.core.approval_proof import verify_signed
+from lifeboat_dr.kernel.errors import NotFound, ProviderUnavailable
+from lifeboat_dr.shell.approvals import ProxySettings, approval_routes
+from lifeboat_dr.shell.server import create_app
 
 from .conftest import APPROVAL_KEY
 

@@ -10,10 +10,10 @@ import pytest
 from pydantic import SecretStr
 from starlette.testclient import TestClient
 
-from lifeboat.errors import PreconditionFailed
-from providers.chat.slack import card_blocks
-from shell.server import create_app
-from shell.slack_actions import SlackSettings, slack_routes
+from lifeboat_dr.kernel.errors import PreconditionFailed
+from lifeboat_dr.providers.chat.slack import card_blocks
+from lifeboat_dr.shell.server import create_app
+from lifeboat_dr.shell.slack_actions import SlackSettings, slack_routes
 
 from .conftest import APPROVAL_KEY, SIGNING_SECRET, click_payload, make_card, make_runbook, signed_click
 
@@ -63,7 +63,7 @@ def test_an_approver_click_resumes_the_run_and_updates_the_card(endpoint, slack_
     ((run_id, run_input),) = endpoint.resumed
     from datetime import UTC, datetime
 
-    from lifeboat.approval_proof import verify_signed
+    from lifeboat_dr.core.approval_proof import verify_signed
 
     # signed for this run with the key the flow holds: only this endpoint can speak for Slack
     decision = verify_signed(APPROVAL_KEY.encode(), RUN, run_input, datetime.now(UTC))
@@ -79,7 +79,7 @@ def test_an_approver_click_resumes_the_run_and_updates_the_card(endpoint, slack_
 
 
 def test_without_the_approval_key_the_endpoint_refuses_to_start(tmp_path):
-    from lifeboat.errors import ConfigError
+    from lifeboat_dr.kernel.errors import ConfigError
 
     settings = SlackSettings.from_runbooks(
         [make_runbook(tmp_path)], signing_secret=SecretStr(SIGNING_SECRET), bot_token=SecretStr("x")

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from providers.storage.memory import MemoryStore
+from lifeboat_dr.testing.memory_store import MemoryStore
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from lifeboat.certify import (
+from lifeboat_dr.core.certify import (
     CRC,
     INCOMPLETE,
     SIZE,
@@ -14,7 +14,7 @@ from lifeboat.certify import (
     certify_replica,
     newest_certified,
 )
-from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
+from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
 
 
 def _train(source, replica, clock, layout, steps, replicated=None, **kw):
@@ -222,8 +222,8 @@ def test_rollback_certifies_the_newest_checkpoint_older_than_the_one_that_failed
 def test_plain_files_a_training_job_wrote_are_verified_by_streaming_against_its_manifest(tmp_path):
     import shutil
 
-    from lifeboat.checkpoints.manifest import write_manifest
-    from providers.storage.local import LocalStore
+    from lifeboat_dr.core.checkpoints.manifest import write_manifest
+    from lifeboat_dr.providers.storage.local import LocalStore
 
     ckpt = tmp_path / "primary" / "step_500"
     ckpt.mkdir(parents=True)

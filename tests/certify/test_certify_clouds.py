@@ -2,12 +2,12 @@
 
 import pytest
 
-from lifeboat.certify import UNVERIFIABLE, certify_replica
-from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
-from lifeboat.errors import NotFound
-from providers.storage.emulators import ThrottlingProxy, new_gcs_bucket, new_s3_bucket
-from providers.storage.gcs import GcsStore
-from providers.storage.s3 import S3Store
+from lifeboat_dr.core.certify import UNVERIFIABLE, certify_replica
+from lifeboat_dr.kernel.errors import NotFound
+from lifeboat_dr.providers.storage.gcs import GcsStore
+from lifeboat_dr.providers.storage.s3 import S3Store
+from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
+from lifeboat_dr.testing.emulators import ThrottlingProxy, new_gcs_bucket, new_s3_bucket
 from tests.s3_objects import put_composite_multipart
 
 

@@ -5,10 +5,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lifeboat.checkpoints.manifest import MANIFEST_NAME, Manifest
-from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
-from providers.storage.local import LocalStore
-from shell.cli import main
+from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, Manifest
+from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.shell.cli import main
+from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
 
 WRITTEN = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 

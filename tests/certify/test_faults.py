@@ -8,12 +8,12 @@ import pickle
 
 import pytest
 
-from lifeboat.certify import BAD_METADATA, INCOMPLETE, StoreUnavailable, certify_replica
-from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
-from lifeboat.errors import ProviderUnavailable
-from lifeboat.replication import replicate_checkpoints
-from lifeboat.retention import StoredCheckpoint
-from providers.storage.memory import MemoryStore
+from lifeboat_dr.core.certify import BAD_METADATA, INCOMPLETE, StoreUnavailable, certify_replica
+from lifeboat_dr.core.replication import replicate_checkpoints
+from lifeboat_dr.core.retention import StoredCheckpoint
+from lifeboat_dr.kernel.errors import ProviderUnavailable
+from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
+from lifeboat_dr.testing.memory_store import MemoryStore
 
 
 class FailsMidStream(MemoryStore):

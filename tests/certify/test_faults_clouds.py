@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from lifeboat.certify import BAD_METADATA, StoreUnavailable, certify_replica
-from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
-from providers.storage.emulators import ThrottlingProxy, new_gcs_bucket, new_s3_bucket
-from providers.storage.gcs import GcsStore
-from providers.storage.s3 import S3Store
+from lifeboat_dr.core.certify import BAD_METADATA, StoreUnavailable, certify_replica
+from lifeboat_dr.providers.storage.gcs import GcsStore
+from lifeboat_dr.providers.storage.s3 import S3Store
+from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
+from lifeboat_dr.testing.emulators import ThrottlingProxy, new_gcs_bucket, new_s3_bucket
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from lifeboat.checkpoints.synthetic import dcp_metadata, replicate, shard_bytes, write_checkpoint
-from providers.storage.local import LocalStore
-from shell.cli import main
+from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.shell.cli import main
+from lifeboat_dr.standins.checkpoints import dcp_metadata, replicate, shard_bytes, write_checkpoint
 
 LAYOUTS = ["dcp", "deepspeed", "megatron", "megatron-torch_dist", "hf", "hf-weights", "manifest"]
 RUNBOOK = """\

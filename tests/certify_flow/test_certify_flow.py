@@ -5,8 +5,8 @@ from pathlib import Path
 
 import yaml
 
-from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
-from providers.storage.local import LocalStore
+from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
 
 RUNBOOK = """\
 name: flow-test
@@ -39,7 +39,7 @@ async def _artifact(key):
 
 
 def test_certify_flow_records_the_rpo_as_a_table_artifact(prefect_server, tmp_path):
-    from flows.certify import certify
+    from lifeboat_dr.flows.certify import certify
 
     row = certify(_runbook(tmp_path, "1h"))
     assert row["certified_step"] == 100 and row["breached"] is False and row["exit"] == 0
@@ -51,7 +51,7 @@ def test_certify_flow_records_the_rpo_as_a_table_artifact(prefect_server, tmp_pa
 def test_certify_flow_over_target_emits_the_breach_event(prefect_server, tmp_path):
     from prefect.client.orchestration import get_client
 
-    from flows.certify import BREACH_EVENT, certify
+    from lifeboat_dr.flows.certify import BREACH_EVENT, certify
 
     row = certify(_runbook(tmp_path, "0"))  # any age exceeds a zero RPO target
     assert row["breached"] is True and row["exit"] == 1
@@ -83,5 +83,5 @@ def test_certify_flow_over_target_emits_the_breach_event(prefect_server, tmp_pat
 
 def test_prefect_yaml_schedules_the_certify_deployment():
     doc = yaml.safe_load((Path(__file__).parents[2] / "prefect.yaml").read_text())
-    (dep,) = [d for d in doc["deployments"] if d["entrypoint"] == "flows/certify.py:certify"]
+    (dep,) = [d for d in doc["deployments"] if d["entrypoint"] == "lifeboat_dr.flows.certify:certify"]
     assert dep["schedules"] and dep["parameters"]["runbook"]

@@ -2,12 +2,12 @@
 
 import pytest
 
-from lifeboat.certify import certify_replica
-from lifeboat.checkpoints.layouts import discover, incomplete_reason, pointer_notes
-from lifeboat.checkpoints.manifest import Manifest, Shard, iter_manifest
-from lifeboat.checkpoints.synthetic import dcp_metadata, replicate, write_checkpoint
-from lifeboat.errors import ConfigError
-from providers.storage.memory import MemoryStore
+from lifeboat_dr.core.certify import certify_replica
+from lifeboat_dr.core.checkpoints.layouts import discover, incomplete_reason, pointer_notes
+from lifeboat_dr.core.checkpoints.manifest import Manifest, Shard, iter_manifest
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.standins.checkpoints import dcp_metadata, replicate, write_checkpoint
+from lifeboat_dr.testing.memory_store import MemoryStore
 
 
 def test_an_empty_store_has_no_checkpoints_and_no_layout():
@@ -110,7 +110,7 @@ def test_manifest_with_shards_first_falls_back_to_the_whole_document():
 
 @pytest.mark.parametrize("chunk", [1, 5, 4096])
 def test_receipt_lines_are_read_as_a_stream_across_chunk_boundaries(chunk):
-    from lifeboat.checkpoints.receipt import iter_receipt, write_receipt
+    from lifeboat_dr.core.checkpoints.receipt import iter_receipt, write_receipt
 
     store = MemoryStore()
     write_checkpoint(store, "manifest", 7, shards=3)

@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from providers.compute.base import PlanOption
+from lifeboat_dr.providers.compute.base import PlanOption
 
 PY = sys.executable
 
@@ -24,8 +24,8 @@ def local_option():
 
 @pytest.fixture
 def launcher(tmp_path):
-    """SkyPilot's fake launcher (providers/compute/skyfake.py); its clusters go down after."""
-    from providers.compute.skyfake import FakeSkyLauncher
+    """SkyPilot's fake launcher (testing/skypilot_sdk.py); its clusters go down after."""
+    from lifeboat_dr.testing.skypilot_sdk import FakeSkyLauncher
 
     fake = FakeSkyLauncher(tmp_path / "sky")
     yield fake

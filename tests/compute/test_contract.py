@@ -1,15 +1,15 @@
 """The Compute contract (tests/contracts/compute.py) on every backend: local processes, the
-scripted fake, and SkyPilot over its fake launcher (providers/compute/skyfake.py)."""
+scripted fake, and SkyPilot over its fake launcher (testing/skypilot_sdk.py)."""
 
 import itertools
 
 import pytest
 import yaml
 
-from providers.compute.base import JobSpec, PlanOption
-from providers.compute.fake import FakeCompute
-from providers.compute.local import LocalCompute
-from providers.compute.skypilot import SkyPilotCompute
+from lifeboat_dr.providers.compute.base import JobSpec, PlanOption
+from lifeboat_dr.providers.compute.fake import FakeCompute
+from lifeboat_dr.providers.compute.local import LocalCompute
+from lifeboat_dr.providers.compute.skypilot import SkyPilotCompute
 from tests.contracts.compute import ComputeContract, MakeJob
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from providers.compute.base import ClusterState, JobSpec, PlanOption
-from providers.compute.fake import FakeClock, FakeCompute
-from providers.compute.fallback import FallbackExhausted, launch_with_fallback, torn_down
+from lifeboat_dr.providers.compute.base import ClusterState, JobSpec, PlanOption
+from lifeboat_dr.providers.compute.fake import FakeClock, FakeCompute
+from lifeboat_dr.providers.compute.fallback import FallbackExhausted, launch_with_fallback, torn_down
 
 JOB = JobSpec(name="llm", command="train.sh", resume_env="RESUME_FROM", checkpoint="s3://b/ckpt/step-40")
 
@@ -119,8 +119,8 @@ def test_drill_tears_down_even_when_it_succeeds_and_a_failed_failover_leaves_no_
 
 
 def test_gpus_acquired_before_approval_start_the_job_only_when_run(tmp_path):
-    from lifeboat.errors import PreconditionFailed
-    from providers.compute.base import JobState
+    from lifeboat_dr.kernel.errors import PreconditionFailed
+    from lifeboat_dr.providers.compute.base import JobState
 
     fake = _fake(no_capacity={"aws/us-west-2": -1}, boot_seconds={"gcp": 300}, job_seconds=None)
     result = launch_with_fallback(
@@ -149,8 +149,8 @@ def test_gpus_acquired_before_approval_start_the_job_only_when_run(tmp_path):
 
 
 def test_a_slow_booting_idle_cluster_refuses_run_until_up_but_launch_with_the_job_waits(tmp_path):
-    from lifeboat.errors import PreconditionFailed
-    from providers.compute.base import JobState
+    from lifeboat_dr.kernel.errors import PreconditionFailed
+    from lifeboat_dr.providers.compute.base import JobState
 
     fake = _fake(boot_seconds={"gcp": 300}, job_seconds=60)
     (option,) = _options("gcp/us-central1")

@@ -8,9 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from lifeboat.trainer import Trainer, newest_committed
-from providers.compute.base import JobSpec, JobState, PlanOption, wait_for
-from providers.compute.local import LocalCompute
+from lifeboat_dr.providers.compute.base import JobSpec, JobState, PlanOption, wait_for
+from lifeboat_dr.providers.compute.local import LocalCompute
+from lifeboat_dr.standins.trainer import Trainer, newest_committed
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = PlanOption(infra="local", instance_type=None, accelerators=None, use_spot=False, hourly_usd=0.0)
@@ -32,7 +32,7 @@ def _trainer_cmd(ckpt: Path, log: Path, step_seconds: float = 0.0) -> str:
         for a in [
             sys.executable,
             "-m",
-            "lifeboat.trainer",
+            "lifeboat_dr.standins.trainer",
             "--steps",
             str(STEPS),
             "--every",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from providers.compute.base import JobSpec, JobState, wait_for
-from providers.compute.local import LocalCompute, group_alive
+from lifeboat_dr.providers.compute.base import JobSpec, JobState, wait_for
+from lifeboat_dr.providers.compute.local import LocalCompute, group_alive
 
 
 def test_run_kills_the_old_job_whole_process_group_before_starting_the_new_one(tmp_path, local_option):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from shell.cli import main
+from lifeboat_dr.shell.cli import main
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 

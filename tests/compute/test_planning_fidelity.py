@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from lifeboat.errors import ProviderUnavailable, StopFailover
-from providers.compute.base import CapacityError, JobSpec, PlanOption
-from providers.compute.fallback import launch_with_fallback
-from providers.compute.skycatalog import choose_catalog, enabled_clouds, snapshot_date
-from providers.compute.skyerrors import classify, launch_error
-from providers.compute.skypilot import SkyPilotCompute
+from lifeboat_dr.kernel.errors import ProviderUnavailable, StopFailover
+from lifeboat_dr.providers.compute.base import CapacityError, JobSpec, PlanOption
+from lifeboat_dr.providers.compute.fallback import launch_with_fallback
+from lifeboat_dr.providers.compute.skycatalog import choose_catalog, enabled_clouds, snapshot_date
+from lifeboat_dr.providers.compute.skyerrors import classify, launch_error
+from lifeboat_dr.providers.compute.skypilot import SkyPilotCompute
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,7 +74,7 @@ def test_plan_prints_the_price_source_and_date_and_remembers_the_answer(tmp_path
 
     def plan(*extra):
         return subprocess.run(
-            [sys.executable, "-m", "shell", "plan", "runbooks/llama-70b-pretrain.yaml", *extra],
+            [sys.executable, "-m", "lifeboat_dr", "plan", "runbooks/llama-70b-pretrain.yaml", *extra],
             cwd=REPO,
             env=env,
             capture_output=True,
@@ -149,8 +149,8 @@ def test_a_task_skypilot_refuses_stops_the_fallback_without_trying_the_rest(task
 
 
 def test_managed_jobs_are_chosen_in_the_runbook_with_their_recovery_strategy(tmp_path):
-    from providers.compute import compute_for_runbook
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.providers.compute import compute_for_runbook
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     text = (REPO / "runbooks" / "mistral-7b-sft.yaml").read_text()
     assert "managed:" not in text
@@ -197,8 +197,8 @@ def test_a_remembered_live_plan_is_served_at_once_and_refreshed_in_the_backgroun
     computed by a counter here; the snapshot path is exercised for real above."""
     import subprocess as sp
 
-    from runbooks.loader import load_runbook
-    from shell.commands import plan as plan_cmd
+    from lifeboat_dr.runbooks.loader import load_runbook
+    from lifeboat_dr.shell.commands import plan as plan_cmd
 
     monkeypatch.setenv("LIFEBOAT_CACHE_DIR", str(tmp_path / "memo"))
     monkeypatch.setenv("LIFEBOAT_SKY_HOME", str(_sky_home(tmp_path, ["AWS", "GCP"])))

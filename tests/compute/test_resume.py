@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from lifeboat.resume import (
+from lifeboat_dr.core.resume import (
     ResumeFailed,
     loss_parity,
     parse_loaded,
     parse_losses,
     wait_first_step,
 )
-from lifeboat.trainer import Trainer
-from providers.compute.base import PlanOption
-from providers.compute.fake import FakeClock
+from lifeboat_dr.providers.compute.base import PlanOption
+from lifeboat_dr.providers.compute.fake import FakeClock
+from lifeboat_dr.standins.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[2]
 PRE = {s: 1.0 + 1.0 / s for s in range(1, 41)}

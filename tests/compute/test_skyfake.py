@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from lifeboat.errors import PreconditionFailed, StopFailover
-from providers.compute.base import ClusterState, JobSpec, JobState, PlanOption, wait_for
-from providers.compute.local import group_alive
-from providers.compute.skypilot import SkyPilotCompute
+from lifeboat_dr.kernel.errors import PreconditionFailed, StopFailover
+from lifeboat_dr.providers.compute.base import ClusterState, JobSpec, JobState, PlanOption, wait_for
+from lifeboat_dr.providers.compute.local import group_alive
+from lifeboat_dr.providers.compute.skypilot import SkyPilotCompute
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -13,11 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from lifeboat.errors import ConfigError
-from providers.compute.base import CapacityError, ClusterState, JobSpec, JobState, PlanOption, wait_for
-from providers.compute.fallback import launch_with_fallback
-from providers.compute.skypilot import SkyPilotCompute, build_task
-from providers.compute.skyplan import SHIPPED_CATALOG
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.providers.compute.base import (
+    CapacityError,
+    ClusterState,
+    JobSpec,
+    JobState,
+    PlanOption,
+    wait_for,
+)
+from lifeboat_dr.providers.compute.fallback import launch_with_fallback
+from lifeboat_dr.providers.compute.skypilot import SkyPilotCompute, build_task
+from lifeboat_dr.providers.compute.skyplan import SHIPPED_CATALOG
 
 
 def _opt(rank: int, infra: str, acc: str | None = "H100:8", spot: bool = False) -> PlanOption:
@@ -260,7 +267,7 @@ def test_managed_jobs_cannot_be_provisioned_apart_from_their_run(task_yaml, laun
 
 
 def test_offline_catalog_refuses_a_second_runtime_dir_once_sky_is_imported(sky_compute, tmp_path):
-    from providers.compute.skyplan import use_offline_catalog
+    from lifeboat_dr.providers.compute.skyplan import use_offline_catalog
 
     with pytest.raises(ConfigError, match="SKY_RUNTIME_DIR"):
         use_offline_catalog(runtime_dir=tmp_path / "elsewhere")

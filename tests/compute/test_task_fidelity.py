@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from lifeboat.errors import ConfigError
-from providers.compute.base import JobSpec, PlanOption
-from providers.compute.skycheck import check_runbook
-from providers.compute.skypilot import SkyPilotCompute, build_task
-from runbooks.loader import RunbookInvalid
-from runbooks.skytask import map_store_uri
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.providers.compute.base import JobSpec, PlanOption
+from lifeboat_dr.providers.compute.skycheck import check_runbook
+from lifeboat_dr.providers.compute.skypilot import SkyPilotCompute, build_task
+from lifeboat_dr.runbooks.loader import RunbookInvalid
+from lifeboat_dr.runbooks.skytask import map_store_uri
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -160,7 +160,7 @@ def test_the_pinned_task_with_the_primary_mount_validates(tmp_path):
 
 
 def test_validate_remembers_skypilots_verdict_by_the_task_content(tmp_path, monkeypatch):
-    from providers.compute import skycheck
+    from lifeboat_dr.providers.compute import skycheck
 
     rb = _runbook(tmp_path, PINNED)
     check_runbook(rb)
@@ -175,8 +175,8 @@ def test_validate_remembers_skypilots_verdict_by_the_task_content(tmp_path, monk
 
 @pytest.mark.parametrize("name", ["llama-70b-pretrain", "mistral-7b-sft", "batch-embed", "chat-serving"])
 def test_each_example_runbook_goes_through_skypilots_dry_run_launch(name):
-    from providers.compute.skydryrun import dry_run_launch
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.providers.compute.skydryrun import dry_run_launch
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(REPO / "runbooks" / f"{name}.yaml")
     result = dry_run_launch(rb)
@@ -190,8 +190,8 @@ def test_each_example_runbook_goes_through_skypilots_dry_run_launch(name):
 
 
 def test_dry_run_reports_what_skypilot_refuses_as_one_line(tmp_path):
-    from providers.compute.skydryrun import dry_run_launch
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.providers.compute.skydryrun import dry_run_launch
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     # SkyPilot mounts whole buckets only: a sub-path in MOUNT mode is its StorageModeError
     task = PINNED.replace(
@@ -204,7 +204,7 @@ def test_dry_run_reports_what_skypilot_refuses_as_one_line(tmp_path):
 
 
 def test_the_shipped_snapshot_has_what_the_dry_run_needs():
-    from providers.compute.skyplan import SHIPPED_CATALOG
+    from lifeboat_dr.providers.compute.skyplan import SHIPPED_CATALOG
 
     for cloud in ("aws", "gcp"):
         assert (SHIPPED_CATALOG / cloud / "images.csv").exists()
@@ -212,7 +212,7 @@ def test_the_shipped_snapshot_has_what_the_dry_run_needs():
 
 @pytest.mark.parametrize("command", ["validate", "plan", "failover"])
 def test_the_typo_is_one_line_before_any_approval_from_every_command(tmp_path, capsys, command):
-    from shell.cli import main
+    from lifeboat_dr.shell.cli import main
 
     rb = _runbook(tmp_path, PINNED.replace("  accelerators: H100:8", "  acelerators: H100:8"))
     argv = [command, str(rb)] + (["--dry-run"] if command == "failover" else [])

@@ -6,7 +6,7 @@ and `shown` (a function returning everything people have been shown so far, as t
 
 from __future__ import annotations
 
-from providers.chat.base import ApprovalCard, CardRef, Chat
+from lifeboat_dr.providers.chat.base import ApprovalCard, CardRef, Chat
 
 
 def card(**kw) -> ApprovalCard:

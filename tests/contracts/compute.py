@@ -14,8 +14,8 @@ from dataclasses import replace
 
 import pytest
 
-from lifeboat.errors import NotFound
-from providers.compute.base import ClusterState, JobSpec, JobState, PlanOption, wait_for
+from lifeboat_dr.kernel.errors import NotFound
+from lifeboat_dr.providers.compute.base import ClusterState, JobSpec, JobState, PlanOption, wait_for
 
 MakeJob = Callable[..., JobSpec]  # make_job(command, **JobSpec fields) -> JobSpec
 
@@ -108,12 +108,12 @@ class ComputeContract:
         assert not any(o.feasible for o in shut) and all("blocked" in o.reason for o in shut)
 
     def test_every_backend_implements_the_compute_protocol(self, compute):
-        from providers.compute import Compute
+        from lifeboat_dr.providers.compute import Compute
 
         assert isinstance(compute, Compute)
 
     def test_runbook_job_section_becomes_the_job_spec(self, tmp_path):
-        from runbooks.model import Runbook
+        from lifeboat_dr.runbooks.model import Runbook
 
         rb = Runbook.model_validate(
             {
@@ -126,7 +126,7 @@ class ComputeContract:
                     "candidates": [{"infra": "local"}],
                 },
                 "job": {
-                    "command": "python -m lifeboat.trainer --steps 60",
+                    "command": "python -m lifeboat_dr.standins.trainer --steps 60",
                     "resume": {"arg": "--resume {checkpoint}"},
                 },
                 "checkpoint": {"cadence": "5s"},

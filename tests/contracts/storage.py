@@ -10,8 +10,8 @@ from datetime import UTC
 
 import pytest
 
-from lifeboat.crc32c import crc32c
-from lifeboat.errors import NotFound, PreconditionFailed
+from lifeboat_dr.kernel.crc32c import crc32c
+from lifeboat_dr.kernel.errors import NotFound, PreconditionFailed
 
 EMULATOR_IGNORES_PRECONDITIONS = (
     "gcp-storage-emulator ignores ifGenerationMatch (DESIGN.md §5); real GCS honours it and "
@@ -137,7 +137,7 @@ class StoreContract:
     def test_bytes_that_differ_from_the_crc32c_they_must_have_are_never_committed(
         self, store, backend, as_stream
     ):
-        from lifeboat.errors import ChecksumMismatch
+        from lifeboat_dr.kernel.errors import ChecksumMismatch
 
         data = b"weights" * 3000
         if not as_stream and backend == "s3":

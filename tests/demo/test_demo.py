@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from flows import demo
-from lifeboat.trainer import jobs
+from lifeboat_dr.demo import training as demo
+from lifeboat_dr.standins.trainer import jobs
 
 TORCH_MISSING = jobs.TRAINERS["torch"].missing()
 
@@ -45,7 +45,7 @@ def test_torch_demo_resumes_dcp_checkpoints_under_torchrun_bit_for_bit():
     env = {**os.environ, "PYTHONPATH": str(demo.ROOT), "LIFEBOAT_STATE_DIR": ""}
     env["LIFEBOAT_LEDGER"] = str(demo.ROOT / ".lifeboat" / "demo" / "ledger.jsonl")
     done = subprocess.run(
-        [sys.executable, "-m", "flows.demo", "--trainer", "torch", "--seed", "3"],
+        [sys.executable, "-m", "lifeboat_dr.demo.training", "--trainer", "torch", "--seed", "3"],
         cwd=demo.ROOT, env=env, capture_output=True, text=True, timeout=280,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

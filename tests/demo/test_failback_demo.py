@@ -3,7 +3,7 @@ detection, the failover, then the failback to the recovered primary."""
 
 import pytest
 
-from flows import demo
+from lifeboat_dr.demo import training as demo
 from tests.demo.test_demo import _assert_passed, _play
 
 pytestmark = pytest.mark.integration

@@ -2,8 +2,8 @@
 
 import pytest
 
-from flows import demo
-from lifeboat.ledger import LedgerFile
+from lifeboat_dr.core.ledger import LedgerFile
+from lifeboat_dr.demo import training as demo
 
 pytestmark = pytest.mark.integration
 

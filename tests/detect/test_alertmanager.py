@@ -10,9 +10,9 @@ import anyio
 import httpx
 import pytest
 
-from lifeboat.errors import ConfigError
-from shell.alertmanager import AlertmanagerSettings, alertmanager_routes
-from shell.server import create_app
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.shell.alertmanager import AlertmanagerSettings, alertmanager_routes
+from lifeboat_dr.shell.server import create_app
 
 TOKEN = "s3cr3t-am-token"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
@@ -133,9 +133,9 @@ def test_the_same_group_and_fingerprint_twice_is_one_event(receiver, payload):
 def test_with_endpoint_scope_two_groups_need_a_probe_to_confirm(guarded_path, tmp_path, clock, payload):
     """`source_scope: endpoint`: whoever holds the webhook token cannot confirm alone, however
     many group keys they invent; the heartbeat probe (the watch flow) is the second source."""
-    from lifeboat.detection.log import SignalLog
-    from lifeboat.detection.quorum import QuorumPolicy
-    from lifeboat.detection.signals import Reading, Status
+    from lifeboat_dr.core.detection.log import SignalLog
+    from lifeboat_dr.core.detection.quorum import QuorumPolicy
+    from lifeboat_dr.core.detection.signals import Reading, Status
 
     rx = Receiver(guarded_path, tmp_path, clock, source_scope="endpoint")
     r = rx.post_groups(payload("firing_two_signals"))

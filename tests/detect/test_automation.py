@@ -17,9 +17,9 @@ import anyio
 import httpx
 import pytest
 
-from flows.automation import failover_triggers
-from shell.alertmanager import AlertmanagerSettings, alertmanager_routes
-from shell.server import create_app
+from lifeboat_dr.flows.automation import failover_triggers
+from lifeboat_dr.shell.alertmanager import AlertmanagerSettings, alertmanager_routes
+from lifeboat_dr.shell.server import create_app
 
 pytestmark = pytest.mark.integration
 TOKEN = "integration-token"
@@ -30,7 +30,7 @@ def failover_deployment(prefect_server):
     """The real failover flow, deployed with the real trigger from prefect.yaml."""
     from prefect.events.worker import EventsWorker
 
-    from flows.failover import failover
+    from lifeboat_dr.flows.failover import failover
 
     EventsWorker.drain_all()
     return failover.to_deployment(name="failover", triggers=failover_triggers()).apply()
@@ -121,7 +121,7 @@ def test_a_stall_plus_a_posted_alert_fail_over_and_resolution_cancels(
     from prefect.client.orchestration import get_client
     from prefect.states import Running
 
-    from flows.watch import watch
+    from lifeboat_dr.flows.watch import watch
 
     monkeypatch.setenv("LIFEBOAT_STATE_DIR", str(tmp_path / "state"))
     last_step_at = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=25)

@@ -7,10 +7,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lifeboat.detection.provider import ProviderProbe
-from lifeboat.errors import ProviderUnavailable
-from providers.health.control_plane import HttpControlPlane, StoreControlPlane
-from providers.storage.local import LocalStore
+from lifeboat_dr.core.detection.provider import ProviderProbe
+from lifeboat_dr.kernel.errors import ProviderUnavailable
+from lifeboat_dr.providers.health.control_plane import HttpControlPlane, StoreControlPlane
+from lifeboat_dr.providers.storage.local import LocalStore
 
 
 class _Api(BaseHTTPRequestHandler):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pynvml
 import pytest
 
-from providers.health.base import NO_DRIVER
-from providers.health.fake import FakeGpu, FakeNvml
-from providers.health.nvml import NvmlHealth
+from lifeboat_dr.providers.health.base import NO_DRIVER
+from lifeboat_dr.providers.health.fake import FakeGpu, FakeNvml
+from lifeboat_dr.providers.health.nvml import NvmlHealth
 
 
 def check(nv: FakeNvml, **kw):

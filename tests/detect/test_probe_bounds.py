@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import socket
 
-from flows.wiring import PROBE_ATTEMPTS, build_probes
-from runbooks.loader import load_runbook
+from lifeboat_dr.flows.wiring import PROBE_ATTEMPTS, build_probes
+from lifeboat_dr.runbooks.loader import load_runbook
 
 
 def test_probes_of_an_unreachable_s3_primary_try_each_call_only_a_few_times(tmp_path, monkeypatch):

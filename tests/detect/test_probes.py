@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from lifeboat.detection.probes import (
+from lifeboat_dr.core.detection.probes import (
     CheckpointFreshnessProbe,
     GpuHealthReadingProbe,
     Heartbeat,
@@ -13,12 +13,12 @@ from lifeboat.detection.probes import (
     file_heartbeat,
     store_heartbeat,
 )
-from lifeboat.detection.provider import ProviderProbe
-from lifeboat.detection.signals import Status
-from providers.health.control_plane import FakeControlPlane
-from providers.health.fake import FakeGpu, FakeNvml
-from providers.health.nvml import NvmlHealth
-from providers.storage.local import LocalStore
+from lifeboat_dr.core.detection.provider import ProviderProbe
+from lifeboat_dr.core.detection.signals import Status
+from lifeboat_dr.providers.health.control_plane import FakeControlPlane
+from lifeboat_dr.providers.health.fake import FakeGpu, FakeNvml
+from lifeboat_dr.providers.health.nvml import NvmlHealth
+from lifeboat_dr.providers.storage.local import LocalStore
 
 
 def test_nccl_hang_heartbeat_thread_alive_but_step_stuck_is_a_stall(clock):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from lifeboat.detection.log import SignalLog
-from lifeboat.detection.quorum import OutageDecision, OutageState, QuorumPolicy, decide
-from lifeboat.detection.signals import Reading, Status
+from lifeboat_dr.core.detection.log import SignalLog
+from lifeboat_dr.core.detection.quorum import OutageDecision, OutageState, QuorumPolicy, decide
+from lifeboat_dr.core.detection.signals import Reading, Status
 
 POLICY = QuorumPolicy(
     signals=("gpu_health", "training_progress", "provider", "alertmanager"),

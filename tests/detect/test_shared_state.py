@@ -8,12 +8,12 @@ from datetime import timedelta
 
 import pytest
 
-from lifeboat.detection.quorum import OutageState, QuorumPolicy
-from lifeboat.detection.shared_state import StoreSeen, StoreSignalLog, open_seen, open_signal_log
-from lifeboat.detection.signals import Reading, Status
-from lifeboat.errors import ConfigError
-from providers.storage.emulators import new_s3_bucket
-from providers.storage.local import LocalStore
+from lifeboat_dr.core.detection.quorum import OutageState, QuorumPolicy
+from lifeboat_dr.core.detection.shared_state import StoreSeen, StoreSignalLog, open_seen, open_signal_log
+from lifeboat_dr.core.detection.signals import Reading, Status
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.testing.emulators import new_s3_bucket
 
 from .test_alertmanager import Receiver, one_group_per_alert
 

@@ -6,13 +6,13 @@ import threading
 import time
 from datetime import timedelta
 
-from lifeboat.detection.probes import CheckpointFreshnessProbe, TrainingProgressProbe
-from lifeboat.detection.provider import ProviderProbe
-from lifeboat.detection.quorum import OutageState, QuorumPolicy, decide
-from lifeboat.detection.signals import Reading, Status
-from lifeboat.detection.vantage import VantageProbe, across_vantages, at_vantage
-from lifeboat.errors import LifeboatError, ProviderUnavailable
-from providers.health.control_plane import FakeControlPlane
+from lifeboat_dr.core.detection.probes import CheckpointFreshnessProbe, TrainingProgressProbe
+from lifeboat_dr.core.detection.provider import ProviderProbe
+from lifeboat_dr.core.detection.quorum import OutageState, QuorumPolicy, decide
+from lifeboat_dr.core.detection.signals import Reading, Status
+from lifeboat_dr.core.detection.vantage import VantageProbe, across_vantages, at_vantage
+from lifeboat_dr.kernel.errors import LifeboatError, ProviderUnavailable
+from lifeboat_dr.providers.health.control_plane import FakeControlPlane
 
 POLICY = QuorumPolicy(signals=("training_progress", "checkpoint_freshness", "provider"), quorum=2)
 WINDOW = timedelta(minutes=5)
@@ -154,7 +154,7 @@ class Unreachable:
         self.signal, self.source = signal, source
 
     def check(self, previous=None):
-        from lifeboat.detection.signals import unreachable, utc_now
+        from lifeboat_dr.core.detection.signals import unreachable, utc_now
 
         e = ProviderUnavailable(f"{self.source}: connect timeout")
         return Reading(
@@ -165,7 +165,7 @@ class Unreachable:
 def test_two_watches_sharing_one_signal_log_fold_by_vantage(tmp_path):
     """The control plane's watch alone stays suspected at most; once the secondary's watch,
     sharing the state, records the same targets unreachable, the outage is confirmed."""
-    from lifeboat.detection.log import SignalLog
+    from lifeboat_dr.core.detection.log import SignalLog
 
     log = SignalLog("trainer", tmp_path)
     policy = QuorumPolicy(signals=POLICY.signals, quorum=2, window=timedelta(minutes=1))

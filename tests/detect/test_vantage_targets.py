@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from flows.wiring import build_probes
-from lifeboat.detection.quorum import OutageDecision, OutageState, QuorumPolicy, decide
-from lifeboat.detection.signals import Reading, Status
-from lifeboat.detection.vantage import VantageProbe, across_vantages, at_vantage
-from runbooks.loader import load_runbook
+from lifeboat_dr.core.detection.quorum import OutageDecision, OutageState, QuorumPolicy, decide
+from lifeboat_dr.core.detection.signals import Reading, Status
+from lifeboat_dr.core.detection.vantage import VantageProbe, across_vantages, at_vantage
+from lifeboat_dr.flows.wiring import build_probes
+from lifeboat_dr.runbooks.loader import load_runbook
 
 POLICY = QuorumPolicy(signals=("training_progress", "checkpoint_freshness", "provider"), quorum=2)
 STORE = "10.77.0.1:5000"
@@ -172,7 +172,7 @@ def test_a_provider_endpoint_gives_the_provider_signal_a_target_of_its_own(tmp_p
 def test_a_provider_endpoint_that_is_not_a_url_is_refused_naming_the_field(tmp_path):
     import pytest
 
-    from lifeboat.errors import LifeboatError
+    from lifeboat_dr.kernel.errors import LifeboatError
 
     with pytest.raises(LifeboatError, match="provider_endpoint"):
         _runbook(tmp_path, ", provider_endpoint: 'not a url'")
@@ -180,7 +180,7 @@ def test_a_provider_endpoint_that_is_not_a_url_is_refused_naming_the_field(tmp_p
 
 def test_the_runbooks_targets_are_the_built_probes_targets(tmp_path):
     """`probe_targets` (read from the runbook, for validate) follows `build_probes`."""
-    from lifeboat.detection.targets import probe_targets
+    from lifeboat_dr.core.detection.targets import probe_targets
 
     for rb in (
         _runbook(tmp_path),
@@ -190,7 +190,7 @@ def test_the_runbooks_targets_are_the_built_probes_targets(tmp_path):
 
 
 def test_validate_warns_when_one_store_is_every_probes_target_and_names_the_fix(tmp_path):
-    from lifeboat.detection.targets import detection_warnings
+    from lifeboat_dr.core.detection.targets import detection_warnings
 
     [warning] = detection_warnings(_runbook(tmp_path))
     assert warning.startswith("detection: checkpoint_freshness, provider, training_progress all reach")
@@ -201,7 +201,7 @@ def test_validate_warns_when_one_store_is_every_probes_target_and_names_the_fix(
 
 
 def test_validate_prints_the_detection_warning_and_still_exits_0(tmp_path, capsys):
-    from shell.cli import main
+    from lifeboat_dr.shell.cli import main
 
     _runbook(tmp_path)
     assert main(["validate", str(tmp_path / "rb.yaml")]) == 0

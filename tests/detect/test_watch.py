@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from flows.wiring import build_probes
-from lifeboat.detection.alerts import Seen
-from lifeboat.detection.events import outage_event
-from lifeboat.detection.quorum import QuorumPolicy, decide
-from lifeboat.detection.signals import Reading, Status
-from runbooks.loader import load_runbook
-from shell.cli import main as lifeboat
+from lifeboat_dr.core.detection.alerts import Seen
+from lifeboat_dr.core.detection.events import outage_event
+from lifeboat_dr.core.detection.quorum import QuorumPolicy, decide
+from lifeboat_dr.core.detection.signals import Reading, Status
+from lifeboat_dr.flows.wiring import build_probes
+from lifeboat_dr.runbooks.loader import load_runbook
+from lifeboat_dr.shell.cli import main as lifeboat
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -76,8 +76,8 @@ def test_serve_refuses_to_start_without_credentials(guarded_path, monkeypatch, c
 
 
 def test_serve_composes_every_route_in_one_list(guarded_path, monkeypatch):
-    from shell.cli import build_parser
-    from shell.commands.serve import routes
+    from lifeboat_dr.shell.cli import build_parser
+    from lifeboat_dr.shell.commands.serve import routes
 
     monkeypatch.setenv("LIFEBOAT_ALERTMANAGER_TOKEN", "t")
     monkeypatch.delenv("SLACK_SIGNING_SECRET", raising=False)
@@ -96,7 +96,7 @@ def test_serve_composes_every_route_in_one_list(guarded_path, monkeypatch):
     not os.environ.get("LIFEBOAT_GPU_SMOKE"), reason="opt-in: LIFEBOAT_GPU_SMOKE=1 on a GPU host"
 )
 def test_smoke_real_gpus_answer_nvml():  # pragma: no cover - needs a GPU
-    from providers.health.nvml import NvmlHealth
+    from lifeboat_dr.providers.health.nvml import NvmlHealth
 
     health = NvmlHealth(xid_wait_ms=100).check()
     assert health.state in ("ok", "degraded") and health.gpus and health.driver_version
@@ -105,11 +105,11 @@ def test_smoke_real_gpus_answer_nvml():  # pragma: no cover - needs a GPU
 def test_prefect_yaml_schedules_the_watch_flow_and_wires_the_failover_automation():
     import yaml
 
-    from flows.automation import failover_triggers
+    from lifeboat_dr.flows.automation import failover_triggers
 
     doc = yaml.safe_load((REPO / "prefect.yaml").read_text())
     watch = next(d for d in doc["deployments"] if d["name"] == "watch")
-    assert watch["entrypoint"] == "flows/watch.py:watch" and watch["schedules"]
+    assert watch["entrypoint"] == "lifeboat_dr.flows.watch:watch" and watch["schedules"]
     (trigger,) = failover_triggers()
     assert trigger.expect == {"lifeboat.outage.confirmed"}
     assert trigger.parameters["runbook"] == "{{ event.resource['lifeboat.runbook.path'] }}"

@@ -6,10 +6,10 @@ import json
 import pytest
 import yaml
 
-from flows.audit import run_audit
-from flows.sandbox import sandboxed
-from providers.compute.local import LocalCompute
-from runbooks.loader import load_runbook
+from lifeboat_dr.flows.audit import run_audit
+from lifeboat_dr.flows.sandbox import sandboxed
+from lifeboat_dr.providers.compute.local import LocalCompute
+from lifeboat_dr.runbooks.loader import load_runbook
 from tests.drills.conftest import DEMO
 
 
@@ -28,7 +28,7 @@ def _listing(store_dir):
 
 @pytest.mark.integration
 def test_audit_flow_passes_and_leaves_the_checkpoints_and_no_cluster(prefect_server, workdir):
-    from flows.audit import audit
+    from lifeboat_dr.flows.audit import audit
 
     rb = _sandboxed_runbook(workdir)
     secondary = rb.resolve(rb.secondary.store.removeprefix("file://"))

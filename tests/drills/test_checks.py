@@ -4,14 +4,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from flows.drills.detection import gpu_fault_checks, gpu_fault_detection, losses_equal
-from flows.drills.policy import approval_timeout_checks, stale_writer_checks
-from flows.drills.sites import corrupted_replica_checks, plan_checks
-from lifeboat.fencing import fence
-from lifeboat.ledger import LedgerEntry
-from providers.compute.base import PlanOption
-from providers.storage.local import LocalStore
-from runbooks.loader import load_runbook
+from lifeboat_dr.core.fencing import fence
+from lifeboat_dr.core.ledger import LedgerEntry
+from lifeboat_dr.flows.drills.detection import gpu_fault_checks, gpu_fault_detection, losses_equal
+from lifeboat_dr.flows.drills.policy import approval_timeout_checks, stale_writer_checks
+from lifeboat_dr.flows.drills.sites import corrupted_replica_checks, plan_checks
+from lifeboat_dr.providers.compute.base import PlanOption
+from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.runbooks.loader import load_runbook
 from tests.drills.conftest import DEMO
 
 

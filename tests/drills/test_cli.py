@@ -2,7 +2,7 @@
 
 import pytest
 
-from shell.cli import main
+from lifeboat_dr.shell.cli import main
 from tests.drills.conftest import DEMO
 
 
@@ -45,8 +45,8 @@ def test_lifeboat_drill_refuses_an_unknown_kind(capsys):
 def test_lifeboat_audit_exits_0_when_the_sample_reproduces_its_curve(prefect_server, workdir, capsys):
     import yaml
 
-    from flows.sandbox import sandboxed
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.flows.sandbox import sandboxed
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = sandboxed(load_runbook(str(DEMO)), "audit")
     rb.path.write_text(yaml.safe_dump(rb.model_dump(mode="json")))

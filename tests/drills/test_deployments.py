@@ -10,7 +10,7 @@ import yaml
 from prefect.flows import load_flow_from_entrypoint
 from prefect.server.schemas.schedules import CronSchedule
 
-from flows.deploy import RUNBOOK_PLACEHOLDER
+from lifeboat_dr.flows.deploy import RUNBOOK_PLACEHOLDER
 from tests.drills.conftest import ROOT
 
 DEPLOYMENTS = {d["name"]: d for d in yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]}
@@ -30,7 +30,7 @@ def test_deployment_points_at_a_real_flow_with_valid_parameters(name):
     d = DEPLOYMENTS[name]
     flow_name, kind, scope, _ = CADENCES[name]
 
-    f = load_flow_from_entrypoint(str(ROOT / d["entrypoint"]))
+    f = load_flow_from_entrypoint(d["entrypoint"])
 
     assert f.name == flow_name
     params = f.validate_parameters(d["parameters"])
@@ -57,8 +57,8 @@ def test_the_existing_deployments_are_kept():
 
 
 def test_the_drill_form_offers_every_kind():
-    from flows.drill import drill
-    from flows.drills import ALL_KINDS
+    from lifeboat_dr.flows.drill import drill
+    from lifeboat_dr.flows.drills import ALL_KINDS
 
     schema = drill.parameters.model_dump()["properties"]["kind"]
     assert set(schema["enum"]) == {*ALL_KINDS, "all"}

@@ -5,11 +5,11 @@ import pytest
 import yaml
 from prefect import flow
 
-from flows.drill import DrillFailed, drill, run_failover
-from flows.drills import run_drill
-from lifeboat.ledger import LedgerFile
-from lifeboat.trainer.jobs import TRAINERS
-from runbooks.loader import load_runbook
+from lifeboat_dr.core.ledger import LedgerFile
+from lifeboat_dr.flows.drill import DrillFailed, drill, run_failover
+from lifeboat_dr.flows.drills import run_drill
+from lifeboat_dr.runbooks.loader import load_runbook
+from lifeboat_dr.standins.trainer.jobs import TRAINERS
 from tests.drills.conftest import DEMO
 
 pytestmark = pytest.mark.integration  # the shared Prefect server

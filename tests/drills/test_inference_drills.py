@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.drills import kinds_for, run_drill
-from lifeboat.errors import ConfigError
-from runbooks.loader import load_runbook
+from lifeboat_dr.flows.drills import kinds_for, run_drill
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.runbooks.loader import load_runbook
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ def test_serving_drill_passes(kind, tmp_path, ledger):
     rb = load_runbook(ROOT / "runbooks" / "chat-serving.yaml")
     result = run_drill(rb, kind, failover=None, root=tmp_path)
     assert result.passed, "\n".join(result.lines())
-    from lifeboat.ledger import LedgerFile
+    from lifeboat_dr.core.ledger import LedgerFile
 
     (entry,) = LedgerFile(ledger).read("chat-serving")
     assert entry.drill and entry.notes["drill"] == kind and entry.client is not None

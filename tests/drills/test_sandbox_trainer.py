@@ -2,10 +2,10 @@
 
 import pytest
 
-from flows.drills import kinds_for
-from flows.sandbox import sandboxed
-from lifeboat.errors import ConfigError
-from runbooks.loader import load_runbook
+from lifeboat_dr.flows.drills import kinds_for
+from lifeboat_dr.flows.sandbox import sandboxed
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.runbooks.loader import load_runbook
 from tests.drills.conftest import DEMO
 
 
@@ -14,7 +14,8 @@ def test_a_torch_sandbox_runs_torchrun_and_certifies_the_dcp_layout(tmp_path):
 
     assert rb.checkpoint.layout.value == "dcp"
     assert (
-        "-m torch.distributed.run --standalone --nproc-per-node 2 -m lifeboat.trainer.dcp" in rb.job.command
+        "-m torch.distributed.run --standalone --nproc-per-node 2 -m lifeboat_dr.standins.trainer.dcp"
+        in rb.job.command
     )
     assert "--ckpt-dir" not in rb.job.command  # the resume step's $LIFEBOAT_STORE: the site it runs on
     assert not (tmp_path / "t" / "primary").exists()  # no history played
@@ -24,7 +25,7 @@ def test_the_numpy_sandbox_keeps_the_manifest_layout(tmp_path):
     rb = sandboxed(load_runbook(DEMO), "n", root=tmp_path)
 
     assert rb.checkpoint.layout.value == "manifest"
-    assert "-m lifeboat.trainer --steps 50 --every 5" in rb.job.command
+    assert "-m lifeboat_dr.standins.trainer --steps 50 --every 5" in rb.job.command
     assert sorted(p.name for p in (tmp_path / "n" / "secondary").glob("step-*")) == [
         f"step-{s:08d}" for s in (5, 10, 15, 20, 25, 30, 35, 40)
     ]

@@ -1,9 +1,9 @@
 """What the failover tests share: a gate that approves (or rejects) at once. The runbook of a
-walk over `ScriptedSteps` is `lifeboat.failover.fake.scripted_runbook`."""
+walk over `ScriptedSteps` is `lifeboat_dr.testing.failover_steps.scripted_runbook`."""
 
 from __future__ import annotations
 
-from providers.chat.base import ApprovalDecision
+from lifeboat_dr.providers.chat.base import ApprovalDecision
 
 
 class Gate:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.failover import failover
-from lifeboat.ledger import LedgerFile
+from lifeboat_dr.core.ledger import LedgerFile
+from lifeboat_dr.flows.failover import failover
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ def test_dry_run_leaves_no_cluster_behind(prefect_server, ledger_path):
 
 def test_a_rejected_failover_ends_cancelled_with_the_reason_named_and_tagged(prefect_server, ledger_path):
     """Rejected or aborted runs must not look like a success (green Completed) in the UI."""
-    from flows.failover import outcome_of
+    from lifeboat_dr.flows.failover import outcome_of
 
     state = failover(str(ROOT / "runbooks" / "demo.yaml"), dry_run=True, approval="reject", return_state=True)
     assert state.is_cancelled() and "failover aborted: rejected by console" in state.message

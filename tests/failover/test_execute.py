@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from flows.wiring import settings_for
-from lifeboat.errors import StopFailover
-from lifeboat.failover.fake import ScriptedSteps, scripted_runbook
-from lifeboat.failover.walk import ThreadRunner, execute
-from lifeboat.ledger import RtoLedger
+from lifeboat_dr.core.failover.walk import ThreadRunner, execute
+from lifeboat_dr.core.ledger import RtoLedger
+from lifeboat_dr.flows.wiring import settings_for
+from lifeboat_dr.kernel.errors import StopFailover
+from lifeboat_dr.testing.failover_steps import ScriptedSteps, scripted_runbook
 from tests.failover.conftest import Gate
 
 
@@ -145,7 +145,7 @@ def test_outage_start_comes_from_detection():
 
 
 def test_critical_path_follows_the_graph_and_early_provisioning_shortens_it():
-    from lifeboat.failover.graph import critical_path, step_graph
+    from lifeboat_dr.core.failover.graph import critical_path, step_graph
 
     d = {"detect": 1, "confirm": 1, "fence": 1, "certify": 5, "plan": 1, "prestage": 3,
          "approval": 4, "provision": 6, "resume": 3, "prove": 1}  # fmt: skip

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.drills.base import amend
-from flows.failback import failback
-from flows.sandbox import sandboxed
-from lifeboat.errors import StopFailover
-from lifeboat.fencing import LEASE_KEY, fence_job, read_lease
-from providers.orchestrator.prefect_api import runbook_lock
-from runbooks.loader import load_runbook
-from shell.cli import main
+from lifeboat_dr.core.fencing import LEASE_KEY, fence_job, read_lease
+from lifeboat_dr.flows.drills.base import amend
+from lifeboat_dr.flows.failback import failback
+from lifeboat_dr.flows.sandbox import sandboxed
+from lifeboat_dr.kernel.errors import StopFailover
+from lifeboat_dr.providers.orchestrator.prefect_api import runbook_lock
+from lifeboat_dr.runbooks.loader import load_runbook
+from lifeboat_dr.shell.cli import main
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +70,6 @@ def test_failback_with_the_primary_still_active_stops_in_one_line(prefect_server
 
 
 def _store(uri):
-    from providers.storage import open_store
+    from lifeboat_dr.providers.storage import open_store
 
     return open_store(uri)

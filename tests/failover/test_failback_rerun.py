@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from flows.drills.base import amend
-from flows.sandbox import sandbox_images, sandboxed
-from flows.wiring import build_failback_steps, build_steps, providers_for, settings_for, swapped
-from lifeboat.errors import StandDown, StopFailover
-from lifeboat.failover.walk import execute
-from lifeboat.ledger import RtoLedger
-from lifeboat.sitestate import read_site_state
-from providers.image_registry import FakeRegistry
-from runbooks.loader import load_runbook
+from lifeboat_dr.core.failover.walk import execute
+from lifeboat_dr.core.ledger import RtoLedger
+from lifeboat_dr.core.sitestate import read_site_state
+from lifeboat_dr.flows.drills.base import amend
+from lifeboat_dr.flows.sandbox import sandbox_images, sandboxed
+from lifeboat_dr.flows.wiring import build_failback_steps, build_steps, providers_for, settings_for, swapped
+from lifeboat_dr.kernel.errors import StandDown, StopFailover
+from lifeboat_dr.providers.image_registry import FakeRegistry
+from lifeboat_dr.runbooks.loader import load_runbook
 from tests.failover.conftest import Gate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.sandbox import sandboxed
-from lifeboat.fencing import read_lease
-from lifeboat.ledger import LedgerFile
-from providers.storage.local import LocalStore
-from runbooks.loader import load_runbook
+from lifeboat_dr.core.fencing import read_lease
+from lifeboat_dr.core.ledger import LedgerFile
+from lifeboat_dr.flows.sandbox import sandboxed
+from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.runbooks.loader import load_runbook
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[2]
 
 RUN = """
 import json, sys
-from flows.failover import failover, outcome_of
+from lifeboat_dr.flows.failover import failover, outcome_of
 state = failover(runbook=sys.argv[1], force=True, evidence=["test: duplicate alert"], approval="approve", return_state=True)
 out = outcome_of(state)
 print("RESULT " + json.dumps(out))

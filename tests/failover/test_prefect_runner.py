@@ -4,11 +4,11 @@ on `ProviderUnavailable`."""
 import pytest
 from prefect import flow
 
-from flows.failover import execute
-from flows.wiring import settings_for
-from lifeboat.errors import ProviderUnavailable
-from lifeboat.failover.fake import ScriptedSteps, scripted_runbook
-from lifeboat.ledger import RtoLedger
+from lifeboat_dr.core.ledger import RtoLedger
+from lifeboat_dr.flows.failover import execute
+from lifeboat_dr.flows.wiring import settings_for
+from lifeboat_dr.kernel.errors import ProviderUnavailable
+from lifeboat_dr.testing.failover_steps import ScriptedSteps, scripted_runbook
 from tests.failover.conftest import Gate
 
 pytestmark = pytest.mark.integration
@@ -78,7 +78,7 @@ def test_a_failed_fence_leaves_the_step_prepared_after_it_cancelled_and_the_flow
     """The steps after the fence are submitted ahead (the gate decides at once); the fence
     fails, so they are never reached: their task runs end Cancelled ("not reached") instead
     of waiting forever."""
-    from lifeboat.errors import StopFailover
+    from lifeboat_dr.kernel.errors import StopFailover
 
     rb = scripted_runbook()
     steps = ScriptedSteps({"fence": 0.2}, failing={"fence": StopFailover("lease held elsewhere")})

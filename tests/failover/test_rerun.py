@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from flows.sandbox import sandboxed
-from flows.wiring import build_steps, providers_for
-from lifeboat.errors import StopFailover
-from lifeboat.fencing import read_lease
-from providers.image_registry import FakeRegistry
-from runbooks.loader import load_runbook
+from lifeboat_dr.core.fencing import read_lease
+from lifeboat_dr.flows.sandbox import sandboxed
+from lifeboat_dr.flows.wiring import build_steps, providers_for
+from lifeboat_dr.kernel.errors import StopFailover
+from lifeboat_dr.providers.image_registry import FakeRegistry
+from lifeboat_dr.runbooks.loader import load_runbook
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,7 @@ def test_a_concurrent_second_failover_stands_down_instead_of_fencing_out_the_fir
 
 
 def test_the_fence_step_makes_the_secondary_active_on_both_stores_and_the_job_writes_under_it(world):
-    from lifeboat.sitestate import read_site_state
+    from lifeboat_dr.core.sitestate import read_site_state
 
     rb, providers = world
     steps = steps_for(world, "run-A")

@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 from prefect import flow
 
-from flows.failover import execute
-from flows.sandbox import sandbox_of, sandboxed
-from flows.wiring import build_steps, providers_for, settings_for
-from lifeboat.checkpoints.manifest import MANIFEST_NAME, write_manifest
-from lifeboat.errors import StopFailover
-from lifeboat.ledger import RtoLedger
-from providers.image_registry import FakeRegistry
-from runbooks.loader import load_runbook
+from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, write_manifest
+from lifeboat_dr.core.ledger import RtoLedger
+from lifeboat_dr.flows.failover import execute
+from lifeboat_dr.flows.sandbox import sandbox_of, sandboxed
+from lifeboat_dr.flows.wiring import build_steps, providers_for, settings_for
+from lifeboat_dr.kernel.errors import StopFailover
+from lifeboat_dr.providers.image_registry import FakeRegistry
+from lifeboat_dr.runbooks.loader import load_runbook
 from tests.failover.conftest import Gate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lifeboat.errors import StandDown
-from providers.orchestrator.prefect_api import runbook_lock
+from lifeboat_dr.kernel.errors import StandDown
+from lifeboat_dr.providers.orchestrator.prefect_api import runbook_lock
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def test_a_crashed_holder_lets_the_lock_lapse(prefect_server_process):
 
     crash = (
         "import os, uuid\n"
-        "from providers.orchestrator.prefect_api import runbook_lock\n"
+        "from lifeboat_dr.providers.orchestrator.prefect_api import runbook_lock\n"
         "with runbook_lock('lock-b', uuid.uuid4(), lease_s=60):\n"
         "    print('held', flush=True)\n"
         "    os._exit(9)  # the worker dies mid-failover: nothing releases the slot\n"

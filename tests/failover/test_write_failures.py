@@ -2,11 +2,11 @@
 
 import pytest
 
-from flows.wiring import settings_for
-from lifeboat.errors import WriteFailed
-from lifeboat.failover.fake import ScriptedSteps, scripted_runbook
-from lifeboat.failover.walk import execute
-from lifeboat.ledger import LedgerFile, RtoLedger
+from lifeboat_dr.core.failover.walk import execute
+from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
+from lifeboat_dr.flows.wiring import settings_for
+from lifeboat_dr.kernel.errors import WriteFailed
+from lifeboat_dr.testing.failover_steps import ScriptedSteps, scripted_runbook
 from tests.failover.conftest import Gate
 
 
@@ -31,7 +31,7 @@ def test_lifeboat_failover_with_an_unwritable_ledger_is_one_line_before_any_flow
 ):
     from pathlib import Path
 
-    from shell.cli import main
+    from lifeboat_dr.shell.cli import main
 
     blocker = tmp_path / "file"
     blocker.write_text("x")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from providers.storage.local import LocalStore
-from providers.storage.memory import MemoryStore
+from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.testing.memory_store import MemoryStore
 
 
 @pytest.fixture(params=["local", "memory", "s3-moto"])
@@ -20,8 +20,8 @@ def store(request, tmp_path):
         return LocalStore(tmp_path / "secondary")
     if request.param == "memory":
         return MemoryStore()
-    from providers.storage.emulators import new_s3_bucket
-    from providers.storage.s3 import S3Store
+    from lifeboat_dr.providers.storage.s3 import S3Store
+    from lifeboat_dr.testing.emulators import new_s3_bucket
 
     endpoint = request.getfixturevalue("s3_endpoint")
     return S3Store(new_s3_bucket(endpoint), "jobs/llama", endpoint_url=endpoint)

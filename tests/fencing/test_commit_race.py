@@ -14,10 +14,10 @@ import threading
 
 import pytest
 
-from lifeboat.errors import NotFound, StopFailover
-from lifeboat.fencing import fence, guarded_commit, marker_is_fenced_out, read_lease
-from providers.storage.local import LocalStore
-from providers.storage.memory import MemoryStore
+from lifeboat_dr.core.fencing import fence, guarded_commit, marker_is_fenced_out, read_lease
+from lifeboat_dr.kernel.errors import NotFound, StopFailover
+from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.testing.memory_store import MemoryStore
 
 WRITERS = 16
 MEMORY_ROUNDS = 1000
@@ -81,8 +81,8 @@ def test_sixteen_commits_racing_a_fence_on_a_local_store_never_disagree_with_cer
 
 @pytest.mark.integration
 def test_sixteen_commits_racing_a_fence_on_s3_never_disagree_with_certification(s3_endpoint):
-    from providers.storage.emulators import new_s3_bucket
-    from providers.storage.s3 import S3Store
+    from lifeboat_dr.providers.storage.s3 import S3Store
+    from lifeboat_dr.testing.emulators import new_s3_bucket
 
     rng = random.Random(13)
     for n in range(S3_ROUNDS):

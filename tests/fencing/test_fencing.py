@@ -2,8 +2,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lifeboat.errors import ConfigError, PreconditionFailed, StopFailover
-from lifeboat.fencing import (
+from lifeboat_dr.core.fencing import (
     LEASE_KEY,
     check_lease,
     fence,
@@ -13,8 +12,9 @@ from lifeboat.fencing import (
     marker_is_fenced_out,
     read_lease,
 )
-from providers.storage.base import Capabilities
-from providers.storage.local import LocalStore
+from lifeboat_dr.kernel.errors import ConfigError, PreconditionFailed, StopFailover
+from lifeboat_dr.providers.storage.base import Capabilities
+from lifeboat_dr.providers.storage.local import LocalStore
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
@@ -112,7 +112,7 @@ def test_certification_judges_older_epochs_by_the_seal_not_the_clock(store):
 
 
 def test_an_epoch_fenced_while_its_store_was_down_is_cut_by_the_fence_time(tmp_path):
-    from lifeboat.errors import ProviderUnavailable
+    from lifeboat_dr.kernel.errors import ProviderUnavailable
 
     class Down(LocalStore):
         def head(self, key):
@@ -128,7 +128,7 @@ def test_an_epoch_fenced_while_its_store_was_down_is_cut_by_the_fence_time(tmp_p
 
 
 def test_primary_store_unreachable_still_fences_the_secondary(tmp_path):
-    from lifeboat.errors import ProviderUnavailable
+    from lifeboat_dr.kernel.errors import ProviderUnavailable
 
     class Down(LocalStore):
         def head(self, key):

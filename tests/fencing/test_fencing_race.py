@@ -5,9 +5,9 @@ from __future__ import annotations
 import multiprocessing
 import threading
 
-from lifeboat.errors import StopFailover
-from lifeboat.fencing import fence, read_lease
-from providers.storage.local import LocalStore
+from lifeboat_dr.core.fencing import fence, read_lease
+from lifeboat_dr.kernel.errors import StopFailover
+from lifeboat_dr.providers.storage.local import LocalStore
 
 WRITERS = 16
 THREAD_TRIALS = 40

@@ -8,9 +8,9 @@ this test starts failing, the emulator learned preconditions: race fencing on it
 
 import pytest
 
-from lifeboat.errors import PreconditionFailed
-from lifeboat.fencing import LEASE_KEY
-from providers.storage.memory import MemoryStore
+from lifeboat_dr.core.fencing import LEASE_KEY
+from lifeboat_dr.kernel.errors import PreconditionFailed
+from lifeboat_dr.testing.memory_store import MemoryStore
 
 pytestmark = pytest.mark.integration
 
@@ -33,8 +33,8 @@ def _lost_conditions(store) -> list[str]:
 
 
 def test_gcs_emulator_ignores_generation_preconditions_so_fencing_uses_the_fake():
-    from providers.storage.emulators import gcs_emulator, new_gcs_bucket
-    from providers.storage.gcs import GcsStore
+    from lifeboat_dr.providers.storage.gcs import GcsStore
+    from lifeboat_dr.testing.emulators import gcs_emulator, new_gcs_bucket
 
     with gcs_emulator() as url:
         emulated = _lost_conditions(GcsStore(new_gcs_bucket(url), "jobs/llama", endpoint_url=url))

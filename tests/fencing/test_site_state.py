@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from lifeboat.commit import FENCED_EXIT, commit_or_exit
-from lifeboat.errors import ProviderUnavailable, StopFailover
-from lifeboat.fencing import fence, fence_job, read_lease
-from lifeboat.sitestate import read_site_state
-from providers.storage.local import LocalStore
+from lifeboat_dr.core.commit import FENCED_EXIT, commit_or_exit
+from lifeboat_dr.core.fencing import fence, fence_job, read_lease
+from lifeboat_dr.core.sitestate import read_site_state
+from lifeboat_dr.kernel.errors import ProviderUnavailable, StopFailover
+from lifeboat_dr.providers.storage.local import LocalStore
 
 
 class Down:
@@ -81,7 +81,7 @@ def _train(ckpt, *, epoch: int | None, steps: int = 10):
     env.pop("LIFEBOAT_EPOCH", None)
     if epoch is not None:
         env["LIFEBOAT_EPOCH"] = str(epoch)
-    cmd = [sys.executable, "-m", "lifeboat.trainer", "--steps", str(steps), "--every", "5"]
+    cmd = [sys.executable, "-m", "lifeboat_dr.standins.trainer", "--steps", str(steps), "--every", "5"]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
 
 

@@ -20,8 +20,8 @@ import pytest
 torch = pytest.importorskip("torch")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
-from providers.storage.local import LocalStore  # noqa: E402
-from shell.cli import main  # noqa: E402
+from lifeboat_dr.providers.storage.local import LocalStore  # noqa: E402
+from lifeboat_dr.shell.cli import main  # noqa: E402
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).parent
@@ -62,9 +62,9 @@ def dcp_saves(tmp_path_factory) -> Path:
 @pytest.fixture(params=["local", "s3", "gcs"])
 def secondary(request, tmp_path):
     """(store, the runbook's `store:` lines) for a secondary of each kind."""
-    from providers.storage.emulators import new_gcs_bucket, new_s3_bucket
-    from providers.storage.gcs import GcsStore
-    from providers.storage.s3 import S3Store
+    from lifeboat_dr.providers.storage.gcs import GcsStore
+    from lifeboat_dr.providers.storage.s3 import S3Store
+    from lifeboat_dr.testing.emulators import new_gcs_bucket, new_s3_bucket
 
     if request.param == "local":
         store = LocalStore(tmp_path / "secondary")
@@ -257,7 +257,7 @@ def test_save_pretrained_with_a_shard_cut_short_is_neither_replicated_nor_certif
     runbook = _runbook(tmp_path, primary, f'store: "file://{secondary.root}"', "hf-weights")
     _replicate(runbook, capsys)
     assert not list(secondary.list("export-200/"))
-    from lifeboat.checkpoints.synthetic import replicate
+    from lifeboat_dr.standins.checkpoints import replicate
 
     replicate(LocalStore(primary), secondary, "export-200")  # copied by something else
     code, doc = _certify(runbook, capsys)
@@ -304,7 +304,7 @@ def test_a_deepspeed_save_missing_its_last_rank_is_caught_by_the_recorded_world_
         not list(secondary.list("global_step200/"))
         and b"".join(secondary.read("latest")) == b"global_step100"
     )
-    from lifeboat.checkpoints.synthetic import replicate
+    from lifeboat_dr.standins.checkpoints import replicate
 
     replicate(LocalStore(primary), secondary, "global_step200")
     secondary.put("latest", b"global_step200")  # even with the pointer saying so
@@ -337,7 +337,7 @@ def test_a_megatron_save_missing_its_last_tensor_rank_is_caught_by_the_recorded_
     assert not list(secondary.list("iter_0000200/"))
     code, doc = _certify(runbook, capsys)
     assert code == 0 and doc["certified"]["step"] == 100
-    from lifeboat.checkpoints.synthetic import replicate
+    from lifeboat_dr.standins.checkpoints import replicate
 
     replicate(LocalStore(primary), secondary, "iter_0000200")
     secondary.put("latest_checkpointed_iteration.txt", b"200")

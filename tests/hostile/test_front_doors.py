@@ -14,10 +14,10 @@ from urllib.parse import urlencode
 import pytest
 from pydantic import SecretStr
 
-from shell.alertmanager import AlertmanagerSettings, alertmanager_routes
-from shell.server import create_app
-from shell.slack_actions import SlackSettings, slack_routes
-from shell.slack_request import signature
+from lifeboat_dr.shell.alertmanager import AlertmanagerSettings, alertmanager_routes
+from lifeboat_dr.shell.server import create_app
+from lifeboat_dr.shell.slack_actions import SlackSettings, slack_routes
+from lifeboat_dr.shell.slack_request import signature
 from tests.approval.slack_stub import SlackStub
 
 from .conftest import LiveServer, raw_request

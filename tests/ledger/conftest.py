@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lifeboat.ledger import RtoLedger
+from lifeboat_dr.core.ledger import RtoLedger
 
 OUTAGE = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 

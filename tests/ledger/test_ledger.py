@@ -2,10 +2,10 @@ from datetime import timedelta
 
 import pytest
 
-from lifeboat.errors import ConfigError
-from lifeboat.ledger import LedgerFile, LedgerStore, RtoLedger
-from lifeboat.timeline import entry_markdown, history_markdown, history_rows, phase_rows
-from providers.storage.local import LocalStore
+from lifeboat_dr.core.ledger import LedgerFile, LedgerStore, RtoLedger
+from lifeboat_dr.core.timeline import entry_markdown, history_markdown, history_rows, phase_rows
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.providers.storage.local import LocalStore
 
 from .conftest import OUTAGE, replay_failover
 
@@ -83,7 +83,7 @@ def test_every_snapshot_is_appended_and_the_last_one_per_run_wins(clock, tmp_pat
 
 @pytest.mark.parametrize("backend", ["local", "memory"])
 def test_ledger_in_a_store_reads_back_like_the_file(clock, tmp_path, backend):
-    from providers.storage.memory import MemoryStore
+    from lifeboat_dr.testing.memory_store import MemoryStore
 
     sink = LedgerStore(LocalStore(tmp_path / "bucket") if backend == "local" else MemoryStore())
     replay_failover(_ledger(clock, sink=sink), clock)

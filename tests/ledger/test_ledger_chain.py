@@ -10,13 +10,13 @@ from datetime import timedelta
 
 import pytest
 
-from lifeboat.errors import ProviderUnavailable
-from lifeboat.ledger import RtoLedger
-from lifeboat.ledger_chain import MirroredLedger, Record, record_hash
-from providers.storage.emulators import new_s3_bucket
-from providers.storage.local import LocalStore
-from providers.storage.memory import MemoryStore
-from providers.storage.s3 import S3Store
+from lifeboat_dr.core.ledger import RtoLedger
+from lifeboat_dr.core.ledger_chain import MirroredLedger, Record, record_hash
+from lifeboat_dr.kernel.errors import ProviderUnavailable
+from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.providers.storage.s3 import S3Store
+from lifeboat_dr.testing.emulators import new_s3_bucket
+from lifeboat_dr.testing.memory_store import MemoryStore
 
 from .conftest import replay_failover
 

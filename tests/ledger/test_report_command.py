@@ -1,8 +1,8 @@
 from datetime import timedelta
 from pathlib import Path
 
-from lifeboat.ledger import LedgerFile, RtoLedger
-from shell.cli import main as lifeboat
+from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
+from lifeboat_dr.shell.cli import main as lifeboat
 
 from .conftest import replay_failover
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.wiring import build_ledger
-from runbooks.loader import load_runbook
-from shell.cli import main as lifeboat
+from lifeboat_dr.flows.wiring import build_ledger
+from lifeboat_dr.runbooks.loader import load_runbook
+from lifeboat_dr.shell.cli import main as lifeboat
 
 from .conftest import replay_failover
 

@@ -1,7 +1,7 @@
 from datetime import timedelta
 
-from lifeboat.ledger import RtoLedger
-from lifeboat.timeline import render_timeline
+from lifeboat_dr.core.ledger import RtoLedger
+from lifeboat_dr.core.timeline import render_timeline
 
 from .conftest import replay_failover
 

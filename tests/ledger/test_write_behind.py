@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from lifeboat.errors import WriteFailed
-from lifeboat.ledger import LedgerFile, RtoLedger
+from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
+from lifeboat_dr.kernel.errors import WriteFailed
 
 
 class SlowSink:

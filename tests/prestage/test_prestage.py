@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from lifeboat.prestage import (
+from lifeboat_dr.core.prestage import (
     check_readiness,
     destination_for,
     readiness_for,
     stage_runbook_weights,
     stage_weights,
 )
-from providers.image_registry import FakeRegistry, OciRegistry
-from providers.storage import open_store
-from runbooks.model import Runbook
+from lifeboat_dr.providers.image_registry import FakeRegistry, OciRegistry
+from lifeboat_dr.providers.storage import open_store
+from lifeboat_dr.runbooks.model import Runbook
 
 PINNED = "sha256:" + "0f" * 32
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"

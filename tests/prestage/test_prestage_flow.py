@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_prestage_flow_stages_weights_and_reports_ready(tmp_path, prefect_server):
-    from flows.prestage import prestage
+    from lifeboat_dr.flows.prestage import prestage
 
     weights = tmp_path / "hub" / "tokenizer"
     weights.mkdir(parents=True)
@@ -44,7 +44,7 @@ def test_prestage_flow_stages_weights_and_reports_ready(tmp_path, prefect_server
 
 def test_prefect_yaml_schedules_the_prestage_deployment():
     doc = yaml.safe_load((REPO / "prefect.yaml").read_text())
-    (dep,) = [d for d in doc["deployments"] if d["entrypoint"] == "flows/prestage.py:prestage"]
-    from flows.deploy import RUNBOOK_PLACEHOLDER
+    (dep,) = [d for d in doc["deployments"] if d["entrypoint"] == "lifeboat_dr.flows.prestage:prestage"]
+    from lifeboat_dr.flows.deploy import RUNBOOK_PLACEHOLDER
 
     assert dep["schedules"] and dep["parameters"]["runbook"] == RUNBOOK_PLACEHOLDER

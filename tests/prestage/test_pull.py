@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from lifeboat.errors import ConfigError, ProviderUnavailable
-from lifeboat.prestage import check_readiness
-from providers.image_registry import OciRegistry, registry_credentials
-from providers.storage import open_store
+from lifeboat_dr.core.prestage import check_readiness
+from lifeboat_dr.kernel.errors import ConfigError, ProviderUnavailable
+from lifeboat_dr.providers.image_registry import OciRegistry, registry_credentials
+from lifeboat_dr.providers.storage import open_store
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
 LAYERS = [b"layer-one" * 1000, b"layer-two" * 3000]
@@ -82,7 +82,7 @@ def test_credentials_from_the_docker_config(tmp_path):
 
 
 def test_a_registry_that_stopped_answering_is_unreachable_not_a_traceback():
-    from providers.storage.emulators import dead_port
+    from lifeboat_dr.testing.emulators import dead_port
 
     registry = OciRegistry(mirror={"nvcr.io": dead_port()}, timeout=2)
     with pytest.raises(ProviderUnavailable):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lifeboat.errors import ProviderUnavailable
-from providers.image_registry import DOCKER_HUB, FakeRegistry, ImageRef, OciRegistry
+from lifeboat_dr.kernel.errors import ProviderUnavailable
+from lifeboat_dr.providers.image_registry import DOCKER_HUB, FakeRegistry, ImageRef, OciRegistry
 
 DIGEST = "sha256:" + "ab" * 32
 

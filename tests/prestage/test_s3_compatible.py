@@ -1,6 +1,6 @@
 """Prestage onto an S3-compatible secondary (Cloudflare R2, MinIO: `endpoint_url`), on moto.
 
-Every store a failover opens goes through `flows.wiring.store_opener`, which keeps the site's
+Every store a failover opens goes through `lifeboat_dr.flows.wiring.store_opener`, which keeps the site's
 endpoint: the weights' source on the primary's endpoint, their destination under the
 secondary's. Before it, the destination (the secondary's bucket root) opened with no
 endpoint, i.e. against AWS.
@@ -9,10 +9,10 @@ endpoint, i.e. against AWS.
 import boto3
 import pytest
 
-from flows.wiring import providers_for, spec_for, store_opener
-from providers.image_registry import FakeRegistry
-from providers.storage.emulators import new_s3_bucket
-from runbooks.model import Runbook
+from lifeboat_dr.flows.wiring import providers_for, spec_for, store_opener
+from lifeboat_dr.providers.image_registry import FakeRegistry
+from lifeboat_dr.runbooks.model import Runbook
+from lifeboat_dr.testing.emulators import new_s3_bucket
 
 pytestmark = pytest.mark.integration
 

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from lifeboat.checkpoints.manifest import build_manifest, commit_manifest
-from lifeboat.errors import ProviderUnavailable
-from providers.storage.local import LocalStore
+from lifeboat_dr.core.checkpoints.manifest import build_manifest, commit_manifest
+from lifeboat_dr.kernel.errors import ProviderUnavailable
+from lifeboat_dr.providers.storage.local import LocalStore
 
 
 class ProxyStore:
@@ -124,7 +124,7 @@ def secondary(tmp_path):
 
 @pytest.fixture
 def no_sleep():
-    from lifeboat.transfer import RetryPolicy
+    from lifeboat_dr.core.transfer import RetryPolicy
 
     return RetryPolicy(attempts=5, base_delay=0.0, sleep=lambda s: None)
 
@@ -174,14 +174,14 @@ def make_store(request, tmp_path):
         if backend == "local":
             return LocalStore(tmp_path / f"{backend}{next(n)}")
         if backend == "s3":
-            from providers.storage.emulators import new_s3_bucket
-            from providers.storage.s3 import S3Store
+            from lifeboat_dr.providers.storage.s3 import S3Store
+            from lifeboat_dr.testing.emulators import new_s3_bucket
 
             url = request.getfixturevalue("s3_endpoint")
             return S3Store(new_s3_bucket(url), "ckpt", endpoint_url=endpoint_url or url)
         if backend == "gcs":
-            from providers.storage.emulators import new_gcs_bucket
-            from providers.storage.gcs import GcsStore
+            from lifeboat_dr.providers.storage.gcs import GcsStore
+            from lifeboat_dr.testing.emulators import new_gcs_bucket
 
             url = request.getfixturevalue("gcs_endpoint")
             return GcsStore(new_gcs_bucket(url), "ckpt", endpoint_url=url)

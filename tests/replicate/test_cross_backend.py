@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from lifeboat.checkpoints.manifest import MANIFEST_NAME
-from lifeboat.errors import NotFound
-from lifeboat.transfer import RetryPolicy, TransferIncomplete, copy_prefix
+from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
+from lifeboat_dr.core.transfer import RetryPolicy, TransferIncomplete, copy_prefix
+from lifeboat_dr.kernel.errors import NotFound
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +52,7 @@ THROTTLES = [("s3", 503), ("s3", 429), ("gcs", 503)]
 
 @pytest.mark.parametrize(("kind", "status"), THROTTLES, ids=[f"{k}-{s}" for k, s in THROTTLES])
 def test_throttling_is_retried_with_backoff_to_a_verified_replica(kind, status, make_store, write_checkpoint):
-    from providers.storage.emulators import ThrottlingProxy
+    from lifeboat_dr.testing.emulators import ThrottlingProxy
 
     src = make_store("local")
     write_checkpoint(src, CKPT, 300, shards=4, size=5_000)
@@ -112,9 +112,9 @@ def test_a_periodic_run_over_a_replicated_s3_checkpoint_heads_only_its_markers(m
 def test_lifeboat_replicate_copies_an_s3_primary_to_a_local_secondary(
     s3_endpoint, make_store, write_checkpoint, tmp_path, monkeypatch, capsys
 ):
-    from lifeboat.certify import newest_certified
-    from providers.storage.local import LocalStore
-    from shell.cli import main
+    from lifeboat_dr.core.certify import newest_certified
+    from lifeboat_dr.providers.storage.local import LocalStore
+    from lifeboat_dr.shell.cli import main
 
     primary = make_store("s3")
     for step in (100, 200):
@@ -141,9 +141,9 @@ def test_replication_to_s3_leaves_a_receipt_so_an_outage_certifies_without_a_hea
 ):
     from datetime import timedelta
 
-    from lifeboat.certify import certify_replica
-    from lifeboat.checkpoints.receipt import RECEIPT_NAME
-    from lifeboat.replication import committed_checkpoints, replicate_checkpoints
+    from lifeboat_dr.core.certify import certify_replica
+    from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME
+    from lifeboat_dr.core.replication import committed_checkpoints, replicate_checkpoints
 
     src, dst = make_store("local"), make_store("s3")
     write_checkpoint(src, "step-000300", 300, shards=6, size=2_000)

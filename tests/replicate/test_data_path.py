@@ -9,10 +9,10 @@ from datetime import timedelta
 
 import pytest
 
-from lifeboat.checkpoints.manifest import MANIFEST_NAME, build_manifest, commit_manifest
-from lifeboat.checkpoints.receipt import RECEIPT_NAME, iter_receipt
-from lifeboat.errors import ProviderUnavailable
-from lifeboat.transfer import RetryPolicy, TransferIncomplete, copy_prefix
+from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, build_manifest, commit_manifest
+from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME, iter_receipt
+from lifeboat_dr.core.transfer import RetryPolicy, TransferIncomplete, copy_prefix
+from lifeboat_dr.kernel.errors import ProviderUnavailable
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ def hashed(monkeypatch):
 def test_a_checkpoint_to_s3_is_one_put_per_object_no_head_and_every_byte_hashed_once(
     make_store, write_checkpoint, hashed
 ):
-    from lifeboat.replication import committed_checkpoints, replicate_checkpoints
+    from lifeboat_dr.core.replication import committed_checkpoints, replicate_checkpoints
 
     src, dst = make_store("local"), make_store("s3")
     write_checkpoint(src, "step-000300", 300, shards=3, size=5_000)
@@ -90,8 +90,8 @@ def test_a_half_done_copy_resumes_with_only_what_is_missing(make_store, write_ch
 def test_lifeboat_replicate_lists_the_secondary_once_for_the_copy_certification_and_retention(
     s3_endpoint, make_store, write_checkpoint, tmp_path, monkeypatch, capsys
 ):
-    from providers.storage.s3 import S3Store
-    from shell.cli import main
+    from lifeboat_dr.providers.storage.s3 import S3Store
+    from lifeboat_dr.shell.cli import main
 
     calls: Counter = Counter()
     call = S3Store._call
@@ -136,9 +136,9 @@ def test_lifeboat_replicate_reads_the_site_state_in_one_request_per_store_per_ch
 ):
     """The #13 check stays (before the copy, before each further checkpoint, before retention),
     each a single GET of the lease per store: no HEAD, not re-read by every helper."""
-    from lifeboat.fencing import LEASE_KEY, fence_job
-    from providers.storage.s3 import S3Store
-    from shell.cli import main
+    from lifeboat_dr.core.fencing import LEASE_KEY, fence_job
+    from lifeboat_dr.providers.storage.s3 import S3Store
+    from lifeboat_dr.shell.cli import main
 
     lease_calls: Counter = Counter()
     call = S3Store._call

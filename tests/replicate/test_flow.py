@@ -31,8 +31,8 @@ def test_a_replica_later_than_the_rpo_target_raises_a_lag_exceeded_event(
 ):
     from prefect.events.worker import EventsWorker
 
-    from flows.replicate import replicate
-    from lifeboat.replication import LAG_EVENT, LagLog
+    from lifeboat_dr.core.replication import LAG_EVENT, LagLog
+    from lifeboat_dr.flows.replicate import replicate
 
     runbook_file.write_text(runbook_file.read_text().replace("rpo: 30m", "rpo: 1ms"))
     for step in (100, 200, 300):

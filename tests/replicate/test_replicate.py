@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from lifeboat.checkpoints.manifest import MANIFEST_NAME
-from lifeboat.replication import LagLog, replicate_checkpoints
-from lifeboat.retention import StoredCheckpoint
-from shell.cli import main
+from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
+from lifeboat_dr.core.replication import LagLog, replicate_checkpoints
+from lifeboat_dr.core.retention import StoredCheckpoint
+from lifeboat_dr.shell.cli import main
 
 STEPS = (50, 100, 150, 200)
 
@@ -141,8 +141,8 @@ def test_retention_spares_the_checkpoint_an_in_progress_failover_resumes_from(
 ):
     from datetime import UTC, datetime
 
-    from lifeboat.ledger import LedgerStore, RtoLedger
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.core.ledger import LedgerStore, RtoLedger
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     monkeypatch.chdir(tmp_path)
     write_run(secondary, write_checkpoint, steps=(10, 20, 30, 40))

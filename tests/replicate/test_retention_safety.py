@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
-from lifeboat.retention import StoredCheckpoint, plan_retention
-from providers.storage.local import LocalStore
-from shell.cli import main
+from lifeboat_dr.core.retention import StoredCheckpoint, plan_retention
+from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.shell.cli import main
+from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
 
 RUNBOOK = """\
 name: keep
@@ -136,8 +136,8 @@ def test_lag_log_that_cannot_be_written_is_one_line_naming_it(tmp_path, monkeypa
 
 
 def test_the_pre_failure_loss_log_replicates_with_the_checkpoints(tmp_path, monkeypatch, capsys):
-    from lifeboat.replication import loss_log_for_failover
-    from runbooks.loader import load_runbook
+    from lifeboat_dr.core.replication import loss_log_for_failover
+    from lifeboat_dr.runbooks.loader import load_runbook
 
     source, secondary, runbook = _site(tmp_path, monkeypatch)
     with open(runbook, "a") as f:

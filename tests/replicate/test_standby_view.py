@@ -14,12 +14,12 @@ from datetime import timedelta
 
 import pytest
 
-from lifeboat.checkpoints.layouts import Discovery, discover
-from lifeboat.checkpoints.manifest import MANIFEST_NAME, build_manifest, commit_manifest
-from lifeboat.errors import ProviderUnavailable
-from lifeboat.replication import committed_checkpoints, replicate_checkpoints, retention_for
-from lifeboat.transfer import RetryPolicy
-from runbooks.loader import load_runbook
+from lifeboat_dr.core.checkpoints.layouts import Discovery, discover
+from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, build_manifest, commit_manifest
+from lifeboat_dr.core.replication import committed_checkpoints, replicate_checkpoints, retention_for
+from lifeboat_dr.core.transfer import RetryPolicy
+from lifeboat_dr.kernel.errors import ProviderUnavailable
+from lifeboat_dr.runbooks.loader import load_runbook
 
 STEPS = (100, 200, 300)
 FAILS = "step-000300/shard-001.bin"  # the object `_rewrite` changes

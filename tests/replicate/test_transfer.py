@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from lifeboat.checkpoints.manifest import MANIFEST_NAME, Manifest
-from lifeboat.crc32c import crc32c_of
-from lifeboat.errors import NotFound
-from lifeboat.transfer import TransferIncomplete, copy_prefix
+from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, Manifest
+from lifeboat_dr.core.transfer import TransferIncomplete, copy_prefix
+from lifeboat_dr.kernel.crc32c import crc32c_of
+from lifeboat_dr.kernel.errors import NotFound
 
 CKPT = "run/step-100"
 SHARDS = [f"{CKPT}/shard-{i:03d}.bin" for i in range(4)]
@@ -20,7 +20,7 @@ SHARDS = [f"{CKPT}/shard-{i:03d}.bin" for i in range(4)]
 def object_path(request, monkeypatch):
     """Run a test over both put paths: small objects gathered whole, large ones streamed."""
     if request.param == "streamed":
-        monkeypatch.setattr("lifeboat.transfer.WHOLE_OBJECT_LIMIT", 0)
+        monkeypatch.setattr("lifeboat_dr.core.transfer.WHOLE_OBJECT_LIMIT", 0)
     return request.param
 
 
@@ -185,8 +185,8 @@ def test_a_stale_replica_loses_its_manifest_before_its_shards_change(
 COPIER = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from lifeboat.transfer import copy_prefix
-from providers.storage.local import LocalStore
+from lifeboat_dr.core.transfer import copy_prefix
+from lifeboat_dr.providers.storage.local import LocalStore
 
 class Slow(LocalStore):
     capabilities = LocalStore.capabilities.__class__(True, True, True, False)  # no server copy
@@ -280,7 +280,7 @@ def test_progress_counts_each_byte_once_even_when_attempts_are_retried(
 def test_a_shard_above_the_whole_object_limit_streams_in_bounded_chunks(
     primary, secondary, faults, write_checkpoint, monkeypatch
 ):
-    monkeypatch.setattr("lifeboat.transfer.WHOLE_OBJECT_LIMIT", 1 << 20)
+    monkeypatch.setattr("lifeboat_dr.core.transfer.WHOLE_OBJECT_LIMIT", 1 << 20)
     write_checkpoint(primary, CKPT, 100, shards=1, size=3 << 20)
     chunks: list[int] = []
 

@@ -13,14 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from lifeboat.certify import LINEAGE, certify_replica
-from lifeboat.checkpoints.synthetic import replicate as raw_copy
-from lifeboat.checkpoints.synthetic import write_checkpoint
-from lifeboat.commit import commit_checkpoint
-from lifeboat.errors import ProviderUnavailable, StopFailover
-from lifeboat.fencing import fence_job
-from lifeboat.replication import direction, replicate_checkpoints, retention_for, sources_to_replicate
-from lifeboat.sitestate import RolesFlipped, read_site_state
+from lifeboat_dr.core.certify import LINEAGE, certify_replica
+from lifeboat_dr.core.commit import commit_checkpoint
+from lifeboat_dr.core.fencing import fence_job
+from lifeboat_dr.core.replication import direction, replicate_checkpoints, retention_for, sources_to_replicate
+from lifeboat_dr.core.sitestate import RolesFlipped, read_site_state
+from lifeboat_dr.kernel.errors import ProviderUnavailable, StopFailover
+from lifeboat_dr.standins.checkpoints import replicate as raw_copy
+from lifeboat_dr.standins.checkpoints import write_checkpoint
 
 RB = SimpleNamespace(name="trainer", rpo_target=None)
 
@@ -125,7 +125,7 @@ def test_a_zombie_primarys_checkpoints_never_reach_the_active_site_nor_certify(s
 
 
 def certify_ok(store):
-    from lifeboat.certify import certified_checkpoints
+    from lifeboat_dr.core.certify import certified_checkpoints
 
     return list(certified_checkpoints(store, None, layout="manifest"))
 
@@ -137,7 +137,7 @@ def test_replicate_from_a_site_that_is_no_longer_active_is_refused_in_one_line(
     fence_job(secondary, Partitioned(primary), run_id="failover-1", holder="lifeboat:dr")
     before = _snapshot(secondary)
     run = subprocess.run(
-        [sys.executable, "-m", "shell", "replicate", str(runbook_file), "--from", "primary"],
+        [sys.executable, "-m", "lifeboat_dr", "replicate", str(runbook_file), "--from", "primary"],
         capture_output=True,
         text=True,
         cwd=runbook_file.parent,

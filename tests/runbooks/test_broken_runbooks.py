@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from lifeboat.durations import format_duration, parse_duration
-from runbooks.loader import RunbookInvalid, load_runbook
-from shell.cli import main
+from lifeboat_dr.kernel.durations import format_duration, parse_duration
+from lifeboat_dr.runbooks.loader import RunbookInvalid, load_runbook
+from lifeboat_dr.shell.cli import main
 
 GOOD = textwrap.dedent(
     """\
@@ -381,7 +381,7 @@ def test_a_device_that_never_ends_is_refused_not_read_forever(capsys):
 
 _VALIDATE_AND_REPORT_PEAK = """
 import sys
-from shell.cli import main
+from lifeboat_dr.shell.cli import main
 code = main(["validate", *sys.argv[1:]])
 peak = next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:"))
 print(peak)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from lifeboat.advise import advice_markdown
-from runbooks.loader import load_runbook
-from runbooks.render import render_markdown
-from shell.cli import main
-from shell.commands.render import rendered_path
+from lifeboat_dr.core.advise import advice_markdown
+from lifeboat_dr.runbooks.loader import load_runbook
+from lifeboat_dr.runbooks.render import render_markdown
+from lifeboat_dr.shell.cli import main
+from lifeboat_dr.shell.commands.render import rendered_path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "runbooks").glob("*.yaml"))

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lifeboat.crc32c import crc32c
-from runbooks.loader import load_runbook
+from lifeboat_dr.kernel.crc32c import crc32c
+from lifeboat_dr.runbooks.loader import load_runbook
 
 ROOT = Path(__file__).resolve().parents[2]
 SKYPILOT_RUNBOOKS = ["llama-70b-pretrain", "mistral-7b-sft", "batch-embed"]  # chat-serving moves traffic
@@ -27,7 +27,7 @@ SKYPILOT_RUNBOOKS = ["llama-70b-pretrain", "mistral-7b-sft", "batch-embed"]  # c
 
 @pytest.fixture(scope="module", autouse=True)
 def _offline_sky():
-    from providers.compute.skypilot import SkyPilotCompute
+    from lifeboat_dr.providers.compute.skypilot import SkyPilotCompute
 
     SkyPilotCompute(offline=True)
 
@@ -145,13 +145,13 @@ def test_the_local_hand_run_resumes_from_the_certified_checkpoint(tmp_path):
     ckpt_line, run_line = block.strip().splitlines()
     assert ckpt_line.startswith("CKPT=.lifeboat/demo/secondary/CHECKPOINT")
     argv = shlex.split(run_line)
-    assert argv[:3] == ["python", "-m", "lifeboat.trainer"] and argv[-2:] == ["--resume", "$CKPT"]
+    assert argv[:3] == ["python", "-m", "lifeboat_dr.standins.trainer"] and argv[-2:] == ["--resume", "$CKPT"]
     rb = load_runbook(ROOT / "runbooks" / "demo.yaml")
     assert rb.job.resume.arg == "--resume {checkpoint}"  # what the failover appends, the same way
 
 
 def test_prestage_names_where_weights_land_and_the_mirror_to_pull_through():
-    from lifeboat.prestage import destination_for
+    from lifeboat_dr.core.prestage import destination_for
 
     rb = load_runbook(ROOT / "runbooks" / "llama-70b-pretrain.yaml")
     text = _markdown("llama-70b-pretrain")

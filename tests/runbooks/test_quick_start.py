@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shell.cli import main, quick_start
+from lifeboat_dr.shell.cli import main, quick_start
 
 DEMO = str(Path(__file__).resolve().parents[2] / "runbooks" / "demo.yaml")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lifeboat.shared_fate import shared_fate_warnings
-from runbooks.loader import load_runbook
-from shell.cli import main as lifeboat
+from lifeboat_dr.core.shared_fate import shared_fate_warnings
+from lifeboat_dr.runbooks.loader import load_runbook
+from lifeboat_dr.shell.cli import main as lifeboat
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA = ROOT / "runbooks" / "llama-70b-pretrain.yaml"

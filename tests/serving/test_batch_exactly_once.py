@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from lifeboat.certify import certify_replica
-from lifeboat.errors import ConfigError
-from lifeboat.serving.batch import PROGRESS, audit_outputs, read_progress, run_batch, write_progress
-from providers.storage.memory import MemoryStore
+from lifeboat_dr.core.certify import certify_replica
+from lifeboat_dr.core.serving.batch import PROGRESS, audit_outputs, read_progress, run_batch, write_progress
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.testing.memory_store import MemoryStore
 
 SHARDS = [f"shard-{i:03d}" for i in range(20)]
 

@@ -2,9 +2,9 @@
 
 from datetime import UTC, datetime, timedelta
 
-from lifeboat.ledger import LedgerFile, RtoLedger
-from lifeboat.serving.client import client_window, read_samples
-from lifeboat.timeline import entry_markdown, render_timeline
+from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
+from lifeboat_dr.core.timeline import entry_markdown, render_timeline
+from lifeboat_dr.standins.serving_client import client_window, read_samples
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

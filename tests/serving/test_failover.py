@@ -4,12 +4,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lifeboat.errors import ProviderUnavailable
-from lifeboat.ledger import RtoLedger
-from lifeboat.serving.failover import ServingSettings, serving_failover
-from lifeboat.serving.watch import Thresholds
-from providers.serving.fake import FakeEndpoint
-from providers.traffic.fake import FakeTraffic
+from lifeboat_dr.core.ledger import RtoLedger
+from lifeboat_dr.core.serving.failover import ServingSettings, serving_failover
+from lifeboat_dr.core.serving.watch import Thresholds
+from lifeboat_dr.kernel.errors import ProviderUnavailable
+from lifeboat_dr.providers.serving.fake import FakeEndpoint
+from lifeboat_dr.providers.traffic.fake import FakeTraffic
 
 DIGEST = "sha256:" + "ab" * 32
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -170,7 +170,7 @@ def test_a_router_that_does_not_answer_is_left_to_the_flow_to_retry():
 
 
 def test_a_retry_after_a_crash_mid_switch_reverts_to_the_weights_the_first_attempt_found():
-    from lifeboat.serving.failover import switch_and_watch
+    from lifeboat_dr.core.serving.failover import switch_and_watch
 
     router = FakeTraffic({"primary": 255, "standby": 0})
     ledger = RtoLedger(

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.failover import failover
-from lifeboat.ledger import LedgerFile
+from lifeboat_dr.core.ledger import LedgerFile
+from lifeboat_dr.flows.failover import failover
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -2,11 +2,11 @@
 
 import shutil
 
-from lifeboat.serving.digest import dir_weights_digest, store_weights_digest
-from lifeboat.serving.toy import toy_server
-from lifeboat.serving.verify import verify_standby
-from providers.serving.http import HttpEndpoint
-from providers.storage.local import LocalStore
+from lifeboat_dr.core.serving.digest import dir_weights_digest, store_weights_digest
+from lifeboat_dr.core.serving.verify import verify_standby
+from lifeboat_dr.providers.serving.http import HttpEndpoint
+from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.standins.model_server import toy_server
 
 
 def _weights(root, name: bytes):
@@ -47,7 +47,7 @@ def test_one_changed_byte_changes_the_digest(tmp_path):
 
 
 def test_a_dead_standby_is_an_answer_not_an_exception(tmp_path):
-    from providers.traffic.local_haproxy import free_port
+    from lifeboat_dr.providers.traffic.local_haproxy import free_port
 
     check = verify_standby(HttpEndpoint(f"http://127.0.0.1:{free_port()}"), "sha256:x", budget_s=0.5)
     assert not check.ok and check.problems[0].startswith("health: no answer")

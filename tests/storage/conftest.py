@@ -6,11 +6,11 @@ each test gets a fresh bucket.
 
 import pytest
 
-from providers.storage.emulators import new_gcs_bucket, new_s3_bucket
-from providers.storage.gcs import GcsStore
-from providers.storage.local import LocalStore
-from providers.storage.memory import MemoryStore
-from providers.storage.s3 import S3Store
+from lifeboat_dr.providers.storage.gcs import GcsStore
+from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.providers.storage.s3 import S3Store
+from lifeboat_dr.testing.emulators import new_gcs_bucket, new_s3_bucket
+from lifeboat_dr.testing.memory_store import MemoryStore
 
 BACKENDS = ["local", "s3", "gcs", "memory"]
 

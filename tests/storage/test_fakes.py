@@ -2,8 +2,8 @@
 
 import threading
 
-from lifeboat.errors import PreconditionFailed, ProviderUnavailable
-from providers.storage.memory import MemoryStore
+from lifeboat_dr.kernel.errors import PreconditionFailed, ProviderUnavailable
+from lifeboat_dr.testing.memory_store import MemoryStore
 
 
 def test_memory_fake_enforces_generation_preconditions_the_gcs_emulator_ignores():

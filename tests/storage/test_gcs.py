@@ -2,8 +2,8 @@
 
 import pytest
 
-from lifeboat.errors import NotFound
-from providers.storage.gcs import GcsStore
+from lifeboat_dr.kernel.errors import NotFound
+from lifeboat_dr.providers.storage.gcs import GcsStore
 
 
 def test_missing_gcs_bucket_names_the_store(gcs_endpoint):

@@ -11,24 +11,24 @@ import time
 
 import pytest
 
-from lifeboat.certify import certify_replica
-from lifeboat.checkpoints.synthetic import replicate, write_checkpoint
-from lifeboat.detection.provider import ProviderProbe
-from lifeboat.detection.signals import Status
-from lifeboat.errors import ConfigError, ProviderUnavailable
-from providers.health.control_plane import StoreControlPlane
-from providers.storage import open_store
-from providers.storage.base import store_deadline
-from providers.storage.emulators import dead_port, new_gcs_bucket, new_s3_bucket, stopped_server
-from providers.storage.gcs import GcsStore
-from providers.storage.s3 import S3Store
+from lifeboat_dr.core.certify import certify_replica
+from lifeboat_dr.core.detection.provider import ProviderProbe
+from lifeboat_dr.core.detection.signals import Status
+from lifeboat_dr.kernel.errors import ConfigError, ProviderUnavailable
+from lifeboat_dr.providers.health.control_plane import StoreControlPlane
+from lifeboat_dr.providers.storage import open_store
+from lifeboat_dr.providers.storage.base import store_deadline
+from lifeboat_dr.providers.storage.gcs import GcsStore
+from lifeboat_dr.providers.storage.s3 import S3Store
+from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
+from lifeboat_dr.testing.emulators import dead_port, new_gcs_bucket, new_s3_bucket, stopped_server
 
 SLACK_S = 3.0
 
 
 @pytest.fixture(autouse=True)
 def _fake_aws_credentials(monkeypatch):
-    from providers.storage.emulators import _AWS_ENV
+    from lifeboat_dr.testing.emulators import _AWS_ENV
 
     for k, v in _AWS_ENV.items():
         monkeypatch.setenv(k, v)
@@ -69,7 +69,7 @@ def test_a_frozen_server_is_provider_unavailable_within_the_deadline(kind):
 
 @pytest.mark.parametrize("kind", ["s3", "gcs"])
 def test_the_provider_probe_votes_failing_in_seconds_when_the_primary_store_hangs(kind):
-    from flows.wiring import probe_deadline
+    from lifeboat_dr.flows.wiring import probe_deadline
 
     with stopped_server(kind) as url:
         store = _store(kind, url, deadline_s=probe_deadline())

@@ -3,12 +3,12 @@ checksums S3 cannot compare with GCS, multipart puts and copies."""
 
 import pytest
 
-from lifeboat.crc32c import crc32c
-from lifeboat.errors import ConfigError, NotFound, ProviderUnavailable
-from providers.storage import s3 as s3mod
-from providers.storage.emulators import ThrottlingProxy, new_s3_bucket
-from providers.storage.s3 import S3Store
-from providers.storage.s3_models import lean_loader
+from lifeboat_dr.kernel.crc32c import crc32c
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable
+from lifeboat_dr.providers.storage import s3 as s3mod
+from lifeboat_dr.providers.storage.s3 import S3Store
+from lifeboat_dr.providers.storage.s3_models import lean_loader
+from lifeboat_dr.testing.emulators import ThrottlingProxy, new_s3_bucket
 from tests.s3_objects import crc64nvme, put_composite_multipart, put_crc64nvme_only
 
 

@@ -9,12 +9,12 @@ import threading
 import boto3
 import pytest
 
-from lifeboat.crc32c import crc32c, crc32c_combine
-from lifeboat.errors import ChecksumMismatch, NotFound, ProviderUnavailable
-from providers.storage import buffers
-from providers.storage import s3 as s3mod
-from providers.storage.emulators import new_s3_bucket
-from providers.storage.s3 import S3Store, part_size
+from lifeboat_dr.kernel.crc32c import crc32c, crc32c_combine
+from lifeboat_dr.kernel.errors import ChecksumMismatch, NotFound, ProviderUnavailable
+from lifeboat_dr.providers.storage import buffers
+from lifeboat_dr.providers.storage import s3 as s3mod
+from lifeboat_dr.providers.storage.s3 import S3Store, part_size
+from lifeboat_dr.testing.emulators import new_s3_bucket
 
 MiB = 1 << 20
 

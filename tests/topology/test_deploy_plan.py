@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.deploy import (
+from lifeboat_dr.flows.deploy import (
     RUNBOOK_PLACEHOLDER,
     SECONDARY_POOL,
     deployment_names,
@@ -18,7 +18,7 @@ from flows.deploy import (
     pools_of,
     runbook_target,
 )
-from lifeboat.errors import ConfigError
+from lifeboat_dr.kernel.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = yaml.safe_load((ROOT / "prefect.yaml").read_text())
@@ -92,7 +92,9 @@ def test_each_runbook_is_watched_from_the_control_plane_and_from_a_worker_at_the
     """The second vantage: `watch` runs twice per runbook, tagged, on two pools, so a primary
     that one site cannot reach is told from that site's own broken link."""
     plan = deployment_plan(TEMPLATE, [runbook_target("runbooks/demo.yaml", ROOT)], ROOT)
-    watches = {d["name"]: d for d in plan["deployments"] if d["entrypoint"] == "flows/watch.py:watch"}
+    watches = {
+        d["name"]: d for d in plan["deployments"] if d["entrypoint"] == "lifeboat_dr.flows.watch:watch"
+    }
     assert set(watches) == {"demo", "watch-secondary-demo"}
     assert watches["demo"]["parameters"] == {"runbook": "runbooks/demo.yaml", "vantage": "control-plane"}
     assert watches["demo"]["work_pool"]["name"] == "lifeboat"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from providers.orchestrator.servers import free_port
+from lifeboat_dr.testing.prefect_servers import free_port
 from tests.alertmanager_webhooks import alerting_runbook, two_sources
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,7 +112,7 @@ def test_postgres_control_plane_survives_a_serve_replica_and_a_worker_dying(
     from prefect.settings import PREFECT_API_URL, temporary_settings
     from prefect.states import Cancelled
 
-    from lifeboat.ledger import LedgerFile
+    from lifeboat_dr.core.ledger import LedgerFile
 
     api = prefect_server_postgres
     alerted = alerting_runbook(tmp_path, "alerted")
@@ -128,7 +128,7 @@ def test_postgres_control_plane_survives_a_serve_replica_and_a_worker_dying(
         "LIFEBOAT_ALERTMANAGER_TOKEN": TOKEN,
     }
     deploy = subprocess.run(
-        [sys.executable, "-m", "shell", "deploy", "runbooks/demo.yaml"],
+        [sys.executable, "-m", "lifeboat_dr", "deploy", "runbooks/demo.yaml"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -145,7 +145,7 @@ def test_postgres_control_plane_survives_a_serve_replica_and_a_worker_dying(
     ports = [free_port(), free_port()]
     replicas = [
         _spawn(
-            [sys.executable, "-m", "shell", "serve", str(alerted), "--port", str(p)],
+            [sys.executable, "-m", "lifeboat_dr", "serve", str(alerted), "--port", str(p)],
             env,
             tmp_path / f"serve{p}.log",
         )

@@ -76,7 +76,7 @@ def test_readme_lists_the_deploy_commands_a_new_user_runs():
 
 def test_deploy_refuses_a_runbook_it_cannot_read_in_one_line(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "shell", "deploy", str(tmp_path / "missing.yaml")],
+        [sys.executable, "-m", "lifeboat_dr", "deploy", str(tmp_path / "missing.yaml")],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -93,8 +93,8 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from lifeboat.ledger import LedgerFile
-    from providers.orchestrator.prefect_api import CRASH_AUTOMATION, RERUN_AUTOMATION
+    from lifeboat_dr.core.ledger import LedgerFile
+    from lifeboat_dr.providers.orchestrator.prefect_api import CRASH_AUTOMATION, RERUN_AUTOMATION
 
     env = _env(prefect_server_process, tmp_path)
     export, deploy, *worker_cmds = readme_deploy_commands()

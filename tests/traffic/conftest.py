@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from lifeboat.serving.toy import toy_server
+from lifeboat_dr.standins.model_server import toy_server
 
 SITES = ("primary", "standby")
 
@@ -27,7 +27,7 @@ def toy_urls(weights_dir):
 
 @pytest.fixture
 def haproxy(toy_urls):
-    from providers.traffic.local_haproxy import local_haproxy
+    from lifeboat_dr.providers.traffic.local_haproxy import local_haproxy
 
     servers = {}
     for i, (site, url) in enumerate(toy_urls.items()):
@@ -40,7 +40,7 @@ def haproxy(toy_urls):
 def make_route53(endpoint: str, *, with_health_checks: bool = True):
     import boto3
 
-    from providers.traffic.route53 import Route53Traffic
+    from lifeboat_dr.providers.traffic.route53 import Route53Traffic
 
     client = boto3.client("route53", endpoint_url=endpoint, region_name="us-east-1")
     zone = client.create_hosted_zone(Name="example.com.", CallerReference=uuid.uuid4().hex)
@@ -82,11 +82,11 @@ def backend(request):
 @pytest.fixture
 def router(request, backend):
     if backend == "fake":
-        from providers.traffic.fake import FakeTraffic
+        from lifeboat_dr.providers.traffic.fake import FakeTraffic
 
         return FakeTraffic({"primary": 255, "standby": 0})
     if backend == "haproxy":
-        from providers.traffic.haproxy import HaproxyTraffic
+        from lifeboat_dr.providers.traffic.haproxy import HaproxyTraffic
 
         lb = request.getfixturevalue("haproxy")
         return HaproxyTraffic(lb.socket, lb.backend, {s: f"srv-{s}" for s in SITES})
@@ -97,17 +97,17 @@ def router(request, backend):
 def unreachable(backend, tmp_path):
     """A router of the same backend whose API does not answer."""
     if backend == "fake":
-        from providers.traffic.fake import FakeTraffic
+        from lifeboat_dr.providers.traffic.fake import FakeTraffic
 
         r = FakeTraffic({"primary": 255, "standby": 0})
         r.unavailable = True
         return r
     if backend == "haproxy":
-        from providers.traffic.haproxy import HaproxyTraffic
+        from lifeboat_dr.providers.traffic.haproxy import HaproxyTraffic
 
         return HaproxyTraffic(str(tmp_path / "gone.sock"), "chat", {s: f"srv-{s}" for s in SITES})
-    from providers.traffic.local_haproxy import free_port
-    from providers.traffic.route53 import Route53Traffic
+    from lifeboat_dr.providers.traffic.local_haproxy import free_port
+    from lifeboat_dr.providers.traffic.route53 import Route53Traffic
 
     return Route53Traffic(
         "Z1",

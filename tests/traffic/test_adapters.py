@@ -6,9 +6,9 @@ import urllib.request
 
 import pytest
 
-from lifeboat.errors import ConfigError
-from providers.traffic.base import switch
-from providers.traffic.haproxy import HaproxyTraffic
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.providers.traffic.base import switch
+from lifeboat_dr.providers.traffic.haproxy import HaproxyTraffic
 
 from .conftest import SITES, make_route53
 
@@ -85,8 +85,8 @@ def test_route53_health_is_the_records_health_check_or_unknown(s3_endpoint):
 
 @pytest.mark.integration
 def test_route53_names_a_missing_record(s3_endpoint):
-    from lifeboat.errors import NotFound
-    from providers.traffic.route53 import Route53Traffic
+    from lifeboat_dr.kernel.errors import NotFound
+    from lifeboat_dr.providers.traffic.route53 import Route53Traffic
 
     router, _, zone_id = make_route53(s3_endpoint)
     ghost = Route53Traffic(
@@ -98,7 +98,7 @@ def test_route53_names_a_missing_record(s3_endpoint):
 
 @pytest.mark.integration
 def test_haproxy_with_a_server_it_does_not_have_changes_nothing(haproxy):
-    from lifeboat.errors import NotFound
+    from lifeboat_dr.kernel.errors import NotFound
 
     ghost = HaproxyTraffic(haproxy.socket, haproxy.backend, {"primary": "srv-primary", "dr": "srv-gone"})
     with pytest.raises(NotFound, match="srv-gone"):

@@ -3,8 +3,8 @@ haproxy on loopback) and Route 53 (moto's, through boto3)."""
 
 import pytest
 
-from lifeboat.errors import ConfigError, NotFound, ProviderUnavailable
-from providers.traffic.base import MAX_WEIGHT, TrafficRouter, revert, switch
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable
+from lifeboat_dr.providers.traffic.base import MAX_WEIGHT, TrafficRouter, revert, switch
 
 
 def test_router_names_its_sites_and_their_weights(router):

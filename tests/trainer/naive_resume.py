@@ -17,7 +17,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
 
-from lifeboat.trainer import dcp as trainer
+from lifeboat_dr.standins.trainer import dcp as trainer
 
 
 def resume(path: Path, steps: int, *, keep_optimizer: bool, keep_rng: bool) -> dict[int, float]:

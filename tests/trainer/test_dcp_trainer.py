@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from lifeboat.resume import parse_loaded, parse_losses
-from lifeboat.trainer.jobs import TRAINERS
-from providers.compute.base import JobSpec, JobState, PlanOption
-from providers.compute.local import LocalCompute
+from lifeboat_dr.core.resume import parse_loaded, parse_losses
+from lifeboat_dr.providers.compute.base import JobSpec, JobState, PlanOption
+from lifeboat_dr.providers.compute.local import LocalCompute
+from lifeboat_dr.standins.trainer.jobs import TRAINERS
 
 TORCH = TRAINERS["torch"]
 pytestmark = pytest.mark.skipif(TORCH.missing() is not None, reason=TORCH.missing() or "")
@@ -47,8 +47,8 @@ def _ranks_alive(marker: str) -> list[str]:
 
 
 def test_each_save_is_one_distcp_per_rank_committed_by_metadata(uninterrupted):
-    from lifeboat.replication import stored_checkpoints
-    from providers.storage.local import LocalStore
+    from lifeboat_dr.core.replication import stored_checkpoints
+    from lifeboat_dr.providers.storage.local import LocalStore
 
     ckpt, _ = uninterrupted
     step = ckpt / "step-00000020"
@@ -63,9 +63,9 @@ def test_each_save_is_one_distcp_per_rank_committed_by_metadata(uninterrupted):
 def test_replicated_dcp_checkpoints_certify_and_a_flipped_byte_falls_back(uninterrupted, tmp_path):
     from datetime import timedelta
 
-    from lifeboat.certify import certify_replica
-    from lifeboat.replication import committed_checkpoints, replicate_checkpoints
-    from providers.storage.local import LocalStore
+    from lifeboat_dr.core.certify import certify_replica
+    from lifeboat_dr.core.replication import committed_checkpoints, replicate_checkpoints
+    from lifeboat_dr.providers.storage.local import LocalStore
 
     ckpt, _ = uninterrupted
     primary, replica = LocalStore(ckpt), LocalStore(tmp_path / "replica")
@@ -142,8 +142,8 @@ def test_a_rollback_to_an_older_checkpoint_rewrites_the_newer_steps_whole(uninte
     written anew, nothing of the older lineage's step 10 is left, the losses still match."""
     import shutil
 
-    from lifeboat.replication import stored_checkpoints
-    from providers.storage.local import LocalStore
+    from lifeboat_dr.core.replication import stored_checkpoints
+    from lifeboat_dr.providers.storage.local import LocalStore
 
     source, expected = uninterrupted
     ckpt = tmp_path / "ckpt"

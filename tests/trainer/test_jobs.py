@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from lifeboat.errors import ConfigError
-from lifeboat.trainer.jobs import TRAINERS, trainer_job
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.standins.trainer.jobs import TRAINERS, trainer_job
 
 
 def test_the_newest_committed_dcp_checkpoint_ignores_a_save_without_metadata(tmp_path):
@@ -22,11 +22,11 @@ def test_the_torch_job_is_torchrun_with_two_ranks_and_the_numpy_one_is_not():
     torch, numpy = trainer_job("torch"), trainer_job("numpy")
     line = torch.command(steps=9, every=3, ckpt_dir="c d", loss_log="l", python="py")
     assert line == (
-        "py -m torch.distributed.run --standalone --nproc-per-node 2 -m lifeboat.trainer.dcp "
+        "py -m torch.distributed.run --standalone --nproc-per-node 2 -m lifeboat_dr.standins.trainer.dcp "
         "--steps 9 --every 3 --ckpt-dir 'c d' --loss-log l"
     )
     assert numpy.argv(steps=9, every=3, ckpt_dir="c", loss_log="l", resume="file:///x", python="py") == (
-        ["py", "-m", "lifeboat.trainer", "--steps", "9", "--every", "3"]
+        ["py", "-m", "lifeboat_dr.standins.trainer", "--steps", "9", "--every", "3"]
         + ["--ckpt-dir", "c", "--loss-log", "l", "--resume", "file:///x"]
     )
     assert (torch.layout, numpy.layout) == ("dcp", "manifest")

@@ -1,0 +1,710 @@
+"""Certify the replica: the newest checkpoint on the secondary that is safe to resume from.
+
+Plain Python over the `Store` protocol: no Prefect, no SDK. Checkpoints are examined newest
+first; the first that passes is certified and older ones are not looked at. A checkpoint
+passes when it is complete for its layout and every shard the source (or, with the source
+down, the manifest) names is on the replica with the same size and an equal CRC32C:
+
+- by metadata where both sides report a comparable value: GCS/local list CRC32C, S3
+  full-object CRC32C by HEAD, the manifest's CRC32C, or equal plain-MD5 S3 ETags;
+- otherwise by streaming CRC32C of the side(s) that lack one, in bounded chunks;
+- `deep=True` streams every object of the replica (and of the source when it is up).
+
+An object whose checksum cannot be compared (streaming off, or the source down with no
+manifest) is reported unverifiable and its checkpoint is rejected: nothing skipped is ever
+counted as verified. RPO = `at` - write time of the certified checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from lifeboat_dr.core.checkpoints.layouts import (
+    CheckpointDir,
+    Discovery,
+    discover,
+    incomplete_reason,
+    pointer_notes,
+)
+from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, iter_manifest
+from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME, iter_receipt
+from lifeboat_dr.core.fencing import COMMIT_MARKER
+from lifeboat_dr.core.sitestate import lineage_problem, read_marker
+from lifeboat_dr.kernel.crc32c import crc32c
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable
+from lifeboat_dr.providers.storage.base import ObjectInfo, Store
+
+BATCH = 256  # objects compared per batch: bounds memory and in-flight requests
+MAX_PROBLEMS = 10  # details kept per rejected checkpoint
+_PLAIN_MD5 = re.compile(r"^[0-9a-f]{32}$")
+
+# Rejection kinds, most decisive first.
+MISSING, SIZE, CRC, INCOMPLETE, BAD_METADATA, UNVERIFIABLE, LINEAGE = (
+    "missing shard",
+    "size mismatch",
+    "crc mismatch",
+    "incomplete layout",
+    "bad metadata",
+    "unverifiable",
+    "not the active lineage",
+)
+_ORDER = {LINEAGE: -1, MISSING: 0, SIZE: 1, CRC: 2, INCOMPLETE: 3, BAD_METADATA: 4, UNVERIFIABLE: 5}
+AUTO = "auto"  # read the site state's lease from the stores
+
+
+class StoreUnavailable(ProviderUnavailable):
+    """A store failed during certification; `side` says which ("replica" or "source")."""
+
+    def __init__(self, side: str, uri: str, error: Exception):
+        super().__init__(f"{side} {uri} failed: {error}")
+        self.side = side
+
+
+@dataclass(frozen=True)
+class Certified:
+    step: int
+    uri: str  # the checkpoint directory on the replica
+    written_at: datetime  # when the job wrote it (manifest time, else the source's, else the replica's)
+    written_at_basis: str  # which of those it is
+    verified_by: dict[str, int]  # objects verified per method: metadata, manifest, etag-md5, streamed
+
+
+@dataclass(frozen=True)
+class Rejection:
+    step: int
+    uri: str
+    reason: str  # one of MISSING, SIZE, CRC, INCOMPLETE, UNVERIFIABLE, LINEAGE
+    detail: str  # the first problem, e.g. "missing shard step_12/shard-3.bin"
+    problems: tuple[str, ...] = ()  # up to MAX_PROBLEMS of them
+    more: int = 0  # problems not listed
+
+
+@dataclass
+class CertifyReport:
+    replica: str
+    source: str | None
+    at: datetime
+    layout: str | None
+    mode: str  # metadata | manifest | streaming | deep, or manifest-only-source-down
+    certified: Certified | None
+    rejected: list[Rejection]
+    rpo: timedelta | None  # at - certified.written_at
+    replication_lag: timedelta | None  # newest source checkpoint's write time - certified's
+    newest_source_step: int | None
+    source_error: str | None  # why the source could not be used (it is down)
+    calls: dict[str, int]  # Store primitive calls by side: replica.list, source.head, ...
+    object_bytes_read: int  # shard bytes streamed for checksums
+    metadata_bytes_read: int  # manifests, indexes and pointers
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for key in ("rpo", "replication_lag"):
+            d[key] = None if d[key] is None else d[key].total_seconds()
+        d["at"] = self.at.isoformat()
+        if self.certified:
+            d["certified"]["written_at"] = self.certified.written_at.isoformat()
+        return d
+
+
+class _Counted:
+    """A store seen through counters: which primitive was called how often, per side."""
+
+    def __init__(self, store: Store, side: str, calls: Counter, lock: threading.Lock):
+        self.store, self.side, self._calls, self._lock = store, side, calls, lock
+        self.uri, self.capabilities = store.uri, store.capabilities
+
+    def _count(self, op: str) -> None:
+        with self._lock:
+            self._calls[f"{self.side}.{op}"] += 1
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        self._count("list")
+        return self._named(lambda: self.store.list(prefix))
+
+    def head(self, key: str) -> ObjectInfo:
+        self._count("head")
+        try:
+            return self.store.head(key)
+        except StoreUnavailable:
+            raise
+        except ProviderUnavailable as e:
+            raise StoreUnavailable(self.side, self.uri, e) from e
+
+    def read(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        self._count("read")
+        return self._named(lambda: self.store.read(key, start, end))
+
+    def _named(self, make) -> Iterator:
+        """Iterate, naming this side in any failure (mid-stream too): a replica that fails
+        must never be taken for the source going down."""
+        try:
+            yield from make()
+        except StoreUnavailable:
+            raise
+        except ProviderUnavailable as e:
+            raise StoreUnavailable(self.side, self.uri, e) from e
+
+
+class _MetadataView:
+    """A side as the commit-protocol checks see it: its reads count as metadata bytes."""
+
+    def __init__(self, certifier: _Certifier, store: _Counted):
+        self._c, self._store = certifier, store
+        self.uri, self.capabilities = store.uri, store.capabilities
+        self.list, self.head = store.list, store.head
+
+    def read(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        return self._c._metadata_chunks(self._store, key, start, end)
+
+
+@dataclass
+class _Expected:
+    rel: str  # path inside the checkpoint directory
+    size: int
+    crc: int | None
+    etag: str | None
+    basis: str  # "source" or "manifest"
+    replica_basis: str | None = None  # "receipt" when the replica's CRC32C came from one
+
+
+class _Certifier:
+    def __init__(self, replica, source, *, layout, at, deep, stream, max_workers, cache_limit, lease=AUTO):
+        self.calls: Counter[str] = Counter()
+        self._lease, self._stores = lease, (replica, source)
+        self._lock = threading.Lock()
+        self.replica = _Counted(replica, "replica", self.calls, self._lock)
+        self.source = _Counted(source, "source", self.calls, self._lock) if source is not None else None
+        self.layout, self.at, self.deep, self.stream = layout, at, deep, stream
+        self.max_workers, self.cache_limit = max_workers, cache_limit
+        self.object_bytes = self.metadata_bytes = 0
+        self.source_error: str | None = None
+        self.methods: Counter[str] = Counter()
+        self.notes: list[str] = []
+
+    @property
+    def lease(self):
+        """The site state's lease, read once when the first checkpoint is judged."""
+        if self._lease == AUTO:
+            self._lease = _site_lease(*self._stores)
+        return self._lease
+
+    # -- reading ----------------------------------------------------------------------
+
+    def _stream_crc(self, store, key: str) -> int:
+        value = 0
+        for chunk in store.read(key):
+            value = crc32c(chunk, value)
+            with self._lock:
+                self.object_bytes += len(chunk)
+        return value
+
+    def _metadata_chunks(self, store, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        for chunk in store.read(key, start, end):
+            with self._lock:
+                self.metadata_bytes += len(chunk)
+            yield chunk
+
+    def _source_down(self, error: Exception) -> None:
+        if self.source_error is None:
+            self.source_error = str(error)
+            self.notes.append(f"source unreachable, certifying against manifests alone: {error}")
+
+    # -- the run ------------------------------------------------------------------------
+
+    older_than: int | None = None
+
+    given: tuple[Discovery | None, Discovery | None] = (None, None)  # (replica, source) taken already
+
+    def run(self) -> Iterator[Certified | Rejection]:
+        self.found = self.given[0] or discover(self.replica, self.layout, cache_limit=self.cache_limit)
+        self.notes.extend(pointer_notes(self.found))
+        self.source_found: Discovery | None = self.given[1]
+        if self.source is not None and self.source_found is None:
+            try:
+                self.source_found = discover(
+                    self.source, self.found.layout or self.layout, cache_limit=self.cache_limit
+                )
+            except (ProviderUnavailable, NotFound) as e:
+                self._source_down(e)
+        for ckpt in self.found.checkpoints:
+            if self.older_than is None or ckpt.step < self.older_than:
+                yield self._certify(ckpt)
+
+    def _uri(self, ckpt: CheckpointDir) -> str:
+        return f"{self.replica.uri.rstrip('/')}/{ckpt.name}"
+
+    def _reject(self, ckpt: CheckpointDir, problems: list[tuple[str, str]], total: int) -> Rejection:
+        problems = sorted(problems, key=lambda p: _ORDER[p[0]])
+        return Rejection(
+            step=ckpt.step,
+            uri=self._uri(ckpt),
+            reason=problems[0][0],
+            detail=problems[0][1],
+            problems=tuple(p[1] for p in problems[:MAX_PROBLEMS]),
+            more=max(0, total - MAX_PROBLEMS),
+        )
+
+    def _source_dir(self, ckpt: CheckpointDir) -> CheckpointDir | None:
+        if self.source_found is None or self.source_error:
+            return None
+        return next((d for d in self.source_found.checkpoints if d.name == ckpt.name), None)
+
+    def _certify(self, ckpt: CheckpointDir) -> Certified | Rejection:
+        layout = self.found.layout
+        reason = incomplete_reason(_MetadataView(self, self.replica), layout, ckpt, self.found.pointers)
+        if reason:
+            return self._reject(ckpt, [(INCOMPLETE, f"{ckpt.name}: {reason}")], 1)
+        try:
+            return self._verify(ckpt)
+        except ConfigError as e:  # an unreadable manifest: this step is bad, older ones may not be
+            return self._reject(ckpt, [(BAD_METADATA, f"{ckpt.name}: {e}")], 1)
+
+    def _verify(self, ckpt: CheckpointDir) -> Certified | Rejection:
+        layout = self.found.layout
+        manifest = None
+        if MANIFEST_NAME in ckpt.markers:
+            manifest = _LazyManifest(self, ckpt)
+            if layout == "manifest":
+                ckpt.step = manifest.header()["step"]
+        src_dir = self._source_dir(ckpt)
+        if src_dir is not None:
+            # The source's listing is the truth; the manifest only fills CRC32Cs it lacks (S3),
+            # and is read only if one is needed.
+            expected = _from_source(src_dir, self.source)
+        elif manifest is not None:
+            expected = (_Expected(s.path, s.size, s.crc32c, None, "manifest") for s in manifest.shards())
+        else:
+            why = (
+                "the source is unreachable"
+                if self.source_error or self.source is None
+                else "the source no longer has it"
+            )
+            return self._reject(
+                ckpt, [(UNVERIFIABLE, f"{ckpt.name}: {why} and it has no {MANIFEST_NAME}")], 1
+            )
+        try:
+            filler = _ManifestFiller(manifest) if src_dir is not None and manifest is not None else None
+            receipt = _ReceiptFiller(self, ckpt) if RECEIPT_NAME in ckpt.markers else None
+            problems, total, methods = self._compare(ckpt, expected, src_dir is not None, filler, receipt)
+        except StoreUnavailable as e:
+            if e.side != "source" or src_dir is None or self.source_error:
+                raise
+            self._source_down(e)  # the source went down mid-way: start over on the manifest
+            return self._verify(ckpt)
+        if problems:
+            return self._reject(ckpt, problems, total)
+        written, basis = self._written_at(ckpt, src_dir, manifest.opened if manifest else None)
+        if self.lease is not None:
+            marker = read_marker(self.replica, ckpt.name) if COMMIT_MARKER in ckpt.markers else None
+            if why := lineage_problem(ckpt.name, marker, self.lease, written):
+                return self._reject(ckpt, [(LINEAGE, why)], 1)
+        self.methods.update(methods)
+        return Certified(ckpt.step, self._uri(ckpt), written, basis, dict(methods))
+
+    def _written_at(self, ckpt, src_dir, manifest_header) -> tuple[datetime, str]:
+        if manifest_header is not None:
+            return manifest_header["created"], "manifest"
+        if src_dir is not None and src_dir.newest is not None:
+            return src_dir.newest, "source"
+        return ckpt.newest, "replica (copy time: RPO may be understated)"
+
+    def _compare(self, ckpt, expected, source_up: bool, filler=None, receipt=None):
+        """Merge the expected shards with the replica's listing, both sorted by key."""
+        problems: list[tuple[str, str]] = []
+        total = 0
+        methods: Counter[str] = Counter()
+        batch: list[tuple[_Expected, ObjectInfo]] = []
+        plen = len(ckpt.prefix)
+        replica_files = ckpt.files(self.replica)
+        rep = next(replica_files, None)
+        last_rel = ""
+        with ThreadPoolExecutor(self.max_workers) as pool:
+            for exp in expected:
+                if exp.rel < last_rel:  # a hand-made manifest: a merge would miss shards
+                    return (
+                        [(UNVERIFIABLE, f"{ckpt.name}: shard list is not sorted at {exp.rel!r}")],
+                        1,
+                        methods,
+                    )
+                last_rel = exp.rel
+                while rep is not None and rep.key[plen:] < exp.rel:
+                    rep = next(replica_files, None)
+                key = f"{ckpt.name}/{exp.rel}"
+                if rep is None or rep.key[plen:] != exp.rel:
+                    total += 1
+                    problems.append((MISSING, f"missing shard {key}"))
+                elif rep.size != exp.size:
+                    total += 1
+                    problems.append(
+                        (SIZE, f"size mismatch {key}: replica {rep.size} bytes, {exp.basis} {exp.size} bytes")
+                    )
+                elif not problems:
+                    if source_up and not self.deep and _same_md5_etag(exp.etag, rep.etag):
+                        methods["etag-md5"] += 1  # both plain single-part MD5s, equal: same bytes
+                        continue
+                    if exp.crc is None and filler is not None:
+                        filler.fill(exp)  # the source list lacks CRC32C (S3): the manifest has it
+                    if rep.crc32c is None and receipt is not None and not self.deep:
+                        rep = receipt.fill(exp, rep)  # S3 replica: the receipt saves a HEAD
+                    batch.append((exp, rep))
+                if len(problems) > MAX_PROBLEMS:
+                    problems = problems[:MAX_PROBLEMS]
+                if len(batch) >= BATCH:
+                    total += self._check_batch(pool, ckpt, batch, problems, methods, source_up)
+                    batch = []
+            if batch and not problems:
+                total += self._check_batch(pool, ckpt, batch, problems, methods, source_up)
+        return problems, total, methods
+
+    def _check_batch(self, pool, ckpt, batch, problems, methods, source_up) -> int:
+        found = 0
+        # Objects whose checksums are both in the listings are compared inline; only those
+        # needing a HEAD or a read go to the pool.
+        inline = [p for p in batch if not self.deep and p[1].crc32c is not None and p[0].crc is not None]
+        remote = [p for p in batch if self.deep or p[1].crc32c is None or p[0].crc is None]
+        outcomes = [self._check_one(ckpt, *pair, source_up) for pair in inline]
+        if remote:
+            outcomes += pool.map(lambda pair: self._check_one(ckpt, *pair, source_up), remote)
+        for outcome in outcomes:
+            kind, detail = outcome
+            if kind in (CRC, UNVERIFIABLE, MISSING):
+                found += 1
+                if len(problems) < MAX_PROBLEMS:
+                    problems.append((kind, detail))
+            else:
+                methods[kind] += 1
+        return found
+
+    def _check_one(self, ckpt, exp: _Expected, rep: ObjectInfo, source_up: bool) -> tuple[str, str]:
+        """Compare one object; returns (method, "") when equal, else (problem kind, detail)."""
+        try:
+            return self._compare_one(exp, rep, source_up)
+        except NotFound:  # deleted between the listing and the HEAD or read
+            return MISSING, f"missing shard {rep.key} (vanished during certification)"
+
+    def _compare_one(self, exp: _Expected, rep: ObjectInfo, source_up: bool) -> tuple[str, str]:
+        key = rep.key
+        src = self.source if source_up else None
+        if self.deep:
+            rep_crc = self._stream_crc(self.replica, key)
+            exp_crc = self._stream_crc(src, key) if src is not None else exp.crc
+            method = "streamed"
+        else:
+            rep_crc, exp_crc = rep.crc32c, exp.crc
+            method = exp.replica_basis or ("manifest" if exp.basis == "manifest" else "metadata")
+            if rep_crc is None and self.replica.capabilities.crc32c_in_head:
+                rep_crc = self.replica.head(key).crc32c
+            if exp_crc is None and src is not None and src.capabilities.crc32c_in_head:
+                exp_crc = src.head(key).crc32c
+            if rep_crc is None or exp_crc is None:
+                if not self.stream or (exp_crc is None and src is None):
+                    side = "replica" if rep_crc is None else exp.basis
+                    return UNVERIFIABLE, (
+                        f"unverifiable {key}: the {side} reports no comparable CRC32C "
+                        "(multipart/COMPOSITE or CRC64NVME-only)"
+                        + ("" if self.stream else " and streaming is off")
+                    )
+                if rep_crc is None:
+                    rep_crc = self._stream_crc(self.replica, key)
+                if exp_crc is None:
+                    exp_crc = self._stream_crc(src, key)
+                method = "streamed"
+        if exp_crc is None:
+            return UNVERIFIABLE, f"unverifiable {key}: no checksum to compare against"
+        if rep_crc != exp_crc:
+            return CRC, f"CRC32C mismatch {key}: replica {rep_crc:08x}, {exp.basis} {exp_crc:08x}"
+        return method, ""
+
+    def report(self, outcomes: list) -> CertifyReport:
+        certified = next((o for o in outcomes if isinstance(o, Certified)), None)
+        rejected = [o for o in outcomes if isinstance(o, Rejection)]
+        newest_src = None
+        lag = None
+        if self.source_found is not None and not self.source_error:
+            try:
+                for d in self.source_found.checkpoints:
+                    view = _MetadataView(self, self.source)
+                    if (
+                        incomplete_reason(view, self.source_found.layout, d, self.source_found.pointers)
+                        is None
+                    ):
+                        newest_src = d
+                        break
+            except StoreUnavailable as e:
+                self.notes.append(f"newest source checkpoint unknown: {e}")
+        if newest_src is not None and certified is not None and newest_src.newest is not None:
+            lag = max(timedelta(0), newest_src.newest - certified.written_at)
+            if newest_src.step == certified.step:
+                lag = timedelta(0)
+        if self.source_error:
+            mode = "manifest-only-source-down"
+        elif self.deep:
+            mode = "deep"
+        elif self.methods.get("streamed"):
+            mode = "streaming"
+        elif self.methods.get("manifest") or self.source is None:
+            mode = "manifest"
+        else:
+            mode = "metadata"
+        return CertifyReport(
+            replica=self.replica.uri,
+            source=self.source.uri if self.source is not None else None,
+            at=self.at,
+            layout=self.found.layout,
+            mode=mode,
+            certified=certified,
+            rejected=rejected,
+            rpo=None if certified is None else self.at - certified.written_at,
+            replication_lag=lag,
+            newest_source_step=None if newest_src is None else newest_src.step,
+            source_error=self.source_error,
+            calls=dict(sorted(self.calls.items())),
+            object_bytes_read=self.object_bytes,
+            metadata_bytes_read=self.metadata_bytes,
+            notes=self.notes,
+        )
+
+
+def _from_source(src_dir: CheckpointDir, source) -> Iterator[_Expected]:
+    plen = len(src_dir.prefix)
+    for info in src_dir.files(source):
+        yield _Expected(info.key[plen:], info.size, info.crc32c, info.etag, "source")
+
+
+class _LazyManifest:
+    """A checkpoint's manifest, fetched on first use and streamed (flat memory)."""
+
+    def __init__(self, certifier: _Certifier, ckpt: CheckpointDir):
+        self._c, self._ckpt = certifier, ckpt
+        self.opened: dict | None = None  # the header, once read
+        self._shards = None
+
+    def _open(self):
+        key = f"{self._ckpt.name}/{MANIFEST_NAME}"
+        self.opened, self._shards = iter_manifest(
+            self._c._metadata_chunks(self._c.replica, key),
+            where=f"{self._c._uri(self._ckpt)}/{MANIFEST_NAME}",
+        )
+
+    def header(self) -> dict:
+        if self.opened is None:
+            self._open()
+        return self.opened
+
+    def shards(self):
+        if self._shards is None:
+            self._open()
+        shards, self._shards = self._shards, iter(())
+        return shards
+
+
+class _ManifestFiller:
+    """Fills CRC32Cs the source list lacks (S3) from the manifest, where sizes agree. Keys
+    arrive in sorted order, so the manifest is streamed once, and only opened if needed."""
+
+    def __init__(self, manifest: _LazyManifest):
+        self._manifest, self._shards, self._shard = manifest, None, None
+
+    def fill(self, exp: _Expected) -> None:
+        if self._shards is None:
+            self._shards = self._manifest.shards()
+            self._shard = next(self._shards, None)
+        while self._shard is not None and self._shard.path < exp.rel:
+            self._shard = next(self._shards, None)
+        shard = self._shard
+        if shard is not None and shard.path == exp.rel and shard.size == exp.size:
+            exp.crc, exp.basis = shard.crc32c, "manifest"
+
+
+class _ReceiptFiller:
+    """Gives a replica object the CRC32C its replication receipt recorded, when its listed
+    ETag and size are still the receipt's (see core/checkpoints/receipt.py)."""
+
+    def __init__(self, certifier: _Certifier, ckpt: CheckpointDir):
+        self._c, self._ckpt = certifier, ckpt
+        self._entries, self._entry = None, None
+
+    def fill(self, exp: _Expected, rep: ObjectInfo) -> ObjectInfo:
+        if self._entries is None:
+            key = f"{self._ckpt.name}/{RECEIPT_NAME}"
+            self._entries = iter_receipt(self._c._metadata_chunks(self._c.replica, key), where=key)
+            self._entry = self._next()
+        while self._entry is not None and self._entry.path < exp.rel:
+            self._entry = self._next()
+        e = self._entry
+        if e is not None and e.path == exp.rel and e.size == rep.size and rep.etag and e.etag == rep.etag:
+            exp.replica_basis = "receipt"
+            return replace(rep, crc32c=e.crc32c)
+        return rep
+
+    def _next(self):
+        """The next entry; a receipt that cannot be read is set aside (objects are HEADed
+        instead), never trusted and never a reason to reject the checkpoint."""
+        try:
+            return next(self._entries, None)
+        except ConfigError as e:
+            self._c.notes.append(f"receipt ignored: {e}")
+            self._entries = iter(())
+            return None
+
+
+def _site_lease(replica: Store, source: Store | None):
+    """The site state's lease, newest of both stores (None: never fenced or unreadable)."""
+    from lifeboat_dr.core.sitestate import read_site_state
+
+    try:
+        return read_site_state({"replica": replica, "source": source}).lease
+    except ProviderUnavailable:
+        return None
+
+
+def _same_md5_etag(a: str | None, b: str | None) -> bool:
+    return bool(a and a == b and _PLAIN_MD5.match(a))
+
+
+def certify_replica(
+    replica: Store,
+    source: Store | None,
+    *,
+    layout: str = "auto",
+    at: datetime | None = None,
+    deep: bool = False,
+    stream: bool = True,
+    max_workers: int = 16,
+    cache_limit: int = 20_000,
+    older_than: int | None = None,
+    lease=AUTO,
+) -> CertifyReport:
+    """Find the newest checkpoint on `replica` that is safe to resume from.
+
+    `source` is the primary's store (None, or unreachable: manifests alone are used and the
+    mode says so). `at` is the reference time for RPO (the outage; default now). `deep`
+    streams every object; `stream=False` refuses to read shard bytes, so objects without a
+    comparable checksum reject their checkpoint as unverifiable. `older_than=step` looks
+    only at checkpoints below that step (rolling back past one that failed to resume).
+    `lease` is the site state's lease (default: read from both stores, newest epoch wins):
+    a checkpoint not committed by the active lineage is rejected (`lifeboat_dr.core.sitestate`)."""
+    at = at or datetime.now(UTC)
+    c = _Certifier(
+        replica,
+        source,
+        layout=str(getattr(layout, "value", layout)),
+        at=at,
+        deep=deep,
+        stream=stream,
+        max_workers=max_workers,
+        cache_limit=cache_limit,
+        lease=lease,
+    )
+    c.older_than = older_than
+    outcomes = []
+    for outcome in c.run():
+        outcomes.append(outcome)
+        if isinstance(outcome, Certified):
+            break
+    return c.report(outcomes)
+
+
+def _listing_certifier(
+    replica, source, layout, found, source_found, *, deep=False, stream=True, lease=AUTO
+) -> _Certifier:
+    """A certifier that walks every checkpoint, reusing discoveries the caller already took."""
+    c = _Certifier(
+        replica,
+        source,
+        layout=str(getattr(layout, "value", layout)),
+        at=datetime.now(UTC),
+        deep=deep,
+        stream=stream,
+        max_workers=16,
+        cache_limit=20_000,
+        lease=lease,
+    )
+    c.given = (found, source_found)
+    return c
+
+
+def certified_checkpoints(
+    replica: Store,
+    source: Store | None,
+    *,
+    layout: str = "auto",
+    deep: bool = False,
+    stream: bool = True,
+    found: Discovery | None = None,
+    source_found: Discovery | None = None,
+    lease=AUTO,
+) -> Iterator[Certified]:
+    """Every certified checkpoint on the replica, newest first (for retention, and for
+    rolling back to the previous certified one). `found` / `source_found`: discoveries of
+    the replica / source the caller already took (lifeboat_dr.core.checkpoints.layouts.discover),
+    so that neither is listed again."""
+    c = _listing_certifier(
+        replica, source, layout, found, source_found, deep=deep, stream=stream, lease=lease
+    )
+    for outcome in c.run():
+        if isinstance(outcome, Certified):
+            yield outcome
+
+
+def certifiable_prefixes(
+    replica: Store,
+    source: Store | None,
+    *,
+    layout: str = "auto",
+    want: int = 1,
+    found: Discovery | None = None,
+    source_found: Discovery | None = None,
+    lease=AUTO,
+) -> tuple[list[str], str | None]:
+    """The newest `want` checkpoints that certify (prefixes on the replica, newest first),
+    and why the source could not be used, if it could not (retention deletes nothing then).
+    `found` / `source_found` / `lease` as for `certified_checkpoints`."""
+    c = _listing_certifier(replica, source, layout, found, source_found, lease=lease)
+    good: list[str] = []
+    root = replica.uri.rstrip("/") + "/"
+    for outcome in c.run():
+        if c.source_error:
+            break
+        if isinstance(outcome, Certified):
+            good.append(outcome.uri[len(root) :])
+            if len(good) >= want:
+                break
+    return good, c.source_error
+
+
+def newest_certified(replica: Store, source: Store | None, **kwargs) -> Certified | None:
+    """The newest certified checkpoint, or None."""
+    return next(certified_checkpoints(replica, source, **kwargs), None)
+
+
+def verdict(report: CertifyReport, rpo_target: timedelta) -> int:
+    """0: certified within the RPO target; 1: certified, target exceeded; 2: none certified."""
+    if report.certified is None:
+        return 2
+    return 0 if report.rpo <= rpo_target else 1
+
+
+def rpo_row(report: CertifyReport, rpo_target: timedelta) -> dict:
+    """One row for the RPO table artifact and the breach event's payload."""
+    c = report.certified
+    return {
+        "certified_step": None if c is None else c.step,
+        "checkpoint": None if c is None else c.uri,
+        "written_at": None if c is None else c.written_at.isoformat(),
+        "rpo_s": None if report.rpo is None else round(report.rpo.total_seconds(), 3),
+        "rpo_target_s": rpo_target.total_seconds(),
+        "breached": verdict(report, rpo_target) != 0,
+        "replication_lag_s": None
+        if report.replication_lag is None
+        else round(report.replication_lag.total_seconds(), 3),
+        "mode": report.mode,
+        "rejected": "; ".join(f"step {r.step}: {r.detail}" for r in report.rejected),
+    }

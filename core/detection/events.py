@@ -1,0 +1,70 @@
+"""Outage decisions as Prefect events: `lifeboat.outage.{suspected,confirmed,recovered}`.
+
+The runbook is the event's resource (`lifeboat.runbook.<name>`, with its path as a label
+the failover automation passes on). The payload carries `evidence` (one line per reading,
+the failover flow's parameter) and `decision` (the whole decision, readings included). Event ids are stable per outage episode, so a decision emitted twice (two
+receivers, a retry) is stored once by the server. `lifeboat_dr.providers.orchestrator.prefect_api.emit` sends them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from lifeboat_dr.core.detection.quorum import OutageDecision, OutageState
+from lifeboat_dr.core.detection.signals import iso
+
+RESOURCE_PREFIX = "lifeboat.runbook."
+PATH_LABEL = "lifeboat.runbook.path"
+EVENT_FOR_STATE = {
+    OutageState.suspected: "lifeboat.outage.suspected",
+    OutageState.confirmed: "lifeboat.outage.confirmed",
+    OutageState.healthy: "lifeboat.outage.recovered",
+}
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    event: str
+    resource: dict[str, str]
+    payload: dict[str, Any]
+    id: uuid.UUID
+    occurred: datetime | None = None
+    related: list[dict[str, str]] = field(default_factory=list)
+
+
+def runbook_resource(name: str, path: str | None) -> dict[str, str]:
+    resource = {"prefect.resource.id": f"{RESOURCE_PREFIX}{name}", "prefect.resource.name": name}
+    if path:
+        resource[PATH_LABEL] = str(path)
+    return resource
+
+
+def evidence_lines(decision: OutageDecision) -> list[str]:
+    """One line per reading behind the decision, for the approval card and the ledger."""
+    lines = [f"{r.signal}: {r.summary} ({r.source}, {iso(r.at)})" for r in decision.evidence]
+    lines += [f"{signal}: ignored, {why}" for signal, why in decision.ignored]
+    return lines
+
+
+def outage_event(decision: OutageDecision, name: str, path: str | None) -> EventSpec | None:
+    """The event for a decision that changed state; None when nothing changed."""
+    if not decision.changed:
+        return None
+    payload = {
+        "runbook": str(path or name),
+        "state": decision.state.value,
+        "summary": decision.summary,
+        "outage_started_at": iso(decision.outage_started_at),
+        "evidence": evidence_lines(decision),  # the failover flow's `evidence` parameter
+        "decision": decision.to_dict(),  # everything, readings included
+    }
+    return EventSpec(
+        EVENT_FOR_STATE[decision.state],
+        runbook_resource(name, path),
+        payload,
+        decision.episode_id(name),
+        decision.at,
+    )

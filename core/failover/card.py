@@ -1,0 +1,45 @@
+"""The approval card: everything an approver needs, gathered from the steps so far."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from lifeboat_dr.core.certify import CertifyReport
+from lifeboat_dr.core.failover.results import Confirmation, FailoverSettings, expected_rto
+from lifeboat_dr.core.prestage import PrestageReadiness
+from lifeboat_dr.providers.chat.base import ApprovalCard
+from lifeboat_dr.providers.compute.base import PlanOption
+
+
+def approval_card(
+    settings: FailoverSettings,
+    run_id: str,
+    drill: bool,
+    confirmed: Confirmation,
+    report: CertifyReport,
+    options: Sequence[PlanOption],
+    readiness: PrestageReadiness,
+    now: datetime,
+) -> ApprovalCard:
+    """The card for the gate: evidence, certified checkpoint and RPO, the plan with its $/h
+    (then the next two fallbacks), prestage readiness and the expected RTO."""
+    checkpoint = report.certified
+    first = options[0] if options else None
+    then = f" (then {', '.join(o.infra for o in options[1:3])})" if len(options) > 1 else ""
+    return ApprovalCard(
+        runbook=settings.runbook,
+        run_id=run_id,
+        drill=drill,
+        channel=settings.channel,
+        evidence=list(confirmed.evidence),
+        checkpoint=f"{checkpoint.uri} (step {checkpoint.step}, written {checkpoint.written_at:%Y-%m-%d %H:%M:%S}Z)",
+        rpo=max(confirmed.outage_started_at - checkpoint.written_at, timedelta(0)),
+        rpo_target=settings.rpo_target,
+        plan=f"{first.describe()}{then}" if first else None,
+        cost_per_hour=first.hourly_usd if first else None,
+        prestage=[readiness.summary(), *readiness.items],
+        expected_rto=expected_rto(confirmed.outage_started_at, now, settings.expected_ready),
+        rto_target=settings.rto_target,
+        approvers=list(settings.approvers),
+    )

@@ -1,0 +1,89 @@
+"""The failover's step graph: the one table of its order, milestones and labels.
+
+    detect ─► confirm ─┬─► certify ──┐
+                       ├─► plan ─────┼─► approval ─► fence ─► provision ─► resume ─► prove
+                       └─► prestage ─┘
+
+Fencing comes after the human decision: a rejected or timed-out run leaves the lease and
+the primary as they were. Each `Step` names what it waits for, the ledger milestone it
+reaches and the label the timeline draws. With `provision_before_approval`, provisioning
+waits for the plan instead of the fence (it acquires GPUs, starts no job), and the resume
+for both the GPUs and the fence. The walker (`lifeboat_dr.core.failover.walk`), the ledger
+(`lifeboat_dr.core.ledger`), the timeline picture and the critical-path benchmark all read this
+table; nothing else writes the order down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str  # the FailoverSteps call that performs it ("detect" and "approval" are not calls)
+    after: tuple[str, ...]  # steps it waits for
+    milestone: str  # the ledger milestone reached when it ends
+    label: str  # how the timeline names it
+    early_after: tuple[str, ...] | None = None  # waits for these instead with provisioning before approval
+    marks: tuple[str, ...] = ()  # milestones reached inside the step, before `milestone`
+    starts_at: str | None = None  # milestone its span starts at when not the end of what it waits for
+
+
+STEPS: tuple[Step, ...] = (
+    Step("detect", (), "detected", "detect", starts_at="outage_start"),
+    Step("confirm", ("detect",), "confirmed", "confirm"),
+    Step("certify", ("confirm",), "certified", "certify"),
+    Step("plan", ("confirm",), "planned", "plan"),
+    Step("prestage", ("confirm",), "prestaged", "prestage"),
+    Step(
+        "approval",
+        ("certify", "plan", "prestage"),
+        "approval_granted",
+        "approval",
+        marks=("approval_requested",),
+        starts_at="approval_requested",
+    ),
+    Step("fence", ("approval",), "fenced", "fence"),
+    Step("provision", ("fence",), "provisioned", "provision", early_after=("plan",)),
+    Step(
+        "resume",
+        ("provision",),
+        "first_step",
+        "resume (load checkpoint, first step)",
+        early_after=("provision", "fence"),
+        marks=("checkpoint_loaded",),
+    ),
+    Step("prove", ("resume",), "parity_passed", "loss parity"),
+)
+
+BY_NAME: Mapping[str, Step] = {s.name: s for s in STEPS}
+
+# Every ledger milestone, in the order a failover normally reaches them.
+MILESTONES: tuple[str, ...] = (
+    "outage_start",
+    *(m for s in STEPS for m in (*s.marks, s.milestone)),
+)
+
+
+def step_graph(provision_before_approval: bool = False) -> Mapping[str, tuple[str, ...]]:
+    """step -> the steps it waits for, as the flow walks it."""
+    return {
+        s.name: (s.early_after if provision_before_approval and s.early_after is not None else s.after)
+        for s in STEPS
+    }
+
+
+def critical_path(
+    durations: Mapping[str, float], graph: Mapping[str, tuple[str, ...]] | None = None
+) -> float:
+    """Longest path through the step graph: the best RTO concurrency can give."""
+    graph = graph or step_graph()
+    finish: dict[str, float] = {}
+
+    def end(step: str) -> float:
+        if step not in finish:
+            finish[step] = max((end(d) for d in graph[step]), default=0.0) + durations.get(step, 0.0)
+        return finish[step]
+
+    return max(end(s) for s in graph)

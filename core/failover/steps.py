@@ -1,0 +1,236 @@
+"""`ProviderSteps`: the failover's steps over real interfaces (stores, compute, probes).
+
+It takes what it needs as plain values (`StepSpec`) and interfaces (`Providers`), never a
+`Runbook`: `flows/wiring.py` builds both. A dry run builds the very same steps over a
+sandboxed runbook (local stores, local compute, the tiny trainer), so CI rehearses this
+code path, not a mock of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from lifeboat_dr.core.certify import CertifyReport, certify_replica
+from lifeboat_dr.core.detection.quorum import OutageState, QuorumPolicy, decide
+from lifeboat_dr.core.failover.results import Confirmation, Fenced, Provisioned, Resumed
+from lifeboat_dr.core.prestage import PrestageReadiness
+from lifeboat_dr.core.resume import ParityResult, loss_parity, parse_loaded, parse_losses, wait_first_step
+from lifeboat_dr.kernel.errors import LifeboatError, StandDown, StopFailover
+from lifeboat_dr.providers.compute.base import Compute, JobSpec, PlanOption
+from lifeboat_dr.providers.image_registry import Registry
+from lifeboat_dr.providers.storage.base import Store
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Providers:
+    """Everything outside Lifeboat that a failover touches."""
+
+    primary: Store | None  # None: not even openable (the outage); the secondary must do
+    secondary: Store
+    compute: Compute
+    registry: Registry
+    open_store: Callable[[str], Store]  # any store URI -> its Store, with its site's endpoint
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """What the steps need from the runbook, as plain values and small callables."""
+
+    layout: str  # checkpoint layout to certify
+    blocked: tuple[str, ...]  # infra the plan must avoid (the failed primary)
+    candidates: tuple[PlanOption, ...]  # the runbook's ordered secondary candidates, unpriced
+    provision_budget_s: float
+    first_step_timeout_s: float
+    parity_steps: int
+    parity_tolerance: float
+    job: Callable[[str], JobSpec]  # the job to start from a checkpoint URI
+    quorum: QuorumPolicy
+    probes: Callable[[], Sequence]  # the detection probes, built when the quorum is re-checked
+    prestage: Callable[[], PrestageReadiness]  # stage weights, then check readiness
+    loss_log: Callable[[], str] | None = None  # the pre-failure loss log's text
+    primary_cluster: str | None = None  # the primary job's cluster, stopped when fencing
+    activates: str = "secondary"  # the site the fence makes active (a failback: "primary")
+
+
+class ProviderSteps:
+    """The failover's steps for one runbook, over its providers. See core/failover/results.py."""
+
+    def __init__(
+        self,
+        spec: StepSpec,
+        providers: Providers,
+        *,
+        run_id: str,
+        cluster: str,
+        outage_started_at: datetime | None = None,
+        detected_at: datetime | None = None,
+        evidence: Sequence[str] | None = None,
+        force: bool = False,
+        clock: Callable[[], datetime] = _now,
+        poll_s: float = 0.2,
+    ):
+        self.spec, self.p = spec, providers
+        self.run_id, self.cluster = run_id, cluster
+        self.outage_started_at, self.detected_at = outage_started_at, detected_at
+        self.evidence, self.force, self.clock, self.poll_s = tuple(evidence or ()), force, clock, poll_s
+        self.expected_epoch: int | None = None  # read by confirm()
+        self.epoch: int | None = None  # the epoch the fence took; the resumed job writes under it
+
+    def site_state(self):
+        """The site state, newest of both stores (`lifeboat_dr.core.sitestate`)."""
+        from lifeboat_dr.core.sitestate import read_site_state
+
+        return read_site_state({"primary": self.p.primary, "secondary": self.p.secondary})
+
+    def confirm(self) -> Confirmation:
+        # The epoch seen at confirmation: if another failover fences first, ours stops
+        # instead of fencing *it* out.
+        state = self.site_state()
+        self.expected_epoch = state.epoch
+        lease = state.lease
+        already = (
+            lease is not None and lease.run_id != self.run_id and lease.holder == f"lifeboat:{self.cluster}"
+        )
+        if already and lease.active == self.spec.activates:
+            raise StandDown(
+                f"already moved to {self.cluster} by run {lease.run_id} (epoch {lease.epoch}, "
+                f"{lease.acquired_at:%Y-%m-%d %H:%M:%S}Z): nothing to do until the roles change again"
+            )
+        now = self.clock()
+        if self.evidence:  # the watch flow's quorum already confirmed it
+            return Confirmation(self.outage_started_at or now, self.detected_at or now, self.evidence)
+        readings = [probe.check(None) for probe in self.spec.probes()]
+        now = self.clock()  # after the probes: a reading taken after `now` would not be live
+        decision = decide(readings, now, self.spec.quorum)
+        lines = tuple(f"{r.signal}: {r.summary}" for r in readings if r.failing)
+        if decision.state is not OutageState.confirmed and not self.force:
+            raise StopFailover(f"outage not confirmed: {decision.summary} (start with force to override)")
+        if not lines:
+            lines = ("started by hand with force: no signal is failing",)
+        start = self.outage_started_at or decision.outage_started_at or now
+        return Confirmation(start, self.detected_at or now, lines)
+
+    def recheck(self, step: str) -> None:
+        lease = self.site_state().lease
+        if lease is None or lease.run_id == self.run_id:
+            return
+        if self.expected_epoch is not None and lease.epoch != self.expected_epoch:
+            raise StandDown(
+                f"before {step}: failover run {lease.run_id} took the job (epoch {lease.epoch}, "
+                f"{lease.holder}) after this run confirmed at epoch {self.expected_epoch}"
+            )
+
+    def fence(self) -> Fenced:
+        from lifeboat_dr.core.fencing import fence_job
+
+        try:
+            lease, on_primary = fence_job(
+                self.p.secondary,
+                self.p.primary,
+                run_id=self.run_id,
+                holder=f"lifeboat:{self.cluster}",
+                expect_epoch=self.expected_epoch,
+                active=self.spec.activates,
+            )
+        except StopFailover as e:  # another run moved the lease first: it has the job
+            raise StandDown(str(e)) from None
+        self.epoch = lease.epoch
+        stores = (self.p.secondary.uri,) + ((self.p.primary.uri,) if on_primary else ())
+        stopped = False
+        if self.spec.primary_cluster:
+            try:
+                self.p.compute.teardown(self.spec.primary_cluster)
+                stopped = True
+            except LifeboatError:
+                stopped = False  # unreachable: the lease keeps it from committing
+        return Fenced(lease.epoch, stores, stopped)
+
+    def certify(self, older_than: int | None = None) -> CertifyReport:
+        report = certify_replica(
+            self.p.secondary,
+            self.p.primary,
+            layout=self.spec.layout,
+            at=self.outage_started_at or self.clock(),
+            older_than=older_than,
+        )
+        if report.certified is None:
+            rejected = "; ".join(f"step {r.step}: {r.reason} — {r.detail}" for r in report.rejected)
+            older = f" older than step {older_than}" if older_than is not None else ""
+            why = f" ({rejected})" if rejected else ""
+            raise StopFailover(f"no certified checkpoint{older} on {self.p.secondary.uri}{why}")
+        c = report.certified
+        uri = c.uri if "://" in c.uri else f"{self.p.secondary.uri.rstrip('/')}/{c.uri.strip('/')}"
+        return dataclasses.replace(report, certified=dataclasses.replace(c, uri=uri))
+
+    def plan(self) -> tuple[PlanOption, ...]:
+        ranked = self.p.compute.plan(list(self.spec.candidates), blocked=list(self.spec.blocked))
+        feasible = tuple(o for o in ranked if o.feasible)
+        if not feasible:
+            why = "; ".join(f"{o.infra}: {o.reason}" for o in ranked)
+            raise StopFailover(f"no feasible place to fail over to ({why})")
+        return feasible
+
+    def prestage(self) -> PrestageReadiness:
+        return self.spec.prestage()
+
+    def provision(self, options: Sequence[PlanOption]) -> Provisioned:
+        from lifeboat_dr.providers.compute.fallback import launch_with_fallback
+
+        result = launch_with_fallback(
+            self.p.compute, self.cluster, options, None, budget_s=self.spec.provision_budget_s
+        )
+        attempts = tuple(
+            f"{a.option.infra}: {'ok' if a.ok else a.error} ({a.seconds:.1f}s)" for a in result.attempts
+        )
+        return Provisioned(self.cluster, result.cluster.option, attempts)
+
+    def resume(self, cluster: Provisioned, checkpoint: CertifyReport) -> Resumed:
+        started = self.clock()
+        ckpt = checkpoint.certified
+        self.p.compute.run(cluster.cluster, self.job(ckpt.uri))
+        first = wait_first_step(
+            lambda: self.p.compute.logs(cluster.cluster),
+            ckpt.step,
+            timeout_s=self.spec.first_step_timeout_s,
+            job_alive=lambda: not self.p.compute.status(cluster.cluster).job.finished,
+            poll_s=self.poll_s,
+        )
+        loaded = parse_loaded(self.p.compute.logs(cluster.cluster))
+        loaded_at = loaded[1] if loaded and loaded[0] == ckpt.step else started
+        return Resumed(max(loaded_at, started), first.at, first.step)
+
+    def job(self, checkpoint_uri: str) -> JobSpec:
+        """The job to start, told the epoch it commits under (`LIFEBOAT_EPOCH`) and its store
+        (`LIFEBOAT_STORE`): `lifeboat_dr.core.commit.commit_or_exit` reads both."""
+        job = self.spec.job(checkpoint_uri)
+        epoch = self.epoch if self.epoch is not None else self.site_state().epoch
+        env = {**job.env, "LIFEBOAT_EPOCH": str(epoch)}
+        if job.store_uri:
+            env["LIFEBOAT_STORE"] = job.store_uri
+        return dataclasses.replace(job, env=env)
+
+    def prove(self, cluster: Provisioned, checkpoint: CertifyReport) -> ParityResult:
+        s, step = self.spec, checkpoint.certified.step
+        if not s.parity_steps:  # passes the gate, and is never recorded as parity_passed (0 compared)
+            return ParityResult(True, 0, "loss parity disabled (parity_steps: 0)")
+        pre = parse_losses(s.loss_log() if s.loss_log is not None else "")
+        wanted = [n for n in range(step + 1, step + s.parity_steps + 1) if n in pre]
+        deadline = time.monotonic() + s.first_step_timeout_s
+        while True:  # wait until the resumed job has logged the steps to compare (or stopped)
+            resumed = parse_losses(self.p.compute.logs(cluster.cluster))
+            finished = self.p.compute.status(cluster.cluster).job.finished
+            if all(n in resumed for n in wanted) or finished or time.monotonic() > deadline:
+                break
+            time.sleep(self.poll_s)
+        return loss_parity(pre, resumed, step, s.parity_steps, s.parity_tolerance)
+
+    def teardown(self, cluster: Provisioned) -> None:
+        self.p.compute.teardown(cluster.cluster)

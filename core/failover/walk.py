@@ -1,0 +1,383 @@
+"""The walker: runs the step graph over `FailoverSteps`, keeping the ledger as it goes.
+
+Pure: no Prefect. A `Runner` decides how a step call runs — `ThreadRunner` here (threads,
+retries on `ProviderUnavailable`), Prefect task runs in `flows/failover.py` — and the walker
+starts each step as soon as the steps it waits for (`graph.step_graph`) are done. The
+approval gate runs on the walker's own thread (a Prefect pause must), while started steps
+(early provisioning) go on. Before each step that acts the steps re-check that the job is
+still this run's (`FailoverSteps.recheck`); a run that is not stands down (`StandDown`):
+outcome `stood-down`, the reason in the ledger, and the (shared) cluster left alone. After each proof the rollback policy decides: done, roll back
+to an older certified checkpoint (resume and prove again), or stop.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, Protocol
+
+from lifeboat_dr.core.certify import CertifyReport
+from lifeboat_dr.core.failover import graph
+from lifeboat_dr.core.failover.card import approval_card
+from lifeboat_dr.core.failover.results import FailoverSettings, FailoverSteps, Gate, Provisioned
+from lifeboat_dr.core.failover.rollback import Verdict, after_proof
+from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
+from lifeboat_dr.kernel.errors import ProviderUnavailable, StandDown, StopFailover, WriteFailed
+
+ACTING = ("fence", "provision", "resume")  # steps that change the world: re-checked first
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Timed:
+    value: Any
+    started: datetime
+    finished: datetime
+
+
+def timed(call: Callable[..., Any], *args: Any) -> Timed:
+    """Run one step call, noting when it started and ended."""
+    started = _now()
+    value = call(*args)
+    return Timed(value, started, _now())
+
+
+class Runner(Protocol):
+    """How a step call runs. `start` returns a handle whose `.future` is a
+    `concurrent.futures.Future` of a `Timed`."""
+
+    def start(self, name: str, call: Callable[..., Any], *args: Any) -> Any: ...
+
+    def prepare(self, name: str) -> None:
+        """Get ready to start `name` when its inputs exist: a runner whose start has a cost
+        of its own pays it now, not between one step and the next."""
+        ...
+
+    def settle(self) -> None:
+        """Wait (bounded) until the prepared steps are ready to take their inputs at once."""
+        ...
+
+    def result(self, handle: Any) -> Timed:
+        """The step's `Timed` (re-raising its error); called once the future is done."""
+        ...
+
+    def went_on(self, ended: list[Any], started: list[Any]) -> None:
+        """The walker has started what follows the `ended` steps: a runner whose threads
+        share one interpreter lets the `started` ones begin first (briefly waiting for them),
+        then the ended ones finish their own bookkeeping."""
+        ...
+
+
+class ThreadRunner:
+    """Steps on threads, retried on `ProviderUnavailable` as the settings say."""
+
+    def __init__(self, settings: FailoverSettings, workers: int = 8):
+        self.settings = settings
+        self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="failover-step")
+
+    def start(self, name: str, call: Callable[..., Any], *args: Any):
+        return _Handle(self.pool.submit(self._retrying, call, *args))
+
+    def prepare(self, name: str) -> None:
+        pass  # a thread starts in microseconds
+
+    def settle(self) -> None:
+        pass
+
+    def _retrying(self, call, *args) -> Timed:
+        for attempt in range(self.settings.retries + 1):
+            try:
+                return timed(call, *args)
+            except ProviderUnavailable:
+                if attempt == self.settings.retries:
+                    raise
+                time.sleep(self.settings.retry_delay_s)
+        raise AssertionError("unreachable")
+
+    def result(self, handle) -> Timed:
+        return handle.future.result()
+
+    def went_on(self, ended, started) -> None:
+        pass  # a step's thread has no bookkeeping after its call
+
+
+@dataclass
+class _Handle:
+    future: concurrent.futures.Future
+
+
+def _checked(checks: tuple[Callable[[], None], ...], act: Callable[..., Any], *args: Any) -> Any:
+    """Run the checks, then act: they are the acting step's first part (timed with it,
+    retried with it), never a gap before it."""
+    for check in checks:
+        check()
+    return act(*args)
+
+
+class _Walk:
+    """One failover run's state while the walker goes through the graph."""
+
+    def __init__(self, settings, steps, ledger, gate, runner, run_id, drill, clock):
+        self.s, self.steps, self.ledger, self.gate, self.runner = settings, steps, ledger, gate, runner
+        self.run_id, self.drill, self.clock = run_id, drill, clock
+        self.graph = graph.step_graph(settings.provision_before_approval)
+        self.done: dict[str, Timed] = {}
+        self.running: dict[str, tuple[Any, float]] = {}  # step -> (handle, monotonic start)
+        self.prepared: set[str] = set()  # steps the runner was asked to prepare
+        self.announce = False  # the gate's announcement of a decision waits for the next step
+        self.checkpoint: CertifyReport | None = None
+        self.attempt = 1  # resume attempts: a rollback is the second
+
+    # -- what each step is called with, and what it leaves in the ledger -------------------
+    def args(self, name: str) -> tuple:
+        if name == "provision":
+            return (self.done["plan"].value,)
+        if name in ("resume", "prove"):
+            return (self.done["provision"].value, self.checkpoint)
+        return ()
+
+    def record(self, name: str, t: Timed) -> None:
+        led, again = self.ledger, self.attempt > 1
+        v = t.value
+        if name == "confirm":
+            led.mark("outage_start", v.outage_started_at)
+            led.mark("detected", v.detected_at)
+        step = graph.BY_NAME[name]
+        if not again:
+            led.begin(step.milestone, t.started)
+        if name == "fence":
+            stopped = (
+                "primary job stopped"
+                if v.primary_stopped
+                else "primary job not stopped (unnamed or unreachable)"
+            )
+            led.note("fence", f"epoch {v.epoch} on {', '.join(v.stores)}; {stopped}")
+            if v.checkpoint is not None:
+                led.checkpoint(v.checkpoint.certified.uri, v.checkpoint.certified.written_at)
+            if v.note:
+                led.note("handover", v.note)
+        elif name == "certify":
+            led.checkpoint(v.certified.uri, v.certified.written_at)
+            rejected = [f"step {r.step}: {r.reason} — {r.detail}" for r in v.rejected]
+            led.note("certification", "; ".join([f"mode {v.mode}", *rejected]))
+        elif name == "plan":
+            if v and v[0].price_source:
+                led.note("plan prices", v[0].price_source)
+        elif name == "provision":
+            led.note("cluster", f"{v.cluster} on {v.option.describe()}")
+            led.note("provision attempts", "; ".join(v.attempts))
+        elif name == "resume":
+            led.mark("checkpoint_loaded", v.checkpoint_loaded_at, again=again)
+            led.mark("first_step", v.first_step_at, again=again)  # RTO: to the step that stays
+            return
+        elif name == "prove":
+            led.note("parity", v.detail)
+            if not v.passed or not v.compared:  # 0 compared (parity disabled) is never "passed"
+                return
+        led.mark(step.milestone, t.finished)
+
+    # -- the walk -----------------------------------------------------------------------
+    def ready(self) -> list[str]:
+        """Steps whose inputs are all there, the approval gate last (it blocks this thread)."""
+        ready = [
+            n
+            for n, deps in self.graph.items()
+            if n not in self.done and n not in self.running and all(d in self.done for d in deps)
+        ]
+        return sorted(ready, key=lambda n: n == "approval")
+
+    def run(self) -> LedgerEntry:
+        self.done["detect"] = Timed(None, self.clock(), self.clock())  # detection happened before the run
+        self.prepare_upcoming()
+        self.runner.settle()  # what starting each step costs the runner is paid before the first
+        while "prove" not in self.done:
+            for name in self.ready():
+                if name == "approval":
+                    if not self.approve():
+                        return self.ledger.finish("aborted")
+                else:
+                    self.start_all([name])
+            if self.running:
+                self.collect()
+        return self.ledger.finish("completed")
+
+    def start_all(self, names: list[str], ended: tuple = ()) -> None:
+        """Start `names` (the steps that `ended` made ready), then prepare what comes next."""
+        started = []
+        for name in names:
+            call = getattr(self.steps, name)
+            if name in ACTING:
+                # the job still this run's; and nothing fenced that the ledger could not record
+                checks = (self.ledger.flush,) if name == "fence" else ()
+                call = partial(_checked, (*checks, partial(self.steps.recheck, name)), call)
+            started.append(self.runner.start(name, call, *self.args(name)))
+            self.running[name] = (started[-1], time.monotonic())
+        self.runner.went_on(list(ended), started)
+        if self.announce:
+            self.announce = False
+            self.gate.announce()
+        self.prepare_upcoming()
+
+    def prepare_upcoming(self) -> None:
+        for name in self.upcoming():
+            if name not in self.prepared:
+                self.prepared.add(name)
+                self.runner.prepare(name)
+
+    def upcoming(self) -> list[str]:
+        """Steps the walk will reach without a person's decision, still to start: each one's
+        inputs are done, running or themselves upcoming. A runner prepares them all ahead,
+        so that between one step's end and the next one's start there is only the hand-over.
+        Never past an approval gate that asks a person: what follows a human decision is not
+        prepared before it. A gate that decides at once (dry runs, drills) is passed through."""
+        coming: list[str] = []
+        while True:
+            ahead = {*self.done, *self.running, *coming}
+            more = [
+                n
+                for n, deps in self.graph.items()
+                if n not in ahead
+                and (n != "approval" or self.gate.decides_at_once)
+                and all(d in ahead for d in deps)
+            ]
+            if not more:
+                return [n for n in coming if n != "approval"]  # the gate runs on the walker's thread
+            coming += more
+
+    def collect(self) -> None:
+        """Wait for the first running step to end (or one to outlive the step timeout)."""
+        limit = self.s.step_timeout_s
+        oldest = min(start for _, start in self.running.values())
+        wait = max(0.0, oldest + limit - time.monotonic())
+        futures = {h.future: n for n, (h, _) in self.running.items()}
+        finished, _ = concurrent.futures.wait(futures, timeout=wait, return_when="FIRST_COMPLETED")
+        if not finished:
+            late = next(n for n, (_, start) in self.running.items() if start == oldest)
+            raise StopFailover(f"step {late} ran past {limit:g}s")
+        names = sorted((futures[f] for f in finished), key=list(self.graph).index)
+        ended = []
+        for name in names:
+            handle, _ = self.running.pop(name)
+            ended.append(handle)
+            self.done[name] = self.runner.result(handle)
+            if name == "certify":
+                self.checkpoint = self.done[name].value
+            elif name == "fence" and self.done[name].value.checkpoint is not None:
+                self.checkpoint = self.done[name].value.checkpoint  # a failback's handover
+        # The next steps start before the ledger is written, and it is written behind (a
+        # writer thread, `execute`): its durable writes are not on the critical path, nor is
+        # the walker busy with them when the next step ends.
+        self.start_all([n for n in self.ready() if n != "approval" and "prove" not in self.done], ended)
+        for name in names:
+            with self.ledger.batch():
+                self.record(name, self.done[name])
+            if name == "prove":
+                self.after_proof(self.done[name].value)
+
+    def approve(self) -> bool:
+        card = approval_card(
+            self.s,
+            self.run_id,
+            self.drill,
+            self.done["confirm"].value,
+            self.checkpoint,
+            self.done["plan"].value,
+            self.done["prestage"].value,
+            self.clock(),
+        )
+        started = self.clock()
+        decision = self.gate.request(card, self.ledger)
+        if not decision.approved:
+            self.gate.announce()
+            self.give_back_early_cluster()
+            return False
+        self.done["approval"] = Timed(decision, started, self.clock())
+        self.announce = True  # once the fence has begun
+        return True
+
+    def after_proof(self, parity) -> None:
+        verdict = after_proof(parity, self.attempt, self.s.on_parity_failure)
+        if verdict is Verdict.passed:
+            return
+        uri = self.checkpoint.certified.uri
+        if verdict is Verdict.stop:
+            self.gate.notify(f"Lifeboat: loss parity failed for {self.s.runbook} from {uri}: {parity.detail}")
+            raise StopFailover(f"loss parity failed from {uri}: {parity.detail}")
+        failed_step = self.checkpoint.certified.step
+        handle = self.runner.start("certify", self.steps.certify, failed_step)
+        older = self.runner.result(handle).value
+        self.ledger.note(
+            "rollback",
+            f"parity failed from step {failed_step} ({parity.detail}); rolled back to step {older.certified.step}",
+        )
+        self.checkpoint = older
+        self.ledger.checkpoint(older.certified.uri, older.certified.written_at)
+        self.attempt += 1
+        del self.done["resume"], self.done["prove"]
+
+    def cluster(self) -> Provisioned | None:
+        """The cluster provisioned so far, also one still being provisioned when asked."""
+        if "provision" in self.done:
+            return self.done["provision"].value
+        if "provision" in self.running:
+            handle, _ = self.running.pop("provision")
+            try:
+                return self.runner.result(handle).value
+            except BaseException:
+                return None
+        return None
+
+    def give_back_early_cluster(self) -> None:
+        if (cluster := self.cluster()) is not None:
+            self.steps.teardown(cluster)  # provisioned while waiting: cheap to give back
+            self.done.pop("provision", None)
+
+
+def execute(
+    settings: FailoverSettings,
+    steps: FailoverSteps,
+    ledger: RtoLedger,
+    gate: Gate,
+    *,
+    run_id: str,
+    drill: bool = False,
+    keep_cluster: bool = False,
+    runner: Runner | None = None,
+    clock: Callable[[], datetime] = _now,
+) -> LedgerEntry:
+    """Walk the step graph; every milestone lands in `ledger`. On failure the ledger names the
+    milestone the run was heading for, the humans are told, and any cluster is torn down;
+    drills tear theirs down when they complete too, unless `keep_cluster` (the failback
+    drill fails back from that cluster's job; the drill tears it down after)."""
+    walk = _Walk(settings, steps, ledger, gate, runner or ThreadRunner(settings), run_id, drill, clock)
+    try:
+        with ledger.writing_behind():  # durable writes off the walker's path; flushed at the end
+            return walk.run()
+    except StandDown as e:
+        # The cluster's name is the runbook's: what this run provisioned is the other run's
+        # cluster too, so it is left alone.
+        ledger.note("stood down", str(e))
+        walk.done.pop("provision", None)
+        walk.running.pop("provision", None)
+        return ledger.finish("stood-down")
+    except BaseException as e:
+        heading = next((m for m in graph.MILESTONES if m not in ledger.entry.phases), graph.MILESTONES[-1])
+        with suppress(WriteFailed):  # an unwritable ledger: its own error is what we raise
+            ledger.fail(heading, e)
+        gate.notify(f"Lifeboat failover of {settings.runbook} failed before {heading}: {e}")
+        if (cluster := walk.cluster()) is not None:
+            steps.teardown(cluster)
+            walk.done.pop("provision", None)
+        raise
+    finally:
+        gate.announce()  # a decision's announcement not yet out (the walk ended before the next step)
+        if drill and not keep_cluster and (cluster := walk.cluster()) is not None:
+            steps.teardown(cluster)

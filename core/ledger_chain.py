@@ -1,0 +1,243 @@
+"""The ledger as a hash chain mirrored to both sites' stores: tamper-evident, and readable
+from either site while the other is down.
+
+Each snapshot a failover records (`RtoLedger` saves after every change) is one record,
+`<prefix>/<runbook>/<seq>.json`, holding the entry, its sequence number and the previous
+record's hash; its own hash covers all three. A record is created only (`if_none_match`),
+so two writers never both take one number: the loser re-reads the head and takes the next.
+Every record goes to every store, in order; a store that fails is left out for the rest of
+this writer's life (a hung site must not stall each step of the failover) and is *behind*
+until `verify` sees it catch up. Reading merges the stores' copies seq by seq.
+
+`verify` says what is wrong, per store and per record:
+
+- *tampered*: a record whose hash does not match its content (edited in place);
+- *conflict*: two stores hold different valid records at one seq (an edit that recomputed
+  the hash, or writers on two sides of a partition): neither is trusted;
+- *broken link*: a record whose `prev` is not the hash of the record before it;
+- *gap*: a seq no store holds;
+- *behind* (not an error): a store missing records another store holds.
+
+What it does not prove: someone able to rewrite *every* copy from some record on can forge a
+consistent chain; anchoring the head hash elsewhere (the Prefect run, a WORM bucket) would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from lifeboat_dr.core.ledger import LedgerEntry, latest_per_run
+from lifeboat_dr.kernel.errors import NotFound, PreconditionFailed, ProviderUnavailable
+
+GENESIS = "0" * 64
+PREFIX = "_lifeboat/chain"
+CLAIM_ATTEMPTS = 20  # racing writers per append before giving up
+
+
+def record_hash(seq: int, prev: str, entry: dict) -> str:
+    body = json.dumps({"seq": seq, "prev": prev, "entry": entry}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Record:
+    seq: int
+    prev: str
+    entry: dict
+    hash: str
+
+    @property
+    def intact(self) -> bool:
+        return self.hash == record_hash(self.seq, self.prev, self.entry)
+
+    def to_bytes(self) -> bytes:
+        doc = {"seq": self.seq, "prev": self.prev, "entry": self.entry, "hash": self.hash}
+        return json.dumps(doc, sort_keys=True).encode() + b"\n"
+
+    @classmethod
+    def parse(cls, data: bytes) -> Record:
+        doc = json.loads(data)
+        return cls(int(doc["seq"]), str(doc["prev"]), dict(doc["entry"]), str(doc["hash"]))
+
+
+@dataclass
+class ChainReport:
+    """What `verify` found: `problems` make the chain untrustworthy, `warnings` do not."""
+
+    runbook: str
+    records: int = 0
+    head: str = GENESIS
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class MirroredLedger:
+    """A ledger sink (`append`, `read`) over several stores, plus `verify`."""
+
+    def __init__(self, stores: Sequence, prefix: str = PREFIX):
+        if not stores:
+            raise ValueError("a mirrored ledger needs at least one store")
+        self.stores, self.prefix = list(stores), prefix.rstrip("/")
+        self.down: dict[str, str] = {}  # store uri -> why it was left out
+        self._heads: dict[str, tuple[int, str]] = {}  # runbook -> (seq, hash) last written
+
+    def _key(self, runbook: str, seq: int) -> str:
+        return f"{self.prefix}/{runbook}/{seq:012d}.json"
+
+    def _up(self) -> list:
+        return [s for s in self.stores if s.uri not in self.down]
+
+    def append(self, entry: LedgerEntry) -> None:
+        """Add a snapshot of `entry` to its runbook's chain, on every store still up.
+        Raises `ProviderUnavailable` only when no store took it."""
+        body = json.loads(entry.model_dump_json())
+        seq, prev = self._heads.get(entry.runbook) or self._head(entry.runbook)
+        for _ in range(CLAIM_ATTEMPTS):
+            record = Record(seq + 1, prev, body, record_hash(seq + 1, prev, body))
+            if self._claim(entry.runbook, record):
+                self._heads[entry.runbook] = (record.seq, record.hash)
+                return
+            seq, prev = self._head(entry.runbook)  # another writer took that seq
+        raise ProviderUnavailable(
+            f"ledger {entry.runbook}: {CLAIM_ATTEMPTS} writers raced for the next record"
+        )
+
+    def _claim(self, runbook: str, record: Record) -> bool:
+        """Write `record` create-only to each store up. False if a store already holds a
+        different record at its seq (the first store that answers decides)."""
+        claimed = False
+        for store in self._up():
+            try:
+                store.put(self._key(runbook, record.seq), record.to_bytes(), if_none_match=True)
+                claimed = True
+            except PreconditionFailed:
+                theirs = self._get(store, runbook, record.seq)
+                if theirs is None or theirs.hash != record.hash:
+                    if not claimed:
+                        return False
+                    self.down[store.uri] = f"holds another record at seq {record.seq}"
+                else:
+                    claimed = True
+            except ProviderUnavailable as e:
+                self.down[store.uri] = str(e).splitlines()[0]
+        if not claimed:
+            raise ProviderUnavailable(f"ledger {runbook}: no store took the record ({self.down})")
+        return True
+
+    def _get(self, store, runbook: str, seq: int) -> Record | None:
+        try:
+            return Record.parse(b"".join(store.read(self._key(runbook, seq))))
+        except NotFound:
+            return None
+        except (ValueError, KeyError, TypeError):
+            return Record(seq, "", {}, "unreadable")
+
+    def _head(self, runbook: str) -> tuple[int, str]:
+        chain, _ = self._merge(runbook)
+        return (chain[-1].seq, chain[-1].hash) if chain else (0, GENESIS)
+
+    def _copies(self, runbook: str, report: ChainReport) -> dict[int, dict[str, Record]]:
+        copies: dict[int, dict[str, Record]] = {}
+        for store in self.stores:
+            try:
+                infos = list(store.list(f"{self.prefix}/{runbook}/"))
+                for info in infos:
+                    name = info.key.rsplit("/", 1)[1]
+                    if not name.endswith(".json") or not name[:-5].isdigit():
+                        continue
+                    record = self._get(store, runbook, int(name[:-5]))
+                    if record is not None:
+                        copies.setdefault(int(name[:-5]), {})[store.uri] = record
+            except ProviderUnavailable as e:
+                report.warnings.append(f"{store.uri}: unreachable, read from the other store(s): {e}")
+        return copies
+
+    def _merge(self, runbook: str) -> tuple[list[Record], ChainReport]:
+        """The chain as the stores agree on it, stopping at the first record that cannot be
+        trusted; the report says why."""
+        report = ChainReport(runbook)
+        copies = self._copies(runbook, report)
+        chain: list[Record] = []
+        prev = GENESIS
+        for seq in range(1, max(copies, default=0) + 1):
+            here = copies.get(seq, {})
+            if not here:
+                report.problems.append(f"seq {seq}: missing from every store (gap)")
+                break
+            for uri, r in here.items():
+                if not r.intact or r.seq != seq:
+                    report.problems.append(
+                        f"seq {seq}: tampered in {uri} (its hash does not match its content)"
+                    )
+            intact = {uri: r for uri, r in here.items() if r.intact and r.seq == seq}
+            if len({r.hash for r in intact.values()}) > 1:
+                report.problems.append(
+                    f"seq {seq}: conflict, the stores hold different records ({', '.join(intact)})"
+                )
+                break
+            if not intact:
+                break
+            record = next(iter(intact.values()))
+            if record.prev != prev:
+                report.problems.append(f"seq {seq}: broken link (prev is not the hash of seq {seq - 1})")
+                break
+            missing = [s.uri for s in self.stores if s.uri not in here]
+            if missing:
+                report.warnings.append(f"seq {seq}: not yet in {', '.join(missing)} (behind)")
+            chain.append(record)
+            prev = record.hash
+        if report.problems and chain:
+            report.problems.append(f"records after seq {chain[-1].seq} are not trusted")
+        report.records, report.head = len(chain), prev
+        return chain, report
+
+    def verify(self, runbook: str) -> ChainReport:
+        return self._merge(runbook)[1]
+
+    def read(self, runbook: str | None = None) -> list[LedgerEntry]:
+        """The last snapshot per run from the trusted part of the chain (see `verify`)."""
+        names = [runbook] if runbook else self.runbooks()
+        entries: list[LedgerEntry] = []
+        for name in names:
+            chain, _ = self._merge(name)
+            entries += [LedgerEntry.model_validate(r.entry) for r in chain]
+        return latest_per_run(entries)
+
+    def runbooks(self) -> list[str]:
+        names: set[str] = set()
+        for store in self.stores:
+            try:
+                names |= {
+                    i.key[len(self.prefix) + 1 :].split("/", 1)[0] for i in store.list(f"{self.prefix}/")
+                }
+            except ProviderUnavailable:
+                continue
+        return sorted(names)
+
+
+class TeedLedger:
+    """The flow's sink when a mirror is configured: every snapshot to the local file (as
+    before) and to the mirrored chain. A mirror with no store reachable does not stop the
+    failover: the snapshot stays in the file, the next one (a whole entry) reaches the chain
+    when a site is back, and `mirror_errors` says what was missed."""
+
+    def __init__(self, file, mirror: MirroredLedger):
+        self.file, self.mirror = file, mirror
+        self.mirror_errors: list[str] = []
+
+    def append(self, entry: LedgerEntry) -> None:
+        self.file.append(entry)
+        try:
+            self.mirror.append(entry)
+        except ProviderUnavailable as e:
+            self.mirror_errors.append(str(e).splitlines()[0])
+
+    def read(self, runbook: str | None = None) -> list[LedgerEntry]:
+        return self.mirror.read(runbook)

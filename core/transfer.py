@@ -1,0 +1,509 @@
+"""The one copy engine: a prefix of one store into a prefix of another, verified end to end.
+
+`copy_prefix` copies only what is missing or differs (size + CRC32C), in four phases:
+
+1. plan     list both sides; HEAD (in parallel) only where a list gave no CRC32C. A
+            Lifeboat manifest in the source supplies expected CRC32Cs without HEADs.
+2. unmark   if anything must change under a destination that already holds a commit
+            marker, the marker is deleted first: the old replica stops being "complete".
+3. data     objects in parallel (bounded threads): server-side copy where the destination
+            can (S3 CopyObject, GCS rewrite, local), otherwise streamed. Each byte is read
+            once and hashed once: objects up to WHOLE_OBJECT_LIMIT are gathered into one
+            buffer (reserved from the byte budget, providers/storage/buffers.py), hashed as
+            they arrive, checked and sent in one request with their CRC32C; larger ones are
+            handed to the store as a stream with the CRC32C they must have, which the store
+            hashes part by part and checks before it commits. Memory stays bounded by the
+            budget whatever the sizes.
+4. commit   commit markers (COMMIT_ORDER: manifest, DCP `.metadata`, `latest` pointers)
+            last, in commit order, and only when every data object verified: a half-copied checkpoint is
+            never complete on the destination.
+
+Every object is checked against the source's CRC32C twice: over the bytes we read (a flipped
+byte between source and us fails the stream before the destination commits it) and by the
+destination, which receives that CRC32C with the bytes and verifies it (S3 BadDigest) or
+reports its own (GCS, local); the write's answer is the object's metadata, so no HEAD
+follows a write. A mismatch is retried like throttling; the object is never accepted.
+Objects land atomically (local rename, single PUT or completed multipart, GCS upload), so a
+copy killed mid-way leaves finished objects whole, and a rerun skips them. A source object
+with no CRC32C anywhere (no metadata, no manifest) is the one case read twice: a first read
+gives the reference a flipped byte in either read is caught against.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from lifeboat_dr.kernel.crc32c import crc32c_of
+from lifeboat_dr.kernel.errors import ChecksumMismatch, LifeboatError, NotFound, ProviderUnavailable
+from lifeboat_dr.providers.storage.base import ObjectInfo, Store, join
+from lifeboat_dr.providers.storage.buffers import BUFFERS, gather, gather_cost, tune_allocator
+
+if TYPE_CHECKING:
+    from lifeboat_dr.core.checkpoints.manifest import Shard
+
+# Basenames whose presence declares a checkpoint (or part of one) complete, in the order they
+# are written: after every other object, deepest directory first, and within a directory the
+# decisive one last (a Megatron torch_dist `.metadata` after its `common.pt`, the Lifeboat
+# manifest after everything). Deletion goes the other way. They match what
+# lifeboat_dr.core.checkpoints.layouts reads as completeness, so a reader never sees a partial copy
+# as complete.
+COMMIT_ORDER = (
+    "common.pt",  # Megatron torch_dist
+    "metadata.json",  # Megatron torch_dist
+    "trainer_state.json",  # HF Trainer
+    "model.safetensors",  # HF single-file checkpoint
+    "model.safetensors.index.json",  # HF index naming its shards
+    ".metadata",  # PyTorch DCP, written last by rank 0
+    "latest_checkpointed_iteration.txt",  # Megatron / NeMo pointer to iter_NNNNNNN/
+    "latest",  # DeepSpeed pointer to global_stepN/
+    "lifeboat-commit.json",  # guarded-commit marker (lifeboat_dr.core.fencing.COMMIT_MARKER), before the manifest
+    "lifeboat-manifest.json",  # Lifeboat manifest (lifeboat_dr.core.checkpoints.manifest.MANIFEST_NAME)
+)
+
+
+def commit_order(rel: str, markers: tuple[str, ...] = COMMIT_ORDER) -> tuple[int, int, str]:
+    """Sort key writing markers in commit order (reverse it to delete them)."""
+    return (-rel.count("/"), markers.index(_basename(rel)), rel)
+
+
+# Objects up to this size (one read chunk) are gathered here, hashed and verified before one
+# put; larger ones stream to the store with their size and the CRC32C they must have, and
+# the store picks one request (S3: up to 16 MiB) or parts. Either way the bytes held in
+# memory are reserved from the process's byte budget.
+WHOLE_OBJECT_LIMIT = 1 << 20
+
+# Objects in flight. Small files are latency-bound (a request each), so a copy tool keeps
+# many going; memory does not grow with it (the byte budget bounds the bodies).
+DEFAULT_CONCURRENCY = 32
+
+T = TypeVar("T")
+
+
+class TransferIncomplete(ProviderUnavailable):
+    """Some objects could not be copied; no commit marker was written. Rerun to resume."""
+
+    def __init__(self, message: str, report: TransferReport):
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter, for throttling (503 SlowDown, 429) and mismatches."""
+
+    attempts: int = 8
+    base_delay: float = 0.05  # seconds
+    max_delay: float = 5.0
+    sleep: Callable[[float], None] = time.sleep
+
+    def call(self, fn: Callable[[], T], on_retry: Callable[[BaseException], None] | None = None) -> T:
+        for attempt in range(self.attempts):
+            try:
+                return fn()
+            except (ProviderUnavailable, ChecksumMismatch) as e:
+                if attempt == self.attempts - 1:
+                    raise
+                if on_retry:
+                    on_retry(e)
+                self.sleep(random.uniform(0, min(self.max_delay, self.base_delay * 2**attempt)))
+        raise AssertionError("unreachable")
+
+
+class Progress(Protocol):
+    """Receives progress from worker threads (must be thread-safe)."""
+
+    def planned(self, objects: int, nbytes: int) -> None:
+        """What the copy will move, known after the plan phase."""
+
+    def advance(self, nbytes: int) -> None:
+        """Bytes moved (streamed or server-copied) since the last call."""
+
+
+@dataclass
+class TransferReport:
+    """What a `copy_prefix` did: relative keys per outcome, and bytes moved."""
+
+    src: str
+    dst: str
+    copied: list[str] = field(default_factory=list)  # streamed through us, verified
+    server_copied: list[str] = field(default_factory=list)  # copied inside the provider
+    skipped: list[str] = field(default_factory=list)  # already present with same size + CRC32C
+    failed: dict[str, str] = field(default_factory=dict)  # key -> last error
+    hashed: list[str] = field(default_factory=list)  # no source CRC32C anywhere: read twice (hashed first)
+    # what the destination holds, by relative key, with its CRC32C: objects written (from the
+    # write's answer) and objects skipped whose CRC32C was compared (replication receipts)
+    landed: dict[str, ObjectInfo] = field(default_factory=dict)
+    # the destination prefix as this copy left it, by relative key: its listing, less what
+    # the copy deleted, plus what it wrote (an object whose copy failed is left out: unknown)
+    destination: dict[str, ObjectInfo] = field(default_factory=dict)
+    markers: list[str] = field(default_factory=list)  # commit markers written last
+    planned: list[str] = field(default_factory=list)  # what had to move (a dry run stops here)
+    source_written: datetime | None = None  # newest write among the source objects
+    bytes_copied: int = 0
+    bytes_skipped: int = 0
+    retries: int = 0
+    seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return not self.failed
+
+    @property
+    def bytes_per_second(self) -> float:
+        return self.bytes_copied / self.seconds if self.seconds else 0.0
+
+
+@dataclass(frozen=True)
+class _Item:
+    rel: str
+    src: ObjectInfo
+    expected_crc: int | None  # source CRC32C: metadata, HEAD or manifest
+
+
+def copy_prefix(
+    src: Store,
+    dst: Store,
+    src_prefix: str,
+    dst_prefix: str,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    progress: Progress | None = None,
+    retry: RetryPolicy | None = None,
+    markers: tuple[str, ...] = COMMIT_ORDER,
+    server_side: bool = True,
+    dry_run: bool = False,
+    trust_committed: bool = True,
+    sources: Iterable[ObjectInfo] | None = None,
+    present: Iterable[ObjectInfo] | None = None,
+) -> TransferReport:
+    """Copy every object under `src_prefix/` of `src` to `dst_prefix/` of `dst`.
+
+    Returns the report when every object is on the destination and verified; raises
+    `TransferIncomplete` (retryable; carries the report) when some failed after retries,
+    in which case no commit marker was written. `dry_run` plans (lists, HEADs) and stops:
+    `report.planned` names what would move.
+
+    `trust_committed`: a destination that already holds the source's commit markers (same
+    size and CRC32C) and every object at its size is a replica this engine committed after
+    verifying each object; it is skipped without a HEAD per object (a periodic run over
+    replicated checkpoints costs two lists and a HEAD per marker). Rot at rest on the
+    destination is certification's to find; pass False to compare every object again.
+
+    `sources` / `present`: the source's objects under `src_prefix/` and the destination's
+    under `dst_prefix/`, listed already (not listed again). `report.destination` is the
+    destination's listing as the copy left it."""
+    retry = retry or RetryPolicy()
+    report = TransferReport(src=_uri(src, src_prefix), dst=_uri(dst, dst_prefix))
+    lock = threading.Lock()
+    started = time.monotonic()
+
+    def count_retry(_: BaseException) -> None:
+        with lock:
+            report.retries += 1
+
+    src_base, dst_base = _dir(src_prefix), _dir(dst_prefix)
+    if sources is None:
+        sources = retry.call(lambda: list(src.list(src_base)), count_retry)
+    sources = [info for info in sources if not info.key.endswith("/")]  # "directory" placeholders
+    if present is None:
+        present = retry.call(lambda: list(dst.list(dst_base)), count_retry)
+    present = {info.key[len(dst_base) :]: info for info in present}
+    report.destination = dict(present)
+    report.source_written = max((i.updated for i in sources), default=None)
+    if trust_committed and _committed_replica(src, dst, src_base, sources, present, markers, retry):
+        report.skipped = sorted(i.key[len(src_base) :] for i in sources)
+        report.bytes_skipped = sum(i.size for i in sources)
+        report.seconds = time.monotonic() - started
+        return report
+    manifest, broken = _manifest_shards(src, src_base, sources, markers, retry)
+    report.failed.update(broken)
+    listed = {info.key[len(src_base) :] for info in sources}
+    for rel in sorted(set(manifest) - listed):
+        report.failed[rel] = "named by the source's manifest but missing from the source"
+
+    tune_allocator()
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        # 1. plan
+        def plan(info: ObjectInfo) -> tuple[_Item, bool, int | None] | None:
+            rel = info.key[len(src_base) :]
+            shard = manifest.get(rel)
+            expected = info.crc32c
+            if expected is None and shard is None and src.capabilities.crc32c_in_head:
+                expected = retry.call(lambda: src.head(info.key), count_retry).crc32c
+            problem = _contradicts(info, expected, shard)
+            if problem:
+                with lock:
+                    report.failed[rel] = problem
+                return None
+            item = _Item(rel, info, shard.crc32c if shard else expected)
+            return item, *_same(dst, join(dst_prefix, rel), present.get(rel), item, retry, count_retry)
+
+        planned = [p for p in pool.map(plan, sources) if p is not None]
+        data = [i for i, same, _ in planned if not same and _basename(i.rel) not in markers]
+        # Any data change re-commits every marker; otherwise only markers that differ.
+        commit = sorted(
+            (i for i, same, _ in planned if _basename(i.rel) in markers and (data or not same)),
+            key=lambda i: commit_order(i.rel, markers),
+        )
+        moving = {i.rel for i in data} | {i.rel for i in commit}
+        report.planned = sorted(moving)
+        for item, _, dst_crc in planned:
+            if item.rel not in moving:
+                report.skipped.append(item.rel)
+                report.bytes_skipped += item.src.size
+                if dst_crc is not None:
+                    report.landed[item.rel] = replace(present[item.rel], crc32c=dst_crc)
+        if dry_run:
+            report.seconds = time.monotonic() - started
+            return report
+        if progress:
+            progress.planned(len(moving), sum(i.src.size for i in [*data, *commit]))
+
+        # 2. unmark: an existing marker must not vouch for data about to change
+        if data:
+            unmark = [r for r in present if _basename(r) in markers]
+            for rel in sorted(unmark, key=lambda r: commit_order(r, markers), reverse=True):
+                report.destination.pop(rel)  # unknown until the delete answers
+                retry.call(lambda rel=rel: dst.delete(join(dst_prefix, rel)), count_retry)
+
+        # 3. data, in parallel
+        def copy_one(item: _Item) -> None:
+            try:
+                how, info = retry.call(
+                    lambda: _copy_object(src, dst, item, join(dst_prefix, item.rel), server_side, progress),
+                    count_retry,
+                )
+            except (LifeboatError, OSError) as e:
+                with lock:
+                    report.failed[item.rel] = f"{type(e).__name__}: {e}"
+                    report.destination.pop(item.rel, None)  # old, new or deleted: unknown
+                return
+            with lock:
+                (report.server_copied if how == "server" else report.copied).append(item.rel)
+                report.bytes_copied += item.src.size
+                report.landed[item.rel] = info
+                report.destination[item.rel] = info
+                if item.expected_crc is None and how == "stream":
+                    report.hashed.append(item.rel)
+
+        list(pool.map(copy_one, data))
+
+    # 4. commit markers, deepest first, only over a complete copy
+    if not report.failed:
+        for item in commit:
+            copy_one(item)
+            if report.failed:
+                break
+            report.markers.append(item.rel)
+    for names in (report.copied, report.server_copied, report.skipped, report.hashed):
+        names.sort()
+    report.seconds = time.monotonic() - started
+    if report.failed:
+        first = next(iter(sorted(report.failed.items())))
+        raise TransferIncomplete(
+            f"{report.src} -> {report.dst}: {len(report.failed)} object(s) failed "
+            f"(first: {first[0]}: {first[1]}); no commit marker written, rerun to resume",
+            report,
+        )
+    return report
+
+
+def _copy_object(
+    src: Store,
+    dst: Store,
+    item: _Item,
+    dst_key: str,
+    server_side: bool,
+    progress: Progress | None,
+) -> tuple[str, ObjectInfo]:
+    """One attempt at one object; raises ChecksumMismatch / ProviderUnavailable to retry.
+    Returns how it went ("server" or "stream") and what landed.
+
+    A server-side copy never passes bytes through us; without a source CRC32C it rests on
+    the provider's own copy (S3 keeps the source's checksum, GCS rewrite its crc32c)."""
+    if server_side and dst.capabilities.server_side_copy:
+        info = dst.server_copy(src, item.src.key, dst_key)
+        if info is not None:
+            _check_landed(dst, dst_key, info, item, item.expected_crc)
+            if progress:
+                progress.advance(item.src.size)
+            return "server", info
+    if item.expected_crc is None:
+        # Unverifiable by metadata: a first read gives the reference the copy is checked
+        # against (a flipped byte in either read fails the attempt; never a silent pass).
+        item = replace(item, expected_crc=crc32c_of(src.read(item.src.key)))
+    seen = _Seen()
+    try:
+        chunks = _counted(src.read(item.src.key), item, seen, progress)
+        if item.src.size <= WHOLE_OBJECT_LIMIT:
+            # Small objects (usually one chunk, so not copied): hashed as they are gathered,
+            # verified in full before a byte is sent, then one request carrying their CRC32C
+            # (no second hash in the store).
+            with BUFFERS.held(gather_cost(item.src.size)):
+                body, crc = gather(chunks, item.src.size, item.src.key)
+                if crc != item.expected_crc:
+                    raise ChecksumMismatch(
+                        f"{item.src.key}: CRC32C of the bytes read is {crc:08x}, "
+                        f"source has {item.expected_crc:08x}"
+                    )
+                info = dst.put(dst_key, body, crc32c=crc)
+        else:
+            # Larger objects: the store hashes each byte once as it fills its request bodies,
+            # and refuses to commit unless the whole equals the source's CRC32C.
+            info = dst.put(dst_key, chunks, crc32c=item.expected_crc, size=item.src.size)
+        _check_landed(dst, dst_key, info, item, item.expected_crc)
+    except BaseException:
+        if progress and seen.size:
+            progress.advance(-seen.size)  # this attempt's bytes are discarded
+        raise
+    return "stream", info
+
+
+@dataclass
+class _Seen:
+    size: int = 0
+
+
+def _counted(chunks: Iterable[bytes], item: _Item, seen: _Seen, progress: Progress | None) -> Iterator[bytes]:
+    """Pass chunks through, counting them; a source that yields another size than it
+    listed fails the stream (before the store can commit it)."""
+    read = 0
+    for chunk in chunks:
+        read += len(chunk)
+        if read > item.src.size:
+            break
+        seen.size = read
+        if progress:
+            progress.advance(len(chunk))
+        yield chunk
+    if read != item.src.size:
+        raise ChecksumMismatch(f"{item.src.key}: read {read} bytes, source has {item.src.size}")
+
+
+def _check_landed(dst: Store, dst_key: str, info: ObjectInfo, item: _Item, crc: int | None) -> None:
+    """The destination's own CRC32C must match what the source holds; otherwise delete."""
+    landed = info.crc32c
+    if landed is None and dst.capabilities.crc32c_in_head:
+        landed = dst.head(dst_key).crc32c
+    if landed is None and crc is not None:  # unverifiable by metadata: never a silent pass
+        landed = crc32c_of(dst.read(dst_key))
+    bad = info.size != item.src.size or (crc is not None and landed is not None and landed != crc)
+    if bad:
+        dst.delete(dst_key)
+        raise ChecksumMismatch(
+            f"{dst_key}: destination holds {info.size} bytes CRC32C {_hex(landed)}, "
+            f"source {item.src.size} bytes CRC32C {_hex(crc)}"
+        )
+
+
+def _committed_replica(
+    src: Store,
+    dst: Store,
+    src_base: str,
+    sources: list[ObjectInfo],
+    present: dict[str, ObjectInfo],
+    markers: tuple[str, ...],
+    retry: RetryPolicy,
+) -> bool:
+    """The destination holds every source object at its size and the very same commit markers."""
+    marks = [i for i in sources if _basename(i.key) in markers]
+    if not marks:
+        return False
+    for info in sources:
+        have = present.get(info.key[len(src_base) :])
+        if have is None or have.size != info.size:
+            return False
+    for info in marks:
+        have = present[info.key[len(src_base) :]]
+        src_crc = info.crc32c
+        if src_crc is None and src.capabilities.crc32c_in_head:
+            src_crc = retry.call(lambda info=info: src.head(info.key)).crc32c
+        dst_crc = have.crc32c
+        if dst_crc is None and dst.capabilities.crc32c_in_head:
+            dst_crc = retry.call(lambda have=have: dst.head(have.key)).crc32c
+        if src_crc is None or src_crc != dst_crc:
+            return False
+    return True
+
+
+def _contradicts(info: ObjectInfo, crc: int | None, shard: Shard | None) -> str | None:
+    """Why the source object disagrees with its own manifest (a corrupt source), if it does."""
+    if shard is None:
+        return None
+    if info.size != shard.size:
+        return f"source holds {info.size} bytes, its manifest says {shard.size}: not replicated"
+    if crc is not None and crc != shard.crc32c:
+        return f"source CRC32C {crc:08x} differs from its manifest's {shard.crc32c:08x}: not replicated"
+    return None
+
+
+def _same(
+    dst: Store, dst_key: str, have: ObjectInfo | None, item: _Item, retry: RetryPolicy, on_retry
+) -> tuple[bool, int | None]:
+    """Whether the destination already holds the object, and its CRC32C when compared."""
+    if have is None or have.size != item.src.size:
+        return False, None
+    if item.expected_crc is None:
+        # No CRC32C for the source (e.g. S3's default CRC64NVME, no manifest): hashing it on
+        # every run would read the whole checkpoint each time. A same-size copy written after
+        # the source's last write was verified when it was made (see _copy_object), and
+        # checkpoint objects are immutable, so it stands.
+        return have.updated >= item.src.updated, have.crc32c
+    crc = have.crc32c
+    if crc is None and dst.capabilities.crc32c_in_head:
+        try:
+            crc = retry.call(lambda: dst.head(dst_key), on_retry).crc32c
+        except NotFound:
+            return False, None
+    # Without a CRC32C on the destination "same size" proves nothing: copy again.
+    same = crc is not None and crc == item.expected_crc
+    return same, crc if same else None
+
+
+def _manifest_shards(
+    src: Store, base: str, sources: list[ObjectInfo], markers: tuple[str, ...], retry: RetryPolicy
+) -> tuple[dict[str, Shard], dict[str, str]]:
+    """Shards named by the Lifeboat manifests in the source (relative path -> Shard), and
+    manifests that cannot be read (relative path -> why). A manifest gives the expected
+    CRC32C without a HEAD per object on stores whose list carries none (S3), and lets the
+    copy refuse a source that contradicts its own manifest."""
+    from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, Manifest
+
+    shards: dict[str, Shard] = {}
+    broken: dict[str, str] = {}
+    for info in sources:
+        rel = info.key[len(base) :]
+        if _basename(rel) != MANIFEST_NAME or MANIFEST_NAME not in markers:
+            continue
+        try:
+            body = b"".join(retry.call(lambda key=info.key: list(src.read(key))))
+            manifest = Manifest.from_json(body, where=info.key)
+        except LifeboatError as e:
+            broken[rel] = f"{type(e).__name__}: {e}"
+            continue
+        folder = rel[: -len(MANIFEST_NAME)]
+        shards.update({folder + s.path: s for s in manifest.shards})
+    return shards, broken
+
+
+def _dir(prefix: str) -> str:
+    return prefix.strip("/") + "/" if prefix.strip("/") else ""
+
+
+def _basename(rel: str) -> str:
+    return rel.rsplit("/", 1)[-1]
+
+
+def _uri(store: Store, prefix: str) -> str:
+    return join(store.uri, prefix) if prefix else store.uri
+
+
+def _hex(value: int | None) -> str:
+    return "unknown" if value is None else f"{value:08x}"

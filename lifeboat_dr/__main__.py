@@ -1,0 +1,5 @@
+import sys
+
+from lifeboat_dr.shell.cli import main
+
+sys.exit(main())

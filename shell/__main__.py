@@ -1,5 +1,0 @@
-import sys
-
-from shell.cli import main
-
-sys.exit(main())

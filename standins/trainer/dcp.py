@@ -1,0 +1,188 @@
+"""`torchrun --standalone --nproc-per-node 2 -m lifeboat_dr.standins.trainer.dcp --steps N --ckpt-dir DIR ...`
+
+The torch twin of the numpy trainer: same flags (`options.py`), same log lines and heartbeat
+(`logs.py`), checkpointed the way real training is. A tiny MLP with dropout, trained
+data-parallel (DDP over gloo, CPU) with AdamW; each rank draws its batches and dropout masks
+from its own torch RNG stream.
+
+A checkpoint is one `torch.distributed.checkpoint` save of `step-N/`: the model and optimizer
+state from `get_state_dict` (Adam's moments included), the step, and every rank's RNG state.
+Each rank writes its `__<rank>_0.distcp`; rank 0 writes `.metadata` last, naming every storage
+file (DCP's own commit point: layout `dcp`, which `replicate` copies and `certify` certifies).
+
+Resume builds a fresh model and optimizer, takes their state dict from `get_state_dict` (which
+initialises the optimizer state, so `dcp.load` has Adam's moments to load into), loads, then
+`set_state_dict` and each rank's RNG state: the resumed losses are bitwise those of a run that
+never stopped. Loading into a fresh optimizer's empty `state_dict()` instead loads no moments
+and drifts from the second resumed step on (see docs/DESIGN.md); without the RNG state the
+batches differ at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.nn.parallel import DistributedDataParallel
+
+from lifeboat_dr.kernel.errors import ConfigError, LifeboatError
+from lifeboat_dr.standins.trainer.core import checkpoint_name, local_checkpoint_path, newest_committed
+from lifeboat_dr.standins.trainer.logs import RunLog
+from lifeboat_dr.standins.trainer.options import parse_trainer_args
+
+DIM, HIDDEN, BATCH = 16, 32, 16  # BATCH per rank
+LR, DROPOUT = 1e-2, 0.1
+COMMIT = ".metadata"  # written last by rank 0: DCP's commit point
+
+
+def build(seed: int) -> tuple[DistributedDataParallel, torch.optim.Optimizer, torch.Tensor]:
+    """The model (same initial weights on every rank), its optimizer and the task's target.
+    Seeds this rank's RNG stream for batches and dropout afterwards."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(DIM, HIDDEN), nn.ReLU(), nn.Dropout(DROPOUT), nn.Linear(HIDDEN, 1))
+    target = torch.randn(DIM, generator=torch.Generator().manual_seed(seed + 0xC0FFEE))
+    ddp = DistributedDataParallel(model)
+    optimizer = torch.optim.AdamW(ddp.parameters(), lr=LR)
+    torch.manual_seed(seed * 1_000 + dist.get_rank())
+    return ddp, optimizer, target
+
+
+def train_step(
+    model: DistributedDataParallel, optimizer: torch.optim.Optimizer, target: torch.Tensor
+) -> float:
+    """One step on this rank's batch; returns the loss before the update, averaged over ranks."""
+    x = torch.randn(BATCH, DIM)
+    y = torch.sin(x @ target)
+    loss = nn.functional.mse_loss(model(x).squeeze(-1), y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    mean = loss.detach().clone()
+    dist.all_reduce(mean)
+    return (mean / dist.get_world_size()).item()
+
+
+def checkpoint_state(model, optimizer, step: int) -> dict:
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    return {
+        "model": model_sd,
+        "optim": optim_sd,
+        "step": torch.tensor(step),
+        "rng": {f"rank{dist.get_rank()}": torch.get_rng_state()},
+    }
+
+
+def save_checkpoint(model, optimizer, step: int, ckpt_dir: Path) -> Path:
+    """`ckpt_dir/step-N/` as one DCP save; `.metadata` (rank 0, last) commits it."""
+    path = ckpt_dir / checkpoint_name(step)
+    if dist.get_rank() == 0 and path.exists():  # an older lineage's (a run we resumed before it)
+        shutil.rmtree(path)  # its .metadata must never vouch for our shards
+    dist.barrier()
+    dcp.save(checkpoint_state(model, optimizer, step), checkpoint_id=path)
+    return path
+
+
+def committed_checkpoint(uri: str) -> Path:
+    """The checkpoint `uri` names, or the newest committed one under it (a checkpoint folder)."""
+    path = local_checkpoint_path(uri)
+    if (path / COMMIT).exists():
+        return path
+    newest = newest_committed(path, COMMIT)
+    if newest is None:
+        raise ConfigError(f"{uri}: no committed DCP checkpoint (no {COMMIT})")
+    return newest
+
+
+def load_checkpoint(model, optimizer, path: Path) -> int:
+    """Restore model, optimizer and this rank's RNG from the DCP checkpoint `path`; its step."""
+    saved = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
+    ranks = sum(1 for key in saved if key.startswith("rng.rank"))
+    if ranks != dist.get_world_size():  # each rank's batches continue its own RNG stream
+        raise ConfigError(
+            f"{path}: saved by {ranks} rank(s), this job has {dist.get_world_size()}; "
+            "resume with the same --nproc-per-node"
+        )
+    state = checkpoint_state(
+        model, optimizer, 0
+    )  # the initialised optimizer state: Adam's moments load into it
+    dcp.load(state, checkpoint_id=path)
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    torch.set_rng_state(state["rng"][f"rank{dist.get_rank()}"])
+    return int(state["step"])
+
+
+def train(args) -> int:
+    """Train to `args.steps` from scratch or `args.resume`; the step reached."""
+    model, optimizer, target = build(args.seed)
+    step = load_checkpoint(model, optimizer, committed_checkpoint(args.resume)) if args.resume else 0
+    ckpt_dir = Path(args.ckpt_dir)
+    lead = dist.get_rank() == 0  # rank 0 logs for the job
+    log = RunLog(args.loss_log, args.heartbeat, echo=True) if lead else None
+    with log if log else contextlib.nullcontext():
+        if args.resume and log:
+            log.loaded(step)
+        while step < args.steps:
+            loss = train_step(model, optimizer, target)
+            step += 1
+            if log:
+                log.step(step, loss)
+            if args.every and step % args.every == 0:
+                save_checkpoint(model, optimizer, step, ckpt_dir)
+            if args.step_seconds:
+                time.sleep(args.step_seconds)
+    return step
+
+
+def die_with_launcher() -> None:
+    """torchrun starts each rank in a session of its own, so SIGKILLing the job's process
+    group (a lost node, `LocalCompute` teardown) would leave the ranks training on, orphaned.
+    On Linux each rank asks for SIGKILL when its launcher dies, as a lost node would have it;
+    a rank whose launcher is already gone (its parent is no longer torchrun) exits at once."""
+    if not sys.platform.startswith("linux") or "TORCHELASTIC_RUN_ID" not in os.environ:
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    try:
+        parent = Path(f"/proc/{os.getppid()}/cmdline").read_bytes()
+    except OSError:
+        parent = b""
+    if b"torchrun" not in parent and b"torch.distributed.run" not in parent:
+        print("trainer: torchrun is gone; this rank stops", file=sys.stderr, flush=True)
+        os._exit(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_trainer_args(
+        argv, prog="torchrun ... -m lifeboat_dr.standins.trainer.dcp", description=__doc__.splitlines()[0]
+    )
+    if "RANK" not in os.environ:
+        print("trainer: start it under torchrun (torchrun --nproc-per-node 2 -m lifeboat_dr.standins.trainer.dcp ...)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    die_with_launcher()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    try:
+        step = train(args)
+    except LifeboatError as e:
+        print(f"trainer: rank {dist.get_rank()}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        dist.destroy_process_group()
+    if int(os.environ["RANK"]) == 0:
+        print(f"trainer: done at step {step}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
