@@ -39,11 +39,10 @@ def test_a_folder_of_that_name_does_not_hide_the_example(monkeypatch, capsys):
 
 def test_an_unknown_name_is_one_line_listing_the_examples(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["failover", "llama-70b", "--dry-run"]) == 1
-    err = capsys.readouterr().err.strip()
-    assert err == (
-        "lifeboat failover: llama-70b: no such file, nor a shipped example runbook (batch-embed, "
-        "chat-serving, demo, demo-serving, demo-torch, llama-70b-pretrain, mistral-7b-sft)"
+    assert main(["validate", "llama-70b"]) == 1
+    assert capsys.readouterr().err == (
+        "llama-70b: no such file, nor a shipped example runbook (batch-embed, chat-serving, demo, "
+        "demo-serving, demo-torch, llama-70b-pretrain, mistral-7b-sft)\n"
     )
 
 
