@@ -20,9 +20,9 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 LOGIN = "oncall"  # runbooks/demo.yaml: approval.logins
 
 
@@ -75,7 +75,7 @@ class DemoProxy:
             "LIFEBOAT_ADDR": f"127.0.0.1:{self.serve_port}",
             "LIFEBOAT_PROXY_SECRET": self.proxy_secret,
         }
-        cfg = str(ROOT / "deploy/haproxy/lifeboat.cfg")
+        cfg = str(resources.files(__package__).joinpath("haproxy.cfg"))  # deploy/haproxy/lifeboat.cfg
         with open(folder / "identity-proxy.log", "wb") as log:
             procs = [
                 subprocess.Popen(

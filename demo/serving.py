@@ -15,7 +15,6 @@ Exit 0 when the window meets the target (with --bad-standby: when the standby wa
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -23,7 +22,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from lifeboat_dr.demo.home import enter
+
 RUNBOOK = "runbooks/demo-serving.yaml"
 DEMO = Path(".lifeboat/serving-demo")
 RATE, WORKERS = 50, 4  # the client's requests per second, and requests in flight
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         "--bad-standby", action="store_true", help="the standby serves other weights: it must be refused"
     )
     args = p.parse_args(argv)
-    os.chdir(ROOT)
+    enter()
     shutil.rmtree(DEMO, ignore_errors=True)
     DEMO.mkdir(parents=True)
     from lifeboat_dr.flows.serving_sandbox import serving_sandbox

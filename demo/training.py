@@ -32,7 +32,8 @@ import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from lifeboat_dr.demo.home import ROOT, enter
+
 RUNBOOKS = {"numpy": "runbooks/demo.yaml", "torch": "runbooks/demo-torch.yaml"}
 DEMO = Path(".lifeboat/demo")
 STEPS, EVERY, STEP_SECONDS = 60, 5, 0.4
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if why := job.missing():
         print(f"make demo: {why}", file=sys.stderr)
         return 2
-    os.chdir(ROOT)
+    enter()
     for leftover in (DEMO, Path("runbooks/.lifeboat/clusters")):
         shutil.rmtree(leftover, ignore_errors=True)
     DEMO.mkdir(parents=True)
@@ -411,10 +412,9 @@ def prefect_server(port: int, extra_env: dict[str, str]):
         "PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api",
         **extra_env,
     }
-    prefect = Path(sys.executable).parent / "prefect"
     log = open(DEMO / "prefect-server.log", "wb")  # noqa: SIM115 - lives as long as the server
-    server = subprocess.Popen(
-        [str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+    server = subprocess.Popen(  # `-m prefect`: this interpreter's, console script or not
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

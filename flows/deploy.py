@@ -3,8 +3,11 @@
 `prefect.yaml` lists Lifeboat's deployments once. An entry whose `runbook` parameter is the
 placeholder `RUNBOOK_PLACEHOLDER` is per runbook (watch, certify, replicate, prestage, the
 drills, audit): `deployment_plan` makes one copy for each runbook given, named after it, with
-the runbook's path written in (relative to the project root when the runbook lives inside
-it, so every worker that checks the project out at the same place reads the same file).
+the runbook written in as the workers will find it (`runbook_target`): a file by its path,
+relative to the project root when it lives inside it (so every worker that checks the project
+out at the same place reads the same file) and absolute otherwise; a shipped example given by
+name (`lifeboat deploy demo`) by that name, which each worker finds in its own installed
+package (`lifeboat_dr.runbooks.examples`).
 Prefect fills `{{ $VAR }}` at deploy time, on the deploying host, which is why the path is
 written in here and never left to an environment variable. Every other entry (`failover`,
 started by the automation with the runbook from the outage event) is deployed once.
@@ -16,6 +19,9 @@ worker at the secondary site. The two watches share the signal state (`LIFEBOAT_
 and are folded by vantage (`lifeboat_dr.core.detection.vantage`): a primary that only one of them
 cannot reach gives no vote.
 
+The template is the repository root's `prefect.yaml`, shipped in the package as
+`lifeboat_dr/flows/prefect.yaml` (in the checkout a link to the root's) and read through
+`importlib.resources` (`shipped_template`), so an installed wheel deploys without a checkout.
 The plan is a plain `prefect.yaml` document; the shell writes it out and runs
 `prefect deploy --all` on it, so Prefect's own loader checks it the way an operator's would.
 """
@@ -24,15 +30,25 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.runbooks.examples import example_named
 
 RUNBOOK_PLACEHOLDER = "{{ lifeboat.runbook }}"
 WORK_POOL = "lifeboat"
 SECONDARY_POOL = "lifeboat-secondary"  # the template's name for workers at the secondary site
 HEARTBEAT_S = 30  # failover runs beat this often; two missed beats mark one Crashed
+TEMPLATE = "prefect.yaml"  # in this package: the repository root's, linked in
+
+
+def shipped_template() -> dict[str, Any]:
+    """Lifeboat's own `prefect.yaml`, as shipped with the installed package."""
+    import yaml
+
+    return yaml.safe_load(resources.files(__package__).joinpath(TEMPLATE).read_text())
 
 
 @dataclass(frozen=True)
@@ -43,13 +59,16 @@ class RunbookTarget:
     path: str
 
 
-def runbook_target(path: str | Path, project_root: Path) -> RunbookTarget:
-    """Load the runbook (a bad one is refused here, not every minute on a worker) and give the
+def runbook_target(given: str | Path, project_root: Path) -> RunbookTarget:
+    """Load the runbook (a bad one is refused here, not every minute on a worker) and say how
+    the workers will find it: a shipped example given by name as that name, a file by its
     path relative to `project_root` when it lies inside it, else absolute."""
     from lifeboat_dr.runbooks.loader import load_runbook
 
-    rb = load_runbook(path)
-    full = Path(path).resolve()
+    rb = load_runbook(given)
+    if example_named(given):
+        return RunbookTarget(rb.name, str(given))
+    full = rb.path
     try:
         shown = str(full.relative_to(project_root.resolve()))
     except ValueError:

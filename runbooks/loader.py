@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from lifeboat_dr.runbooks.examples import runbook_file
 from lifeboat_dr.runbooks.model import Runbook
 from lifeboat_dr.runbooks.problems import Problem, RunbookInvalid
 from lifeboat_dr.runbooks.yaml_source import Loc, parse, read_text
@@ -23,8 +24,9 @@ __all__ = ["Problem", "RunbookInvalid", "load_runbook"]
 
 
 def load_runbook(path: str | Path) -> Runbook:
-    """Parse and validate one runbook file. Raises `RunbookInvalid` listing every problem."""
-    path = Path(path)
+    """Parse and validate one runbook file (or a shipped example, by name: `examples.py`).
+    Raises `RunbookInvalid` listing every problem."""
+    path = runbook_file(path)
     shown = str(path)
     data, lines = parse(read_text(path, shown), shown)
     if not isinstance(data, dict):

@@ -35,6 +35,7 @@ COMMANDS = {  # name -> what it does, in the order an on-call meets them
     "serve": "receive Alertmanager webhooks and Slack approval clicks",
     "deploy": "create the work pool and the Prefect deployments for these runbooks",
 }
+RUNBOOK_HELP = "runbook YAML file, or a shipped example by name (demo, llama-70b-pretrain, …)"
 
 
 def build_parser(argv: list[str] | None = None, *, every: bool = False) -> argparse.ArgumentParser:

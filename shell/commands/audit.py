@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lifeboat_dr.shell.cli import COMMANDS
+from lifeboat_dr.shell.cli import COMMANDS, RUNBOOK_HELP
 
 
 def register(subparsers) -> None:
@@ -13,7 +13,7 @@ def register(subparsers) -> None:
         "<runbook>-audit, run a few steps from each and compare the losses with verify.loss_log. "
         "Exit 0 when every sampled checkpoint reproduces its curve, 1 otherwise.",
     )
-    p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
+    p.add_argument("runbook", metavar="RUNBOOK", help=RUNBOOK_HELP)
     p.add_argument("--sample", type=int, default=3, help="how many checkpoints to load (default 3)")
     p.add_argument("--steps", type=int, default=None, help="steps per checkpoint (default parity_steps)")
     p.add_argument("--seed", default=None, help="sampling seed (default: the flow run id)")

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from lifeboat_dr.kernel.durations import format_duration
 from lifeboat_dr.kernel.errors import ConfigError, LifeboatError
-from lifeboat_dr.shell.cli import COMMANDS
+from lifeboat_dr.shell.cli import COMMANDS, RUNBOOK_HELP
 
 
 def register(subparsers) -> None:
@@ -22,7 +22,7 @@ def register(subparsers) -> None:
         description="Find the newest checkpoint on the secondary store that is complete and equal "
         "to the primary's (or, with the primary down, to its manifest); report the RPO.",
     )
-    p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
+    p.add_argument("runbook", metavar="RUNBOOK", help=RUNBOOK_HELP)
     p.add_argument(
         "--at", default=None, metavar="TIME", help="reference time for the RPO, ISO 8601 (default: now)"
     )

@@ -6,8 +6,10 @@ runs everything but the second `watch` of each runbook, which runs with `vantage
 on `lifeboat-secondary`: a worker at the secondary site, so detection hears the primary from
 two independent places (`flows/deploy.py`).
 
-Run from the repository checkout the workers will use, with PREFECT_API_URL set. Re-running
-it updates the same deployments (and the one failover automation) in place.
+Run with PREFECT_API_URL set, from the folder the workers will run in (a checkout, or any
+folder where the package is installed: runbooks relative to it are written in relative, shipped
+examples by name). Re-running it updates the same deployments (and the one failover
+automation) in place.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ def register(subparsers) -> None:
         "workers: `prefect worker start --pool lifeboat`, and at the secondary site "
         "`prefect worker start --pool lifeboat-secondary`.",
     )
-    p.add_argument("runbooks", nargs="+", metavar="RUNBOOK", help="runbook YAML files to protect")
+    p.add_argument(
+        "runbooks",
+        nargs="+",
+        metavar="RUNBOOK",
+        help="runbook YAML files to protect, or shipped examples by name (demo, llama-70b-pretrain, …)",
+    )
     p.add_argument("--pool", default="lifeboat", help="process work pool name (default: lifeboat)")
     p.add_argument(
         "--secondary-pool",
@@ -41,7 +48,12 @@ def register(subparsers) -> None:
         help="process work pool of the worker at the secondary site that runs each runbook's "
         "second watch (vantage=secondary); must differ from --pool (default: lifeboat-secondary)",
     )
-    p.add_argument("--template", default="prefect.yaml", help="deployment template (default: prefect.yaml)")
+    p.add_argument(
+        "--template",
+        default=None,
+        metavar="FILE",
+        help="deployment template (default: Lifeboat's prefect.yaml, shipped with the package)",
+    )
     p.add_argument(
         "--heartbeat",
         type=int,
@@ -56,7 +68,13 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import yaml
 
-    from lifeboat_dr.flows.deploy import deployment_names, deployment_plan, pools_of, runbook_target
+    from lifeboat_dr.flows.deploy import (
+        deployment_names,
+        deployment_plan,
+        pools_of,
+        runbook_target,
+        shipped_template,
+    )
     from lifeboat_dr.providers.orchestrator.prefect_api import (
         ensure_crash_recovery,
         ensure_process_pool,
@@ -64,14 +82,7 @@ def run(args) -> int:
     )
 
     root = Path.cwd()
-    try:
-        template = yaml.safe_load(Path(args.template).read_text())
-    except OSError as e:
-        raise ConfigError(f"{args.template}: cannot read: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{args.template}: not YAML: {str(e).splitlines()[0]}") from None
-    if not isinstance(template, dict):
-        raise ConfigError(f"{args.template}: not a prefect.yaml document")
+    template = shipped_template() if args.template is None else _template(args.template)
     targets = [runbook_target(path, root) for path in args.runbooks]
     if args.heartbeat < 30:
         raise ConfigError(f"--heartbeat {args.heartbeat}: Prefect sends flow heartbeats at most every 30s")
@@ -110,3 +121,17 @@ def run(args) -> int:
             "(its watch is the second vantage); both with one shared LIFEBOAT_STATE_DIR"
         )
     return 0
+
+
+def _template(path: str) -> dict:
+    import yaml
+
+    try:
+        template = yaml.safe_load(Path(path).read_text())
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(template, dict):
+        raise ConfigError(f"{path}: not a prefect.yaml document")
+    return template

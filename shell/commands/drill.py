@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lifeboat_dr.flows.drills import ALL_KINDS, SCOPES, TRAINER_KINDS, kinds_for
 from lifeboat_dr.kernel.errors import ConfigError
-from lifeboat_dr.shell.cli import COMMANDS
+from lifeboat_dr.shell.cli import COMMANDS, RUNBOOK_HELP
 
 
 def register(subparsers) -> None:
@@ -15,7 +15,7 @@ def register(subparsers) -> None:
         "inject the fault into a sandboxed copy of the runbook (never production), fail over, "
         "and check the result. Prints every check; exit 0 when all pass, 1 otherwise.",
     )
-    p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
+    p.add_argument("runbook", metavar="RUNBOOK", help=RUNBOOK_HELP)
     p.add_argument("--kind", required=True, choices=(*ALL_KINDS, "all"), help="which failure to rehearse")
     p.add_argument("--scope", choices=SCOPES, default=None, help="region-outage: block a zone or a region")
     p.add_argument(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from lifeboat_dr.shell.cli import RUNBOOK_HELP
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -15,7 +17,7 @@ def register(subparsers) -> None:
         "checkpoint), resume on the primary, loss parity. Prints the outcome, RTO and RPO; the "
         "ledger entry's kind is `failback`.",
     )
-    p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
+    p.add_argument("runbook", metavar="RUNBOOK", help=RUNBOOK_HELP)
     p.add_argument(
         "--approval",
         choices=("wait", "approve", "reject"),

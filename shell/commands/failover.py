@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from lifeboat_dr.shell.cli import COMMANDS
+from lifeboat_dr.shell.cli import COMMANDS, RUNBOOK_HELP
 
 
 def register(subparsers) -> None:
@@ -14,7 +14,7 @@ def register(subparsers) -> None:
         description="Run the failover flow against the Prefect API in PREFECT_API_URL (a temporary "
         "local server when unset). Prints the outcome, RTO, RPO and the timeline picture's path.",
     )
-    p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
+    p.add_argument("runbook", metavar="RUNBOOK", help=RUNBOOK_HELP)
     p.add_argument(
         "--dry-run", action="store_true", help="rehearse in a sandbox: local stores and compute, no cloud"
     )

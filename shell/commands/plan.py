@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict
 
 from lifeboat_dr.kernel.errors import ConfigError
-from lifeboat_dr.shell.cli import COMMANDS
+from lifeboat_dr.shell.cli import COMMANDS, RUNBOOK_HELP
 
 
 def register(subparsers) -> None:
@@ -25,7 +25,7 @@ def register(subparsers) -> None:
         help=COMMANDS["plan"],
         description=__doc__.split("\n\n", 1)[1],
     )
-    p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
+    p.add_argument("runbook", metavar="RUNBOOK", help=RUNBOOK_HELP)
     p.add_argument(
         "--block",
         action="append",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lifeboat_dr.shell.cli import COMMANDS, quick_start
+from lifeboat_dr.shell.cli import COMMANDS, RUNBOOK_HELP, quick_start
 
 
 def register(subparsers) -> None:
@@ -14,7 +14,7 @@ def register(subparsers) -> None:
         help=COMMANDS["render"],
         description="Render a runbook as Markdown. With --write, update the copy next to the YAML.",
     )
-    p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
+    p.add_argument("runbook", metavar="RUNBOOK", help=RUNBOOK_HELP)
     p.add_argument(
         "--write", action="store_true", help="write <runbook folder>/<name>.md instead of printing"
     )
@@ -32,14 +32,20 @@ def run(args) -> int:
         from lifeboat_dr.runbooks.render import render_markdown
 
     rb = load_runbook(args.runbook)
-    text = render_markdown(rb, os.path.relpath(args.runbook), _advice(rb))
+    text = render_markdown(rb, _shown(rb.path), _advice(rb))  # rb.path: a shipped example's too
     if args.write:
-        out = rendered_path(args.runbook, rb.name)
+        out = rendered_path(rb.path, rb.name)
         out.write_text(text)
         print(f"wrote {out}")
     else:
         print(text, end="")
     return 0
+
+
+def _shown(path: Path) -> str:
+    """The runbook's path for pasted commands: relative to here when inside, else absolute."""
+    rel = os.path.relpath(path)
+    return str(path) if rel.startswith("..") else rel
 
 
 def _advice(rb) -> str | None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from lifeboat_dr.kernel.durations import format_duration
-from lifeboat_dr.shell.cli import COMMANDS
+from lifeboat_dr.shell.cli import COMMANDS, RUNBOOK_HELP
 
 
 def register(subparsers) -> None:
@@ -24,7 +24,7 @@ def register(subparsers) -> None:
             "(a rerun resumes it); a source that is not the active site is refused in one line."
         ),
     )
-    p.add_argument("runbook", metavar="RUNBOOK", help="runbook YAML file")
+    p.add_argument("runbook", metavar="RUNBOOK", help=RUNBOOK_HELP)
     p.add_argument(
         "--from",
         dest="source",

@@ -17,7 +17,9 @@ def register(subparsers) -> None:
         "the ledger, the signal state) would go down with the runbook's primary site, and when the "
         "probes reach fewer independent targets than the quorum (a dark store would be one vote).",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="runbook YAML files")
+    p.add_argument(
+        "files", nargs="+", metavar="FILE", help="runbook YAML files, or shipped examples by name (demo, …)"
+    )
     p.set_defaults(handler=run)
 
 
