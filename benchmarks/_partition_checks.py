@@ -21,7 +21,8 @@ def _snapshot(store) -> list[tuple]:
 
 def before_the_partition(runbook: str, rb, sites, result: dict) -> None:
     from benchmarks._partition_control import detect_once, wait_for
-    from lifeboat_dr.core.replication import replicate_checkpoints, stored_checkpoints
+    from lifeboat_dr.core.checkpoints.inventory import stored_checkpoints
+    from lifeboat_dr.core.replication.copying import replicate_checkpoints
     from lifeboat_dr.flows.wiring import open_sites
 
     primary, secondary = open_sites(rb)
@@ -51,7 +52,7 @@ def after_the_partition(rb, result: dict) -> None:
     from benchmarks._partition_control import wait_for
     from lifeboat_dr.core.certify import LINEAGE, certify_replica
     from lifeboat_dr.core.commit import commit_checkpoint
-    from lifeboat_dr.core.replication import direction
+    from lifeboat_dr.core.replication.direction import direction
     from lifeboat_dr.core.sitestate import RolesFlipped, read_site_state
     from lifeboat_dr.flows.wiring import open_sites
     from lifeboat_dr.kernel.errors import StopFailover
@@ -67,7 +68,7 @@ def after_the_partition(rb, result: dict) -> None:
     zombie["committed_on_its_store"] = True
     before = _snapshot(secondary)
     try:
-        direction(rb, primary, secondary, source="primary")
+        direction(rb.name, primary, secondary, source="primary")
         zombie["copy_from_it"] = "allowed"
     except RolesFlipped as e:
         zombie["copy_from_it"] = f"refused: {e}"

@@ -24,7 +24,8 @@ STEP_SECONDS = 0.1
 
 
 def primary_site(runbook: str) -> None:
-    from lifeboat_dr.core.replication import replicate_checkpoints, stored_checkpoints
+    from lifeboat_dr.core.checkpoints.inventory import stored_checkpoints
+    from lifeboat_dr.core.replication.copying import replicate_checkpoints
     from lifeboat_dr.flows.wiring import open_site
     from lifeboat_dr.providers.storage.local import LocalStore
     from lifeboat_dr.runbooks.loader import load_runbook

@@ -25,14 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from lifeboat_dr.core.checkpoints.layouts import (
-    CheckpointDir,
-    Discovery,
-    discover,
-    incomplete_reason,
-    pointer_notes,
-)
+from lifeboat_dr.core.checkpoints.layouts import CheckpointDir, Discovery, discover, pointer_notes
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, iter_manifest
+from lifeboat_dr.core.checkpoints.protocols import incomplete_reason
 from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME, iter_receipt
 from lifeboat_dr.core.fencing import COMMIT_MARKER
 from lifeboat_dr.core.sitestate import lineage_problem, read_marker

@@ -1,36 +1,44 @@
 """Retention on the secondary: keep the newest K checkpoints and every Nth step, delete the rest.
 
 `plan_retention` is pure: it decides over checkpoints (prefix, step, complete) and a set of
-protected prefixes, which the caller fills with any checkpoint a running failover resumes
-from (and, later, the active lineage's). Those are kept whatever the policy says. An
-incomplete checkpoint (no commit marker: a replication in progress, or an abandoned one) is
-never deleted by retention; the next replication finishes it or certify reports it.
+protected prefixes, which are kept whatever the policy says: `retention_protections` fills
+it with any checkpoint a running failover resumes from (by the RTO ledger) and those named
+with `--protect`. An incomplete checkpoint (no commit marker: a replication in progress,
+or an abandoned one) is never deleted by retention; the next replication finishes it or
+certify reports it.
 
 On the secondary the caller also passes `certifiable`: the newest checkpoints that certify,
 newest first, up to `keep_last` of them. Then `keep_last` counts certifiable checkpoints
 only, nothing older than the `keep_last`-th certifiable one is deleted before it is found,
-and when none certifies nothing is deleted at all: retention never leaves zero.
+and when none certifies nothing is deleted at all: retention never leaves zero. A
+checkpoint of a fenced-out lineage (`foreign`) never counts and is never deleted.
 
 `apply_retention` deletes a checkpoint commit marker first, then its data, so a deletion
 killed mid-way leaves an incomplete checkpoint, never a complete-looking partial one.
+`retention_for` is the whole pass on the standby: certify, plan, protect, delete.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from lifeboat_dr.core.certify import certifiable_prefixes
+from lifeboat_dr.core.checkpoints.inventory import StoredCheckpoint, foreign_checkpoints, stored_checkpoints
+from lifeboat_dr.core.checkpoints.layouts import Discovery, discover
+from lifeboat_dr.core.ledger import LedgerFile, LedgerStore
+from lifeboat_dr.core.sitestate import read_site_state
 from lifeboat_dr.core.transfer import COMMIT_ORDER, commit_order
 from lifeboat_dr.providers.storage.base import Store
 
 
 @dataclass(frozen=True)
-class StoredCheckpoint:
-    """A checkpoint directory in a store, as retention sees it."""
+class RetentionPolicy:
+    """A runbook's retention (`checkpoint.retention`)."""
 
-    prefix: str  # key prefix relative to the store root, e.g. "run/step-1200"
-    step: int
-    complete: bool = True  # its commit marker is present
+    keep_last: int  # the newest checkpoints kept (on the secondary: the newest certifiable)
+    keep_every: int | None = None  # also keep every step that is a multiple of this
 
 
 @dataclass(frozen=True)
@@ -131,3 +139,78 @@ def apply_retention(
         for obj in [*marks, *(o for o in objects if o not in marks)]:
             store.delete(obj.key)
     return report
+
+
+def failover_checkpoints(
+    runbook: str, secondary: Store, ledger_file: str | Path | None = None
+) -> dict[str, str]:
+    """Checkpoints on the secondary that an in-progress failover of `runbook` resumes from,
+    by the RTO ledger (the local ledger file and the ledger objects in the secondary store):
+    prefix -> why. A failover that crashed leaves its entry in progress; its checkpoint
+    stays protected until the entry is finished."""
+    root = secondary.uri.rstrip("/") + "/"
+    entries = LedgerFile(ledger_file).read(runbook) + LedgerStore(secondary).read(runbook)
+    found = {}
+    for entry in entries:
+        if entry.outcome == "in-progress" and entry.checkpoint and entry.checkpoint.startswith(root):
+            name = entry.checkpoint[len(root) :].strip("/").split("/")[0]
+            found[name] = f"in use by failover run {entry.run_id}"
+    return found
+
+
+def retention_protections(runbook: str, secondary: Store, protect: Iterable[str] = ()) -> dict[str, str]:
+    """Prefix -> why, for checkpoints retention must keep whatever the policy says: those an
+    in-progress failover resumes from, and `--protect` ones (a fenced-out lineage's are kept
+    by `foreign_checkpoints`)."""
+    protected = failover_checkpoints(runbook, secondary)
+    protected.update(dict.fromkeys((p.strip("/") for p in protect), "protected: named with --protect"))
+    return protected
+
+
+def retention_for(
+    secondary: Store,
+    primary: Store | None,
+    *,
+    runbook: str,
+    layout: str,
+    policy: RetentionPolicy,
+    protect: Iterable[str] = (),
+    dry_run: bool = False,
+    primary_found: Discovery | None = None,
+    secondary_found: Discovery | None = None,
+) -> RetentionReport:
+    """Apply `runbook`'s retention `policy` to the secondary store: keep the newest
+    `keep_last` checkpoints that certify (against `primary`, or its manifests when None),
+    everything newer, and `retention_protections`. Nothing is deleted when none certifies or
+    when `primary` is given but cannot be read (certification would be on manifests alone).
+
+    The secondary is listed once, for certification and retention together, or not at all
+    when `secondary_found` is given (the store as this run's copy left it,
+    `ReplicationReport.destination_found`); the primary not at all when `primary_found` (its
+    discovery from this run) is given. The site state is read once (one request per store)
+    for both."""
+    found = secondary_found or discover(secondary, layout)
+    present = stored_checkpoints(secondary, layout, found)
+    lease = read_site_state({"store": secondary, "other": primary}).lease
+    good, source_error = certifiable_prefixes(
+        secondary,
+        primary,
+        layout=layout,
+        want=policy.keep_last,
+        found=found,
+        source_found=primary_found,
+        lease=lease,
+    )
+    if source_error:
+        why = f"source unreachable ({source_error}): retention deletes nothing"
+        ordered = sorted(present, key=lambda c: (c.step, c.prefix), reverse=True)
+        return RetentionReport(verdicts=[Verdict(c, True, why) for c in ordered], dry_run=dry_run)
+    verdicts = plan_retention(
+        present,
+        keep_last=policy.keep_last,
+        keep_every=policy.keep_every,
+        protected=retention_protections(runbook, secondary, protect),
+        certifiable=good,
+        foreign=foreign_checkpoints(secondary, primary, layout, found, lease),
+    )
+    return apply_retention(secondary, verdicts, dry_run=dry_run)

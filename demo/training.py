@@ -314,7 +314,8 @@ class Replicator:
         self._thread.join()
 
     def _loop(self) -> None:
-        from lifeboat_dr.core.replication import committed_checkpoints, replicate_checkpoints
+        from lifeboat_dr.core.checkpoints.inventory import committed_checkpoints
+        from lifeboat_dr.core.replication.copying import replicate_checkpoints
 
         while not self._stop.wait(1.0):
             sources = committed_checkpoints(self.primary, self.rb.checkpoint.layout.value)

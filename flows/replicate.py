@@ -1,6 +1,7 @@
 """The `replicate` flow: committed checkpoints to the secondary store, lag events, retention.
 
-Thin on purpose: every step is a core function (lifeboat_dr.core.replication, lifeboat_dr.core.retention);
+Thin on purpose: every step is a core function (lifeboat_dr.core.replication, lifeboat_dr.core.retention)
+over the runbook's `ReplicationSettings` (flows/wiring.py);
 the flow adds scheduling, retries, an artifact and the `lifeboat.replication.lag_exceeded`
 event (resource `lifeboat.runbook.<name>`) that an automation can page on.
 """
@@ -12,67 +13,73 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from lifeboat_dr.core.checkpoints.layouts import discover
-from lifeboat_dr.core.replication import (
-    LAG_EVENT,
+from lifeboat_dr.core.replication.copying import ReplicationReport, replicate_checkpoints
+from lifeboat_dr.core.replication.direction import (
     Direction,
-    LagLog,
-    ReplicationReport,
-    default_lag_log,
+    ReplicationSettings,
     direction,
-    loss_log_key,
-    replicate_checkpoints,
-    retention_for,
     sources_to_replicate,
 )
-from lifeboat_dr.flows.wiring import open_sites
+from lifeboat_dr.core.replication.lag import LAG_EVENT, LagLog, default_lag_log
+from lifeboat_dr.core.retention import retention_for
+from lifeboat_dr.flows.wiring import open_sites, replication_settings
 from lifeboat_dr.kernel.errors import ProviderUnavailable
 from lifeboat_dr.providers.orchestrator.prefect_api import emit as emit_event
 from lifeboat_dr.runbooks.loader import load_runbook
 
 
 @task(cache_policy=NO_CACHE)
-def find_direction(rb, primary, secondary, dry_run: bool) -> Direction:
-    return direction(rb, primary, secondary, dry_run=dry_run)
+def find_direction(settings: ReplicationSettings, primary, secondary, dry_run: bool) -> Direction:
+    return direction(settings.runbook, primary, secondary, dry_run=dry_run)
 
 
 @task(cache_policy=NO_CACHE)
-def find_sources(rb, way: Direction) -> list:
-    return sources_to_replicate(rb, way)
+def find_sources(settings: ReplicationSettings, way: Direction) -> list:
+    return sources_to_replicate(settings, way)
 
 
 @task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=30)
-def copy_checkpoints(rb, way: Direction, guard, sources, dry_run: bool) -> ReplicationReport:
-    # the pre-failure loss log travels with the primary's checkpoints
-    also = [k for k in [loss_log_key(rb)] if k] if way.source_role == "primary" else []
+def copy_checkpoints(
+    settings: ReplicationSettings, way: Direction, guard, sources, dry_run: bool
+) -> ReplicationReport:
     return replicate_checkpoints(
         way.source,
         way.destination,
         sources,
-        rpo_target=rb.rpo_target,
+        rpo_target=settings.rpo_target,
         dry_run=dry_run,
         guard=guard,
-        also=also,
+        also=settings.also_copied(way.source_role),  # the pre-failure loss log, from the primary
         # the standby, listed once: each copy starts from it, retention reads what they left
-        destination_found=discover(way.destination, rb.checkpoint.layout.value),
+        destination_found=discover(way.destination, settings.layout),
     )
 
 
 @task(cache_policy=NO_CACHE)
-def record_lag(rb, report: ReplicationReport, lag_log: str | None) -> int:
-    LagLog(lag_log or default_lag_log(rb)).append(report.lags)
+def record_lag(runbook: str, report: ReplicationReport, lag_log: str | None) -> int:
+    LagLog(lag_log or default_lag_log(runbook)).append(report.lags)
     for lag in report.exceeded:
         emit_event(
             event=LAG_EVENT,
-            resource={"prefect.resource.id": f"lifeboat.runbook.{rb.name}", "prefect.resource.name": rb.name},
+            resource={"prefect.resource.id": f"lifeboat.runbook.{runbook}", "prefect.resource.name": runbook},
             payload=lag.to_dict(),
         )
     return len(report.exceeded)
 
 
 @task(cache_policy=NO_CACHE)
-def trim_standby(rb, way: Direction, protect: list[str], dry_run: bool, standby_found=None):
+def trim_standby(
+    settings: ReplicationSettings, way: Direction, protect: list[str], dry_run: bool, standby_found=None
+):
     return retention_for(
-        rb, way.destination, way.source, protect=protect, dry_run=dry_run, secondary_found=standby_found
+        way.destination,
+        way.source,
+        runbook=settings.runbook,
+        layout=settings.layout,
+        policy=settings.retention,
+        protect=protect,
+        dry_run=dry_run,
+        secondary_found=standby_found,
     )
 
 
@@ -97,8 +104,9 @@ def replicate(
         lag_log: Where to append the per-checkpoint replication lag (JSON lines).
     """
     rb = load_runbook(runbook)
+    settings = replication_settings(rb)
     primary, secondary = open_sites(rb)
-    way = find_direction(rb, primary, secondary, dry_run)
+    way = find_direction(settings, primary, secondary, dry_run)
     guard = way.guard(rb.name, {"primary": primary, "secondary": secondary})
     print(f"{way.state.describe()}: replicating {way.source.uri} -> {way.destination.uri}")
     summary: dict = {
@@ -110,12 +118,12 @@ def replicate(
     }
     standby_found = None
     if not retention_only:
-        report = copy_checkpoints(rb, way, guard, find_sources(rb, way), dry_run)
+        report = copy_checkpoints(settings, way, guard, find_sources(settings, way), dry_run)
         summary.update(copied_bytes=report.bytes_copied, failed=report.failed)
         standby_found = report.destination_found
         if not dry_run:
-            summary["lag_exceeded"] = record_lag(rb, report, lag_log)
-    retention = trim_standby(rb, way, protect or [], dry_run, standby_found)
+            summary["lag_exceeded"] = record_lag(rb.name, report, lag_log)
+    retention = trim_standby(settings, way, protect or [], dry_run, standby_found)
     summary["deleted"] = retention.deleted
     create_markdown_artifact(key=f"replicate-{rb.name}", markdown=_markdown(summary, dry_run))
     if summary["failed"]:  # after lag and retention: the run fails visibly, a rerun resumes

@@ -104,7 +104,8 @@ def seed(rb: Runbook, box: Sandbox, job: TrainerJob, *, steps: int, every: int) 
     """Train on the primary until it dies 3 steps after its last checkpoint (work the resumed
     job must redo, and whose losses the parity gate compares), then replicate every
     committed checkpoint."""
-    from lifeboat_dr.core.replication import replicate_checkpoints, stored_checkpoints
+    from lifeboat_dr.core.checkpoints.inventory import stored_checkpoints
+    from lifeboat_dr.core.replication.copying import replicate_checkpoints
     from lifeboat_dr.flows.wiring import open_sites
 
     heartbeat = box.root / "primary-heartbeat.json"

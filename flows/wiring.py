@@ -3,7 +3,8 @@
 No behaviour lives here: the steps are `lifeboat_dr.core.failover.steps.ProviderSteps`, the walk
 is `lifeboat_dr.core.failover.walk`. This module opens a runbook's stores (one opener, which keeps
 each site's S3-compatible `endpoint_url`), builds its compute, registry, probes, ledger and
-approval gate, and reads its policy into `FailoverSettings` / `StepSpec`.
+approval gate, and reads its policy into `FailoverSettings` / `StepSpec` (and replication's
+into `ReplicationSettings`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # imported where used: a command that only opens stores (repl
     from lifeboat_dr.core.failover.results import FailoverSettings
     from lifeboat_dr.core.failover.steps import Providers, ProviderSteps, StepSpec
     from lifeboat_dr.core.ledger import RtoLedger
+    from lifeboat_dr.core.replication.direction import ReplicationSettings
     from lifeboat_dr.providers.image_registry import Registry
     from lifeboat_dr.providers.storage.base import Store
     from lifeboat_dr.runbooks.model import Runbook, Site
@@ -83,6 +85,41 @@ def read_text(rb: Runbook, where: str, opener: Callable[[str], Store] | None = N
         return b"".join((opener or store_opener(rb))(parent).read(key)).decode()
     except NotFound:  # never replicated: nothing to compare, so parity is not provable
         return ""
+
+
+# -- replication -------------------------------------------------------------------------------
+def replication_settings(rb: Runbook) -> ReplicationSettings:
+    """What replication and the standby's retention read of the runbook."""
+    from lifeboat_dr.core.replication.direction import ReplicationSettings
+    from lifeboat_dr.core.retention import RetentionPolicy
+
+    retention = rb.checkpoint.retention
+    return ReplicationSettings(
+        runbook=rb.name,
+        layout=rb.checkpoint.layout.value,
+        rpo_target=rb.rpo_target,
+        retention=RetentionPolicy(retention.keep_last, retention.keep_every),
+        loss_log_key=loss_log_key(rb),
+    )
+
+
+def loss_log_key(rb: Runbook) -> str | None:
+    """The runbook's pre-failure loss log as a key of the primary store, when it lives there:
+    replication then copies it beside the checkpoints, and the failover reads that copy."""
+    where = rb.verify.loss_log
+    if not where or "://" not in where:
+        return None
+    uri, root = rb.store_uri(where), rb.store_uri(rb.primary.store).rstrip("/") + "/"
+    return uri[len(root) :] if uri.startswith(root) and len(uri) > len(root) else None
+
+
+def loss_log_for_failover(rb: Runbook) -> str | None:
+    """Where the failover reads the pre-failure loss log: the secondary's copy of one kept in
+    the primary store (the primary is down), else the runbook's own path or URI."""
+    key = loss_log_key(rb)
+    if key is None:
+        return rb.verify.loss_log
+    return rb.store_uri(rb.secondary.store).rstrip("/") + "/" + key
 
 
 # -- providers --------------------------------------------------------------------------------
@@ -235,8 +272,6 @@ def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
         stage_runbook_weights(rb, providers.open_store)
         return readiness_for(rb, providers.registry, providers.open_store)
 
-    from lifeboat_dr.core.replication import loss_log_for_failover
-
     v = rb.verify
     loss_log = loss_log_for_failover(rb)  # the secondary's copy when the log lives in the primary store
     return StepSpec(
@@ -351,14 +386,15 @@ def build_failback_steps(
     """`FailbackSteps` over the swapped view: reverse replication, then the failover's steps.
     A drill's clusters are its own (`cluster_name(rb, drill)`, `<primary cluster>-drill-<id>`)."""
     from lifeboat_dr.core.failover.failback import FailbackSteps
-    from lifeboat_dr.core.replication import hand_back, replicate_by_site_state
+    from lifeboat_dr.core.replication.direction import hand_back, replicate_by_site_state
 
+    settings = replication_settings(rb)  # the runbook's, not the view's: replication knows the real roles
     view = swapped(rb)
     providers = providers or providers_for(view)
     spec = dataclasses.replace(spec_for(view, providers), primary_cluster=None, activates="primary")
 
     def catch_up():  # real roles: the view's secondary is the runbook's primary
-        return replicate_by_site_state(rb, providers.secondary, providers.primary)
+        return replicate_by_site_state(settings, providers.secondary, providers.primary)
 
     return FailbackSteps(
         spec,
@@ -367,7 +403,7 @@ def build_failback_steps(
         cluster=failback_cluster(rb) + (f"-drill-{drill}" if drill else ""),
         standby_cluster=cluster_name(rb, drill),
         catch_up=catch_up,
-        hand_back=lambda: hand_back(rb, providers.secondary, providers.primary),
+        hand_back=lambda: hand_back(settings, providers.secondary, providers.primary),
         stop_timeout_s=max(2 * rb.checkpoint.cadence.total_seconds(), 10.0),
     )
 

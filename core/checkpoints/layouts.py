@@ -1,4 +1,4 @@
-"""Checkpoint layouts: find the checkpoints in a store and say whether each is complete.
+"""Checkpoint layouts: find the checkpoints in a store and what each directory holds.
 
 A checkpoint is a top-level directory of the store (`global_step1200/`, `iter_0001200/`,
 `checkpoint-1200/`, `step_1200/`). Discovery lists the store once and keeps, per directory,
@@ -7,9 +7,10 @@ in memory while the store is small enough (`cache_limit`), past that in a tempor
 (one JSON line per object, read back a block at a time), so certification never lists a
 store twice whatever its size, and memory stays flat.
 
-Completeness is each framework's own commit protocol: core/checkpoints/protocols.py
-(`incomplete_reason`). A root pointer (`latest`, `latest_checkpointed_iteration.txt`) is part
-of that protocol: a step past the one it names never committed; it is never followed alone.
+Whether each is complete is each framework's own commit protocol, judged from what discovery
+found: core/checkpoints/protocols.py (`incomplete_reason`). A root pointer (`latest`,
+`latest_checkpointed_iteration.txt`) is part of that protocol: a step past the one it names
+never committed; it is never followed alone.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
-from lifeboat_dr.core.checkpoints.protocols import HF_INDEX, incomplete_reason  # noqa: F401 (callers import it here)
 from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME
 from lifeboat_dr.core.fencing import COMMIT_MARKER
 from lifeboat_dr.kernel.errors import ConfigError, NotFound
@@ -31,6 +31,7 @@ from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
 LAYOUTS = ("dcp", "deepspeed", "megatron", "hf", "hf-weights", "manifest")
 POINTERS = ("latest", "latest_checkpointed_iteration.txt")
+HF_INDEX = "model.safetensors.index.json"  # a sharded safetensors checkpoint's index
 _MARKERS = {
     ".metadata",
     HF_INDEX,

@@ -28,19 +28,15 @@ import json
 import re
 import struct
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
+from lifeboat_dr.core.checkpoints.layouts import HF_INDEX, POINTERS, CheckpointDir
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
 from lifeboat_dr.core.checkpoints.safe_pickle import Stub, dcp_storage_files
 from lifeboat_dr.core.checkpoints.torch_zip import read_torch_header
 from lifeboat_dr.kernel.errors import ConfigError, NotFound
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
-if TYPE_CHECKING:
-    from lifeboat_dr.core.checkpoints.layouts import CheckpointDir
-
-HF_INDEX = "model.safetensors.index.json"
-DS_POINTER, MEGATRON_POINTER = "latest", "latest_checkpointed_iteration.txt"
+DS_POINTER, MEGATRON_POINTER = POINTERS
 MAX_SMALL_FILE = 64 << 20  # indexes, trainer states, safetensors headers (spec: 100 MB max)
 _DS_MODEL = re.compile(r"^mp_rank_(\d+)_model_states\.pt$")
 _DS_ZERO = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_(optim|model)_states\.pt$")

@@ -10,8 +10,9 @@ the same walker over the same graph, with four differences:
 - `fence` makes the primary active (both stores), then waits for the secondary's job to
   stop at its next checkpoint boundary (its guarded commit is refused and it exits), keeps
   its log and stops its cluster; then hands back what that job committed before the fence
-  (`lifeboat_dr.core.replication.hand_back`) and certifies again on the primary: the resume starts
-  from the newest checkpoint the secondary's job committed (`Fenced.checkpoint`);
+  (`lifeboat_dr.core.replication.direction.hand_back`) and certifies again on the primary:
+  the resume starts from the newest checkpoint the secondary's job committed
+  (`Fenced.checkpoint`);
 - `prove` compares the resumed losses with the secondary job's own log (the lineage that
   wrote the checkpoint), not the runbook's pre-failure log.
 
@@ -30,14 +31,14 @@ from collections.abc import Callable
 from lifeboat_dr.core.certify import CertifyReport
 from lifeboat_dr.core.failover.results import Confirmation, Fenced
 from lifeboat_dr.core.failover.steps import ProviderSteps
-from lifeboat_dr.core.replication import ReplicationReport
+from lifeboat_dr.core.replication.copying import ReplicationReport
 from lifeboat_dr.kernel.errors import LifeboatError, NotFound, ProviderUnavailable, StopFailover
 
 
 class FailbackSteps(ProviderSteps):
     """See the module docstring. `catch_up()` runs one reverse replication pass and returns
-    `(Direction, ReplicationReport)` (lifeboat_dr.core.replication.replicate_by_site_state);
-    `hand_back()` the copy after the fence (lifeboat_dr.core.replication.hand_back)."""
+    `(Direction, ReplicationReport)` (`replicate_by_site_state` in core/replication/direction.py);
+    `hand_back()` the copy after the fence (`hand_back`, beside it)."""
 
     def __init__(
         self,

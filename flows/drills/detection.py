@@ -27,7 +27,8 @@ from lifeboat_dr.runbooks.model import Runbook
 
 
 def prepare_process_kill(rig: Rig, options: Mapping[str, Any]) -> None:
-    from lifeboat_dr.core.replication import replicate_checkpoints, stored_checkpoints
+    from lifeboat_dr.core.checkpoints.inventory import stored_checkpoints
+    from lifeboat_dr.core.replication.copying import replicate_checkpoints
     from lifeboat_dr.flows.sandbox import sandbox_of
     from lifeboat_dr.flows.wiring import open_sites
     from lifeboat_dr.standins.trainer.jobs import trainer_job

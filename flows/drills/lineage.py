@@ -33,7 +33,7 @@ def prepare_zombie_primary(rig: Rig, options: Mapping[str, Any]) -> None:
 def verify_zombie_primary(rig: Rig, outcome: Outcome) -> list[Check]:
     from lifeboat_dr.core.certify import LINEAGE, certify_replica
     from lifeboat_dr.core.commit import commit_checkpoint
-    from lifeboat_dr.core.replication import direction
+    from lifeboat_dr.core.replication.direction import direction
     from lifeboat_dr.flows.wiring import open_sites
     from lifeboat_dr.kernel.errors import StopFailover
     from lifeboat_dr.standins.checkpoints import replicate as raw_copy
@@ -49,11 +49,11 @@ def verify_zombie_primary(rig: Rig, outcome: Outcome) -> list[Check]:
         checks.append(Check("the zombie commits on its own store (it missed the fence)", False, str(e)))
     before = _snapshot(secondary)
     try:
-        direction(rig.rb, primary, secondary, source="primary")
+        direction(rig.rb.name, primary, secondary, source="primary")
         checks.append(Check("replication from the zombie's site is refused", False, "it was allowed"))
     except StopFailover as e:
         checks.append(Check("replication from the zombie's site is refused", "refusing" in str(e), str(e)))
-    way = direction(rig.rb, primary, secondary)
+    way = direction(rig.rb.name, primary, secondary)
     checks.append(
         Check(
             "replication follows the site state (secondary -> primary)",
@@ -102,7 +102,7 @@ def prepare_failback(rig: Rig, options: Mapping[str, Any]) -> None:
 def verify_failback(rig: Rig, outcome: Outcome) -> list[Check]:
     """After the failover, fail back (the same walker, roles swapped) and check the record."""
     from lifeboat_dr.core.failover.walk import execute
-    from lifeboat_dr.core.replication import direction
+    from lifeboat_dr.core.replication.direction import direction
     from lifeboat_dr.core.sitestate import read_site_state
     from lifeboat_dr.flows.approval import ChatGate
     from lifeboat_dr.flows.wiring import (
@@ -167,7 +167,7 @@ def verify_failback(rig: Rig, outcome: Outcome) -> list[Check]:
             entry.checkpoint or "none",
         )
     )
-    way = direction(rig.rb, primary, secondary)
+    way = direction(rig.rb.name, primary, secondary)
     checks.append(
         Check(
             "replication goes primary -> secondary again",
@@ -183,7 +183,7 @@ OWN_COMMIT_WAIT_S = 30.0
 
 def _own_commits(rig: Rig, secondary) -> list[int]:
     """Steps committed on the secondary by its own lineage (not replicated foreign ones)."""
-    from lifeboat_dr.core.replication import committed_checkpoints, foreign_checkpoints
+    from lifeboat_dr.core.checkpoints.inventory import committed_checkpoints, foreign_checkpoints
 
     layout = rig.rb.checkpoint.layout.value
     foreign = foreign_checkpoints(secondary, None, layout)

@@ -64,23 +64,19 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from lifeboat_dr.core.replication import (
-        LagLog,
-        default_lag_log,
-        direction,
-        loss_log_key,
-        replicate_checkpoints,
-        sources_to_replicate,
-    )
-    from lifeboat_dr.flows.wiring import open_sites
+    from lifeboat_dr.core.replication.copying import replicate_checkpoints
+    from lifeboat_dr.core.replication.direction import direction, sources_to_replicate
+    from lifeboat_dr.core.replication.lag import LagLog, default_lag_log
+    from lifeboat_dr.flows.wiring import open_sites, replication_settings
     from lifeboat_dr.kernel.errors import ConfigError
     from lifeboat_dr.runbooks.loader import load_runbook
 
     if args.concurrency < 1:
         raise ConfigError(f"--concurrency must be at least 1, not {args.concurrency}")
     rb = load_runbook(args.runbook)
+    settings = replication_settings(rb)
     primary, secondary = open_sites(rb)
-    way = direction(rb, primary, secondary, source=args.source, dry_run=args.dry_run)
+    way = direction(rb.name, primary, secondary, source=args.source, dry_run=args.dry_run)
     # What is loaded by now (modules, the runbook, the S3 client's model) lives until exit:
     # out of the collector's way, so a copy's many small requests do not rescan it.
     gc.freeze()
@@ -94,9 +90,9 @@ def run(args) -> int:
     if not args.retention_only:
         from lifeboat_dr.core.checkpoints.layouts import discover
 
-        layout = rb.checkpoint.layout.value
+        layout = settings.layout
         found = discover(way.source, layout)  # also certification's view of the source
-        sources = sources_to_replicate(rb, way, found)
+        sources = sources_to_replicate(settings, way, found)
         if not sources:
             print(f"{way.source.uri}: no committed checkpoint to replicate")
         show = (sys.stderr.isatty() if args.progress is None else args.progress) and not args.dry_run
@@ -105,13 +101,13 @@ def run(args) -> int:
                 way.source,
                 way.destination,
                 sources,
-                rpo_target=rb.rpo_target,
+                rpo_target=settings.rpo_target,
                 concurrency=args.concurrency,
                 progress=bars,
                 dry_run=args.dry_run,
                 trust_committed=not args.recheck,
                 guard=guard,
-                also=[k for k in [loss_log_key(rb)] if k] if way.source_role == "primary" else [],
+                also=settings.also_copied(way.source_role),
                 source_found=found,
                 destination_found=discover(way.destination, layout),  # the standby, listed once
             )
@@ -131,18 +127,20 @@ def run(args) -> int:
                 f"(RPO target {format_duration(lag.rpo_target)}){over}"
             )
         if not args.dry_run:
-            LagLog(args.lag_log or default_lag_log(rb)).append(report.lags)
-    _retention(rb, way, args, found, standby)
+            LagLog(args.lag_log or default_lag_log(rb.name)).append(report.lags)
+    _retention(settings, way, args, found, standby)
     return 1 if failed else 0
 
 
-def _retention(rb, way, args, source_found, standby_found) -> None:
-    from lifeboat_dr.core.replication import retention_for
+def _retention(settings, way, args, source_found, standby_found) -> None:
+    from lifeboat_dr.core.retention import retention_for
 
     result = retention_for(
-        rb,
         way.destination,
         way.source,
+        runbook=settings.runbook,
+        layout=settings.layout,
+        policy=settings.retention,
         protect=args.protect,
         dry_run=args.dry_run,
         primary_found=source_found,

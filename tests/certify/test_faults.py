@@ -9,8 +9,8 @@ import pickle
 import pytest
 
 from lifeboat_dr.core.certify import BAD_METADATA, INCOMPLETE, StoreUnavailable, certify_replica
-from lifeboat_dr.core.replication import replicate_checkpoints
-from lifeboat_dr.core.retention import StoredCheckpoint
+from lifeboat_dr.core.checkpoints.inventory import StoredCheckpoint
+from lifeboat_dr.core.replication.copying import replicate_checkpoints
 from lifeboat_dr.kernel.errors import ProviderUnavailable
 from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
 from lifeboat_dr.testing.memory_store import MemoryStore

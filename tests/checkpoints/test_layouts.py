@@ -3,8 +3,9 @@
 import pytest
 
 from lifeboat_dr.core.certify import certify_replica
-from lifeboat_dr.core.checkpoints.layouts import discover, incomplete_reason, pointer_notes
+from lifeboat_dr.core.checkpoints.layouts import discover, pointer_notes
 from lifeboat_dr.core.checkpoints.manifest import Manifest, Shard, iter_manifest
+from lifeboat_dr.core.checkpoints.protocols import incomplete_reason
 from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.standins.checkpoints import dcp_metadata, replicate, write_checkpoint
 from lifeboat_dr.testing.memory_store import MemoryStore

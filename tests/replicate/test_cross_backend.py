@@ -142,8 +142,9 @@ def test_replication_to_s3_leaves_a_receipt_so_an_outage_certifies_without_a_hea
     from datetime import timedelta
 
     from lifeboat_dr.core.certify import certify_replica
+    from lifeboat_dr.core.checkpoints.inventory import committed_checkpoints
     from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME
-    from lifeboat_dr.core.replication import committed_checkpoints, replicate_checkpoints
+    from lifeboat_dr.core.replication.copying import replicate_checkpoints
 
     src, dst = make_store("local"), make_store("s3")
     write_checkpoint(src, "step-000300", 300, shards=6, size=2_000)

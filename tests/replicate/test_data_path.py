@@ -38,7 +38,8 @@ def hashed(monkeypatch):
 def test_a_checkpoint_to_s3_is_one_put_per_object_no_head_and_every_byte_hashed_once(
     make_store, write_checkpoint, hashed
 ):
-    from lifeboat_dr.core.replication import committed_checkpoints, replicate_checkpoints
+    from lifeboat_dr.core.checkpoints.inventory import committed_checkpoints
+    from lifeboat_dr.core.replication.copying import replicate_checkpoints
 
     src, dst = make_store("local"), make_store("s3")
     write_checkpoint(src, "step-000300", 300, shards=3, size=5_000)

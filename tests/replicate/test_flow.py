@@ -31,7 +31,7 @@ def test_a_replica_later_than_the_rpo_target_raises_a_lag_exceeded_event(
 ):
     from prefect.events.worker import EventsWorker
 
-    from lifeboat_dr.core.replication import LAG_EVENT, LagLog
+    from lifeboat_dr.core.replication.lag import LAG_EVENT, LagLog
     from lifeboat_dr.flows.replicate import replicate
 
     runbook_file.write_text(runbook_file.read_text().replace("rpo: 30m", "rpo: 1ms"))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+from lifeboat_dr.core.checkpoints.inventory import StoredCheckpoint
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
-from lifeboat_dr.core.replication import LagLog, replicate_checkpoints
-from lifeboat_dr.core.retention import StoredCheckpoint
+from lifeboat_dr.core.replication.copying import replicate_checkpoints
+from lifeboat_dr.core.replication.lag import LagLog
 from lifeboat_dr.shell.cli import main
 
 STEPS = (50, 100, 150, 200)

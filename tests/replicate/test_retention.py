@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from lifeboat_dr.core.checkpoints.inventory import StoredCheckpoint
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
-from lifeboat_dr.core.retention import StoredCheckpoint, apply_retention, plan_retention
+from lifeboat_dr.core.retention import apply_retention, plan_retention
 
 
 def ckpts(*steps: int, incomplete: tuple[int, ...] = ()) -> list[StoredCheckpoint]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lifeboat_dr.core.retention import StoredCheckpoint, plan_retention
+from lifeboat_dr.core.checkpoints.inventory import StoredCheckpoint
+from lifeboat_dr.core.retention import plan_retention
 from lifeboat_dr.providers.storage.local import LocalStore
 from lifeboat_dr.shell.cli import main
 from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
@@ -136,7 +137,7 @@ def test_lag_log_that_cannot_be_written_is_one_line_naming_it(tmp_path, monkeypa
 
 
 def test_the_pre_failure_loss_log_replicates_with_the_checkpoints(tmp_path, monkeypatch, capsys):
-    from lifeboat_dr.core.replication import loss_log_for_failover
+    from lifeboat_dr.flows.wiring import loss_log_for_failover
     from lifeboat_dr.runbooks.loader import load_runbook
 
     source, secondary, runbook = _site(tmp_path, monkeypatch)

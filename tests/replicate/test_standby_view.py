@@ -14,10 +14,13 @@ from datetime import timedelta
 
 import pytest
 
+from lifeboat_dr.core.checkpoints.inventory import committed_checkpoints
 from lifeboat_dr.core.checkpoints.layouts import Discovery, discover
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, build_manifest, commit_manifest
-from lifeboat_dr.core.replication import committed_checkpoints, replicate_checkpoints, retention_for
+from lifeboat_dr.core.replication.copying import replicate_checkpoints
+from lifeboat_dr.core.retention import retention_for
 from lifeboat_dr.core.transfer import RetryPolicy
+from lifeboat_dr.flows.wiring import replication_settings
 from lifeboat_dr.kernel.errors import ProviderUnavailable
 from lifeboat_dr.runbooks.loader import load_runbook
 
@@ -59,6 +62,19 @@ def _replicate(primary, secondary, listed=None, **kwargs):
         rpo_target=timedelta(hours=1),
         retry=RetryPolicy(attempts=2, base_delay=0, sleep=lambda s: None),
         destination_found=discover(listed or secondary, "manifest"),
+        **kwargs,
+    )
+
+
+def _retention(rb, secondary, primary, **kwargs):
+    """The standby's retention as `lifeboat replicate` applies it."""
+    settings = replication_settings(rb)
+    return retention_for(
+        secondary,
+        primary,
+        runbook=settings.runbook,
+        layout=settings.layout,
+        policy=settings.retention,
         **kwargs,
     )
 
@@ -166,7 +182,7 @@ def test_retention_from_the_copys_view_keeps_what_someone_else_wrote_after_the_l
         "step-000200",
         "step-000100",
     ]
-    first = retention_for(rb, secondary, primary, secondary_found=report.destination_found)
+    first = _retention(rb, secondary, primary, secondary_found=report.destination_found)
     assert first.deleted == ["step-000100"]
     assert sorted(d.name for d in discover(secondary, "manifest").checkpoints) == [
         "step-000050",
@@ -174,7 +190,7 @@ def test_retention_from_the_copys_view_keeps_what_someone_else_wrote_after_the_l
         "step-000300",
     ]
 
-    second = retention_for(rb, secondary, primary)  # the next run lists the standby afresh
+    second = _retention(rb, secondary, primary)  # the next run lists the standby afresh
     assert second.deleted == ["step-000050"]
 
 
@@ -197,7 +213,7 @@ def test_a_half_done_copy_of_the_newest_keeps_it_and_the_newest_certified_ones(
     assert list(report.failed) == ["step-000400"]
     verdicts = {
         v.checkpoint.prefix: (v.keep, v.reason)
-        for v in retention_for(rb, secondary, primary, secondary_found=report.destination_found).verdicts
+        for v in _retention(rb, secondary, primary, secondary_found=report.destination_found).verdicts
     }
     assert verdicts == {
         "step-000400": (True, "incomplete: left for replication or certify"),

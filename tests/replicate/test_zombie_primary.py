@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from types import SimpleNamespace
+from datetime import timedelta
 
 import pytest
 
 from lifeboat_dr.core.certify import LINEAGE, certify_replica
 from lifeboat_dr.core.commit import commit_checkpoint
 from lifeboat_dr.core.fencing import fence_job
-from lifeboat_dr.core.replication import direction, replicate_checkpoints, retention_for, sources_to_replicate
+from lifeboat_dr.core.replication.copying import replicate_checkpoints
+from lifeboat_dr.core.replication.direction import ReplicationSettings, direction, sources_to_replicate
+from lifeboat_dr.core.retention import RetentionPolicy, retention_for
 from lifeboat_dr.core.sitestate import RolesFlipped, read_site_state
 from lifeboat_dr.kernel.errors import ProviderUnavailable, StopFailover
 from lifeboat_dr.standins.checkpoints import replicate as raw_copy
 from lifeboat_dr.standins.checkpoints import write_checkpoint
-
-RB = SimpleNamespace(name="trainer", rpo_target=None)
 
 
 class Partitioned:
@@ -38,16 +38,8 @@ class Partitioned:
         return down
 
 
-def _runbook(keep_last: int = 2):
-    from datetime import timedelta
-
-    retention = SimpleNamespace(keep_last=keep_last, keep_every=None)
-    layout = SimpleNamespace(value="manifest")
-    return SimpleNamespace(
-        name="trainer",
-        rpo_target=timedelta(minutes=30),
-        checkpoint=SimpleNamespace(layout=layout, retention=retention),
-    )
+def _settings(keep_last: int = 2) -> ReplicationSettings:
+    return ReplicationSettings("trainer", "manifest", timedelta(minutes=30), RetentionPolicy(keep_last))
 
 
 def _commit(store, step: int, epoch: int) -> str:
@@ -56,15 +48,15 @@ def _commit(store, step: int, epoch: int) -> str:
     return name
 
 
-def _replicate(rb, primary, secondary, **kw):
-    way = direction(rb, primary, secondary, **kw)
+def _replicate(settings, primary, secondary, **kw):
+    way = direction(settings.runbook, primary, secondary, **kw)
     stores = {"primary": primary, "secondary": secondary}
     report = replicate_checkpoints(
         way.source,
         way.destination,
-        sources_to_replicate(rb, way),
-        rpo_target=rb.rpo_target,
-        guard=way.guard(rb.name, stores),
+        sources_to_replicate(settings, way),
+        rpo_target=settings.rpo_target,
+        guard=way.guard(settings.runbook, stores),
     )
     return way, report
 
@@ -80,9 +72,9 @@ def sites(request, make_store):
 
 def test_a_zombie_primarys_checkpoints_never_reach_the_active_site_nor_certify(sites):
     primary, secondary = sites
-    rb = _runbook()
+    settings = _settings()
     _commit(primary, 10, epoch=0)
-    way, _ = _replicate(rb, primary, secondary)
+    way, _ = _replicate(settings, primary, secondary)
     assert way.source_role == "primary" and [c.step for c in certify_ok(secondary)] == [10]
 
     # The failover fences while the primary is partitioned; the job resumes on the secondary.
@@ -97,7 +89,7 @@ def test_a_zombie_primarys_checkpoints_never_reach_the_active_site_nor_certify(s
     with pytest.raises(
         RolesFlipped, match=r"refusing to replicate trainer from the primary: secondary is active"
     ):
-        _replicate(rb, primary, secondary, source="primary")
+        _replicate(settings, primary, secondary, source="primary")
     assert _snapshot(secondary) == before
     # Reading the site state gave the primary's store the record it missed: the zombie
     # stops at its next commit.
@@ -106,7 +98,7 @@ def test_a_zombie_primarys_checkpoints_never_reach_the_active_site_nor_certify(s
         _commit(primary, 40, epoch=0)
 
     # The scheduled replication follows the site state: secondary -> primary.
-    way, report = _replicate(rb, primary, secondary)
+    way, report = _replicate(settings, primary, secondary)
     assert way.source_role == "secondary" and way.mirrored == ()
     assert _snapshot(secondary) == before and not report.failed
 
@@ -117,7 +109,8 @@ def test_a_zombie_primarys_checkpoints_never_reach_the_active_site_nor_certify(s
     assert [(r.step, r.reason) for r in report.rejected] == [(30, LINEAGE)]
     assert "fenced out" in report.rejected[0].detail and "secondary@1" in report.rejected[0].detail
     # ...and never counts for retention (keep_last 1 would otherwise drop the active step 20).
-    result = retention_for(_runbook(keep_last=1), secondary, primary)
+    one = _settings(keep_last=1)
+    result = retention_for(secondary, primary, runbook=one.runbook, layout=one.layout, policy=one.retention)
     kept = {v.checkpoint.step: v.reason for v in result.verdicts if v.keep}
     assert set(kept) == {20, 30} and "not the active lineage" in kept[30]
     # On the primary, the active lineage's step 20 replaced the zombie's.

@@ -47,7 +47,7 @@ def _ranks_alive(marker: str) -> list[str]:
 
 
 def test_each_save_is_one_distcp_per_rank_committed_by_metadata(uninterrupted):
-    from lifeboat_dr.core.replication import stored_checkpoints
+    from lifeboat_dr.core.checkpoints.inventory import stored_checkpoints
     from lifeboat_dr.providers.storage.local import LocalStore
 
     ckpt, _ = uninterrupted
@@ -64,7 +64,8 @@ def test_replicated_dcp_checkpoints_certify_and_a_flipped_byte_falls_back(uninte
     from datetime import timedelta
 
     from lifeboat_dr.core.certify import certify_replica
-    from lifeboat_dr.core.replication import committed_checkpoints, replicate_checkpoints
+    from lifeboat_dr.core.checkpoints.inventory import committed_checkpoints
+    from lifeboat_dr.core.replication.copying import replicate_checkpoints
     from lifeboat_dr.providers.storage.local import LocalStore
 
     ckpt, _ = uninterrupted
@@ -142,7 +143,7 @@ def test_a_rollback_to_an_older_checkpoint_rewrites_the_newer_steps_whole(uninte
     written anew, nothing of the older lineage's step 10 is left, the losses still match."""
     import shutil
 
-    from lifeboat_dr.core.replication import stored_checkpoints
+    from lifeboat_dr.core.checkpoints.inventory import stored_checkpoints
     from lifeboat_dr.providers.storage.local import LocalStore
 
     source, expected = uninterrupted
