@@ -25,7 +25,7 @@ from lifeboat_dr.core.certify import CertifyReport
 from lifeboat_dr.core.failover import graph
 from lifeboat_dr.core.failover.card import approval_card
 from lifeboat_dr.core.failover.results import FailoverSettings, FailoverSteps, Gate, Provisioned
-from lifeboat_dr.core.failover.rollback import Verdict, after_proof
+from lifeboat_dr.core.failover.rollback import ParityDecision, after_proof
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
 from lifeboat_dr.kernel.errors import ProviderUnavailable, StandDown, StopFailover, WriteFailed
 
@@ -254,11 +254,11 @@ class _Walk:
         return True
 
     def after_proof(self, parity) -> None:
-        verdict = after_proof(parity, self.attempt, self.s.on_parity_failure)
-        if verdict is Verdict.passed:
+        decision = after_proof(parity, self.attempt, self.s.on_parity_failure)
+        if decision is ParityDecision.passed:
             return
         uri = self.checkpoint.certified.uri
-        if verdict is Verdict.stop:
+        if decision is ParityDecision.stop:
             self.gate.notify(f"Lifeboat: loss parity failed for {self.s.runbook} from {uri}: {parity.detail}")
             raise StopFailover(f"loss parity failed from {uri}: {parity.detail}")
         failed_step = self.checkpoint.certified.step
