@@ -233,6 +233,7 @@ class _Walk:
                 self.after_proof(self.done[name].value)
 
     def approve(self) -> bool:
+        self.ledger.flush()  # nobody is asked what the ledger could not record (its writes run behind)
         card = approval_card(
             self.s,
             self.run_id,
