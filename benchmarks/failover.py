@@ -29,7 +29,7 @@ INCIDENT = {
 
 
 class ScriptedGate:
-    decides_at_once = False  # it stands for a person taking `seconds`
+    """A person taking `seconds` to approve."""
 
     def __init__(self, seconds: float):
         self.seconds = seconds

@@ -47,7 +47,7 @@ def main() -> None:
             (
                 e.client.window.total_seconds() if e.client and e.client.window is not None else float("nan"),
                 (p["confirmed"] - p["outage_start"]).total_seconds(),
-                (p["first_step"] - p["confirmed"]).total_seconds(),
+                (p["traffic_switched"] - p["confirmed"]).total_seconds(),
                 e.rto.total_seconds(),
                 f"{e.client.errors}/{e.client.requests}",
             )

@@ -1,4 +1,4 @@
-"""The approval gate as a small state machine: pure, clock injected, every step recorded.
+"""The approval gate as a small state machine: pure, clock injected, every event on its trail.
 
     requested ──(approvers' timeout)──► escalated ──(escalation timeout)──► policy default
         │                                   │                                (on_timeout)
@@ -7,7 +7,7 @@
 A run asks the runbook's approvers; if nobody answers within `approval.timeout` and the
 runbook names `escalation` approvers, they are asked too (the first approvers may still
 answer) until `escalation.timeout`; then `approval.on_timeout` decides: `abort` rejects,
-`proceed` approves, `escalate` (nothing left to escalate to) rejects. Each step keeps
+`proceed` approves, `escalate` (nothing left to escalate to) rejects. Each trail entry keeps
 who, when and why, refusals included. A person may decide only as a verified identity on
 the allow-list: a Slack user id among the approvers, or a login the identity proxy verified
 that `approval.logins` maps to one (`who`); verifying the identity is the caller's part
@@ -25,8 +25,8 @@ from lifeboat_dr.providers.chat.base import ApprovalDecision, Via
 
 
 @dataclass(frozen=True)
-class Step:
-    """One thing that happened at the gate."""
+class TrailEntry:
+    """One thing that happened at the gate: a line of its trail."""
 
     kind: str  # requested | escalated | timed_out | decided | refused
     at: datetime
@@ -60,7 +60,7 @@ class ApprovalProcess:
     requested_at: datetime
     required: bool = True
     logins: dict[str, tuple[str, ...]] = field(default_factory=dict)  # approver -> verified logins
-    trail: list[Step] = field(default_factory=list)
+    trail: list[TrailEntry] = field(default_factory=list)
     decision: ApprovalDecision | None = None
     _stage: int = 0
 
@@ -185,7 +185,7 @@ class ApprovalProcess:
         return decision
 
     def _record(self, kind: str, at: datetime, who: str, why: str) -> None:
-        self.trail.append(Step(kind, at, who, why))
+        self.trail.append(TrailEntry(kind, at, who, why))
 
     def trail_markdown(self) -> str:
         rows = ["| when | step | who | why |", "|---|---|---|---|"]

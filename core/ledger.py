@@ -2,7 +2,8 @@
 
 One `LedgerEntry` per failover run (or drill): milestone timestamps, the step start times
 the timeline needs, failures, and the targets it is judged against. RTO runs from the
-outage start to the first healthy step on the secondary; RPO from the resumed checkpoint's
+outage start to the first healthy step on the secondary (serving: to all traffic on the
+standby, `traffic_switched`); RPO from the resumed checkpoint's
 write time to the outage start. Either more than 20% over its target flags a root-cause
 analysis. `RtoLedger` records an entry as the flow goes; `LedgerFile` / `LedgerStore`
 keep entries durably as JSON lines (the last line per run wins).
@@ -20,10 +21,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from lifeboat_dr.core.failover.graph import MILESTONES
-from lifeboat_dr.core.serving.steps import SERVING_ONLY, steps_for
+from lifeboat_dr.core.serving.steps import SERVING_ONLY, SERVING_RENAMED, rto_end, steps_for
 from lifeboat_dr.kernel.durations import format_duration
 from lifeboat_dr.kernel.errors import ConfigError, LifeboatError, NotFound, WriteFailed
 
@@ -93,10 +94,30 @@ class LedgerEntry(BaseModel):
         None, description="Serving: the error window a synthetic client saw (drills, the demo)."
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_milestones(cls, data):
+        """A serving entry written before its milestones had their own names reads as if
+        written now (`first_step` was its `traffic_switched`)."""
+        if not isinstance(data, dict) or data.get("table") != "serving":
+            return data
+        old = SERVING_RENAMED
+        data = dict(data)
+        for field in ("phases", "began"):
+            if isinstance(data.get(field), dict):
+                data[field] = {old.get(m, m): at for m, at in data[field].items()}
+        if isinstance(data.get("failures"), list):
+            data["failures"] = [
+                {**f, "phase": old.get(f.get("phase"), f.get("phase"))} if isinstance(f, dict) else f
+                for f in data["failures"]
+            ]
+        return data
+
     @property
     def rto(self) -> timedelta | None:
-        """Outage start to the first healthy step on the secondary."""
-        start, end = self.phases.get("outage_start"), self.phases.get("first_step")
+        """Outage start to the first healthy step on the secondary (serving: to all traffic
+        on the standby)."""
+        start, end = self.phases.get("outage_start"), self.phases.get(rto_end(self.table))
         return end - start if start and end else None
 
     @property

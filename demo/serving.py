@@ -4,9 +4,10 @@
 process) behind a real HAProxy on loopback, the standby serving the weights replicated to
 the secondary. An independent client process (`lifeboat_dr.standins.serving_client`, 50 requests/s from
 4 workers through HAProxy) logs every request. The primary is SIGKILLed; two signals (its own
-health endpoint, HAProxy's check) confirm the outage; the serving failover certifies the
-replica's weights, verifies the standby (same digest, health, canary in budget), switches
-HAProxy's weights at once and watches the standby. The client's log gives the client-visible
+health endpoint, HAProxy's check) confirm the outage; the serving walk that the `failover`
+flow runs (`lifeboat_dr.core.serving.failover`) certifies the replica's weights, verifies the
+standby (same digest, health, canary in budget), switches HAProxy's weights at once and
+watches the standby. The client's log gives the client-visible
 error window, printed against the RTO target and recorded in the ledger; the timeline
 picture shows it. `--bad-standby` leaves the standby on other weights: it must be refused.
 Exit 0 when the window meets the target (with --bad-standby: when the standby was refused).
@@ -89,7 +90,7 @@ def play(box, *, bad_standby: bool) -> int:
         time.sleep(0.5)  # the client keeps going a little after the watch
     finally:
         stop(client)
-    switched = entry.phases.get("first_step")
+    switched = entry.phases.get("traffic_switched")
     measured = f"python load loop in its own process, {RATE} req/s from {WORKERS} workers through HAProxy, 1 s timeout"
     window = client_window(read_samples(samples), switched or datetime.now(UTC), measured)
     ledger.client_window(window)

@@ -302,7 +302,6 @@ class ChatGate:
 
     def __init__(self, runbook, chat: Chat, **await_kw):
         self.runbook, self.chat, self.await_kw = runbook, chat, await_kw
-        self.decides_at_once = getattr(chat, "mode", None) in ("approve", "reject")  # the console's
         self._later: list[Callable[[], None]] = []
 
     def request(self, card: ApprovalCard, ledger=None) -> ApprovalDecision:

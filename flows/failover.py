@@ -1,171 +1,28 @@
 """The `failover` flow: the core's step graph (`lifeboat_dr.core.failover.graph`), walked with each
 step as a Prefect task run. Thin: `lifeboat_dr.flows.wiring` builds the steps, the settings, the ledger
 and the gate from the runbook (loaded once), `lifeboat_dr.core.failover.walk` walks the graph, and
-`PrefectRunner` maps a step to a task run with the runbook's retries.
+`lifeboat_dr.flows.runner.PrefectRunner` maps a step to a task run with the runbook's retries.
 """
 
 from __future__ import annotations
 
-import gc
-from concurrent.futures import Future, InvalidStateError, wait
-from contextlib import nullcontext, suppress
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
-from threading import Event
-from time import monotonic
-from typing import Any, Literal
+from typing import Literal
 
-from prefect import flow, task
-from prefect.cache_policies import NO_CACHE
+from prefect import flow
 from prefect.states import Cancelled
 
 from lifeboat_dr.core.failover import walk
 from lifeboat_dr.core.failover.results import FailoverSettings, FailoverSteps, Gate
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
-from lifeboat_dr.kernel.errors import ConfigError, LifeboatError, ProviderUnavailable, StandDown
+from lifeboat_dr.flows.runner import PrefectRunner
+from lifeboat_dr.kernel.errors import ConfigError, LifeboatError, StandDown
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _retryable(task, task_run, state) -> bool:
-    """Retry a step only on errors the provider says are transient."""
-    try:
-        state.result()
-    except ProviderUnavailable:
-        return True
-    except BaseException:
-        return False
-    return False
-
-
-# How long a step's thread gives way to the walker after its call (the walker starts the next
-# steps, they begin), and how long the walker waits for a handed-over step to begin: bounds,
-# each normally over in well under a millisecond.
-GIVE_WAY_S = 0.05
-SETTLE_S = 10.0  # at most, for the prepared steps' task runs to start before the first step
-
-
-class _Turn:
-    """One step's hand-overs with the walker: its inputs (`given`, when prepared ahead: it is
-    `parked` waiting for them), its start (`begun`), its value (`ended`), and the walker
-    having started what follows (`went_on`)."""
-
-    def __init__(self, prepared: bool):
-        self.given: Future | None = Future() if prepared else None
-        self.parked, self.begun, self.went_on, self.ended = Event(), Event(), Event(), Future()
-
-
-@task(cache_policy=NO_CACHE, persist_result=False)
-def _step(call, *args, turn: _Turn) -> walk.Timed:
-    if turn.given is not None:  # started ahead of its inputs: wait for the walker to hand them over
-        turn.parked.set()
-        handed = turn.given.result()
-        if handed is None:
-            return Cancelled(message="not reached: the failover ended before this step")
-        call, args = handed
-    turn.begun.set()
-    try:
-        timed = walk.timed(call, *args)
-    except StandDown as e:  # its re-check found another run holding the job: this step did nothing
-        turn.ended.set_exception(e)
-        return Cancelled(message=f"stood down: {e}")
-    turn.ended.set_result(timed)  # the walker goes on now
-    # Prefect's own work for this run (Completed, its events and logs) holds the interpreter
-    # lock for milliseconds: it waits until the walker has started the next steps.
-    turn.went_on.wait(GIVE_WAY_S)
-    return timed
-
-
-class PrefectRunner:
-    """Each step one task run, named after the step, retried on `ProviderUnavailable`.
-
-    Prefect's own work per task run (creating it, Running, Completed) is kept off the path
-    between steps: a step the walker will start next is submitted ahead (`prepare`) and waits
-    inside its task run until the walker hands it its inputs; a step's handle is done when
-    its call has returned (the `Timed` handed over from inside the task run) or when its
-    task run has ended (failed, retries spent), not when Prefect has recorded it Completed.
-    The threads share one interpreter lock, so each hand-over is a relay (`_Turn`): the
-    ended step waits while the walker starts the next ones, and the walker waits until they
-    have begun before it prepares more. A prepared step the walk never reaches ends
-    Cancelled ("not reached")."""
-
-    def __init__(self, settings: FailoverSettings):
-        self.settings = settings
-        self._tasks: dict[str, Any] = {}  # step -> its task variant, built once
-        self._prepared: dict[str, tuple[Any, _Turn]] = {}  # step -> (its task run, its turn)
-        self._started: list[_Handle] = []
-
-    def _task(self, name: str):
-        if name not in self._tasks:
-            self._tasks[name] = _step.with_options(
-                name=name,
-                retries=self.settings.retries,
-                retry_delay_seconds=self.settings.retry_delay_s,
-                retry_condition_fn=_retryable,
-            )
-        return self._tasks[name]
-
-    def prepare(self, name: str) -> None:
-        if name not in self._prepared:
-            turn = _Turn(prepared=True)
-            self._prepared[name] = (self._task(name).submit(None, turn=turn), turn)
-
-    def start(self, name: str, call, *args: Any):
-        if name in self._prepared:
-            run, turn = self._prepared.pop(name)
-            turn.given.set_result((call, args))
-        else:
-            turn = _Turn(prepared=False)
-            run = self._task(name).submit(call, *args, turn=turn)
-        handle = _Handle(run, turn)
-        self._started.append(handle)
-        return handle
-
-    def settle(self) -> None:
-        until = monotonic() + SETTLE_S
-        for _, turn in self._prepared.values():
-            turn.parked.wait(max(0.0, until - monotonic()))
-
-    def went_on(self, ended: list, started: list) -> None:
-        for handle in started:
-            if handle.turn.given is not None:  # handed over: it begins at once (a new run takes ms)
-                handle.turn.begun.wait(GIVE_WAY_S)
-        for handle in ended:
-            handle.turn.went_on.set()
-
-    def result(self, handle) -> walk.Timed:
-        if handle.turn.ended.done():
-            return handle.turn.ended.result()
-        return handle.prefect.result()  # the task run ended without a value: raises its error
-
-    def drain(self) -> None:
-        """End the prepared runs the walk did not reach, then wait until each of them and
-        every step that handed its value over has its task run recorded as ended (a step
-        still running, e.g. past its timeout, is not waited for)."""
-        runs = []
-        for h in self._started:
-            h.turn.went_on.set()
-            if h.turn.ended.done():
-                runs.append(h.prefect.wrapped_future)
-        for run, turn in self._prepared.values():
-            turn.given.set_result(None)
-            runs.append(run.wrapped_future)
-        self._prepared.clear()
-        wait(runs)
-
-
-class _Handle:
-    def __init__(self, prefect_future, turn: _Turn):
-        self.prefect, self.turn = prefect_future, turn
-        self.future: Future = Future()  # done at the first of: the step's value, the task run's end
-        turn.ended.add_done_callback(self._settle)
-        prefect_future.wrapped_future.add_done_callback(self._settle)
-
-    def _settle(self, _done: Future) -> None:
-        with suppress(InvalidStateError):  # the other one came first
-            self.future.set_result(None)
 
 
 def execute(
@@ -179,25 +36,16 @@ def execute(
     keep_cluster: bool = False,
 ) -> LedgerEntry:
     """Walk the step graph inside a flow run, each step a task run."""
-    runner = PrefectRunner(settings)
-    # The collector's full passes over everything loaded so far (Prefect, the runbook, the
-    # providers) took 2-6 ms, several per walk, at any point: during the walk it passes over
-    # only what the walk itself makes.
-    gc.freeze()
-    try:
-        return walk.execute(
-            settings,
-            steps,
-            ledger,
-            gate,
-            run_id=run_id,
-            drill=drill,
-            keep_cluster=keep_cluster,
-            runner=runner,
-        )
-    finally:
-        runner.drain()
-        gc.unfreeze()
+    return walk.execute(
+        settings,
+        steps,
+        ledger,
+        gate,
+        run_id=run_id,
+        drill=drill,
+        keep_cluster=keep_cluster,
+        runner=PrefectRunner(settings.retries, settings.retry_delay_s),
+    )
 
 
 def _runbook_name(path: str) -> str:

@@ -1,47 +1,21 @@
 """The serving path of the `failover` flow: a realtime-inference runbook moves traffic.
 
-`lifeboat_dr.flows.failover.failover` hands a runbook with a `serving` section here. Thin: `lifeboat_dr.flows.wiring`
-builds the router, the standby endpoint, the expected weights digest and the settings; the
-core (`lifeboat_dr.core.serving.failover`) runs as two task runs, "verify standby" and "switch
-traffic" (switch, watch, revert), each retried on `ProviderUnavailable` (verifying again and
-setting the same weights again are idempotent). Approval, when the runbook requires it, runs
-between them on the flow itself (a Prefect pause must), through the same gate as training's,
-with a card that names the standby instead of a plan.
+`lifeboat_dr.flows.failover.failover` hands a runbook with a `serving` section here. Thin:
+`lifeboat_dr.flows.wiring` builds the router, the standby endpoint, the expected weights
+digest and the settings; the core's serving walk (`lifeboat_dr.core.serving.failover`, the
+same one the serving drills and the demo run) goes through the serving step table, each step
+that calls out one task run (`lifeboat_dr.flows.runner.PrefectRunner`: "verify", "switch",
+"watch", retried only on `ProviderUnavailable`; verifying again and setting the same weights
+again are idempotent). Approval, when the runbook requires it, runs between them on the flow
+itself (a Prefect pause must), through the same gate as training's, with a card that names
+the standby instead of a plan. The flow publishes the record.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
-from lifeboat_dr.kernel.errors import ProviderUnavailable
-
-
-def _retryable(task, task_run, state) -> bool:
-    try:
-        state.result()
-    except ProviderUnavailable:
-        return True
-    except BaseException:
-        return False
-    return False
-
-
-@task(name="verify standby", cache_policy=NO_CACHE, persist_result=False, retry_condition_fn=_retryable)
-def _verify(settings, standby, digest, ledger) -> bool:
-    from lifeboat_dr.core.serving.failover import verify_for_switch
-
-    return verify_for_switch(settings, standby=standby, expected_digest=digest, ledger=ledger)
-
-
-@task(name="switch traffic", cache_policy=NO_CACHE, persist_result=False, retry_condition_fn=_retryable)
-def _switch(settings, router, standby, ledger):
-    from lifeboat_dr.core.serving.failover import switch_and_watch
-
-    return switch_and_watch(settings, router=router, standby=standby, ledger=ledger)
 
 
 def serve_failover(
@@ -56,7 +30,9 @@ def serve_failover(
     dry_run: bool,
 ) -> dict:
     """Run the serving failover for `rb` inside the current flow run; publish its record."""
+    from lifeboat_dr.core.serving.failover import serving_failover
     from lifeboat_dr.flows.record import publish
+    from lifeboat_dr.flows.runner import PrefectRunner
     from lifeboat_dr.flows.wiring import (
         build_ledger,
         build_router,
@@ -84,22 +60,22 @@ def serve_failover(
                 drill=drill or "dry-run",
                 dry_run=False,
             )
-    now = datetime.now(UTC)
     ledger = build_ledger(rb, run_id=run_id, drill=drill)
-    settings, standby = serving_settings(rb), HttpEndpoint(rb.serving.standby_url)
-    retried = {"retries": rb.failover.retries, "retry_delay_seconds": rb.failover.retry_delay.total_seconds()}
+    settings = serving_settings(rb)
     try:
-        ledger.mark("outage_start", outage_started_at or now)
-        ledger.mark("detected", detected_at or now)
-        ledger.mark("confirmed")
-        verified = _verify.with_options(**retried)(settings, standby, certified_weights_digest(rb), ledger)
-        approved = verified and (
-            not rb.approval.required or _approve(rb, run_id, evidence, drill, approval, ledger)
+        serving_failover(
+            settings,
+            router=build_router(rb),
+            standby=HttpEndpoint(rb.serving.standby_url),
+            expected_digest=certified_weights_digest(rb),
+            ledger=ledger,
+            outage_started_at=outage_started_at or datetime.now(UTC),
+            detected_at=detected_at,
+            approve=partial(_approve, rb, run_id, evidence, drill, approval)
+            if rb.approval.required
+            else None,
+            runner=PrefectRunner(settings.retries, settings.retry_delay_s),
         )
-        if verified and not approved:
-            ledger.fail("approval_granted", "the approvers said no", outcome="aborted")
-        if approved:
-            _switch.with_options(**retried)(settings, build_router(rb), standby, ledger)
     finally:
         picture = publish(ledger.entry)
     entry = ledger.entry

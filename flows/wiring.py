@@ -456,7 +456,7 @@ def build_router(rb: Runbook):
 
 
 def serving_settings(rb: Runbook):
-    """The runbook's serving policy as the core reads it."""
+    """The runbook's serving policy (and its failover retries and step timeout) as the core reads it."""
     from lifeboat_dr.core.serving.failover import ServingSettings
     from lifeboat_dr.core.serving.watch import Thresholds
 
@@ -477,6 +477,9 @@ def serving_settings(rb: Runbook):
             max_error_rate=s.watch.max_error_rate,
             max_p99_s=s.watch.max_p99.total_seconds(),
         ),
+        retries=rb.failover.retries,
+        retry_delay_s=rb.failover.retry_delay.total_seconds(),
+        step_timeout_s=rb.failover.step_timeout.total_seconds(),
     )
 
 

@@ -59,6 +59,8 @@ STEPS: tuple[Step, ...] = (
 
 BY_NAME: Mapping[str, Step] = {s.name: s for s in STEPS}
 
+RTO_END = "first_step"  # the RTO runs to the first healthy step on the secondary
+
 # Every ledger milestone, in the order a failover normally reaches them.
 MILESTONES: tuple[str, ...] = (
     "outage_start",

@@ -120,8 +120,6 @@ class FailoverSteps(Protocol):
 class Gate(Protocol):
     """Asks the humans (or the policy) and tells them how it went."""
 
-    decides_at_once: bool  # its decision is set beforehand (dry runs, drills): no person is asked
-
     def request(self, card: ApprovalCard, ledger) -> ApprovalDecision:
         """Post the card and wait; records approval_requested/granted (or the rejection)."""
         ...

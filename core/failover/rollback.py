@@ -13,16 +13,18 @@ from enum import Enum
 from lifeboat_dr.core.resume import ParityResult
 
 
-class Verdict(Enum):
+class ParityDecision(Enum):
+    """What follows a proof."""
+
     passed = "passed"
     rollback = "rollback"
     stop = "stop"
 
 
-def after_proof(parity: ParityResult, attempt: int, on_parity_failure: str) -> Verdict:
+def after_proof(parity: ParityResult, attempt: int, on_parity_failure: str) -> ParityDecision:
     """`attempt` counts resumes so far (1 = the first)."""
     if parity.passed:
-        return Verdict.passed
+        return ParityDecision.passed
     if on_parity_failure == "page" or attempt >= 2:
-        return Verdict.stop
-    return Verdict.rollback
+        return ParityDecision.stop
+    return ParityDecision.rollback

@@ -25,7 +25,7 @@ from lifeboat_dr.core.certify import CertifyReport
 from lifeboat_dr.core.failover import graph
 from lifeboat_dr.core.failover.card import approval_card
 from lifeboat_dr.core.failover.results import FailoverSettings, FailoverSteps, Gate, Provisioned
-from lifeboat_dr.core.failover.rollback import Verdict, after_proof
+from lifeboat_dr.core.failover.rollback import ParityDecision, after_proof
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
 from lifeboat_dr.kernel.errors import ProviderUnavailable, StandDown, StopFailover, WriteFailed
 
@@ -51,67 +51,53 @@ def timed(call: Callable[..., Any], *args: Any) -> Timed:
 
 
 class Runner(Protocol):
-    """How a step call runs. `start` returns a handle whose `.future` is a
-    `concurrent.futures.Future` of a `Timed`."""
+    """How a step call runs: `start` returns a handle whose `.future` (a
+    `concurrent.futures.Future`) is done once the step has ended, retries spent."""
 
     def start(self, name: str, call: Callable[..., Any], *args: Any) -> Any: ...
-
-    def prepare(self, name: str) -> None:
-        """Get ready to start `name` when its inputs exist: a runner whose start has a cost
-        of its own pays it now, not between one step and the next."""
-        ...
-
-    def settle(self) -> None:
-        """Wait (bounded) until the prepared steps are ready to take their inputs at once."""
-        ...
 
     def result(self, handle: Any) -> Timed:
         """The step's `Timed` (re-raising its error); called once the future is done."""
         ...
 
-    def went_on(self, ended: list[Any], started: list[Any]) -> None:
-        """The walker has started what follows the `ended` steps: a runner whose threads
-        share one interpreter lets the `started` ones begin first (briefly waiting for them),
-        then the ended ones finish their own bookkeeping."""
-        ...
-
 
 class ThreadRunner:
-    """Steps on threads, retried on `ProviderUnavailable` as the settings say."""
+    """Steps on threads, each retried on `ProviderUnavailable` up to `retries` times."""
 
-    def __init__(self, settings: FailoverSettings, workers: int = 8):
-        self.settings = settings
+    def __init__(self, retries: int, retry_delay_s: float, workers: int = 8):
+        self.retries, self.retry_delay_s = retries, retry_delay_s
         self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="failover-step")
 
     def start(self, name: str, call: Callable[..., Any], *args: Any):
         return _Handle(self.pool.submit(self._retrying, call, *args))
 
-    def prepare(self, name: str) -> None:
-        pass  # a thread starts in microseconds
-
-    def settle(self) -> None:
-        pass
-
     def _retrying(self, call, *args) -> Timed:
-        for attempt in range(self.settings.retries + 1):
+        for attempt in range(self.retries + 1):
             try:
                 return timed(call, *args)
             except ProviderUnavailable:
-                if attempt == self.settings.retries:
+                if attempt == self.retries:
                     raise
-                time.sleep(self.settings.retry_delay_s)
+                time.sleep(self.retry_delay_s)
         raise AssertionError("unreachable")
 
     def result(self, handle) -> Timed:
         return handle.future.result()
 
-    def went_on(self, ended, started) -> None:
-        pass  # a step's thread has no bookkeeping after its call
-
 
 @dataclass
 class _Handle:
     future: concurrent.futures.Future
+
+
+def run_step(runner: Runner, name: str, call: Callable[..., Any], *args: Any, timeout_s: float) -> Timed:
+    """Run one step alone and wait for it, at most `timeout_s` from its start (a chain of
+    steps, like the serving table, needs no more than this)."""
+    handle = runner.start(name, call, *args)
+    done, _ = concurrent.futures.wait([handle.future], timeout=timeout_s)
+    if not done:
+        raise StopFailover(f"step {name} ran past {timeout_s:g}s")
+    return runner.result(handle)
 
 
 def _checked(checks: tuple[Callable[[], None], ...], act: Callable[..., Any], *args: Any) -> Any:
@@ -131,7 +117,6 @@ class _Walk:
         self.graph = graph.step_graph(settings.provision_before_approval)
         self.done: dict[str, Timed] = {}
         self.running: dict[str, tuple[Any, float]] = {}  # step -> (handle, monotonic start)
-        self.prepared: set[str] = set()  # steps the runner was asked to prepare
         self.announce = False  # the gate's announcement of a decision waits for the next step
         self.checkpoint: CertifyReport | None = None
         self.attempt = 1  # resume attempts: a rollback is the second
@@ -196,61 +181,28 @@ class _Walk:
 
     def run(self) -> LedgerEntry:
         self.done["detect"] = Timed(None, self.clock(), self.clock())  # detection happened before the run
-        self.prepare_upcoming()
-        self.runner.settle()  # what starting each step costs the runner is paid before the first
         while "prove" not in self.done:
-            for name in self.ready():
-                if name == "approval":
-                    if not self.approve():
-                        return self.ledger.finish("aborted")
-                else:
-                    self.start_all([name])
+            ready = self.ready()
+            self.start_all([n for n in ready if n != "approval"])
+            if "approval" in ready:
+                if not self.approve():
+                    return self.ledger.finish("aborted")
+                continue  # the fence starts now, not after a step still running (early provisioning)
             if self.running:
                 self.collect()
         return self.ledger.finish("completed")
 
-    def start_all(self, names: list[str], ended: tuple = ()) -> None:
-        """Start `names` (the steps that `ended` made ready), then prepare what comes next."""
-        started = []
+    def start_all(self, names: list[str]) -> None:
         for name in names:
             call = getattr(self.steps, name)
             if name in ACTING:
                 # the job still this run's; and nothing fenced that the ledger could not record
                 checks = (self.ledger.flush,) if name == "fence" else ()
                 call = partial(_checked, (*checks, partial(self.steps.recheck, name)), call)
-            started.append(self.runner.start(name, call, *self.args(name)))
-            self.running[name] = (started[-1], time.monotonic())
-        self.runner.went_on(list(ended), started)
-        if self.announce:
+            self.running[name] = (self.runner.start(name, call, *self.args(name)), time.monotonic())
+        if self.announce and names:
             self.announce = False
             self.gate.announce()
-        self.prepare_upcoming()
-
-    def prepare_upcoming(self) -> None:
-        for name in self.upcoming():
-            if name not in self.prepared:
-                self.prepared.add(name)
-                self.runner.prepare(name)
-
-    def upcoming(self) -> list[str]:
-        """Steps the walk will reach without a person's decision, still to start: each one's
-        inputs are done, running or themselves upcoming. A runner prepares them all ahead,
-        so that between one step's end and the next one's start there is only the hand-over.
-        Never past an approval gate that asks a person: what follows a human decision is not
-        prepared before it. A gate that decides at once (dry runs, drills) is passed through."""
-        coming: list[str] = []
-        while True:
-            ahead = {*self.done, *self.running, *coming}
-            more = [
-                n
-                for n, deps in self.graph.items()
-                if n not in ahead
-                and (n != "approval" or self.gate.decides_at_once)
-                and all(d in ahead for d in deps)
-            ]
-            if not more:
-                return [n for n in coming if n != "approval"]  # the gate runs on the walker's thread
-            coming += more
 
     def collect(self) -> None:
         """Wait for the first running step to end (or one to outlive the step timeout)."""
@@ -263,10 +215,8 @@ class _Walk:
             late = next(n for n, (_, start) in self.running.items() if start == oldest)
             raise StopFailover(f"step {late} ran past {limit:g}s")
         names = sorted((futures[f] for f in finished), key=list(self.graph).index)
-        ended = []
         for name in names:
             handle, _ = self.running.pop(name)
-            ended.append(handle)
             self.done[name] = self.runner.result(handle)
             if name == "certify":
                 self.checkpoint = self.done[name].value
@@ -275,7 +225,7 @@ class _Walk:
         # The next steps start before the ledger is written, and it is written behind (a
         # writer thread, `execute`): its durable writes are not on the critical path, nor is
         # the walker busy with them when the next step ends.
-        self.start_all([n for n in self.ready() if n != "approval" and "prove" not in self.done], ended)
+        self.start_all([n for n in self.ready() if n != "approval" and "prove" not in self.done])
         for name in names:
             with self.ledger.batch():
                 self.record(name, self.done[name])
@@ -283,6 +233,7 @@ class _Walk:
                 self.after_proof(self.done[name].value)
 
     def approve(self) -> bool:
+        self.ledger.flush()  # nobody is asked what the ledger could not record (its writes run behind)
         card = approval_card(
             self.s,
             self.run_id,
@@ -304,16 +255,17 @@ class _Walk:
         return True
 
     def after_proof(self, parity) -> None:
-        verdict = after_proof(parity, self.attempt, self.s.on_parity_failure)
-        if verdict is Verdict.passed:
+        decision = after_proof(parity, self.attempt, self.s.on_parity_failure)
+        if decision is ParityDecision.passed:
             return
         uri = self.checkpoint.certified.uri
-        if verdict is Verdict.stop:
+        if decision is ParityDecision.stop:
             self.gate.notify(f"Lifeboat: loss parity failed for {self.s.runbook} from {uri}: {parity.detail}")
             raise StopFailover(f"loss parity failed from {uri}: {parity.detail}")
         failed_step = self.checkpoint.certified.step
-        handle = self.runner.start("certify", self.steps.certify, failed_step)
-        older = self.runner.result(handle).value
+        older = run_step(
+            self.runner, "certify", self.steps.certify, failed_step, timeout_s=self.s.step_timeout_s
+        ).value
         self.ledger.note(
             "rollback",
             f"parity failed from step {failed_step} ({parity.detail}); rolled back to step {older.certified.step}",
@@ -357,7 +309,8 @@ def execute(
     milestone the run was heading for, the humans are told, and any cluster is torn down;
     drills tear theirs down when they complete too, unless `keep_cluster` (the failback
     drill fails back from that cluster's job; the drill tears it down after)."""
-    walk = _Walk(settings, steps, ledger, gate, runner or ThreadRunner(settings), run_id, drill, clock)
+    runner = runner or ThreadRunner(settings.retries, settings.retry_delay_s)
+    walk = _Walk(settings, steps, ledger, gate, runner, run_id, drill, clock)
     try:
         with ledger.writing_behind():  # durable writes off the walker's path; flushed at the end
             return walk.run()

@@ -1,31 +1,45 @@
 """The realtime-serving failover: verify the hot standby, move traffic, watch, revert if needed.
 
-Walks `lifeboat_dr.core.serving.steps.SERVING_STEPS` in order, marking each milestone in the ledger
-(kind "serving"). Plain Python over interfaces: a `TrafficRouter`, the standby's
-`ModelEndpoint`, the expected weights digest (a callable, so the certification of the
-weights is timed as part of "verify"), an optional approval callable. Every outcome is
-recorded, never raised: a standby that fails verification leaves traffic where it was
-(outcome `failed`); a breach while watching puts the weights back as they were before the
-switch (outcome `reverted`) and says why.
+`serving_failover` walks `lifeboat_dr.core.serving.steps.SERVING_STEPS` in order: the one walk
+that the `failover` flow (each step a Prefect task run), the serving drills and the serving
+demo all run. Plain Python over interfaces: a `TrafficRouter`, the standby's `ModelEndpoint`,
+the expected weights digest (a callable, so certifying the weights is timed as part of
+"verify"), an optional approval callable (on the walker's thread: a Prefect pause must run
+on the flow's). Each step that calls out runs through a `Runner`
+(`lifeboat_dr.core.failover.walk`, as training's steps do): retried on `ProviderUnavailable`,
+bounded by the step timeout. The walk marks each step's milestone from the table (kind
+"serving" in the ledger).
+
+What a step finds is recorded, never raised: a standby that fails verification leaves
+traffic where it was (outcome `failed`); a breach while switching by steps or watching puts
+the weights back as they were before the switch (outcome `reverted`) and says why. An error
+(the router still unreachable after its retries, a step past its timeout) is recorded
+against the milestone the walk was heading for, and raised.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
+from lifeboat_dr.core.failover.walk import Runner, ThreadRunner, run_step
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
+from lifeboat_dr.core.serving.steps import SERVING_STEPS
 from lifeboat_dr.core.serving.verify import verify_standby
 from lifeboat_dr.core.serving.watch import Thresholds, WatchResult, watch
+from lifeboat_dr.kernel.errors import WriteFailed
 from lifeboat_dr.providers.serving.base import Answer, ModelEndpoint
 from lifeboat_dr.providers.traffic.base import TrafficRouter, revert, switch
 
 
 @dataclass(frozen=True)
 class ServingSettings:
-    """The runbook's `serving` section as plain values (see runbooks/model.py)."""
+    """The runbook's `serving` section (and its `failover` retries and timeout) as plain
+    values (see runbooks/model.py)."""
 
     standby_site: str  # the standby's name at the router
     budget_s: float  # health and canary latency budget
@@ -38,6 +52,9 @@ class ServingSettings:
     watch_s: float = 120.0  # watch after the last step
     interval_s: float = 0.2
     thresholds: Thresholds = Thresholds(window=20, max_error_rate=0.05, max_p99_s=2.0)
+    retries: int = 0  # of a step that failed on `ProviderUnavailable`
+    retry_delay_s: float = 0.0
+    step_timeout_s: float = 1800.0  # longest any one step may run
 
 
 def serving_failover(
@@ -50,21 +67,47 @@ def serving_failover(
     outage_started_at: datetime,
     detected_at: datetime | None = None,
     approve: Callable[[RtoLedger], bool] | None = None,
+    runner: Runner | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> LedgerEntry:
-    """Fail serving over to the standby; the ledger entry says how it went. The two halves
-    (`verify_for_switch`, `switch_and_watch`) are also called apart, by the flow, so that a
-    human approval between them runs on the flow itself."""
-    ledger.mark("outage_start", outage_started_at)
-    ledger.mark("detected", detected_at)
-    ledger.mark("confirmed")
-    if not verify_for_switch(settings, standby=standby, expected_digest=expected_digest, ledger=ledger):
-        return ledger.entry
-    if approve is not None and not approve(ledger):
-        ledger.fail("approval_granted", "the approvers said no", outcome="aborted")
-        return ledger.entry
-    return switch_and_watch(settings, router=router, standby=standby, ledger=ledger, clock=clock, sleep=sleep)
+    """Walk the serving steps; the ledger entry says how it went. `runner` runs the steps that
+    call out (threads by default; the flow's runs each as a task run)."""
+    runner = runner or ThreadRunner(settings.retries, settings.retry_delay_s)
+    verify = partial(
+        verify_for_switch, settings, standby=standby, expected_digest=expected_digest, ledger=ledger
+    )
+    watching = dict(router=router, standby=standby, ledger=ledger, clock=clock, sleep=sleep)
+    calls = {  # step -> (its call, the outcome when it finds a reason to stop)
+        "verify": (verify, "failed"),
+        "switch": (partial(switch_traffic, settings, **watching), "reverted"),
+        "watch": (partial(watch_switched, settings, **watching), "reverted"),
+    }
+    step = SERVING_STEPS[0]
+    try:
+        for step in SERVING_STEPS:
+            if step.name == "detect":  # it happened before the walk
+                ledger.mark("outage_start", outage_started_at)
+                ledger.mark(step.milestone, detected_at)
+            elif step.name == "confirm":
+                ledger.mark(step.milestone)
+            elif step.name == "approval":
+                if approve is not None and not approve(ledger):  # the gate marks what it asked
+                    ledger.fail(step.milestone, "the approvers said no", outcome="aborted")
+                    return ledger.entry
+            else:
+                call, stopped = calls[step.name]
+                done = run_step(runner, step.name, call, timeout_s=settings.step_timeout_s)
+                ledger.begin(step.milestone, done.started)
+                if done.value is not None:
+                    ledger.fail(step.milestone, done.value, outcome=stopped)
+                    return ledger.entry
+                ledger.mark(step.milestone, done.finished)
+    except BaseException as e:
+        with suppress(WriteFailed):  # an unwritable ledger: its own error is what we raise
+            ledger.fail(step.milestone, e)
+        raise
+    return ledger.finish("completed")
 
 
 def verify_for_switch(
@@ -73,14 +116,13 @@ def verify_for_switch(
     standby: ModelEndpoint,
     expected_digest: Callable[[], str],
     ledger: RtoLedger,
-) -> bool:
-    """Verify the standby against the certified weights; `standby_verified` or a failure."""
-    ledger.begin("standby_verified")
+) -> str | None:
+    """Verify the standby against the certified weights: None when it may take traffic,
+    else why not."""
     try:
         digest = expected_digest()
     except Exception as e:  # no certified weights: nothing to compare the standby with
-        ledger.fail("standby_verified", f"certified weights: {type(e).__name__}: {e}")
-        return False
+        return f"certified weights: {type(e).__name__}: {e}"
     check = verify_standby(
         standby,
         digest,
@@ -92,14 +134,12 @@ def verify_for_switch(
     )
     ledger.note("weights_digest", digest)
     if not check.ok:
-        ledger.fail("standby_verified", "standby refused: " + "; ".join(check.problems))
-        return False
+        return "standby refused: " + "; ".join(check.problems)
     ledger.note("canary_ms", f"{check.canary_latency_s * 1000:.0f}")
-    ledger.mark("standby_verified")
-    return True
+    return None
 
 
-def switch_and_watch(
+def switch_traffic(
     settings: ServingSettings,
     *,
     router: TrafficRouter,
@@ -107,29 +147,11 @@ def switch_and_watch(
     ledger: RtoLedger,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> LedgerEntry:
-    """Move traffic by the runbook's steps, watch, and revert past a threshold."""
-
-    def probe() -> Answer:
-        return standby.post(
-            settings.canary_path,
-            settings.canary_body or {"prompt": "lifeboat watch"},
-            timeout=settings.budget_s * 2,
-        )
-
-    def watched(duration_s: float) -> WatchResult:
-        return watch(
-            probe,
-            settings.thresholds,
-            duration_s=duration_s,
-            interval_s=settings.interval_s,
-            clock=clock,
-            sleep=sleep,
-        )
-
-    ledger.begin("first_step")
-    # A retry after a crash mid-switch reverts to the weights the *first* attempt found.
-    before = _parse_weights(ledger.entry.notes.get("weights_before"))
+) -> str | None:
+    """Move traffic by the runbook's steps, watching between them: None once all of it is
+    on the standby, else why it went back. The weights found before the first move are
+    noted in the ledger: a retry after a crash mid-switch reverts to those."""
+    before = _weights_before(ledger)
     for i, percent in enumerate(settings.steps):
         shown = switch(router, settings.standby_site, percent)
         if before is None:
@@ -137,25 +159,56 @@ def switch_and_watch(
             ledger.note("weights_before", _show(before))
         ledger.note("switch", " → ".join(f"{p}%" for p in settings.steps[: i + 1]))
         if i < len(settings.steps) - 1:
-            held = watched(settings.hold_s)
+            held = _watched(settings, standby, settings.hold_s, clock, sleep)
             if held.breach:
                 return _revert(ledger, router, before, held, f"at {percent}%")
-    ledger.mark("first_step")
+    return None
 
-    ledger.begin("watch_passed")
-    held = watched(settings.watch_s)
+
+def watch_switched(
+    settings: ServingSettings,
+    *,
+    router: TrafficRouter,
+    standby: ModelEndpoint,
+    ledger: RtoLedger,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str | None:
+    """Watch the standby with all traffic on it: None when it held, else why the weights
+    went back to what they were before the switch."""
+    held = _watched(settings, standby, settings.watch_s, clock, sleep)
     if held.breach:
-        return _revert(ledger, router, before, held, "after the switch")
+        return _revert(ledger, router, _weights_before(ledger), held, "after the switch")
     ledger.note("watch", _summary(held))
-    ledger.mark("watch_passed")
-    return ledger.finish("completed")
+    return None
+
+
+def _watched(
+    settings: ServingSettings, standby: ModelEndpoint, duration_s: float, clock, sleep
+) -> WatchResult:
+    def probe() -> Answer:
+        return standby.post(
+            settings.canary_path,
+            settings.canary_body or {"prompt": "lifeboat watch"},
+            timeout=settings.budget_s * 2,
+        )
+
+    return watch(
+        probe,
+        settings.thresholds,
+        duration_s=duration_s,
+        interval_s=settings.interval_s,
+        clock=clock,
+        sleep=sleep,
+    )
 
 
 def _show(weights: dict[str, int]) -> str:
     return ", ".join(f"{s}={w}" for s, w in weights.items())
 
 
-def _parse_weights(text: str | None) -> dict[str, int] | None:
+def _weights_before(ledger: RtoLedger) -> dict[str, int] | None:
+    text = ledger.entry.notes.get("weights_before")
     if not text:
         return None
     return {site: int(w) for site, _, w in (part.partition("=") for part in text.split(", "))}
@@ -168,11 +221,7 @@ def _summary(w: WatchResult) -> str:
 
 def _revert(
     ledger: RtoLedger, router: TrafficRouter, before: dict[str, int], held: WatchResult, when: str
-) -> LedgerEntry:
+) -> str:
     revert(router, before)
-    ledger.note(
-        "reverted",
-        f"{when}: {held.breach}; weights back to " + ", ".join(f"{s}={w}" for s, w in before.items()),
-    )
-    ledger.fail("watch_passed", f"reverted {when}: {held.breach}", outcome="reverted")
-    return ledger.entry
+    ledger.note("reverted", f"{when}: {held.breach}; weights back to {_show(before)}")
+    return f"reverted {when}: {held.breach}"

@@ -4,14 +4,15 @@
 
 No fence, certify-and-resume or provisioning: the standby is already running. "verify"
 reaches `standby_verified` (same weights digest as the certified weights, health, canary in
-budget); "switch" reaches `first_step` (all traffic on the standby: the serving RTO ends
-there); "watch" reaches `watch_passed` (error rate and P99 held). The ledger and the
-timeline read this table for entries of kind "serving".
+budget); "switch" reaches `traffic_switched` (all traffic on the standby: the serving RTO
+ends there); "watch" reaches `watch_passed` (error rate and P99 held). The walker
+(`lifeboat_dr.core.serving.failover`), the ledger and the timeline read this table for
+entries of kind "serving".
 """
 
 from __future__ import annotations
 
-from lifeboat_dr.core.failover.graph import STEPS, Step
+from lifeboat_dr.core.failover.graph import RTO_END, STEPS, Step
 
 SERVING_STEPS: tuple[Step, ...] = (
     Step("detect", (), "detected", "detect", starts_at="outage_start"),
@@ -25,7 +26,9 @@ SERVING_STEPS: tuple[Step, ...] = (
         marks=("approval_requested",),
         starts_at="approval_requested",
     ),
-    Step("switch", ("approval",), "first_step", "switch traffic to the standby", early_after=("verify",)),
+    Step(
+        "switch", ("approval",), "traffic_switched", "switch traffic to the standby", early_after=("verify",)
+    ),
     Step("watch", ("switch",), "watch_passed", "watch error rate and P99"),
 )
 
@@ -38,6 +41,18 @@ SERVING_ONLY: tuple[str, ...] = tuple(
 )
 
 
+# Where the RTO ends: all traffic on the standby (training's: the first healthy step).
+SERVING_RTO_END = "traffic_switched"
+
+# Serving milestones under the names that ledgers written before used for them.
+SERVING_RENAMED: dict[str, str] = {"first_step": "traffic_switched"}
+
+
 def steps_for(kind: str) -> tuple[Step, ...]:
     """The step table a ledger entry of this kind was recorded against."""
     return SERVING_STEPS if kind == "serving" else STEPS
+
+
+def rto_end(kind: str) -> str:
+    """The milestone a ledger entry of this kind measures its RTO to."""
+    return SERVING_RTO_END if kind == "serving" else RTO_END

@@ -11,7 +11,9 @@
                            from its certified progress, every output is there exactly once
 
 Serving drills run in `lifeboat_dr.flows.serving_sandbox` (toy servers behind a real HAProxy on
-loopback), the batch drill over `file://` stores in the sandbox folder. Each returns the same
+loopback) and rehearse the serving walk the `failover` flow runs
+(`lifeboat_dr.core.serving.failover.serving_failover`, its steps on threads instead of task
+runs); the batch drill runs over `file://` stores in the sandbox folder. Each returns the same
 `DrillResult` as the training drills, and records a ledger entry marked as a drill.
 """
 
@@ -90,7 +92,7 @@ def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], s
         after = router.weights()
         window = client_window(
             read_samples(samples),
-            entry.phases.get("first_step") or datetime.now(UTC),
+            entry.phases.get("traffic_switched") or datetime.now(UTC),
             "drill client, 40 req/s, 4 workers",
         )
         ledger.client_window(window)

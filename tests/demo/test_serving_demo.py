@@ -20,7 +20,7 @@ def test_serving_demo_moves_traffic_to_the_verified_standby_within_the_target(mo
     (entry,) = LedgerFile(tmp_path / "ledger.jsonl").read("demo-serving")
     assert entry.table == "serving" and entry.outcome == "completed" and entry.drill
     assert entry.client.errors >= 1 and entry.client.window.total_seconds() <= 10
-    assert {"standby_verified", "first_step", "watch_passed"} <= set(entry.phases)
+    assert {"standby_verified", "traffic_switched", "watch_passed"} <= set(entry.phases)
 
 
 def test_serving_demo_refuses_a_standby_on_other_weights(monkeypatch, capsys, tmp_path):
@@ -32,4 +32,4 @@ def test_serving_demo_refuses_a_standby_on_other_weights(monkeypatch, capsys, tm
     out = capsys.readouterr().out
     assert "model version: standby serves" in out and "got no traffic" in out
     (entry,) = LedgerFile(tmp_path / "ledger.jsonl").read("demo-serving")
-    assert entry.outcome == "failed" and "first_step" not in entry.phases
+    assert entry.outcome == "failed" and "traffic_switched" not in entry.phases

@@ -7,12 +7,10 @@ from lifeboat_dr.providers.chat.base import ApprovalDecision
 
 
 class Gate:
-    """An approval gate that decides at once; keeps the cards it was shown and the notes.
-    `person=True`: it stands for a person (the walk prepares nothing past it)."""
+    """An approval gate that decides at once; keeps the cards it was shown and the notes."""
 
-    def __init__(self, approve=True, person=False):
+    def __init__(self, approve=True):
         self.approve, self.cards, self.notes = approve, [], []
-        self.decides_at_once = not person
 
     def request(self, card, ledger):
         self.cards.append(card)

@@ -162,58 +162,37 @@ def test_a_step_past_the_runbook_timeout_stops_the_failover_and_tears_down():
     assert steps.clusters == set()
 
 
-class PreparingRunner(ThreadRunner):
-    """Threads, noting each step the walker asked to prepare and how many step calls had
-    been made by then."""
-
-    def __init__(self, settings, steps):
-        super().__init__(settings)
-        self.steps, self.prepared = steps, []
-
-    def prepare(self, name):
-        self.prepared.append((name, len(self.steps.calls)))
+def test_a_failed_fence_calls_nothing_after_it():
+    steps = ScriptedSteps({}, failing={"fence": StopFailover("lease held elsewhere")})
+    result, entry = run(steps, Gate())
+    assert result is None and entry.failures[0].phase == "fenced"
+    assert not {"provision", "resume", "prove"} & {c[0] for c in steps.calls}
 
 
-def _walk_preparing(gate, steps):
-    rb = scripted_runbook()
-    runner = PreparingRunner(settings_for(rb), steps)
-    ledger = RtoLedger.for_runbook(rb, "run-1")
-    execute(settings_for(rb), steps, ledger, gate, run_id="run-1", runner=runner)
-    return runner.prepared
+def test_with_provisioning_before_approval_the_fence_starts_at_the_decision_not_after_provisioning():
+    rb = scripted_runbook(approval={"required": False, "provision_before_approval": True})
+    steps = ScriptedSteps({"provision": 0.5})
+    entry, _ = run(steps, Gate(), rb=rb)
+    assert entry.outcome == "completed"
+    spans = {name: (start, end) for name, start, end in steps.calls}
+    assert spans["fence"][0] < spans["provision"][1], "the fence waited for provisioning"
+    assert spans["load"][0] >= max(spans["fence"][1], spans["provision"][1])
 
 
-def _quick():
-    return {"confirm": 0.05, "fence": 0.05, "provision": 0.05, "resume": 0.05}
+def test_a_throttled_step_is_retried_and_a_permanent_error_is_not():
+    from lifeboat_dr.kernel.errors import ProviderUnavailable
 
+    calls = []
 
-def test_steps_up_to_a_persons_decision_are_prepared_before_the_first_the_rest_after_it():
-    prepared = _walk_preparing(Gate(person=True), ScriptedSteps(_quick()))
-    before = [("confirm", 0), ("certify", 0), ("plan", 0), ("prestage", 0)]
-    assert prepared[:4] == before
-    assert [name for name, _ in prepared[4:]] == ["provision", "resume", "prove"]  # once fence started
-    assert all(calls == 4 for _, calls in prepared[4:])  # after all before the gate, with the fence
-    assert "fence" not in dict(prepared)  # never before the decision
+    def step(error):
+        calls.append(error)
+        if len(calls) == 1:
+            raise error
 
-
-def test_a_gate_that_decides_at_once_is_passed_through_everything_prepared_before_the_first_step():
-    prepared = _walk_preparing(Gate(), ScriptedSteps(_quick()))
-    steps = ["confirm", "certify", "plan", "prestage", "fence", "provision", "resume", "prove"]
-    assert prepared == [(name, 0) for name in steps]
-
-
-def test_a_rejected_failover_prepares_nothing_after_the_gate():
-    prepared = _walk_preparing(Gate(approve=False, person=True), ScriptedSteps(_quick()))
-    assert [name for name, _ in prepared] == ["confirm", "certify", "plan", "prestage"]
-
-
-def test_a_failed_fence_never_calls_what_was_prepared_after_it():
-    steps = ScriptedSteps(_quick(), failing={"fence": StopFailover("lease held elsewhere")})
-    rb = scripted_runbook()
-    runner = PreparingRunner(settings_for(rb), steps)
-    gate = Gate(person=True)
+    runner = ThreadRunner(retries=2, retry_delay_s=0)
+    runner.result(runner.start("plan", step, ProviderUnavailable("429 Too Many Requests")))
+    assert len(calls) == 2
+    calls.clear()
     with pytest.raises(StopFailover):
-        execute(
-            settings_for(rb), steps, RtoLedger.for_runbook(rb, "run-1"), gate, run_id="run-1", runner=runner
-        )
-    assert [name for name, _ in runner.prepared][4:] == ["provision", "resume", "prove"]
-    assert not {"provision", "resume", "prove"} & {c[0] for c in steps.calls}  # prepared, never called
+        runner.result(runner.start("certify", step, StopFailover("no certified checkpoint")))
+    assert len(calls) == 1

@@ -61,3 +61,32 @@ def test_report_for_an_unknown_run_is_a_one_line_error(tmp_path, clock, capsys):
         capsys.readouterr().err.strip()
         == "lifeboat report: no run 'nope' for llama-70b-pretrain in the ledger"
     )
+
+
+# A serving drill as ledgers recorded it before the serving switch had its own milestone
+# (`first_step`, now `traffic_switched`).
+OLD_SERVING_LINE = (
+    '{"runbook":"chat-serving","run_id":"serving-kill-1a2b","table":"serving","drill":true,"kind":"drill",'
+    '"rto_target":"PT10S","rpo_target":"PT0S","phases":{"outage_start":"2026-11-30T12:00:00Z",'
+    '"detected":"2026-11-30T12:00:00.200000Z","confirmed":"2026-11-30T12:00:00.400000Z",'
+    '"standby_verified":"2026-11-30T12:00:00.600000Z","first_step":"2026-11-30T12:00:00.700000Z",'
+    '"watch_passed":"2026-11-30T12:00:03.700000Z"},"began":{"standby_verified":"2026-11-30T12:00:00.400000Z",'
+    '"first_step":"2026-11-30T12:00:00.600000Z","watch_passed":"2026-11-30T12:00:00.700000Z"},'
+    '"checkpoint":null,"checkpoint_written_at":null,"failures":[],"outcome":"completed",'
+    '"notes":{"drill":"serving-kill"},"client":null}\n'
+)
+
+
+def test_a_serving_entry_written_before_the_switch_had_its_own_milestone_still_reports(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "ledger.jsonl"
+    path.write_text(OLD_SERVING_LINE)
+
+    (entry,) = LedgerFile(path).read("chat-serving")
+    assert "first_step" not in entry.phases and "first_step" not in entry.began
+    assert entry.rto == timedelta(seconds=0.7) and entry.span("traffic_switched") is not None
+    assert lifeboat(["report", "chat-serving", "--ledger", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "| serving-kill-1a2b | drill |" in out and "| 700ms |" in out

@@ -41,8 +41,8 @@ def test_the_window_is_in_the_ledger_the_summary_and_the_picture(tmp_path):
     ledger.mark("confirmed", T0 + timedelta(seconds=0.4))
     ledger.begin("standby_verified", T0 + timedelta(seconds=0.4))
     ledger.mark("standby_verified", T0 + timedelta(seconds=0.5))
-    ledger.begin("first_step", T0 + timedelta(seconds=0.5))
-    ledger.mark("first_step", T0 + timedelta(seconds=0.6))
+    ledger.begin("traffic_switched", T0 + timedelta(seconds=0.5))
+    ledger.mark("traffic_switched", T0 + timedelta(seconds=0.6))
     ledger.client_window(
         client_window([s(0.05, False), s(0.7, True)], T0 + timedelta(seconds=0.6), "test client")
     )
@@ -51,7 +51,7 @@ def test_the_window_is_in_the_ledger_the_summary_and_the_picture(tmp_path):
     assert entry.rto == timedelta(seconds=0.6) and not entry.needs_rca
     text = entry_markdown(entry)
     assert "| client-visible error window | 650ms | 10s | 0.07× | met |" in text
-    assert text.index("| standby_verified") < text.index("| first_step")
+    assert text.index("| standby_verified") < text.index("| traffic_switched")
     png = render_timeline(entry, tmp_path / "t.png")
     assert png.stat().st_size > 1000
 

@@ -40,10 +40,10 @@ def settings(**kw) -> ServingSettings:
     return ServingSettings(**{**base, **kw})
 
 
-def run(s=None, *, standby=None, router=None, digest=DIGEST, approve=None):
+def run(s=None, *, standby=None, router=None, digest=DIGEST, approve=None, ledger=None):
     router = router or FakeTraffic({"primary": 255, "standby": 0})
     standby = standby or FakeEndpoint("http://standby", digest=DIGEST)
-    ledger = RtoLedger(
+    ledger = ledger or RtoLedger(
         "chat", "r1", rto_target=timedelta(seconds=10), rpo_target=timedelta(0), table="serving"
     )
     clock = Clock()
@@ -72,7 +72,7 @@ def test_a_verified_standby_takes_all_traffic_and_holds():
         "detected",
         "confirmed",
         "standby_verified",
-        "first_step",
+        "traffic_switched",
         "watch_passed",
     ]
     assert entry.notes["weights_digest"] == DIGEST and entry.rto is not None
@@ -132,7 +132,7 @@ def test_errors_after_the_switch_revert_the_traffic():
     assert router.weights() == {"primary": 255, "standby": 0}
     assert router.history[-1] == {"primary": 255, "standby": 0}
     assert "error rate 2/3 requests" in entry.notes["reverted"]
-    assert "first_step" in entry.phases and "watch_passed" not in entry.phases
+    assert "traffic_switched" in entry.phases and "watch_passed" not in entry.phases
 
 
 def test_a_slow_standby_reverts_on_p99():
@@ -162,38 +162,91 @@ def test_running_it_twice_leaves_traffic_on_the_standby_once():
     assert entry.outcome == "completed" and router.weights() == {"primary": 0, "standby": 255}
 
 
-def test_a_router_that_does_not_answer_is_left_to_the_flow_to_retry():
+def test_a_router_that_still_does_not_answer_after_its_retries_fails_the_switch_and_raises():
     router = FakeTraffic({"primary": 255, "standby": 0})
     router.unavailable = True
-    with pytest.raises(ProviderUnavailable):
-        run(router=router)
-
-
-def test_a_retry_after_a_crash_mid_switch_reverts_to_the_weights_the_first_attempt_found():
-    from lifeboat_dr.core.serving.failover import switch_and_watch
-
-    router = FakeTraffic({"primary": 255, "standby": 0})
     ledger = RtoLedger(
         "chat", "r1", rto_target=timedelta(seconds=10), rpo_target=timedelta(0), table="serving"
     )
-    standby = FakeEndpoint(digest=DIGEST)
-    clock = Clock()
-    s = settings(steps=(50, 100))
-    standby.script = [200] * 10  # the hold at 50% passes; then the router stops answering
+    with pytest.raises(ProviderUnavailable):
+        run(settings(retries=1), router=router, ledger=ledger)
+    assert ledger.entry.outcome == "failed" and ledger.entry.failures[0].phase == "traffic_switched"
+    assert "standby_verified" in ledger.entry.phases
+
+
+def test_a_retry_after_a_crash_mid_switch_reverts_to_the_weights_the_first_attempt_found():
+    router = FakeTraffic({"primary": 255, "standby": 0})
+    standby = FakeEndpoint(digest=DIGEST)  # verification and the hold at 50% pass
     original = router.set_weights
     calls = []
 
     def flaky(weights):
         calls.append(weights)
         if len(calls) == 2:
+            standby.status = 500  # and when the retry has switched again, the standby fails
             raise ProviderUnavailable("router: 503")
         original(weights)
 
     router.set_weights = flaky
-    with pytest.raises(ProviderUnavailable):
-        switch_and_watch(s, router=router, standby=standby, ledger=ledger, clock=clock, sleep=clock.sleep)
-    assert router.weights() == {"primary": 127, "standby": 127}  # half-done
-    standby.status = 500  # the retry switches, and the standby now fails
-    entry = switch_and_watch(s, router=router, standby=standby, ledger=ledger, clock=clock, sleep=clock.sleep)
-    assert entry.outcome == "reverted"
+    entry, router, _ = run(settings(steps=(50, 100), retries=1), router=router, standby=standby)
+    assert calls[:3] == [{"primary": 127, "standby": 127}, {"primary": 0, "standby": 255}] + calls[:1]
+    assert entry.outcome == "reverted" and "at 50%" in entry.notes["reverted"]
     assert router.weights() == {"primary": 255, "standby": 0}  # not the half-done 127/127
+    assert entry.notes["weights_before"] == "primary=255, standby=0"
+
+
+def test_the_walk_goes_through_the_serving_table_each_call_as_one_step():
+    from lifeboat_dr.core.failover.walk import ThreadRunner
+    from lifeboat_dr.core.serving.steps import SERVING_STEPS
+
+    class Recording(ThreadRunner):
+        def __init__(self):
+            super().__init__(retries=0, retry_delay_s=0)
+            self.started = []
+
+        def start(self, name, call, *args):
+            self.started.append(name)
+            return super().start(name, call, *args)
+
+    runner = Recording()
+    router = FakeTraffic({"primary": 255, "standby": 0})
+    ledger = RtoLedger(
+        "chat", "r1", rto_target=timedelta(seconds=10), rpo_target=timedelta(0), table="serving"
+    )
+    clock = Clock()
+    entry = serving_failover(
+        settings(),
+        router=router,
+        standby=FakeEndpoint(digest=DIGEST),
+        expected_digest=lambda: DIGEST,
+        ledger=ledger,
+        outage_started_at=T0,
+        approve=lambda led: True,
+        runner=runner,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    assert entry.outcome == "completed"
+    assert runner.started == [
+        s.name for s in SERVING_STEPS if s.name not in ("detect", "confirm", "approval")
+    ]
+    assert list(entry.began) == ["standby_verified", "traffic_switched", "watch_passed"]
+    assert entry.rto == entry.phases["traffic_switched"] - T0
+
+
+def test_a_step_past_the_step_timeout_stops_the_walk():
+    from lifeboat_dr.kernel.errors import StopFailover
+
+    ledger = RtoLedger(
+        "chat", "r1", rto_target=timedelta(seconds=10), rpo_target=timedelta(0), table="serving"
+    )
+    with pytest.raises(StopFailover, match="step watch ran past 0.5s"):
+        serving_failover(  # real time: the watch takes 2 s
+            settings(watch_s=2.0, step_timeout_s=0.5),
+            router=FakeTraffic({"primary": 255, "standby": 0}),
+            standby=FakeEndpoint(digest=DIGEST),
+            expected_digest=lambda: DIGEST,
+            ledger=ledger,
+            outage_started_at=T0,
+        )
+    assert ledger.entry.failures[0].phase == "watch_passed" and "traffic_switched" in ledger.entry.phases

@@ -26,7 +26,7 @@ def test_dry_run_of_a_serving_runbook_verifies_the_standby_and_moves_traffic(pre
     assert Path(result["timeline"]).stat().st_size > 10_000
     (entry,) = LedgerFile(ledger_path).read("chat-serving")
     assert entry.table == "serving" and entry.drill
-    assert {"confirmed", "standby_verified", "first_step", "watch_passed"} <= set(entry.phases)
+    assert {"confirmed", "standby_verified", "traffic_switched", "watch_passed"} <= set(entry.phases)
     assert entry.notes["weights_digest"].startswith("sha256:")
 
 
@@ -46,4 +46,4 @@ def test_a_serving_runbook_that_requires_approval_asks_on_the_flow_and_a_no_move
     assert result["outcome"] == "aborted"
     (entry,) = LedgerFile(ledger_path).read("chat-serving")
     assert "standby_verified" in entry.phases and "approval_requested" in entry.phases
-    assert "first_step" not in entry.phases
+    assert "traffic_switched" not in entry.phases
