@@ -7,8 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from lifeboat_dr.core.failover.walk import ThreadRunner, execute
-from lifeboat_dr.core.ledger import RtoLedger
-from lifeboat_dr.flows.wiring import settings_for
+from lifeboat_dr.flows.wiring import new_ledger, settings_for
 from lifeboat_dr.kernel.errors import StopFailover
 from lifeboat_dr.testing.failover_steps import ScriptedSteps, scripted_runbook
 from tests.failover.conftest import Gate
@@ -16,7 +15,7 @@ from tests.failover.conftest import Gate
 
 def run(steps, gate, rb=None, drill=False):
     rb = rb or scripted_runbook()
-    ledger = RtoLedger.for_runbook(rb, "run-1", drill=drill)
+    ledger = new_ledger(rb, "run-1", drill=drill)
     try:
         return execute(settings_for(rb), steps, ledger, gate, run_id="run-1", drill=drill), ledger.entry
     except BaseException:
@@ -177,7 +176,7 @@ class PreparingRunner(ThreadRunner):
 def _walk_preparing(gate, steps):
     rb = scripted_runbook()
     runner = PreparingRunner(settings_for(rb), steps)
-    ledger = RtoLedger.for_runbook(rb, "run-1")
+    ledger = new_ledger(rb, "run-1")
     execute(settings_for(rb), steps, ledger, gate, run_id="run-1", runner=runner)
     return runner.prepared
 
@@ -212,8 +211,6 @@ def test_a_failed_fence_never_calls_what_was_prepared_after_it():
     runner = PreparingRunner(settings_for(rb), steps)
     gate = Gate(person=True)
     with pytest.raises(StopFailover):
-        execute(
-            settings_for(rb), steps, RtoLedger.for_runbook(rb, "run-1"), gate, run_id="run-1", runner=runner
-        )
+        execute(settings_for(rb), steps, new_ledger(rb, "run-1"), gate, run_id="run-1", runner=runner)
     assert [name for name, _ in runner.prepared][4:] == ["provision", "resume", "prove"]
     assert not {"provision", "resume", "prove"} & {c[0] for c in steps.calls}  # prepared, never called
