@@ -13,9 +13,8 @@ from prefect import flow
 from prefect.testing.utilities import prefect_test_harness
 
 from lifeboat_dr.core.failover.graph import critical_path, step_graph
-from lifeboat_dr.core.ledger import RtoLedger
 from lifeboat_dr.flows.failover import execute
-from lifeboat_dr.flows.wiring import settings_for
+from lifeboat_dr.flows.wiring import new_ledger, settings_for
 from lifeboat_dr.providers.chat.base import ApprovalDecision
 from lifeboat_dr.testing.failover_steps import ScriptedSteps, scripted_runbook
 
@@ -55,7 +54,7 @@ def simulate(early: bool) -> tuple[float, float, float]:
         approval={"required": False, "provision_before_approval": early},
     )
     steps = ScriptedSteps(durations)
-    ledger = RtoLedger.for_runbook(rb, "bench")
+    ledger = new_ledger(rb, "bench")
 
     @flow(name="failover-bench")
     def simulated():

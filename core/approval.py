@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from lifeboat_dr.kernel.durations import format_duration
 from lifeboat_dr.kernel.errors import PreconditionFailed
 from lifeboat_dr.providers.chat.base import ApprovalDecision, Via
+
+if TYPE_CHECKING:
+    from lifeboat_dr.runbooks.model import Approval
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class ApprovalProcess:
     _stage: int = 0
 
     @classmethod
-    def from_runbook(cls, approval, requested_at: datetime) -> ApprovalProcess:
+    def from_runbook(cls, approval: Approval, requested_at: datetime) -> ApprovalProcess:
         """`approval` is the runbook's `Approval` section."""
         stages = [_Stage(tuple(approval.approvers), approval.timeout)]
         if approval.escalation is not None:

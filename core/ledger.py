@@ -264,10 +264,6 @@ class RtoLedger:
             with self._handing:
                 self._behind = [w for w in self._behind if w not in pending]
 
-    @classmethod
-    def for_runbook(cls, rb, run_id: str, **kw) -> RtoLedger:
-        return cls(rb.name, run_id, rto_target=rb.rto_target, rpo_target=rb.rpo_target, **kw)
-
     def begin(self, phase: str, at: datetime | None = None) -> None:
         """The step that will reach `phase` starts now (for steps that run concurrently)."""
         self._check(phase)

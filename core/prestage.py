@@ -208,25 +208,26 @@ def _copy_minimal(src: Store, dst: Store, src_prefix: str, dst_prefix: str) -> l
     return copied
 
 
-def readiness_for(rb, registry: Registry, open_store: OpenStore) -> PrestageReadiness:
-    """`check_readiness` for a runbook's prestage section."""
+@dataclass(frozen=True)
+class PrestagePlan:
+    """A runbook's prestage section, its URIs resolved (`lifeboat_dr.flows.wiring.prestage_plan`)."""
+
+    images: tuple[tuple[str, str | None], ...]  # (image reference, pinned digest or None)
+    weights: tuple[str, ...]  # weights URIs to stage in the secondary store
+    secondary_store: str  # the secondary's checkpoint store URI
+    pull: bool = False  # check by pulling every image through the mirror, not only its digest
+
+
+def plan_readiness(plan: PrestagePlan, registry: Registry, open_store: OpenStore) -> PrestageReadiness:
+    """`check_readiness` for a prestage plan."""
     return check_readiness(
-        [(i.image, i.digest) for i in rb.prestage.images],
-        [rb.store_uri(w) for w in rb.prestage.weights],
-        rb.store_uri(rb.secondary.store),
-        registry,
-        open_store,
-        pull=rb.prestage.pull,
+        plan.images, plan.weights, plan.secondary_store, registry, open_store, pull=plan.pull
     )
 
 
-def stage_runbook_weights(rb, open_store: OpenStore) -> dict[str, object]:
-    """Stage every weights URI of a runbook; source URI -> the copy's report."""
-    secondary = rb.store_uri(rb.secondary.store)
-    return {
-        w: stage_weights(rb.store_uri(w), destination_for(secondary, rb.store_uri(w)), open_store)
-        for w in rb.prestage.weights
-    }
+def stage_plan_weights(plan: PrestagePlan, open_store: OpenStore) -> dict[str, object]:
+    """Stage every weights URI of a plan; source URI -> the copy's report."""
+    return {w: stage_weights(w, destination_for(plan.secondary_store, w), open_store) for w in plan.weights}
 
 
 def readiness_markdown(runbook: str, readiness: PrestageReadiness) -> str:

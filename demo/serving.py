@@ -54,11 +54,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def play(box, *, bad_standby: bool) -> int:
-    from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
+    from lifeboat_dr.core.ledger import LedgerFile
     from lifeboat_dr.core.serving.failover import serving_failover
     from lifeboat_dr.core.timeline import entry_markdown, render_timeline, timeline_path
     from lifeboat_dr.flows.serving_sandbox import stop
-    from lifeboat_dr.flows.wiring import build_router, certified_weights_digest, serving_settings
+    from lifeboat_dr.flows.wiring import build_router, certified_weights_digest, new_ledger, serving_settings
     from lifeboat_dr.providers.serving.http import HttpEndpoint
     from lifeboat_dr.standins.serving_client import client_window, read_samples
 
@@ -75,7 +75,7 @@ def play(box, *, bad_standby: bool) -> int:
         detected, evidence = box.confirm_outage(router)
         after = (datetime.now(UTC) - outage).total_seconds()
         say(f"3. confirmed: 2 of 2 signals agree ({'; '.join(evidence)}), {after:.2f} s after the kill")
-        ledger = RtoLedger.for_runbook(
+        ledger = new_ledger(
             rb, f"demo-{outage:%Y%m%dT%H%M%S}", drill=True, sink=LedgerFile(), table="serving"
         )
         entry = serving_failover(

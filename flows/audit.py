@@ -26,9 +26,9 @@ def run_audit(rb, *, sample_size: int, steps: int | None, seed: int | str, compu
     from lifeboat_dr.core.audit import AuditReport, audit_checkpoints, audit_cluster, choose_option, sample
     from lifeboat_dr.core.certify import certified_checkpoints
     from lifeboat_dr.core.resume import parse_losses
-    from lifeboat_dr.flows.wiring import providers_for, read_text
+    from lifeboat_dr.flows.wiring import job_spec, providers_for, read_text
     from lifeboat_dr.kernel.errors import ConfigError
-    from lifeboat_dr.providers.compute.base import JobSpec, candidates_from_runbook
+    from lifeboat_dr.providers.compute.base import plan_options
     from lifeboat_dr.providers.image_registry import FakeRegistry
 
     if not rb.verify.loss_log:
@@ -47,8 +47,8 @@ def run_audit(rb, *, sample_size: int, steps: int | None, seed: int | str, compu
         report.cases, report.torn_down, report.error = audit_checkpoints(
             compute,
             report.cluster,
-            choose_option(compute, candidates_from_runbook(rb)),
-            JobSpec.from_runbook(rb),
+            choose_option(compute, plan_options(rb.secondary.candidates)),
+            job_spec(rb),
             chosen,
             recorded,
             steps=steps or max(rb.verify.parity_steps, 1),

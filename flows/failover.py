@@ -147,9 +147,9 @@ def failover(
     providers = None
     sky_rehearsal = None
     if dry_run and rb.secondary.infra != "local":  # the user's task through SkyPilot's dry-run launch
-        from lifeboat_dr.providers.compute.skydryrun import dry_run_launch
+        from lifeboat_dr.flows.wiring import sky_dry_run
 
-        sky_rehearsal = dry_run_launch(rb)
+        sky_rehearsal = sky_dry_run(rb)
         print(sky_rehearsal.summary())
     if dry_run:  # the same steps over a sandboxed copy: local stores and compute, a fake registry
         registry = FakeRegistry(sandbox_images(rb))

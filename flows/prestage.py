@@ -14,30 +14,29 @@ from prefect.artifacts import create_markdown_artifact
 
 from lifeboat_dr.core.prestage import (
     PrestageReadiness,
-    readiness_for,
+    plan_readiness,
     readiness_markdown,
-    stage_runbook_weights,
+    stage_plan_weights,
 )
 from lifeboat_dr.providers.orchestrator.prefect_api import emit as emit_event
 
 
 @task(retries=2, retry_delay_seconds=10)
 def stage(runbook_path: str) -> list[str]:
-    from lifeboat_dr.flows.wiring import store_opener
+    from lifeboat_dr.flows.wiring import prestage_plan, store_opener
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook_path)
-    return sorted(stage_runbook_weights(rb, store_opener(rb)))
+    return sorted(stage_plan_weights(prestage_plan(rb), store_opener(rb)))
 
 
 @task(retries=1, retry_delay_seconds=5)
 def check(runbook_path: str, mirrors: dict[str, str] | None) -> PrestageReadiness:
-    from lifeboat_dr.flows.wiring import store_opener
-    from lifeboat_dr.providers.image_registry import OciRegistry
+    from lifeboat_dr.flows.wiring import prestage_plan, registry_for, store_opener
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook_path)
-    return readiness_for(rb, OciRegistry.for_runbook(rb, mirror=mirrors), store_opener(rb))
+    return plan_readiness(prestage_plan(rb), registry_for(rb, mirror=mirrors), store_opener(rb))
 
 
 @flow(name="prestage", log_prints=True)

@@ -4,7 +4,9 @@ No behaviour lives here: the steps are `lifeboat_dr.core.failover.steps.Provider
 is `lifeboat_dr.core.failover.walk`. This module opens a runbook's stores (one opener, which keeps
 each site's S3-compatible `endpoint_url`), builds its compute, registry, probes, ledger and
 approval gate, and reads its policy into `FailoverSettings` / `StepSpec` (and replication's
-into `ReplicationSettings`).
+into `ReplicationSettings`) and its other sections into the typed values core and providers
+take (`JobSpec`, `PrestagePlan`, `RunbookFigures`): no function there is handed the whole
+runbook (tests/test_composition_root.py holds them to it).
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ from lifeboat_dr.providers.storage import open_store
 
 if TYPE_CHECKING:  # imported where used: a command that only opens stores (replicate,
     # certify) does not load the failover graph, the ledger or the compute providers
+    from lifeboat_dr.core.advise.inputs import RunbookFigures
     from lifeboat_dr.core.failover.results import FailoverSettings
     from lifeboat_dr.core.failover.steps import Providers, ProviderSteps, StepSpec
     from lifeboat_dr.core.ledger import RtoLedger
+    from lifeboat_dr.core.prestage import PrestagePlan
     from lifeboat_dr.core.replication.direction import ReplicationSettings
-    from lifeboat_dr.providers.image_registry import Registry
+    from lifeboat_dr.providers.compute.base import Compute, JobSpec
+    from lifeboat_dr.providers.compute.skydryrun import DryRun
+    from lifeboat_dr.providers.image_registry import OciRegistry, Registry
     from lifeboat_dr.providers.storage.base import Store
     from lifeboat_dr.runbooks.model import Runbook, Site
 
@@ -127,8 +133,6 @@ def providers_for(rb: Runbook, *, registry: Registry | None = None) -> Providers
     """The runbook's stores, compute and image registry. The primary may be unopenable (the
     outage): then it is None and the secondary must do."""
     from lifeboat_dr.core.failover.steps import Providers
-    from lifeboat_dr.providers.compute import compute_for_runbook
-    from lifeboat_dr.providers.image_registry import OciRegistry
 
     opener = store_opener(rb)
     try:
@@ -138,9 +142,97 @@ def providers_for(rb: Runbook, *, registry: Registry | None = None) -> Providers
     return Providers(
         primary,
         opener(rb.secondary.store),
-        compute_for_runbook(rb),
-        registry or OciRegistry.for_runbook(rb),
+        compute_for(rb),
+        registry or registry_for(rb),
         opener,
+    )
+
+
+def compute_for(rb: Runbook, *, live: bool | None = None, state_dir=None, **kwargs) -> Compute:
+    """The backend a runbook's secondary needs: `local` runs job.command as a process group
+    (state under `state_dir`, default `<runbook dir>/.lifeboat/clusters`); anything else is
+    SkyPilot with the job's task YAML, priced over the catalog `plan.catalog` chooses
+    (`live` overrides it: True live, False the shipped snapshot), as a managed job when
+    `job.managed` says so."""
+    if rb.secondary.infra == "local":
+        from lifeboat_dr.providers.compute.local import LocalCompute
+
+        return LocalCompute(state_dir or rb.base_dir / ".lifeboat" / "clusters")
+    from lifeboat_dr.providers.compute.skycatalog import choose_catalog
+    from lifeboat_dr.providers.compute.skypilot import SkyPilotCompute, task_nodes
+
+    setting = rb.plan.catalog if live is None else ("live" if live else "snapshot")
+    catalog = choose_catalog(setting)
+    task = rb.resolve(rb.job.task)
+    kwargs.setdefault("store_uri", rb.store_uri(rb.secondary.store))
+    kwargs.setdefault("primary_store_uri", rb.store_uri(rb.primary.store))
+    kwargs.setdefault("price_source", catalog.describe())
+    if rb.job.managed is not None:
+        kwargs.setdefault("managed", True)
+        kwargs.setdefault("job_recovery", rb.job.managed.job_recovery())
+    return SkyPilotCompute(
+        offline=catalog.kind == "snapshot", task_yaml=task, num_nodes=task_nodes(task), **kwargs
+    )
+
+
+def registry_for(rb: Runbook, *, mirror: dict[str, str] | None = None) -> OciRegistry:
+    """Where the secondary pulls the runbook's images from: its `prestage.mirrors` (or
+    `mirror`), with the credentials for every host involved."""
+    from lifeboat_dr.providers.image_registry import OciRegistry
+
+    mirrors = mirror if mirror is not None else rb.prestage.mirrors
+    return OciRegistry.for_images([i.image for i in rb.prestage.images], mirrors)
+
+
+def job_spec(rb: Runbook, checkpoint: str | None = None) -> JobSpec:
+    """The runbook's job as the compute backends start it, resuming from `checkpoint`."""
+    from lifeboat_dr.providers.compute.base import JobSpec
+
+    job = rb.job
+    return JobSpec(
+        name=rb.name,
+        command=job.command,
+        task_yaml=rb.resolve(job.task) if job.task else None,
+        workdir=rb.resolve(job.workdir) if job.workdir else rb.base_dir,
+        resume_env=job.resume.env,
+        resume_arg=job.resume.arg,
+        checkpoint=checkpoint,
+        store_uri=rb.store_uri(rb.secondary.store),
+        primary_store_uri=rb.store_uri(rb.primary.store),
+    )
+
+
+def blocked_infras(rb: Runbook) -> tuple[str, ...]:
+    """Where a failover must not go: the failed primary's infra (`local` names no region,
+    so there is nothing to block)."""
+    return () if rb.primary.infra == "local" else (rb.primary.infra,)
+
+
+def sky_dry_run(rb: Runbook, *, checkpoint: str = "<certified checkpoint>") -> DryRun:
+    """The runbook's task through SkyPilot's own dry-run launch, on its first feasible
+    candidate with the primary blocked, resuming from a placeholder under the secondary store."""
+    from lifeboat_dr.providers.compute.base import plan_options
+    from lifeboat_dr.providers.compute.skydryrun import dry_run_launch
+
+    secondary = rb.store_uri(rb.secondary.store)
+    return dry_run_launch(
+        job_spec(rb, f"{secondary.rstrip('/')}/{checkpoint}"),
+        plan_options(rb.secondary.candidates),
+        blocked=blocked_infras(rb),
+        job_recovery=rb.job.managed.job_recovery() if rb.job.managed else None,
+    )
+
+
+def prestage_plan(rb: Runbook) -> PrestagePlan:
+    """The runbook's prestage section with its URIs resolved."""
+    from lifeboat_dr.core.prestage import PrestagePlan
+
+    p = rb.prestage
+    return PrestagePlan(
+        images=tuple((i.image, i.digest) for i in p.images),
+        weights=tuple(rb.store_uri(w) for w in p.weights),
+        secondary_store=rb.store_uri(rb.secondary.store),
+        pull=p.pull,
     )
 
 
@@ -265,25 +357,26 @@ def settings_for(rb: Runbook) -> FailoverSettings:
 def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
     from lifeboat_dr.core.detection.quorum import QuorumPolicy
     from lifeboat_dr.core.failover.steps import StepSpec
-    from lifeboat_dr.core.prestage import readiness_for, stage_runbook_weights
-    from lifeboat_dr.providers.compute.base import JobSpec, candidates_from_runbook
+    from lifeboat_dr.core.prestage import plan_readiness, stage_plan_weights
+    from lifeboat_dr.providers.compute.base import plan_options
+
+    plan = prestage_plan(rb)
 
     def prestage():
-        stage_runbook_weights(rb, providers.open_store)
-        return readiness_for(rb, providers.registry, providers.open_store)
+        stage_plan_weights(plan, providers.open_store)
+        return plan_readiness(plan, providers.registry, providers.open_store)
 
     v = rb.verify
     loss_log = loss_log_for_failover(rb)  # the secondary's copy when the log lives in the primary store
     return StepSpec(
         layout=rb.checkpoint.layout.value,
-        # The failed region is blocked; `local` names no region, so there is nothing to block.
-        blocked=() if rb.primary.infra == "local" else (rb.primary.infra,),
-        candidates=tuple(candidates_from_runbook(rb)),
+        blocked=blocked_infras(rb),
+        candidates=tuple(plan_options(rb.secondary.candidates)),
         provision_budget_s=rb.failover.step_timeout.total_seconds(),
         first_step_timeout_s=v.first_step_timeout.total_seconds(),
         parity_steps=v.parity_steps,
         parity_tolerance=v.parity_tolerance,
-        job=lambda uri: JobSpec.from_runbook(rb, uri),
+        job=lambda uri: job_spec(rb, uri),
         quorum=QuorumPolicy.from_detection(rb.detection),
         probes=lambda: build_probes(rb),
         prestage=prestage,
@@ -328,7 +421,7 @@ def build_ledger(
 ) -> RtoLedger:
     """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`) and,
     with LIFEBOAT_LEDGER_MIRROR set, as a hash chain mirrored to stores (`ledger_mirror`)."""
-    from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
+    from lifeboat_dr.core.ledger import LedgerFile
 
     sink = LedgerFile(path)
     mirror = ledger_mirror(rb)
@@ -337,7 +430,15 @@ def build_ledger(
 
         sink = TeedLedger(sink, mirror)
     table = "serving" if rb.serving is not None else "training"
-    return RtoLedger.for_runbook(rb, run_id, drill=bool(drill), kind=kind, table=table, sink=sink)
+    return new_ledger(rb, run_id, drill=bool(drill), kind=kind, table=table, sink=sink)
+
+
+def new_ledger(rb: Runbook, run_id: str, **kw) -> RtoLedger:
+    """An `RtoLedger` for one run of the runbook (its name and targets), `kw` as `RtoLedger`
+    takes them; without a `sink` it is kept nowhere. `build_ledger` gives the flows theirs."""
+    from lifeboat_dr.core.ledger import RtoLedger
+
+    return RtoLedger(rb.name, run_id, rto_target=rb.rto_target, rpo_target=rb.rpo_target, **kw)
 
 
 def ledger_mirror(rb: Runbook, where: str | None = None):
@@ -501,3 +602,18 @@ def certified_weights_digest(rb: Runbook) -> Callable[[], str]:
         return store_weights_digest(replica, report.certified.uri.rstrip("/").rsplit("/", 1)[-1])
 
     return digest
+
+
+# -- advice ------------------------------------------------------------------------------------
+def advice_figures(rb: Runbook) -> RunbookFigures:
+    """What `lifeboat advise` and the rendered runbook's advice section read of the runbook."""
+    from lifeboat_dr.core.advise.inputs import RunbookFigures
+
+    return RunbookFigures(
+        name=rb.name,
+        rpo_target=rb.rpo_target,
+        rto_target=rb.rto_target,
+        interval=rb.checkpoint.cadence,
+        keep_last=rb.checkpoint.retention.keep_last,
+        cluster=rb.cluster,
+    )

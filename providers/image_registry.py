@@ -28,6 +28,7 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -208,10 +209,11 @@ class OciRegistry:
         raise ProviderUnavailable(f"{url}: registry answered {status}")
 
     @classmethod
-    def for_runbook(cls, rb, *, mirror: dict[str, str] | None = None) -> OciRegistry:
-        """The runbook's mirrors (or `mirror`) and the credentials for every host involved."""
-        mirrors = dict(mirror if mirror is not None else rb.prestage.mirrors)
-        hosts = {ImageRef.parse(i.image).host for i in rb.prestage.images}
+    def for_images(cls, images: Iterable[str], mirror: Mapping[str, str]) -> OciRegistry:
+        """Pulls through `mirror` (registry host -> mirror URL), with the credentials for
+        every host involved: the images' own and the mirrors'."""
+        mirrors = dict(mirror)
+        hosts = {ImageRef.parse(image).host for image in images}
         hosts |= {urllib.parse.urlparse(u).netloc for u in mirrors.values()}
         return cls(mirror=mirrors, credentials=registry_credentials(sorted(hosts)))
 

@@ -674,6 +674,12 @@ class Runbook(_Strict):
 
     def store_uri(self, uri: str) -> str:
         """A store URI with a relative `file://` path made absolute against the runbook."""
-        if uri.startswith("file://") and not uri.startswith("file:///"):
-            return "file://" + str(self.resolve(uri[len("file://") :]))
-        return uri
+        return store_uri_under(self.base_dir, uri)
+
+
+def store_uri_under(base_dir: Path, uri: str) -> str:
+    """`uri` with a relative `file://` path made absolute against `base_dir` (a runbook's
+    folder): what `Runbook.store_uri` does, for code given the folder rather than the runbook."""
+    if uri.startswith("file://") and not uri.startswith("file:///"):
+        return "file://" + str((base_dir / uri[len("file://") :]).resolve())
+    return uri

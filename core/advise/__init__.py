@@ -6,7 +6,7 @@ Pure maths over plain data; no Prefect, no SDKs, no numpy (the Monte Carlo check
 
 from lifeboat_dr.core.advise.advice import Advice, IntervalOutcome, advise
 from lifeboat_dr.core.advise.budget import REFERENCE_RANGES, DrBudget, dr_budget
-from lifeboat_dr.core.advise.inputs import INPUTS, AdviceInputs, resolve_inputs
+from lifeboat_dr.core.advise.inputs import INPUTS, AdviceInputs, RunbookFigures, resolve_inputs
 from lifeboat_dr.core.advise.interval import (
     cluster_mtbf_s,
     daly_interval_s,
@@ -29,6 +29,7 @@ __all__ = [
     "AdviceInputs",
     "DrBudget",
     "IntervalOutcome",
+    "RunbookFigures",
     "advice_markdown",
     "advise",
     "cluster_mtbf_s",

@@ -1,7 +1,8 @@
 """What `advise` works from: the runbook's `cluster:` section, overridden by flags.
 
 `resolve_inputs` turns both into one `AdviceInputs` in plain units (seconds, dollars, GB) and
-says, in one line, everything that is missing or impossible.
+says, in one line, everything that is missing or impossible. What it reads of a runbook
+arrives as `RunbookFigures` (`lifeboat_dr.flows.wiring.advice_figures` reads them).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from lifeboat_dr.core.advise.interval import cluster_mtbf_s
 from lifeboat_dr.kernel.errors import ConfigError
 
 if TYPE_CHECKING:
-    from lifeboat_dr.runbooks.model import Runbook
+    from lifeboat_dr.runbooks.model import Cluster
 
 # Input name -> (flag, what it is, with its unit). The CLI help and the error messages use it.
 INPUTS: dict[str, tuple[str, str]] = {
@@ -70,6 +71,19 @@ REQUIRED = ("gpus", "gpu_hour_usd", "checkpoint_write")
 
 
 @dataclass(frozen=True)
+class RunbookFigures:
+    """What advise reads from a runbook: its name, targets, checkpoint cadence and retention,
+    and its `cluster:` section."""
+
+    name: str
+    rpo_target: timedelta
+    rto_target: timedelta
+    interval: timedelta  # checkpoint.cadence: the interval the job checkpoints at now
+    keep_last: int  # checkpoint.retention.keep_last
+    cluster: Cluster | None  # the runbook's own section; None: every cluster figure from flags
+
+
+@dataclass(frozen=True)
 class AdviceInputs:
     """Everything the maths needs, in plain units."""
 
@@ -100,18 +114,18 @@ def _seconds(v: Any) -> float | None:
     return v.total_seconds() if isinstance(v, timedelta) else float(v)
 
 
-def resolve_inputs(runbook: Runbook | None, overrides: dict[str, Any] | None = None) -> AdviceInputs:
+def resolve_inputs(figures: RunbookFigures | None, overrides: dict[str, Any] | None = None) -> AdviceInputs:
     """Runbook values first, then every override that is not None (flags win).
 
     Durations may be `timedelta` or seconds. Raises `ConfigError` naming each missing input
     with its flag, or the first impossible value.
     """
     values: dict[str, Any] = {}
-    if runbook is not None:
-        values["interval"] = runbook.checkpoint.cadence
-        values["keep_last"] = runbook.checkpoint.retention.keep_last
-        if runbook.cluster is not None:
-            cluster = runbook.cluster  # attributes, not model_dump: that would spell durations as text
+    if figures is not None:
+        values["interval"] = figures.interval
+        values["keep_last"] = figures.keep_last
+        if figures.cluster is not None:
+            cluster = figures.cluster  # attributes, not model_dump: that would spell durations as text
             values.update(
                 {
                     k: getattr(cluster, k)
@@ -132,7 +146,7 @@ def resolve_inputs(runbook: Runbook | None, overrides: dict[str, Any] | None = N
         missing.append("mtbf")
     if missing:
         names = ", ".join(f"{INPUTS[k][0]} ({INPUTS[k][1]})" for k in missing)
-        where = "in the runbook's cluster: section or as flags" if runbook is not None else "as flags"
+        where = "in the runbook's cluster: section or as flags" if figures is not None else "as flags"
         raise ConfigError(f"missing {names}; give them {where}")
 
     gpus = int(values["gpus"])
@@ -179,7 +193,7 @@ def resolve_inputs(runbook: Runbook | None, overrides: dict[str, Any] | None = N
         standby_fraction=DEFAULT_STANDBY_FRACTION[tier] if fraction is None else float(fraction),
         standby_gpu_hour_usd=opt_float("standby_gpu_hour_usd"),
         provision_s=_seconds(values.get("provision")),
-        rpo_target_s=_seconds(runbook.rpo_target) if runbook is not None else None,
-        rto_target_s=_seconds(runbook.rto_target) if runbook is not None else None,
-        name=runbook.name if runbook is not None else None,
+        rpo_target_s=_seconds(figures.rpo_target) if figures is not None else None,
+        rto_target_s=_seconds(figures.rto_target) if figures is not None else None,
+        name=figures.name if figures is not None else None,
     )

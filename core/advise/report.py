@@ -6,15 +6,11 @@ Text and Markdown are built from the same rows, so the two never disagree.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from lifeboat_dr.core.advise.advice import Advice, IntervalOutcome, advise
 from lifeboat_dr.core.advise.budget import HOURS_PER_MONTH, REFERENCE_RANGES
-from lifeboat_dr.core.advise.inputs import resolve_inputs
+from lifeboat_dr.core.advise.inputs import RunbookFigures, resolve_inputs
 from lifeboat_dr.kernel.durations import format_duration
-
-if TYPE_CHECKING:
-    from lifeboat_dr.runbooks.model import Runbook
 
 TITLE = "Checkpoint interval and DR budget"
 
@@ -190,8 +186,8 @@ def format_markdown(a: Advice, heading: str = "##") -> str:
     return "\n".join(lines) + "\n"
 
 
-def advice_markdown(runbook: Runbook) -> str | None:
+def advice_markdown(figures: RunbookFigures) -> str | None:
     """The render section for a runbook; None when it has no `cluster:` section."""
-    if getattr(runbook, "cluster", None) is None:
+    if figures.cluster is None:
         return None
-    return format_markdown(advise(resolve_inputs(runbook)))
+    return format_markdown(advise(resolve_inputs(figures)))

@@ -2,6 +2,7 @@
 
 `local` runs the job as a local process group (demo, CI); `skypilot` provisions clouds
 through SkyPilot; `fake` scripts capacity errors, slow boots and preemption for tests.
+A runbook's backend is built by `lifeboat_dr.flows.wiring.compute_for`.
 """
 
 from __future__ import annotations
@@ -54,31 +55,4 @@ def open_compute(name: str, **kwargs: Any) -> Compute:
     return getattr(importlib.import_module(module), cls)(**kwargs)
 
 
-def compute_for_runbook(rb, *, live: bool | None = None, state_dir=None, **kwargs: Any) -> Compute:
-    """The backend a runbook's secondary needs: `local` runs job.command as a process group
-    (state under `state_dir`, default `<runbook dir>/.lifeboat/clusters`); anything else is
-    SkyPilot with the job's task YAML, priced over the catalog `plan.catalog` chooses
-    (`live` overrides it: True live, False the shipped snapshot), as a managed job when
-    `job.managed` says so."""
-    if rb.secondary.infra == "local":
-        from lifeboat_dr.providers.compute.local import LocalCompute
-
-        return LocalCompute(state_dir or rb.base_dir / ".lifeboat" / "clusters")
-    from lifeboat_dr.providers.compute.skycatalog import choose_catalog
-    from lifeboat_dr.providers.compute.skypilot import SkyPilotCompute, task_nodes
-
-    setting = rb.plan.catalog if live is None else ("live" if live else "snapshot")
-    catalog = choose_catalog(setting)
-    task = rb.resolve(rb.job.task)
-    kwargs.setdefault("store_uri", rb.store_uri(rb.secondary.store))
-    kwargs.setdefault("primary_store_uri", rb.store_uri(rb.primary.store))
-    kwargs.setdefault("price_source", catalog.describe())
-    if rb.job.managed is not None:
-        kwargs.setdefault("managed", True)
-        kwargs.setdefault("job_recovery", rb.job.managed.job_recovery())
-    return SkyPilotCompute(
-        offline=catalog.kind == "snapshot", task_yaml=task, num_nodes=task_nodes(task), **kwargs
-    )
-
-
-__all__ = [*sorted(_FROM_BASE), "compute_for_runbook", "open_compute"]
+__all__ = [*sorted(_FROM_BASE), "open_compute"]

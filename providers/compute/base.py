@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from lifeboat_dr.kernel.errors import LifeboatError, ProviderUnavailable
 
 if TYPE_CHECKING:
-    from lifeboat_dr.runbooks.model import Runbook
+    from lifeboat_dr.runbooks.model import Candidate
 
 
 class CapacityError(ProviderUnavailable):
@@ -67,7 +67,7 @@ class PlanOption:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """What to start on the cluster, resolved from the runbook once."""
+    """What to start on the cluster, resolved from the runbook once (`lifeboat_dr.flows.wiring.job_spec`)."""
 
     name: str  # the runbook's name
     command: str | None = None  # local shell command (LocalCompute, FakeCompute)
@@ -79,21 +79,6 @@ class JobSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     store_uri: str | None = None  # secondary checkpoint store, mounted where the backend can
     primary_store_uri: str | None = None  # the failed site's store: task references to it move to store_uri
-
-    @classmethod
-    def from_runbook(cls, rb: Runbook, checkpoint: str | None = None) -> JobSpec:
-        job = rb.job
-        return cls(
-            name=rb.name,
-            command=job.command,
-            task_yaml=rb.resolve(job.task) if job.task else None,
-            workdir=rb.resolve(job.workdir) if job.workdir else rb.base_dir,
-            resume_env=job.resume.env,
-            resume_arg=job.resume.arg,
-            checkpoint=checkpoint,
-            store_uri=rb.store_uri(rb.secondary.store),
-            primary_store_uri=rb.store_uri(rb.primary.store),
-        )
 
     def resuming_from(self, checkpoint: str | None) -> JobSpec:
         return replace(self, checkpoint=checkpoint)
@@ -209,8 +194,8 @@ class Compute(Protocol):
         ...
 
 
-def candidates_from_runbook(rb: Runbook) -> list[PlanOption]:
-    """The runbook's ordered secondary candidates, unpriced."""
+def plan_options(candidates: Sequence[Candidate]) -> list[PlanOption]:
+    """A runbook's ordered secondary candidates (`secondary.candidates`), unpriced."""
     return [
         PlanOption(
             infra=c.infra,
@@ -220,7 +205,7 @@ def candidates_from_runbook(rb: Runbook) -> list[PlanOption]:
             hourly_usd=None,
             rank=i,
         )
-        for i, c in enumerate(rb.secondary.candidates)
+        for i, c in enumerate(candidates)
     ]
 
 

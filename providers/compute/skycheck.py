@@ -26,7 +26,14 @@ def check_runbook(path: str | Path, *, catalog: str | None = None):
     `catalog` (live/snapshot; default the runbook's `plan.catalog`) is the SkyPilot setup
     the caller will plan with: SkyPilot fixes its catalog paths at import."""
     rb = load_runbook(path)
-    problems = task_problems(rb, catalog=catalog)
+    if rb.secondary.infra == "local" or not rb.job.task:
+        return rb
+    problems = task_problems(
+        rb.resolve(rb.job.task),
+        primary_store=rb.store_uri(rb.primary.store),
+        secondary_store=rb.store_uri(rb.secondary.store),
+        catalog=catalog or rb.plan.catalog,
+    )
     if problems:
         raise RunbookInvalid(problems)
     return rb
@@ -40,11 +47,12 @@ def _shown(path: Path) -> str:
     return str(path) if rel.startswith("..") else rel
 
 
-def task_problems(rb, *, catalog: str | None = None) -> list[Problem]:
-    """What is wrong with the runbook's SkyPilot task, each as `file:line: job.task: ...`."""
-    if rb.secondary.infra == "local" or not rb.job.task:
-        return []
-    task_path = rb.resolve(rb.job.task)
+def task_problems(
+    task_path: Path, *, primary_store: str, secondary_store: str, catalog: str | None = None
+) -> list[Problem]:
+    """What is wrong with a SkyPilot task (`job.task`), each as `file:line: job.task: ...`:
+    SkyPilot's verdict over the `catalog` setting (live/snapshot/None), and references to
+    `primary_store` that cannot move to `secondary_store`."""
     shown = _shown(task_path)
     try:
         config, lines = read_task(task_path, shown)
@@ -55,27 +63,18 @@ def task_problems(rb, *, catalog: str | None = None) -> list[Problem]:
     verdict, _ = remembered(
         "task-schema",
         fingerprint(files=[task_path], shown=shown),
-        lambda: [_to_json(p) for p in _schema(rb, catalog, config, shown, lines)],
+        lambda: [_to_json(p) for p in _schema(catalog, config, shown, lines)],
     )
     problems = [_as_task(Problem(**p)) for p in verdict]
-    _, _, moved = rewrite_store_refs(
-        config,
-        rb.store_uri(rb.primary.store),
-        rb.store_uri(rb.secondary.store),
-        shown=shown,
-        lines=lines,
-    )
+    _, _, moved = rewrite_store_refs(config, primary_store, secondary_store, shown=shown, lines=lines)
     return problems + [_as_task(p) for p in moved]
 
 
-def _schema(rb, catalog, config, shown, lines) -> list[Problem]:
+def _schema(catalog, config, shown, lines) -> list[Problem]:
     from lifeboat_dr.providers.compute.skycatalog import choose_catalog
     from lifeboat_dr.providers.compute.skyplan import use_offline_catalog
 
-    if (
-        "sky" not in __import__("sys").modules
-        and choose_catalog(catalog or rb.plan.catalog).kind == "snapshot"
-    ):
+    if "sky" not in __import__("sys").modules and choose_catalog(catalog).kind == "snapshot":
         use_offline_catalog()
     return schema_problems(config, shown=shown, lines=lines)
 

@@ -25,11 +25,12 @@ moved to the secondary, the resume argument or env set.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from lifeboat_dr.kernel.errors import ConfigError
-from lifeboat_dr.providers.compute.base import JobSpec, PlanOption, candidates_from_runbook
+from lifeboat_dr.providers.compute.base import JobSpec, PlanOption
 
 
 @dataclass(frozen=True)
@@ -50,15 +51,22 @@ class DryRun:
         return f"SkyPilot dry-run launch of {self.cluster} on {self.resources}{skipped}"
 
 
-def dry_run_launch(rb, *, checkpoint: str = "<certified checkpoint>") -> DryRun:
-    """Plan the runbook's candidates over the shipped snapshot (the primary blocked), build
-    the failover's task for the first feasible one, and dry-run launch it. Raises
-    ConfigError with SkyPilot's first line when SkyPilot refuses the task."""
+def dry_run_launch(
+    job: JobSpec,
+    candidates: Sequence[PlanOption],
+    *,
+    blocked: Sequence[str] = (),
+    job_recovery: dict | None = None,
+) -> DryRun:
+    """Plan `candidates` over the shipped snapshot (`blocked` excluded: the primary), build
+    the failover's task for the first feasible one from `job` (its `task_yaml`, its
+    checkpoint a placeholder) and dry-run launch it; `job_recovery` makes it a managed job.
+    Raises ConfigError with SkyPilot's first line when SkyPilot refuses the task."""
+    from lifeboat_dr.providers.compute.skycatalog import choose_catalog
     from lifeboat_dr.providers.compute.skypilot import SkyPilotCompute, build_task, task_nodes
     from lifeboat_dr.providers.compute.skyplan import import_sky, offline_clouds
 
-    task_yaml = rb.resolve(rb.job.task)
-    from lifeboat_dr.providers.compute.skycatalog import choose_catalog
+    task_yaml = job.task_yaml
 
     compute = SkyPilotCompute(
         offline=True,
@@ -66,18 +74,14 @@ def dry_run_launch(rb, *, checkpoint: str = "<certified checkpoint>") -> DryRun:
         num_nodes=task_nodes(task_yaml),
         price_source=choose_catalog("snapshot").describe(),
     )
-    blocked = [] if rb.primary.infra == "local" else [rb.primary.infra]
-    options = [o for o in compute.plan(candidates_from_runbook(rb), blocked) if o.feasible]
+    options = [o for o in compute.plan(candidates, blocked) if o.feasible]
     if not options:
-        raise ConfigError(f"{rb.name}: no feasible candidate to dry-run the task on")
+        raise ConfigError(f"{job.name}: no feasible candidate to dry-run the task on")
     option = options[0]
-    secondary = rb.store_uri(rb.secondary.store)
-    job = JobSpec.from_runbook(rb, f"{secondary.rstrip('/')}/{checkpoint}")
-    recovery = rb.job.managed.job_recovery() if rb.job.managed else None
     calls = ["sky.optimizer.Optimizer.optimize (plan)", "sky.Task.from_yaml_config"]
-    task = build_task(job, option, job_recovery=recovery)
+    task = build_task(job, option, job_recovery=job_recovery)
     skipped = tuple(sorted(f"{dst} <- {s.source}" for dst, s in (task.storage_mounts or {}).items()))
-    cluster = f"{rb.name}-dryrun"
+    cluster = f"{job.name}-dryrun"
     sky = import_sky()
     from sky import execution, sky_logging
     from sky.backends import backend_utils

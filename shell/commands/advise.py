@@ -78,14 +78,15 @@ def register(subparsers) -> None:
 
 
 def _load(path: str):
+    from lifeboat_dr.flows.wiring import advice_figures
     from lifeboat_dr.runbooks.loader import load_runbook
 
-    return load_runbook(path)
+    return advice_figures(load_runbook(path))
 
 
 def run(args) -> int:
-    runbook = _load(args.runbook) if args.runbook else None
-    advice = advise(resolve_inputs(runbook, {name: getattr(args, name) for name in INPUTS}))
+    figures = _load(args.runbook) if args.runbook else None
+    advice = advise(resolve_inputs(figures, {name: getattr(args, name) for name in INPUTS}))
     if args.json:
         print(json.dumps(advice.to_dict(), indent=2, sort_keys=True))
     else:

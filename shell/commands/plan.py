@@ -96,12 +96,12 @@ def _refresh_in_background(rb, extra_blocks: list[str]) -> None:
 
 
 def _compute_plan(rb, blocked: list[str], catalog: str | None) -> dict:
-    from lifeboat_dr.providers.compute import compute_for_runbook
-    from lifeboat_dr.providers.compute.base import candidates_from_runbook
+    from lifeboat_dr.flows.wiring import compute_for
+    from lifeboat_dr.providers.compute.base import plan_options
 
     live = None if catalog is None else catalog == "live"
-    compute = compute_for_runbook(rb, live=live)
-    options = compute.plan(candidates_from_runbook(rb), blocked)
+    compute = compute_for(rb, live=live)
+    options = compute.plan(plan_options(rb.secondary.candidates), blocked)
     if rb.secondary.infra == "local":
         source = "local provider (no price)"
     else:

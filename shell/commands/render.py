@@ -53,5 +53,6 @@ def _advice(rb) -> str | None:
     if rb.cluster is None:
         return None
     from lifeboat_dr.core.advise import advice_markdown
+    from lifeboat_dr.flows.wiring import advice_figures
 
-    return advice_markdown(rb)
+    return advice_markdown(advice_figures(rb))

@@ -42,7 +42,11 @@ def run(args) -> int:
         print(
             f"{file}: ok ({rb.name}, {rb.workload.value}, RPO {_fmt(rb.rpo_target)}, RTO {_fmt(rb.rto_target)})"
         )
-        for warning in [*detection_warnings(rb), *shared_fate_warnings(rb, os.environ)]:
+        warnings = [
+            *detection_warnings(rb.detection, rb.primary, rb.secondary, base_dir=rb.base_dir),
+            *shared_fate_warnings(rb.primary, os.environ, base_dir=rb.base_dir),
+        ]
+        for warning in warnings:
             print(f"{file}: warning: {warning}", file=sys.stderr)
     return 1 if failed else 0
 

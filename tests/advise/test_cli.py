@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from lifeboat_dr.core.advise import INPUTS, advice_markdown
+from lifeboat_dr.flows.wiring import advice_figures
 
 FLAGS = (
     "--gpus", "1024", "--gpu-hour-usd", "3.80", "--mtbf", "7.9h", "--checkpoint-write", "5m",
@@ -70,11 +71,11 @@ def test_runbook_file_plus_an_overriding_flag(lifeboat, runbook_data, tmp_path):
 
 def test_render_section_is_absent_without_cluster_numbers(runbook_data, make_runbook):
     del runbook_data["cluster"]
-    assert advice_markdown(make_runbook(runbook_data)) is None
+    assert advice_markdown(advice_figures(make_runbook(runbook_data))) is None
 
 
 def test_render_section_states_interval_rpo_and_budget(runbook_data, make_runbook):
-    md = advice_markdown(make_runbook(runbook_data))
+    md = advice_markdown(advice_figures(make_runbook(runbook_data)))
     assert md.startswith("## Checkpoint interval and DR budget\n")
     assert "| advised (Daly) | 1h6m |" in md
     assert "| current cadence | 4h |" in md

@@ -4,13 +4,14 @@ import pytest
 from pydantic import ValidationError
 
 from lifeboat_dr.core.advise import resolve_inputs
+from lifeboat_dr.flows.wiring import advice_figures
 from lifeboat_dr.kernel.errors import ConfigError
 
 H = 3600.0
 
 
 def test_runbook_supplies_cluster_numbers_cadence_and_retention(runbook_data, make_runbook):
-    inp = resolve_inputs(make_runbook(runbook_data))
+    inp = resolve_inputs(advice_figures(make_runbook(runbook_data)))
     assert (inp.gpus, inp.gpu_hour_usd, inp.mtbf_s) == (1024, 3.80, 7.9 * H)
     assert (inp.checkpoint_write_s, inp.restart_s, inp.current_interval_s) == (300, 600, 4 * H)
     assert inp.retained_checkpoints == 2
@@ -19,12 +20,14 @@ def test_runbook_supplies_cluster_numbers_cadence_and_retention(runbook_data, ma
 
 
 def test_flags_override_the_runbook(runbook_data, make_runbook):
-    inp = resolve_inputs(make_runbook(runbook_data), {"gpus": 2048, "interval": 3600.0, "restart": None})
+    inp = resolve_inputs(
+        advice_figures(make_runbook(runbook_data)), {"gpus": 2048, "interval": 3600.0, "restart": None}
+    )
     assert (inp.gpus, inp.current_interval_s, inp.restart_s) == (2048, 3600.0, 600)
 
 
 def test_a_per_gpu_mtbf_flag_replaces_the_runbooks_cluster_mtbf(runbook_data, make_runbook):
-    inp = resolve_inputs(make_runbook(runbook_data), {"gpu_mtbf": 50_000 * H})
+    inp = resolve_inputs(advice_figures(make_runbook(runbook_data)), {"gpu_mtbf": 50_000 * H})
     assert inp.mtbf_s == pytest.approx(50_000 * H / 1024)
     assert inp.gpu_mtbf_s == 50_000 * H
 

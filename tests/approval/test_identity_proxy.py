@@ -15,8 +15,9 @@ from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run as current_run
 from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
-from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
+from lifeboat_dr.core.ledger import LedgerFile
 from lifeboat_dr.flows.approval import await_approval
+from lifeboat_dr.flows.wiring import new_ledger
 from lifeboat_dr.providers.chat.console import ConsoleChat
 from lifeboat_dr.runbooks.model import Runbook
 from lifeboat_dr.shell.cli import main as lifeboat
@@ -53,7 +54,7 @@ def basic(login: str, password: str) -> dict:
 @flow(name="approval-gate-behind-the-proxy", persist_result=False)
 def proxied_gate(runbook_doc: dict, ledger_path: str) -> dict:
     rb = Runbook.model_validate(runbook_doc)
-    ledger = RtoLedger.for_runbook(rb, str(current_run.id), sink=LedgerFile(ledger_path))
+    ledger = new_ledger(rb, str(current_run.id), sink=LedgerFile(ledger_path))
     chat = ConsoleChat("wait", out=io.StringIO())
     decision = await_approval(rb, make_card(run_id=""), chat, ledger=ledger, grace_s=20)
     return {"decision": decision.model_dump(mode="json"), "entry": ledger.entry.model_dump(mode="json")}

@@ -13,8 +13,9 @@ from prefect.runtime import flow_run as current_run
 from pydantic import SecretStr
 from starlette.testclient import TestClient
 
-from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
+from lifeboat_dr.core.ledger import LedgerFile
 from lifeboat_dr.flows.approval import await_approval
+from lifeboat_dr.flows.wiring import new_ledger
 from lifeboat_dr.providers.chat.slack import SlackChat
 from lifeboat_dr.runbooks.model import Runbook
 from lifeboat_dr.shell.cli import main as lifeboat
@@ -38,7 +39,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 @flow(name="approval-gate-under-test", persist_result=False)
 def gate_flow(runbook_doc: dict, slack_url: str, ledger_path: str) -> dict:
     rb = Runbook.model_validate(runbook_doc)
-    ledger = RtoLedger.for_runbook(rb, str(current_run.id), sink=LedgerFile(ledger_path))
+    ledger = new_ledger(rb, str(current_run.id), sink=LedgerFile(ledger_path))
     chat = SlackChat(SecretStr("xoxb-test"), base_url=slack_url)
     decision = await_approval(rb, make_card(run_id=""), chat, ledger=ledger, grace_s=20)
     return {"decision": decision.model_dump(mode="json"), "entry": ledger.entry.model_dump(mode="json")}
@@ -313,7 +314,7 @@ def console_gate_flow(runbook_doc: dict, mode: str) -> dict:
     from lifeboat_dr.providers.chat.console import ConsoleChat
 
     rb = Runbook.model_validate(runbook_doc)
-    ledger = RtoLedger.for_runbook(rb, str(current_run.id))
+    ledger = new_ledger(rb, str(current_run.id))
     out = io.StringIO()
     decision = await_approval(rb, make_card(run_id=""), ConsoleChat(mode, out=out), ledger=ledger)
     return {
@@ -373,7 +374,7 @@ def chat_gate_flow(runbook_doc: dict) -> dict:
     from lifeboat_dr.providers.chat.console import ConsoleChat
 
     rb = Runbook.model_validate(runbook_doc)
-    ledger = RtoLedger.for_runbook(rb, str(current_run.id))
+    ledger = new_ledger(rb, str(current_run.id))
     out = io.StringIO()
     gate = ChatGate(rb, ConsoleChat("reject", approver="dave", out=out))
     decision = gate.request(make_card(run_id="", drill=True), ledger)

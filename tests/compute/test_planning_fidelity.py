@@ -149,7 +149,7 @@ def test_a_task_skypilot_refuses_stops_the_fallback_without_trying_the_rest(task
 
 
 def test_managed_jobs_are_chosen_in_the_runbook_with_their_recovery_strategy(tmp_path):
-    from lifeboat_dr.providers.compute import compute_for_runbook
+    from lifeboat_dr.flows.wiring import compute_for
     from lifeboat_dr.runbooks.loader import load_runbook
 
     text = (REPO / "runbooks" / "mistral-7b-sft.yaml").read_text()
@@ -161,12 +161,12 @@ def test_managed_jobs_are_chosen_in_the_runbook_with_their_recovery_strategy(tmp
     )
     text = text.replace("task: jobs/mistral-7b-sft.sky.yaml", f"task: {task}")
     path.write_text(text)
-    compute = compute_for_runbook(load_runbook(path), live=False)
+    compute = compute_for(load_runbook(path), live=False)
     assert compute.managed and compute.job_recovery == {
         "strategy": "EAGER_NEXT_REGION",
         "max_restarts_on_errors": 1,
     }
-    plain = compute_for_runbook(load_runbook(REPO / "runbooks" / "mistral-7b-sft.yaml"), live=False)
+    plain = compute_for(load_runbook(REPO / "runbooks" / "mistral-7b-sft.yaml"), live=False)
     assert not plain.managed and plain.job_recovery is None
     path.write_text(text.replace("EAGER_NEXT_REGION", "EAGER"))
     with pytest.raises(Exception, match=r"job.managed.strategy"):

@@ -175,11 +175,11 @@ def test_validate_remembers_skypilots_verdict_by_the_task_content(tmp_path, monk
 
 @pytest.mark.parametrize("name", ["llama-70b-pretrain", "mistral-7b-sft", "batch-embed", "chat-serving"])
 def test_each_example_runbook_goes_through_skypilots_dry_run_launch(name):
-    from lifeboat_dr.providers.compute.skydryrun import dry_run_launch
+    from lifeboat_dr.flows.wiring import sky_dry_run
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(REPO / "runbooks" / f"{name}.yaml")
-    result = dry_run_launch(rb)
+    result = sky_dry_run(rb)
     assert "sky.execution.launch(dryrun=True)" in " ".join(result.calls)
     assert result.cluster_yaml and result.option.feasible
     region = result.option.infra.split("/")[1]
@@ -190,7 +190,7 @@ def test_each_example_runbook_goes_through_skypilots_dry_run_launch(name):
 
 
 def test_dry_run_reports_what_skypilot_refuses_as_one_line(tmp_path):
-    from lifeboat_dr.providers.compute.skydryrun import dry_run_launch
+    from lifeboat_dr.flows.wiring import sky_dry_run
     from lifeboat_dr.runbooks.loader import load_runbook
 
     # SkyPilot mounts whole buckets only: a sub-path in MOUNT mode is its StorageModeError
@@ -199,7 +199,7 @@ def test_dry_run_reports_what_skypilot_refuses_as_one_line(tmp_path):
     )
     rb = load_runbook(_runbook(tmp_path, task))
     with pytest.raises(ConfigError, match="llama-70b.sky.yaml") as err:
-        dry_run_launch(rb)
+        sky_dry_run(rb)
     assert "\n" not in str(err.value) and "StorageModeError" in str(err.value)
 
 

@@ -113,6 +113,7 @@ class ComputeContract:
         assert isinstance(compute, Compute)
 
     def test_runbook_job_section_becomes_the_job_spec(self, tmp_path):
+        from lifeboat_dr.flows.wiring import job_spec
         from lifeboat_dr.runbooks.model import Runbook
 
         rb = Runbook.model_validate(
@@ -132,10 +133,10 @@ class ComputeContract:
                 "checkpoint": {"cadence": "5s"},
             }
         )
-        spec = JobSpec.from_runbook(rb, checkpoint="file:///dr/step-00000040")
+        spec = job_spec(rb, checkpoint="file:///dr/step-00000040")
         assert spec.resume_suffix() == " --resume file:///dr/step-00000040" and spec.resume_envs() == {}
         assert spec.store_uri.startswith("file:///") and spec.store_uri.endswith("/secondary")
-        assert JobSpec.from_runbook(rb).resume_suffix() == ""  # a fresh start passes nothing
+        assert job_spec(rb).resume_suffix() == ""  # a fresh start passes nothing
 
     # --- provisioning apart from the job: GPUs held before approval, restarts on the same cluster
 

@@ -186,18 +186,21 @@ def test_the_runbooks_targets_are_the_built_probes_targets(tmp_path):
         _runbook(tmp_path),
         _runbook(tmp_path, ", provider_endpoint: 'http://10.77.0.1:8080/healthz'"),
     ):
-        assert probe_targets(rb) == {p.signal: p.target for p in build_probes(rb)}
+        assert probe_targets(rb.detection, rb.primary, rb.secondary, base_dir=rb.base_dir) == {
+            p.signal: p.target for p in build_probes(rb)
+        }
 
 
 def test_validate_warns_when_one_store_is_every_probes_target_and_names_the_fix(tmp_path):
     from lifeboat_dr.core.detection.targets import detection_warnings
 
-    [warning] = detection_warnings(_runbook(tmp_path))
+    def warnings(rb):
+        return detection_warnings(rb.detection, rb.primary, rb.secondary, base_dir=rb.base_dir)
+
+    [warning] = warnings(_runbook(tmp_path))
     assert warning.startswith("detection: checkpoint_freshness, provider, training_progress all reach")
     assert STORE in warning and "quorum of 2" in warning and "detection.provider_endpoint" in warning
-    assert (
-        detection_warnings(_runbook(tmp_path, ", provider_endpoint: 'http://10.77.0.1:8080/healthz'")) == []
-    )
+    assert warnings(_runbook(tmp_path, ", provider_endpoint: 'http://10.77.0.1:8080/healthz'")) == []
 
 
 def test_validate_prints_the_detection_warning_and_still_exits_0(tmp_path, capsys):

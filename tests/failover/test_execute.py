@@ -7,8 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from lifeboat_dr.core.failover.walk import ThreadRunner, execute
-from lifeboat_dr.core.ledger import RtoLedger
-from lifeboat_dr.flows.wiring import settings_for
+from lifeboat_dr.flows.wiring import new_ledger, settings_for
 from lifeboat_dr.kernel.errors import StopFailover
 from lifeboat_dr.testing.failover_steps import ScriptedSteps, scripted_runbook
 from tests.failover.conftest import Gate
@@ -16,7 +15,7 @@ from tests.failover.conftest import Gate
 
 def run(steps, gate, rb=None, drill=False):
     rb = rb or scripted_runbook()
-    ledger = RtoLedger.for_runbook(rb, "run-1", drill=drill)
+    ledger = new_ledger(rb, "run-1", drill=drill)
     try:
         return execute(settings_for(rb), steps, ledger, gate, run_id="run-1", drill=drill), ledger.entry
     except BaseException:

@@ -7,11 +7,17 @@ from pathlib import Path
 import pytest
 
 from lifeboat_dr.core.failover.walk import execute
-from lifeboat_dr.core.ledger import RtoLedger
 from lifeboat_dr.core.sitestate import read_site_state
 from lifeboat_dr.flows.drills.base import amend
 from lifeboat_dr.flows.sandbox import sandbox_images, sandboxed
-from lifeboat_dr.flows.wiring import build_failback_steps, build_steps, providers_for, settings_for, swapped
+from lifeboat_dr.flows.wiring import (
+    build_failback_steps,
+    build_steps,
+    new_ledger,
+    providers_for,
+    settings_for,
+    swapped,
+)
 from lifeboat_dr.kernel.errors import StandDown, StopFailover
 from lifeboat_dr.providers.image_registry import FakeRegistry
 from lifeboat_dr.runbooks.loader import load_runbook
@@ -50,7 +56,7 @@ def test_a_failback_crashed_after_its_fence_completes_when_re_run(failed_over):
     handed = crashed.fence().checkpoint.certified.step  # ... and the worker dies here
 
     again = failback_steps(rb, "back-1")  # the same run, scheduled again
-    ledger = RtoLedger.for_runbook(rb, "back-1", kind="failback")
+    ledger = new_ledger(rb, "back-1", kind="failback")
     entry = execute(settings_for(rb), again, ledger, Gate(), run_id="back-1", drill=True)
 
     assert entry.outcome == "completed" and "parity_passed" in entry.phases, entry.notes

@@ -4,9 +4,8 @@ on `ProviderUnavailable`."""
 import pytest
 from prefect import flow
 
-from lifeboat_dr.core.ledger import RtoLedger
 from lifeboat_dr.flows.failover import execute
-from lifeboat_dr.flows.wiring import settings_for
+from lifeboat_dr.flows.wiring import new_ledger, settings_for
 from lifeboat_dr.kernel.errors import ProviderUnavailable
 from lifeboat_dr.testing.failover_steps import ScriptedSteps, scripted_runbook
 from tests.failover.conftest import Gate
@@ -33,7 +32,7 @@ def test_each_step_is_a_task_run_and_a_throttled_one_is_retried(prefect_server):
     rb = scripted_runbook(
         name="job-p", approval={"required": False}, failover={"retries": 1, "retry_delay": "0s"}
     )
-    steps, ledger = Flaky(), RtoLedger.for_runbook(rb, "run-p")
+    steps, ledger = Flaky(), new_ledger(rb, "run-p")
 
     @flow(name="failover-runner-test")
     def harness():
@@ -81,7 +80,7 @@ def test_a_failed_fence_fails_its_task_run_and_nothing_after_it_runs(prefect_ser
 
     rb = scripted_runbook(failover={"retries": 2, "retry_delay": "0s"})
     steps = ScriptedSteps({"fence": 0.2}, failing={"fence": StopFailover("lease held elsewhere")})
-    ledger = RtoLedger.for_runbook(rb, "run-f")
+    ledger = new_ledger(rb, "run-f")
 
     @flow(name="failover-runner-fence-fails")
     def harness():
@@ -105,7 +104,7 @@ def test_a_run_whose_job_was_taken_before_the_fence_ends_its_fence_task_cancelle
     nothing after the fence runs."""
     rb = scripted_runbook()
     steps = ScriptedSteps({}, taken_before=["fence"])
-    ledger = RtoLedger.for_runbook(rb, "run-t")
+    ledger = new_ledger(rb, "run-t")
 
     @flow(name="failover-runner-taken")
     def harness():

@@ -10,10 +10,9 @@ import numpy as np
 from prefect import flow
 
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, write_manifest
-from lifeboat_dr.core.ledger import RtoLedger
 from lifeboat_dr.flows.failover import execute
 from lifeboat_dr.flows.sandbox import sandbox_of, sandboxed
-from lifeboat_dr.flows.wiring import build_steps, providers_for, settings_for
+from lifeboat_dr.flows.wiring import build_steps, new_ledger, providers_for, settings_for
 from lifeboat_dr.kernel.errors import StopFailover
 from lifeboat_dr.providers.image_registry import FakeRegistry
 from lifeboat_dr.runbooks.loader import load_runbook
@@ -41,7 +40,7 @@ def failover_with_newest_corrupted(tmp_path, on_parity_failure: str):
     shutil.copytree(box.primary / "step-00000040", box.secondary / "step-00000040")
     providers = providers_for(rb, registry=FakeRegistry())
     steps = build_steps(rb, run_id="run-1", providers=providers, evidence=["test: outage"])
-    ledger, gate = RtoLedger.for_runbook(rb, "run-1"), Gate()
+    ledger, gate = new_ledger(rb, "run-1"), Gate()
 
     @flow
     def harness():

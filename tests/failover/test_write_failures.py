@@ -3,8 +3,8 @@
 import pytest
 
 from lifeboat_dr.core.failover.walk import execute
-from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
-from lifeboat_dr.flows.wiring import settings_for
+from lifeboat_dr.core.ledger import LedgerFile
+from lifeboat_dr.flows.wiring import new_ledger, settings_for
 from lifeboat_dr.kernel.errors import WriteFailed
 from lifeboat_dr.testing.failover_steps import ScriptedSteps, scripted_runbook
 from tests.failover.conftest import Gate
@@ -16,7 +16,7 @@ def test_an_unwritable_ledger_stops_the_failover_before_fencing(tmp_path):
     path = blocker / "ledger.jsonl"  # its folder is a file: cannot be created
     rb = scripted_runbook()
     steps = ScriptedSteps({})
-    ledger = RtoLedger.for_runbook(rb, "run-1", sink=LedgerFile(path))
+    ledger = new_ledger(rb, "run-1", sink=LedgerFile(path))
 
     with pytest.raises(WriteFailed) as caught:
         execute(settings_for(rb), steps, ledger, gate := Gate(), run_id="run-1")

@@ -5,10 +5,11 @@ from __future__ import annotations
 from lifeboat_dr.core.prestage import (
     check_readiness,
     destination_for,
-    readiness_for,
-    stage_runbook_weights,
+    plan_readiness,
+    stage_plan_weights,
     stage_weights,
 )
+from lifeboat_dr.flows.wiring import prestage_plan
 from lifeboat_dr.providers.image_registry import FakeRegistry, OciRegistry
 from lifeboat_dr.providers.storage import open_store
 from lifeboat_dr.runbooks.model import Runbook
@@ -91,8 +92,9 @@ def test_runbook_prestage_against_a_real_http_registry(tmp_path, stub_registry):
         }
     )
     registry = OciRegistry(mirror={"nvcr.io": f"{stub_registry.url}/nvcr"})
-    assert not readiness_for(rb, registry, open_store).ready
-    stage_runbook_weights(rb, open_store)
-    ready = readiness_for(rb, registry, open_store)
+    plan = prestage_plan(rb)
+    assert not plan_readiness(plan, registry, open_store).ready
+    stage_plan_weights(plan, open_store)
+    ready = plan_readiness(plan, registry, open_store)
     assert ready.ready, ready.items
     assert [c.found for c in ready.images] == [PINNED]

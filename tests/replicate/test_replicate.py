@@ -142,13 +142,14 @@ def test_retention_spares_the_checkpoint_an_in_progress_failover_resumes_from(
 ):
     from datetime import UTC, datetime
 
-    from lifeboat_dr.core.ledger import LedgerStore, RtoLedger
+    from lifeboat_dr.core.ledger import LedgerStore
+    from lifeboat_dr.flows.wiring import new_ledger
     from lifeboat_dr.runbooks.loader import load_runbook
 
     monkeypatch.chdir(tmp_path)
     write_run(secondary, write_checkpoint, steps=(10, 20, 30, 40))
     rb = load_runbook(runbook_file)
-    ledger = RtoLedger.for_runbook(rb, "run-42", sink=LedgerStore(secondary))
+    ledger = new_ledger(rb, "run-42", sink=LedgerStore(secondary))
     ledger.checkpoint(f"{secondary.uri}/{prefix(10)}", datetime.now(UTC))  # resuming, not finished
 
     assert main(["replicate", str(runbook_file), "--retention-only"]) == 0

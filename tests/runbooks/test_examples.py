@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from lifeboat_dr.core.advise import advice_markdown
+from lifeboat_dr.flows.wiring import advice_figures
 from lifeboat_dr.runbooks.loader import load_runbook
 from lifeboat_dr.runbooks.render import render_markdown
 from lifeboat_dr.shell.cli import main
@@ -33,7 +34,7 @@ def test_rendered_copy_is_current(path):
     rb = load_runbook(path)
     shown = os.path.relpath(path, ROOT)
     copy = rendered_path(path, rb.name)
-    assert copy.read_text() == render_markdown(rb, shown, advice_markdown(rb)), (
+    assert copy.read_text() == render_markdown(rb, shown, advice_markdown(advice_figures(rb))), (
         f"{copy.name} is stale: run `lifeboat render {shown} --write` from the repository root"
     )
 
@@ -47,7 +48,7 @@ def test_demo_runbook_needs_no_cloud_account():
 
 def test_render_shows_manual_commands_for_every_step():
     rb = load_runbook(ROOT / "runbooks" / "llama-70b-pretrain.yaml")
-    text = render_markdown(rb, "runbooks/llama-70b-pretrain.yaml", advice_markdown(rb))
+    text = render_markdown(rb, "runbooks/llama-70b-pretrain.yaml", advice_markdown(advice_figures(rb)))
     for heading in ("Detect", "Certify", "Fence", "Approve", "Provision", "Prestage", "Resume", "Verify"):
         assert f". {heading}" in text
     assert "gcloud storage ls -l -r gs://acme-ckpt-dr-usc1/llama-70b/" in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lifeboat_dr.core.shared_fate import shared_fate_warnings
+from lifeboat_dr.core import shared_fate
 from lifeboat_dr.runbooks.loader import load_runbook
 from lifeboat_dr.shell.cli import main as lifeboat
 
@@ -15,6 +15,10 @@ SAFE = {"LIFEBOAT_LEDGER_MIRROR": "sites", "LIFEBOAT_STATE_DIR": "s3://dr-state/
 
 def _rb():
     return load_runbook(LLAMA)
+
+
+def shared_fate_warnings(rb, env):
+    return shared_fate.shared_fate_warnings(rb.primary, env, base_dir=rb.base_dir)
 
 
 def test_a_control_plane_apart_from_the_primary_draws_no_warning():
