@@ -7,6 +7,7 @@ import pytest
 
 from lifeboat_dr.core.retention import StoredCheckpoint, plan_retention
 from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.providers.storage.s3 import S3Store
 from lifeboat_dr.shell.cli import main
 from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
 
@@ -79,6 +80,7 @@ def _dirs(store):
 def test_s3_primary_down_deletes_nothing(tmp_path, monkeypatch, capsys, only):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setattr(S3Store, "backoff_base", 0.0)  # every attempt at the refused port, no waiting
     source, secondary, runbook = _site(tmp_path, monkeypatch, primary=S3_DOWN)
     _rot_newest(source, secondary, "dcp", (10, 20, 30))
     before = _dirs(secondary)
