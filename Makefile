@@ -14,8 +14,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,torch]'
 	touch $(STAMP)
 
-# The quick loop (under a minute here): no servers or emulators, no child Pythons (torchrun,
-# trainers, the CLI) and no HAProxy; `make test` runs those too (tests/conftest.py has the tiers).
+# The quick loop (~25 s of CPU): no servers or emulators, no child Pythons (torchrun, trainers,
+# the CLI) and no HAProxy; `make test` runs those too (tests/conftest.py has the tiers).
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not integration and not processes"
 
