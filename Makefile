@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup haproxy demo test browser-test lint bench clean
+.PHONY: setup test-fast haproxy demo test browser-test lint bench clean
 
 setup: $(STAMP)
 
@@ -13,6 +13,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,torch]'
 	touch $(STAMP)
+
+# The quick loop (~25 s of CPU): no servers or emulators, no child Pythons (torchrun, trainers,
+# the CLI) and no HAProxy; `make test` runs those too (tests/conftest.py has the tiers).
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not integration and not processes"
 
 # HAProxy fronts the serving demo and the traffic tests (Debian's package; root installs it).
 haproxy:

@@ -4,23 +4,38 @@
 vantage points, and cutting the control plane's own link alone gives no vote; then one
 replication round copies the checkpoints to the secondary. `after_the_partition`: the link is back and
 the zombie primary is kept out of the active lineage (#13's rules, on the real S3 store over
-the restored link). `judge`: the checks, each with its detail.
+the restored link). `judge`: the checks, each with its detail. The control plane's script
+(`_partition_control.py`) runs them and hands in its detection round; nothing here imports it.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 ZOMBIE_STEP = 900_000  # far past the resumed job's steps: the zombie's checkpoint is the newest
 MIN_STEP = 15  # the primary's newest committed checkpoint before the cut
+
+
+def wait_for(what: str, ok, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if ok():
+                return
+        except Exception:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout_s:g} s")
+        time.sleep(0.5)
 
 
 def _snapshot(store) -> list[tuple]:
     return sorted((o.key, o.size, o.crc32c) for o in store.list() if not o.key.startswith("_lifeboat/"))
 
 
-def before_the_partition(runbook: str, rb, sites, result: dict) -> None:
-    from benchmarks._partition_control import detect_once, wait_for
+def before_the_partition(rb, sites, result: dict, detect_once: Callable[[], dict]) -> None:
+    """`detect_once()`: one probe round from both vantage points, decided."""
     from lifeboat_dr.core.checkpoints.inventory import stored_checkpoints
     from lifeboat_dr.core.replication.copying import replicate_checkpoints
     from lifeboat_dr.flows.wiring import open_sites
@@ -35,10 +50,10 @@ def before_the_partition(runbook: str, rb, sites, result: dict) -> None:
     replicate_checkpoints(
         primary, secondary, stored_checkpoints(primary, "manifest"), rpo_target=rb.rpo_target
     )
-    result["baseline"] = detect_once(runbook, rb, sites)
+    result["baseline"] = detect_once()
     sites.partition("control")  # the control plane's own link breaks: the primary is fine
     try:
-        result["control_cut"] = detect_once(runbook, rb, sites)
+        result["control_cut"] = detect_once()
     finally:
         sites.restore("control")
     # the scheduled replication's last round before the cut (the first one copied the bulk)
@@ -49,7 +64,6 @@ def before_the_partition(runbook: str, rb, sites, result: dict) -> None:
 
 
 def after_the_partition(rb, result: dict) -> None:
-    from benchmarks._partition_control import wait_for
     from lifeboat_dr.core.certify import LINEAGE, certify_replica
     from lifeboat_dr.core.commit import commit_checkpoint
     from lifeboat_dr.core.replication.direction import direction

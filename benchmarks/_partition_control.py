@@ -29,19 +29,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def wait_for(what: str, ok, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if ok():
-                return
-        except Exception:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout_s:g} s")
-        time.sleep(0.5)
-
-
 def http_up(url: str) -> bool:
     with urllib.request.urlopen(url, timeout=2):
         return True
@@ -165,13 +152,13 @@ def _took(entry, milestone: str) -> float | None:
 
 
 def main(runbook: str, tag: str, result_path: str) -> int:
-    from benchmarks._partition_checks import after_the_partition, before_the_partition, judge
+    from benchmarks._partition_checks import after_the_partition, before_the_partition, judge, wait_for
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb, sites, result = load_runbook(runbook), Sites(tag), {"checks": []}
     try:
         wait_for("the Prefect server", lambda: http_up(f"{_api()}/health"), 150)
-        before_the_partition(runbook, rb, sites, result)
+        before_the_partition(rb, sites, result, lambda: detect_once(runbook, rb, sites))
         sites.partition()
         cut_at, cut = time.monotonic(), utcnow()
         result["detection"] = detect(runbook, rb, sites, cut_at)

@@ -103,7 +103,7 @@ def make_server(weights: str | Path, port: int = 0, name: str = "toy") -> Thread
 def toy_server(weights: str | Path, name: str = "toy") -> Iterator[str]:
     """Serve the toy model on a free loopback port in a thread; yields its URL."""
     server = make_server(weights, 0, name)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)  # shutdown() in 50 ms
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

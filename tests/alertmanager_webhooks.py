@@ -8,16 +8,18 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tests.runbook_yaml import two_site_runbook
+
 
 def alerting_runbook(folder: Path, name: str) -> Path:
     """A local runbook whose outage is confirmed by 2 of (gpu_health, alertmanager) in 5 min."""
     path = folder / f"{name}.yaml"
     path.write_text(
-        f"name: {name}\nworkload: finetuning\n"
-        "primary: {infra: local, store: file://primary}\n"
-        "secondary: {infra: local, store: file://secondary, candidates: [{infra: local}]}\n"
-        "job: {command: echo resumed}\ncheckpoint: {cadence: 10m}\n"
-        "detection: {signals: [gpu_health, alertmanager], quorum: 2, window: 5m}\n"
+        two_site_runbook(
+            name,
+            job="echo resumed",
+            detection={"signals": ["gpu_health", "alertmanager"], "quorum": 2, "window": "5m"},
+        )
     )
     return path
 

@@ -1,6 +1,10 @@
 """Suite-wide settings, the test tiers, and the real protocol peers the suite shares.
 
-Tiers: a test that uses a peer (`prefect_server`, `s3_endpoint`, `gcs_endpoint`) is marked
+Tiers: `make test-fast` runs `-m "not integration and not processes"`, `make test` everything.
+A test that starts a child Python (this interpreter, directly or in a job's shell command:
+torchrun, a trainer, the CLI), HAProxy or a fork is marked `processes` by hand, and one that
+does so unmarked fails, naming the command (each such start costs a second or more here).
+A test that uses a peer (`prefect_server`, `s3_endpoint`, `gcs_endpoint`) is marked
 `integration` here, as is a test parametrized with a backend a peer serves (`s3`, `gcs`), so
 `pytest -m "not integration"` starts no server; a peer asked for at run time in that tier
 fails the test instead, and so does a flow run with no server (Prefect's silent temporary
@@ -14,6 +18,8 @@ not installed).
 """
 
 import os
+import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -44,6 +50,51 @@ def pytest_collection_modifyitems(config, items):
         served = any(isinstance(v, str) and v in PEER_PARAMS for v in params.values())
         if served or any(p in getattr(item, "fixturenames", ()) for p in PEERS):
             item.add_marker(pytest.mark.integration)
+
+
+_running: list = [None]  # the test being run, for the process guard
+_popen_init, _fork = subprocess.Popen.__init__, os.fork
+
+
+def _starts_a_process(args) -> bool:
+    """Whether a command starts this interpreter (directly or inside a shell line), torchrun or HAProxy."""
+    words = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)
+    line = " ".join(map(os.fsdecode, words))
+    return sys.executable in line or os.path.basename(line.split(" ", 1)[0]) in ("torchrun", "haproxy")
+
+
+def _process_guard(what: str) -> None:
+    item = _running[0]
+    if item is not None and "processes" not in item.keywords and "integration" not in item.keywords:
+        pytest.fail(f"{item.nodeid} starts {what} but is not marked processes", pytrace=False)
+
+
+def _guarded_popen(self, args, *a, **kw):
+    if _starts_a_process(args):
+        _process_guard(repr(args)[:200])
+    _popen_init(self, args, *a, **kw)
+
+
+def _guarded_fork():
+    _process_guard("a forked process")
+    return _fork()
+
+
+def pytest_configure(config):
+    subprocess.Popen.__init__, os.fork = _guarded_popen, _guarded_fork
+
+
+def pytest_unconfigure(config):
+    subprocess.Popen.__init__, os.fork = _popen_init, _fork
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _running[0] = item
+    try:
+        return (yield)
+    finally:
+        _running[0] = None
 
 
 def _unit_tier_guard(request) -> None:

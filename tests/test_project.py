@@ -17,6 +17,7 @@ FLOW_MODULES = sorted(
 HEAVY = ("boto3", "botocore", "google.cloud", "sky", "pynvml", "slack_sdk")
 
 
+@pytest.mark.processes
 def test_importing_flows_and_the_cli_needs_no_cloud_sdk_or_gpu_driver():
     code = (
         "import importlib, json, sys\n"

@@ -233,7 +233,10 @@ class _Walk:
                 self.after_proof(self.done[name].value)
 
     def approve(self) -> bool:
-        self.ledger.flush()  # nobody is asked what the ledger could not record (its writes run behind)
+        """Ask the gate. The ledger is flushed first: a person is never asked to approve a
+        failover whose ledger cannot record it (a write behind that failed raises its
+        `WriteFailed` here, before any card is posted)."""
+        self.ledger.flush()
         card = approval_card(
             self.s,
             self.run_id,

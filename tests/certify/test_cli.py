@@ -9,21 +9,9 @@ from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, Manifest
 from lifeboat_dr.providers.storage.local import LocalStore
 from lifeboat_dr.shell.cli import main
 from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
+from tests.runbook_yaml import two_site_runbook
 
 WRITTEN = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
-
-RUNBOOK = """\
-name: cli-test
-workload: finetuning
-targets: {{rpo: 30m}}
-primary: {{infra: local, store: "file://{primary}"}}
-secondary:
-  infra: local
-  store: "file://{secondary}"
-  candidates: [{{infra: local}}]
-job: {{command: "python train.py"}}
-checkpoint: {{layout: manifest, cadence: 10m}}
-"""
 
 
 @pytest.fixture
@@ -32,7 +20,15 @@ def runbook(tmp_path):
     for step in (100, 200):
         replicate(primary, secondary, write_checkpoint(primary, "manifest", step, created=WRITTEN))
     path = tmp_path / "runbook.yaml"
-    path.write_text(RUNBOOK.format(primary=primary.root, secondary=secondary.root))
+    path.write_text(
+        two_site_runbook(
+            "cli-test",
+            primary=f"file://{primary.root}",
+            secondary=f"file://{secondary.root}",
+            checkpoint={"layout": "manifest"},
+            targets={"rpo": "30m"},
+        )
+    )
     return path
 
 

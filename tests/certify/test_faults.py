@@ -11,6 +11,7 @@ import pytest
 from lifeboat_dr.core.certify import BAD_METADATA, INCOMPLETE, StoreUnavailable, certify_replica
 from lifeboat_dr.core.checkpoints.inventory import StoredCheckpoint
 from lifeboat_dr.core.replication.copying import replicate_checkpoints
+from lifeboat_dr.core.transfer import RetryPolicy
 from lifeboat_dr.kernel.errors import ProviderUnavailable
 from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
 from lifeboat_dr.testing.memory_store import MemoryStore
@@ -111,7 +112,11 @@ def test_deepspeed_pointer_is_replicated_last_and_only_when_its_step_landed(sour
     broken = [StoredCheckpoint("global_step300", 300)]
     replica.outage = True
     failed = replicate_checkpoints(
-        source, replica, broken, rpo_target=__import__("datetime").timedelta(hours=1)
+        source,
+        replica,
+        broken,
+        rpo_target=__import__("datetime").timedelta(hours=1),
+        retry=RetryPolicy(sleep=lambda s: None),  # every attempt, none of the backoff's waiting
     )
     replica.outage = False
     assert "global_step300" in failed.failed and failed.pointers == []

@@ -12,20 +12,9 @@ import pytest
 from lifeboat_dr.providers.storage.local import LocalStore
 from lifeboat_dr.shell.cli import main
 from lifeboat_dr.standins.checkpoints import dcp_metadata, replicate, shard_bytes, write_checkpoint
+from tests.runbook_yaml import two_site_runbook
 
 LAYOUTS = ["dcp", "deepspeed", "megatron", "megatron-torch_dist", "hf", "hf-weights", "manifest"]
-RUNBOOK = """\
-name: matrix
-workload: finetuning
-targets: {{rpo: 30m}}
-primary: {{infra: local, store: "file://{primary}"}}
-secondary:
-  infra: local
-  store: "file://{secondary}"
-  candidates: [{{infra: local}}]
-job: {{command: "python train.py"}}
-checkpoint: {{layout: {layout}, cadence: 10m, retention: {{keep_last: 3}}}}
-"""
 SHARD = {  # a data file of step 200, per layout
     "dcp": "step_0000200/__0_0.distcp",
     "deepspeed": "global_step200/zero_pp_rank_0_mp_rank_00_optim_states.pt",
@@ -70,7 +59,15 @@ def site(tmp_path, monkeypatch):
         primary, secondary = LocalStore(tmp_path / "primary"), LocalStore(tmp_path / "secondary")
         layout = "megatron" if kind == "megatron-torch_dist" else kind
         path = tmp_path / "runbook.yaml"
-        path.write_text(RUNBOOK.format(primary=primary.root, secondary=secondary.root, layout=layout))
+        path.write_text(
+            two_site_runbook(
+                "matrix",
+                primary=f"file://{primary.root}",
+                secondary=f"file://{secondary.root}",
+                checkpoint={"layout": layout, "retention": {"keep_last": 3}},
+                targets={"rpo": "30m"},
+            )
+        )
         return primary, secondary, str(path)
 
     return make

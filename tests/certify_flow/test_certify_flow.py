@@ -7,26 +7,22 @@ import yaml
 
 from lifeboat_dr.providers.storage.local import LocalStore
 from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
-
-RUNBOOK = """\
-name: flow-test
-workload: finetuning
-targets: {{rpo: {rpo}}}
-primary: {{infra: local, store: "file://{primary}"}}
-secondary:
-  infra: local
-  store: "file://{secondary}"
-  candidates: [{{infra: local}}]
-job: {{command: "python train.py"}}
-checkpoint: {{layout: dcp, cadence: 10m}}
-"""
+from tests.runbook_yaml import two_site_runbook
 
 
 def _runbook(tmp_path, rpo):
     primary, secondary = LocalStore(tmp_path / "p"), LocalStore(tmp_path / "s")
     replicate(primary, secondary, write_checkpoint(primary, "dcp", 100))
     path = tmp_path / "rb.yaml"
-    path.write_text(RUNBOOK.format(rpo=rpo, primary=primary.root, secondary=secondary.root))
+    path.write_text(
+        two_site_runbook(
+            "flow-test",
+            primary=f"file://{primary.root}",
+            secondary=f"file://{secondary.root}",
+            checkpoint={"layout": "dcp"},
+            targets={"rpo": rpo},
+        )
+    )
     return str(path)
 
 
@@ -53,7 +49,7 @@ def test_certify_flow_over_target_emits_the_breach_event(prefect_server, tmp_pat
 
     from lifeboat_dr.flows.certify import BREACH_EVENT, certify
 
-    row = certify(_runbook(tmp_path, "0"))  # any age exceeds a zero RPO target
+    row = certify(_runbook(tmp_path, 0))  # any age exceeds a zero RPO target
     assert row["breached"] is True and row["exit"] == 1
     assert row["rpo_s"] > 0
 

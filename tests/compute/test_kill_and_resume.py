@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from lifeboat_dr.providers.compute.base import JobSpec, JobState, PlanOption, wait_for
 from lifeboat_dr.providers.compute.local import LocalCompute
 from lifeboat_dr.standins.trainer import Trainer, newest_committed
@@ -47,6 +49,7 @@ def _trainer_cmd(ckpt: Path, log: Path, step_seconds: float = 0.0) -> str:
     )
 
 
+@pytest.mark.processes
 def test_trainer_killed_mid_run_resumes_with_the_uninterrupted_losses(tmp_path):
     baseline = Trainer(tmp_path / "baseline-ckpt", tmp_path / "baseline.jsonl").run(STEPS, EVERY)
     assert baseline.step == STEPS

@@ -63,6 +63,7 @@ def test_a_corrupt_sky_state_reads_as_no_enabled_cloud(tmp_path):
     assert enabled_clouds(home) == () and choose_catalog(None, home).kind == "snapshot"
 
 
+@pytest.mark.processes
 def test_plan_prints_the_price_source_and_date_and_remembers_the_answer(tmp_path):
     env = {
         "PYTHONPATH": str(REPO),

@@ -20,6 +20,7 @@ import pytest
 from lifeboat_dr.flows.automation import failover_triggers
 from lifeboat_dr.shell.alertmanager import AlertmanagerSettings, alertmanager_routes
 from lifeboat_dr.shell.server import create_app
+from tests.runbook_yaml import two_site_runbook
 
 pytestmark = pytest.mark.integration
 TOKEN = "integration-token"
@@ -43,12 +44,17 @@ def write_runbook(tmp_path, last_step_at: datetime):
     (tmp_path / "primary").mkdir()
     path = tmp_path / "itest.yaml"
     path.write_text(
-        "name: itest\nworkload: finetuning\n"
-        "primary: {infra: local, store: file://primary}\n"
-        "secondary: {infra: local, store: file://secondary, candidates: [{infra: local}]}\n"
-        "job: {command: echo resumed}\ncheckpoint: {cadence: 10m}\n"
-        "detection:\n  signals: [gpu_health, training_progress, provider, alertmanager]\n"
-        f"  quorum: 2\n  window: 5m\n  stall_after: 10m\n  heartbeat: {hb}\n"
+        two_site_runbook(
+            "itest",
+            job="echo resumed",
+            detection={
+                "signals": ["gpu_health", "training_progress", "provider", "alertmanager"],
+                "quorum": 2,
+                "window": "5m",
+                "stall_after": "10m",
+                "heartbeat": str(hb),
+            },
+        )
     )
     return path
 

@@ -33,7 +33,7 @@ class _Api(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def api():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Api)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # quick shutdown()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 

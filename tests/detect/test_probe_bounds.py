@@ -7,6 +7,7 @@ import socket
 
 from lifeboat_dr.flows.wiring import PROBE_ATTEMPTS, build_probes
 from lifeboat_dr.runbooks.loader import load_runbook
+from tests.runbook_yaml import two_site_runbook
 
 
 def test_probes_of_an_unreachable_s3_primary_try_each_call_only_a_few_times(tmp_path, monkeypatch):
@@ -21,11 +22,12 @@ def test_probes_of_an_unreachable_s3_primary_try_each_call_only_a_few_times(tmp_
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"  # refuses: the attempt count is what we count
     path = tmp_path / "rb.yaml"
     path.write_text(
-        "name: rb\nworkload: finetuning\n"
-        f"primary: {{infra: local, store: s3://gone/ckpt, endpoint_url: '{dead}'}}\n"
-        "secondary: {infra: local, store: file://secondary, candidates: [{infra: local}]}\n"
-        "job: {command: echo resumed}\ncheckpoint: {cadence: 10m}\n"
-        "detection: {signals: [checkpoint_freshness, provider], quorum: 2, window: 5m}\n"
+        two_site_runbook(
+            "rb",
+            primary={"store": "s3://gone/ckpt", "endpoint_url": dead},
+            job="echo resumed",
+            detection={"signals": ["checkpoint_freshness", "provider"], "quorum": 2, "window": "5m"},
+        )
     )
     freshness, provider = build_probes(load_runbook(path))
     assert [freshness.check().status, provider.check().status] == ["unknown", "failing"]

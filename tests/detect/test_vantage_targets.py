@@ -10,6 +10,7 @@ from lifeboat_dr.core.detection.signals import Reading, Status
 from lifeboat_dr.core.detection.vantage import VantageProbe, across_vantages, at_vantage
 from lifeboat_dr.flows.wiring import build_probes
 from lifeboat_dr.runbooks.loader import load_runbook
+from tests.runbook_yaml import two_site_runbook
 
 POLICY = QuorumPolicy(signals=("training_progress", "checkpoint_freshness", "provider"), quorum=2)
 STORE = "10.77.0.1:5000"
@@ -143,15 +144,25 @@ def test_a_probe_cut_off_at_its_bound_names_the_target_it_waited_on():
     assert reading.evidence["unreachable"] is True and reading.evidence["target"] == STORE
 
 
-def _runbook(tmp_path, detection_extra=""):
+def _runbook(tmp_path, **detection_extra):
     path = tmp_path / "rb.yaml"
     path.write_text(
-        "name: rb\nworkload: finetuning\n"
-        "primary: {infra: aws/us-east-1, store: s3://primary/ckpt, endpoint_url: 'http://10.77.0.1:5000'}\n"
-        "secondary: {infra: local, store: file://secondary, candidates: [{infra: local}]}\n"
-        "job: {command: echo resumed}\ncheckpoint: {cadence: 10m}\n"
-        "detection: {signals: [training_progress, checkpoint_freshness, provider], quorum: 2, window: 5m,"
-        f" heartbeat: 's3://primary/ckpt/heartbeat.json'{detection_extra}}}\n"
+        two_site_runbook(
+            "rb",
+            primary={
+                "infra": "aws/us-east-1",
+                "store": "s3://primary/ckpt",
+                "endpoint_url": "http://10.77.0.1:5000",
+            },
+            job="echo resumed",
+            detection={
+                "signals": ["training_progress", "checkpoint_freshness", "provider"],
+                "quorum": 2,
+                "window": "5m",
+                "heartbeat": "s3://primary/ckpt/heartbeat.json",
+                **detection_extra,
+            },
+        )
     )
     return load_runbook(path)
 
@@ -163,7 +174,7 @@ def test_built_probes_name_their_targets_and_the_store_is_one_target(tmp_path):
 
 
 def test_a_provider_endpoint_gives_the_provider_signal_a_target_of_its_own(tmp_path):
-    rb = _runbook(tmp_path, ", provider_endpoint: 'http://10.77.0.1:8080/healthz'")
+    rb = _runbook(tmp_path, provider_endpoint="http://10.77.0.1:8080/healthz")
     heartbeat, checkpoints, provider = build_probes(rb, vantage="secondary")
     assert heartbeat.probe.target == checkpoints.probe.target == STORE
     assert provider.probe.target == API and provider.probe.plane.url == "http://10.77.0.1:8080/healthz"
@@ -175,7 +186,7 @@ def test_a_provider_endpoint_that_is_not_a_url_is_refused_naming_the_field(tmp_p
     from lifeboat_dr.kernel.errors import LifeboatError
 
     with pytest.raises(LifeboatError, match="provider_endpoint"):
-        _runbook(tmp_path, ", provider_endpoint: 'not a url'")
+        _runbook(tmp_path, provider_endpoint="not a url")
 
 
 def test_the_runbooks_targets_are_the_built_probes_targets(tmp_path):
@@ -184,7 +195,7 @@ def test_the_runbooks_targets_are_the_built_probes_targets(tmp_path):
 
     for rb in (
         _runbook(tmp_path),
-        _runbook(tmp_path, ", provider_endpoint: 'http://10.77.0.1:8080/healthz'"),
+        _runbook(tmp_path, provider_endpoint="http://10.77.0.1:8080/healthz"),
     ):
         assert probe_targets(rb.detection, rb.primary, rb.secondary, base_dir=rb.base_dir) == {
             p.signal: p.target for p in build_probes(rb)
@@ -200,7 +211,7 @@ def test_validate_warns_when_one_store_is_every_probes_target_and_names_the_fix(
     [warning] = warnings(_runbook(tmp_path))
     assert warning.startswith("detection: checkpoint_freshness, provider, training_progress all reach")
     assert STORE in warning and "quorum of 2" in warning and "detection.provider_endpoint" in warning
-    assert warnings(_runbook(tmp_path, ", provider_endpoint: 'http://10.77.0.1:8080/healthz'")) == []
+    assert warnings(_runbook(tmp_path, provider_endpoint="http://10.77.0.1:8080/healthz")) == []
 
 
 def test_validate_prints_the_detection_warning_and_still_exits_0(tmp_path, capsys):

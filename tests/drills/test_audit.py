@@ -42,6 +42,7 @@ def test_audit_flow_passes_and_leaves_the_checkpoints_and_no_cluster(prefect_ser
     assert LocalCompute(rb.base_dir / ".lifeboat" / "clusters").clusters() == []
 
 
+@pytest.mark.processes
 def test_the_same_seed_samples_the_same_checkpoints(workdir):
     rb = _sandboxed_runbook(workdir)
     first = run_audit(rb, sample_size=2, steps=2, seed="run-7")
@@ -50,6 +51,7 @@ def test_the_same_seed_samples_the_same_checkpoints(workdir):
     assert [c.step for c in first.cases] == [c.step for c in again.cases]
 
 
+@pytest.mark.processes
 def test_audit_fails_when_the_recorded_curve_differs(workdir):
     rb = _sandboxed_runbook(workdir)
     log = rb.resolve(rb.verify.loss_log)
@@ -64,6 +66,7 @@ def test_audit_fails_when_the_recorded_curve_differs(workdir):
     assert all(not c.passed and "relative > tolerance" in c.parity.detail for c in report.cases)
 
 
+@pytest.mark.processes
 def test_audit_fails_when_the_audited_job_writes_into_the_checkpoint_store(workdir):
     rb = _sandboxed_runbook(workdir)
     secondary = rb.resolve(rb.secondary.store.removeprefix("file://"))

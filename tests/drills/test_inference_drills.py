@@ -18,6 +18,7 @@ def ledger(tmp_path, monkeypatch):
     return tmp_path / "ledger.jsonl"
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("kind", ["serving-kill", "serving-stale-standby", "serving-degraded"])
 def test_serving_drill_passes(kind, tmp_path, ledger):
     rb = load_runbook(ROOT / "runbooks" / "chat-serving.yaml")

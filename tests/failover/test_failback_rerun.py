@@ -48,6 +48,7 @@ def failback_steps(rb, run_id):
     return build_failback_steps(rb, run_id=run_id, providers=providers_for(view, registry=FakeRegistry()))
 
 
+@pytest.mark.processes
 def test_a_failback_crashed_after_its_fence_completes_when_re_run(failed_over):
     rb = failed_over
     crashed = failback_steps(rb, "back-1")
@@ -65,6 +66,7 @@ def test_a_failback_crashed_after_its_fence_completes_when_re_run(failed_over):
     assert read_site_state({"primary": again.p.secondary, "secondary": again.p.primary}).epoch == 2
 
 
+@pytest.mark.processes
 def test_a_second_failback_racing_the_first_stands_down_before_its_fence(failed_over):
     rb = failed_over
     late = failback_steps(rb, "back-late")

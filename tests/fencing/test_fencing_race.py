@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import threading
 
+import pytest
+
 from lifeboat_dr.core.fencing import fence, read_lease
 from lifeboat_dr.kernel.errors import StopFailover
 from lifeboat_dr.providers.storage.local import LocalStore
@@ -46,6 +48,7 @@ def _process_writer(root: str, trial: int, barrier, queue, i: int) -> None:
     queue.put(results[0])
 
 
+@pytest.mark.processes
 def test_sixteen_processes_racing_to_fence_a_local_store_leave_exactly_one_winner(tmp_path):
     ctx = multiprocessing.get_context("fork")
     root = str(tmp_path / "secondary")

@@ -85,6 +85,7 @@ def _train(ckpt, *, epoch: int | None, steps: int = 10):
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.processes
 def test_the_trainer_commits_every_checkpoint_and_a_fenced_trainer_exits_in_one_line(tmp_path):
     ckpt = tmp_path / "primary"
     assert _train(ckpt, epoch=None).returncode == 0

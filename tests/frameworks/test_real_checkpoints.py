@@ -22,21 +22,10 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 
 from lifeboat_dr.providers.storage.local import LocalStore  # noqa: E402
 from lifeboat_dr.shell.cli import main  # noqa: E402
+from tests.runbook_yaml import two_site_runbook  # noqa: E402
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).parent
-RUNBOOK = """\
-name: real
-workload: pretraining
-targets: {{rpo: 30m}}
-primary: {{infra: local, store: "file://{primary}"}}
-secondary:
-  infra: local
-  {secondary}
-  candidates: [{{infra: local}}]
-job: {{command: "python train.py"}}
-checkpoint: {{layout: {layout}, cadence: 10m, retention: {{keep_last: 3}}}}
-"""
 
 
 def _free_port() -> int:
@@ -61,28 +50,35 @@ def dcp_saves(tmp_path_factory) -> Path:
 
 @pytest.fixture(params=["local", "s3", "gcs"])
 def secondary(request, tmp_path):
-    """(store, the runbook's `store:` lines) for a secondary of each kind."""
+    """(store, the runbook's secondary site fields) for a secondary of each kind."""
     from lifeboat_dr.providers.storage.gcs import GcsStore
     from lifeboat_dr.providers.storage.s3 import S3Store
     from lifeboat_dr.testing.emulators import new_gcs_bucket, new_s3_bucket
 
     if request.param == "local":
         store = LocalStore(tmp_path / "secondary")
-        return store, f'store: "file://{store.root}"'
+        return store, {"store": f"file://{store.root}"}
     if request.param == "s3":
         url = request.getfixturevalue("s3_endpoint")
         bucket = new_s3_bucket(url)
-        return S3Store(
-            bucket, "run", endpoint_url=url
-        ), f'store: "s3://{bucket}/run"\n  endpoint_url: "{url}"'
+        return S3Store(bucket, "run", endpoint_url=url), {"store": f"s3://{bucket}/run", "endpoint_url": url}
     url = request.getfixturevalue("gcs_endpoint")
     bucket = new_gcs_bucket(url)
-    return GcsStore(bucket, "run", endpoint_url=url), f'store: "gs://{bucket}/run"'
+    return GcsStore(bucket, "run", endpoint_url=url), {"store": f"gs://{bucket}/run"}
 
 
-def _runbook(tmp_path, primary: Path, secondary_lines: str, layout: str) -> str:
+def _runbook(tmp_path, primary: Path, secondary: dict, layout: str) -> str:
     path = tmp_path / "runbook.yaml"
-    path.write_text(RUNBOOK.format(primary=primary, secondary=secondary_lines, layout=layout))
+    path.write_text(
+        two_site_runbook(
+            "real",
+            workload="pretraining",
+            primary=f"file://{primary}",
+            secondary=secondary,
+            checkpoint={"layout": layout, "retention": {"keep_last": 3}},
+            targets={"rpo": "30m"},
+        )
+    )
     return str(path)
 
 
@@ -130,7 +126,7 @@ def test_a_real_dcp_save_killed_before_metadata_is_not_replicated(dcp_saves, tmp
     primary = _primary_with(dcp_saves, tmp_path)
     (primary / "step_0000200" / ".metadata").unlink()  # rank 0 died before writing it
     secondary = LocalStore(tmp_path / "secondary")
-    runbook = _runbook(tmp_path, primary, f'store: "file://{secondary.root}"', "dcp")
+    runbook = _runbook(tmp_path, primary, {"store": f"file://{secondary.root}"}, "dcp")
     _replicate(runbook, capsys)
     assert not list(secondary.list("step_0000200/"))
     code, doc = _certify(runbook, capsys)
@@ -144,7 +140,7 @@ def test_a_damaged_real_dcp_replica_falls_back_to_the_older_save(
     monkeypatch.chdir(tmp_path)
     secondary = LocalStore(tmp_path / "secondary")
     runbook = _runbook(
-        tmp_path, _primary_with(dcp_saves, tmp_path), f'store: "file://{secondary.root}"', "dcp"
+        tmp_path, _primary_with(dcp_saves, tmp_path), {"store": f"file://{secondary.root}"}, "dcp"
     )
     _replicate(runbook, capsys)
     d = secondary.root / "step_0000200"
@@ -175,7 +171,7 @@ def test_the_certified_real_dcp_checkpoint_loads_in_torch(dcp_saves, tmp_path, m
     monkeypatch.chdir(tmp_path)
     secondary = LocalStore(tmp_path / "secondary")
     runbook = _runbook(
-        tmp_path, _primary_with(dcp_saves, tmp_path), f'store: "file://{secondary.root}"', "dcp"
+        tmp_path, _primary_with(dcp_saves, tmp_path), {"store": f"file://{secondary.root}"}, "dcp"
     )
     _replicate(runbook, capsys)
     _, doc = _certify(runbook, capsys)
@@ -254,7 +250,7 @@ def test_save_pretrained_with_a_shard_cut_short_is_neither_replicated_nor_certif
     shard = d / "model-00002-of-00002.safetensors"
     os.truncate(shard, shard.stat().st_size - 64)  # the writer died mid-file
     secondary = LocalStore(tmp_path / "secondary")
-    runbook = _runbook(tmp_path, primary, f'store: "file://{secondary.root}"', "hf-weights")
+    runbook = _runbook(tmp_path, primary, {"store": f"file://{secondary.root}"}, "hf-weights")
     _replicate(runbook, capsys)
     assert not list(secondary.list("export-200/"))
     from lifeboat_dr.standins.checkpoints import replicate
@@ -298,7 +294,7 @@ def test_a_deepspeed_save_missing_its_last_rank_is_caught_by_the_recorded_world_
         primary / "global_step200" / "zero_pp_rank_3_mp_rank_00_optim_states.pt"
     ).unlink()  # ranks 0-2 look whole
     secondary = LocalStore(tmp_path / "secondary")
-    runbook = _runbook(tmp_path, primary, f'store: "file://{secondary.root}"', "deepspeed")
+    runbook = _runbook(tmp_path, primary, {"store": f"file://{secondary.root}"}, "deepspeed")
     _replicate(runbook, capsys)
     assert (
         not list(secondary.list("global_step200/"))
@@ -332,7 +328,7 @@ def test_a_megatron_save_missing_its_last_tensor_rank_is_caught_by_the_recorded_
         (primary / "latest_checkpointed_iteration.txt").write_text(str(step))
     shutil.rmtree(primary / "iter_0000200" / "mp_rank_03")  # ranks 0-2 look like a whole grid
     secondary = LocalStore(tmp_path / "secondary")
-    runbook = _runbook(tmp_path, primary, f'store: "file://{secondary.root}"', "megatron")
+    runbook = _runbook(tmp_path, primary, {"store": f"file://{secondary.root}"}, "megatron")
     _replicate(runbook, capsys)
     assert not list(secondary.list("iter_0000200/"))
     code, doc = _certify(runbook, capsys)

@@ -103,7 +103,8 @@ class StubRegistry:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # polled every 50 ms, so shutdown() returns at once (serve_forever's default is 0.5 s)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
     def publish(self, name: str, tag: str, layers: list[bytes]) -> str:
         """An image index (linux/amd64 + arm64) over a manifest with a config and `layers`;

@@ -10,6 +10,7 @@ import pytest
 from lifeboat_dr.core.checkpoints.manifest import build_manifest, commit_manifest
 from lifeboat_dr.kernel.errors import ProviderUnavailable
 from lifeboat_dr.providers.storage.local import LocalStore
+from tests.runbook_yaml import two_site_runbook
 
 
 class ProxyStore:
@@ -144,22 +145,21 @@ def _write_checkpoint():
     return write_checkpoint
 
 
-RUNBOOK = """\
-name: trainer
-workload: finetuning
-targets: {rpo: 30m}
-primary: {infra: local, store: "file://primary"}
-secondary: {infra: local, store: "file://secondary", candidates: [{infra: local}]}
-job: {command: "python train.py"}
-checkpoint: {layout: manifest, cadence: 5m, retention: {keep_last: 2, keep_every: 100}}
-"""
-
-
 @pytest.fixture
 def runbook_file(tmp_path):
     """A runbook whose primary and secondary are the `primary`/`secondary` fixtures' folders."""
     path = tmp_path / "trainer.yaml"
-    path.write_text(RUNBOOK)
+    path.write_text(
+        two_site_runbook(
+            "trainer",
+            checkpoint={
+                "layout": "manifest",
+                "cadence": "5m",
+                "retention": {"keep_last": 2, "keep_every": 100},
+            },
+            targets={"rpo": "30m"},
+        )
+    )
     return path
 
 

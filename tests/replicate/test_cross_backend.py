@@ -8,6 +8,7 @@ import pytest
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
 from lifeboat_dr.core.transfer import RetryPolicy, TransferIncomplete, copy_prefix
 from lifeboat_dr.kernel.errors import NotFound
+from tests.runbook_yaml import two_site_runbook
 
 pytestmark = pytest.mark.integration
 
@@ -120,14 +121,12 @@ def test_lifeboat_replicate_copies_an_s3_primary_to_a_local_secondary(
     for step in (100, 200):
         write_checkpoint(primary, f"step-{step:06d}", step, shards=3, size=4_000)
     (tmp_path / "rb.yaml").write_text(
-        f"""\
-name: s3-to-local
-workload: finetuning
-primary: {{infra: aws/us-east-1, store: "{primary.uri}", endpoint_url: "{s3_endpoint}"}}
-secondary: {{infra: local, store: "file://replica", candidates: [{{infra: local}}]}}
-job: {{command: "python train.py"}}
-checkpoint: {{layout: manifest, cadence: 10m}}
-"""
+        two_site_runbook(
+            "s3-to-local",
+            primary={"infra": "aws/us-east-1", "store": primary.uri, "endpoint_url": s3_endpoint},
+            secondary="file://replica",
+            checkpoint={"layout": "manifest"},
+        )
     )
     monkeypatch.chdir(tmp_path)
     assert main(["replicate", "rb.yaml"]) == 0

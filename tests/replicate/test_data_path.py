@@ -13,6 +13,7 @@ from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, build_manifest,
 from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME, iter_receipt
 from lifeboat_dr.core.transfer import RetryPolicy, TransferIncomplete, copy_prefix
 from lifeboat_dr.kernel.errors import ProviderUnavailable
+from tests.runbook_yaml import two_site_runbook
 
 pytestmark = pytest.mark.integration
 
@@ -109,14 +110,12 @@ def test_lifeboat_replicate_lists_the_secondary_once_for_the_copy_certification_
     for step in (100, 200, 300):
         write_checkpoint(primary, f"step-{step:06d}", step, shards=3, size=2_000)
     (tmp_path / "rb.yaml").write_text(
-        f"""\
-name: local-to-s3
-workload: finetuning
-primary: {{infra: local, store: "{primary.uri}"}}
-secondary: {{infra: local, store: "{secondary.uri}", endpoint_url: "{s3_endpoint}", candidates: [{{infra: local}}]}}
-job: {{command: "python train.py"}}
-checkpoint: {{layout: manifest, cadence: 10m, retention: {{keep_last: 2}}}}
-"""
+        two_site_runbook(
+            "local-to-s3",
+            primary=primary.uri,
+            secondary={"store": secondary.uri, "endpoint_url": s3_endpoint},
+            checkpoint={"layout": "manifest", "retention": {"keep_last": 2}},
+        )
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LIFEBOAT_LEDGER", str(tmp_path / "ledger.jsonl"))
@@ -155,14 +154,12 @@ def test_lifeboat_replicate_reads_the_site_state_in_one_request_per_store_per_ch
     for step in (100, 200):
         write_checkpoint(local, f"step-{step:06d}", step, shards=2, size=1_000)
     (tmp_path / "rb.yaml").write_text(
-        f"""\
-name: local-to-s3
-workload: finetuning
-primary: {{infra: local, store: "{remote.uri}", endpoint_url: "{s3_endpoint}"}}
-secondary: {{infra: local, store: "{local.uri}", candidates: [{{infra: local}}]}}
-job: {{command: "python train.py"}}
-checkpoint: {{layout: manifest, cadence: 10m, retention: {{keep_last: 2}}}}
-"""
+        two_site_runbook(
+            "local-to-s3",
+            primary={"store": remote.uri, "endpoint_url": s3_endpoint},
+            secondary=local.uri,
+            checkpoint={"layout": "manifest", "retention": {"keep_last": 2}},
+        )
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LIFEBOAT_LEDGER", str(tmp_path / "ledger.jsonl"))

@@ -8,23 +8,12 @@ import pytest
 from lifeboat_dr.core.checkpoints.inventory import StoredCheckpoint
 from lifeboat_dr.core.retention import plan_retention
 from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.providers.storage.s3 import S3Store
 from lifeboat_dr.shell.cli import main
 from lifeboat_dr.standins.checkpoints import replicate, write_checkpoint
+from tests.runbook_yaml import two_site_runbook
 
-RUNBOOK = """\
-name: keep
-workload: finetuning
-targets: {{rpo: 30m}}
-primary: {primary}
-secondary:
-  infra: local
-  store: "file://{secondary}"
-  candidates: [{{infra: local}}]
-job: {{command: "python train.py"}}
-checkpoint: {{layout: {layout}, cadence: 10m, retention: {{keep_last: {keep_last}}}}}
-"""
-LOCAL = '{{infra: local, store: "file://{root}"}}'
-S3_DOWN = '{infra: aws/us-east-1, store: "s3://primary-bucket/run", endpoint_url: "http://127.0.0.1:9"}'
+S3_DOWN = {"infra": "aws/us-east-1", "store": "s3://primary-bucket/run", "endpoint_url": "http://127.0.0.1:9"}
 
 
 def ckpts(*steps):
@@ -53,11 +42,12 @@ def _site(tmp_path, monkeypatch, *, layout="dcp", keep_last=1, primary=None):
     source, secondary = LocalStore(tmp_path / "primary"), LocalStore(tmp_path / "secondary")
     path = tmp_path / "runbook.yaml"
     path.write_text(
-        RUNBOOK.format(
-            primary=primary or LOCAL.format(root=source.root),
-            secondary=secondary.root,
-            layout=layout,
-            keep_last=keep_last,
+        two_site_runbook(
+            "keep",
+            primary=primary or f"file://{source.root}",
+            secondary=f"file://{secondary.root}",
+            checkpoint={"layout": layout, "retention": {"keep_last": keep_last}},
+            targets={"rpo": "30m"},
         )
     )
     return source, secondary, str(path)
@@ -80,6 +70,7 @@ def _dirs(store):
 def test_s3_primary_down_deletes_nothing(tmp_path, monkeypatch, capsys, only):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setattr(S3Store, "backoff_base", 0.0)  # every attempt at the refused port, no waiting
     source, secondary, runbook = _site(tmp_path, monkeypatch, primary=S3_DOWN)
     _rot_newest(source, secondary, "dcp", (10, 20, 30))
     before = _dirs(secondary)

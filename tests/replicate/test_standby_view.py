@@ -23,6 +23,7 @@ from lifeboat_dr.core.transfer import RetryPolicy
 from lifeboat_dr.flows.wiring import replication_settings
 from lifeboat_dr.kernel.errors import ProviderUnavailable
 from lifeboat_dr.runbooks.loader import load_runbook
+from tests.runbook_yaml import two_site_runbook
 
 STEPS = (100, 200, 300)
 FAILS = "step-000300/shard-001.bin"  # the object `_rewrite` changes
@@ -142,16 +143,6 @@ def test_the_standby_as_the_copy_left_it_equals_a_fresh_listing_after_every_kind
             assert FAILS not in {i.key for i in newest.files(secondary)}
 
 
-RUNBOOK = """\
-name: standby
-workload: finetuning
-primary: {{infra: local, store: "{primary}"}}
-secondary: {{infra: local, store: "{secondary}", candidates: [{{infra: local}}]}}
-job: {{command: "python train.py"}}
-checkpoint: {{layout: manifest, cadence: 10m, retention: {{keep_last: 2}}}}
-"""
-
-
 @pytest.fixture
 def sites(make_store, write_checkpoint, tmp_path, monkeypatch):
     """(primary, secondary, runbook): local stores, the primary holding STEPS committed."""
@@ -159,7 +150,14 @@ def sites(make_store, write_checkpoint, tmp_path, monkeypatch):
     primary, secondary = make_store("local"), make_store("local")
     for step in STEPS:
         write_checkpoint(primary, f"step-{step:06d}", step, shards=2, size=1_000)
-    (tmp_path / "rb.yaml").write_text(RUNBOOK.format(primary=primary.uri, secondary=secondary.uri))
+    (tmp_path / "rb.yaml").write_text(
+        two_site_runbook(
+            "standby",
+            primary=primary.uri,
+            secondary=secondary.uri,
+            checkpoint={"layout": "manifest", "retention": {"keep_last": 2}},
+        )
+    )
     return primary, secondary, load_runbook(tmp_path / "rb.yaml")
 
 

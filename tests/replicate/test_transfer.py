@@ -199,6 +199,7 @@ copy_prefix(LocalStore(sys.argv[2]), Slow(sys.argv[3]), "run/step-100", "run/ste
 """
 
 
+@pytest.mark.processes
 def test_a_copier_sigkilled_mid_copy_is_finished_by_a_rerun_that_skips_landed_shards(
     primary, secondary, faults, write_checkpoint
 ):

@@ -123,6 +123,7 @@ def certify_ok(store):
     return list(certified_checkpoints(store, None, layout="manifest"))
 
 
+@pytest.mark.processes
 def test_replicate_from_a_site_that_is_no_longer_active_is_refused_in_one_line(
     runbook_file, primary, secondary
 ):

@@ -389,6 +389,7 @@ sys.exit(code)
 """
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from Linux /proc")
 def test_hostile_runbooks_stay_within_bounded_memory(tmp_path):
     """Every hostile file at once through the real CLI in a fresh process: exit 1, one line

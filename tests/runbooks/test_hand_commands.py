@@ -121,6 +121,7 @@ def _names_bucket(argv: list[str], bucket: str) -> bool:
     return argv[4].startswith(f"gs://{bucket}/")
 
 
+@pytest.mark.processes
 def test_the_local_checksum_command_prints_the_crc32c_that_s3_and_gcs_show(tmp_path):
     text = _markdown("demo")
     secondary, primary = [c for c in re.findall(r"`([^`]+)`", text) if c.startswith("python -c")]

@@ -74,6 +74,7 @@ def test_readme_lists_the_deploy_commands_a_new_user_runs():
     assert commands[3].split()[-2:] == ["--pool", "lifeboat-secondary"]
 
 
+@pytest.mark.processes
 def test_deploy_refuses_a_runbook_it_cannot_read_in_one_line(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "lifeboat_dr", "deploy", str(tmp_path / "missing.yaml")],

@@ -22,7 +22,10 @@ from lifeboat_dr.providers.compute.local import LocalCompute
 from lifeboat_dr.standins.trainer.jobs import TRAINERS
 
 TORCH = TRAINERS["torch"]
-pytestmark = pytest.mark.skipif(TORCH.missing() is not None, reason=TORCH.missing() or "")
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.skipif(TORCH.missing() is not None, reason=TORCH.missing() or ""),
+]
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = PlanOption(infra="local", instance_type=None, accelerators=None, use_spot=False, hourly_usd=0.0)

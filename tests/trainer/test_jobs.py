@@ -40,6 +40,7 @@ def test_a_missing_framework_and_an_unknown_trainer_are_one_line_errors():
         trainer_job("jax")
 
 
+@pytest.mark.processes
 def test_a_failed_run_raises_with_the_tail_of_its_output(tmp_path):
     with pytest.raises(RuntimeError, match="the numpy trainer exited 1: .*no committed checkpoint"):
         TRAINERS["numpy"].run(
