@@ -76,8 +76,8 @@ class LedgerEntry(BaseModel):
     drill: bool = Field(False, description="A rehearsal, not a real outage.")
     kind: str = Field(
         "failover",
-        description="failover, failback (back to the recovered primary) or drill. For a failback the "
-        "outage_start milestone is when it was asked for, and RPO runs to the fence.",
+        description="failover, or failback (back to the recovered primary; its outage_start "
+        "milestone is when it was asked for, and RPO runs to the fence). A drill of either is `drill`.",
     )
     rto_target: timedelta
     rpo_target: timedelta
@@ -93,6 +93,20 @@ class LedgerEntry(BaseModel):
     client: ClientWindow | None = Field(
         None, description="Serving: the error window a synthetic client saw (drills, the demo)."
     )
+
+    @property
+    def label(self) -> str:
+        """What ran, as people say it: "failover", "failback drill", "serving failover"."""
+        what = f"serving {self.kind}" if self.table == "serving" else self.kind
+        return f"{what} drill" if self.drill else what
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drill_was_a_kind(cls, data):
+        """Entries written when a drill's `kind` was "drill" read as the failover they rehearsed."""
+        if isinstance(data, dict) and data.get("kind") == "drill":
+            data = {**data, "kind": "failover", "drill": True}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -217,7 +231,7 @@ class RtoLedger:
             runbook=runbook,
             run_id=run_id,
             drill=drill,
-            kind=kind or ("drill" if drill else "failover"),
+            kind=kind or "failover",
             table=table,
             rto_target=rto_target,
             rpo_target=rpo_target,

@@ -73,7 +73,7 @@ def history_rows(entries: list[LedgerEntry]) -> list[dict[str, str]]:
     return [
         {
             "run": e.run_id,
-            "kind": "drill" if e.drill else "failover",
+            "kind": e.label,
             "outage start": (
                 e.phases["outage_start"].isoformat(timespec="seconds") if "outage_start" in e.phases else "—"
             ),
@@ -189,7 +189,7 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
                 ha="center",
                 va="bottom",
             )
-    kind = "drill" if entry.drill else "failover"
+    kind = entry.label
     client = f", client errors {_fmt(entry.client.window)}" if entry.client else ""
     ax.set_title(
         f"{entry.runbook} {kind} {entry.run_id} ({entry.outcome}): RTO {_fmt(entry.rto)} (target {_fmt(entry.rto_target)}), "

@@ -89,4 +89,4 @@ def test_a_serving_entry_written_before_the_switch_had_its_own_milestone_still_r
     assert entry.rto == timedelta(seconds=0.7) and entry.span("traffic_switched") is not None
     assert lifeboat(["report", "chat-serving", "--ledger", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "| serving-kill-1a2b | drill |" in out and "| 700ms |" in out
+    assert "| serving-kill-1a2b | serving failover drill |" in out and "| 700ms |" in out
