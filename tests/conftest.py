@@ -80,8 +80,27 @@ def _guarded_fork():
     return _fork()
 
 
+def _console_follows_capture():
+    """Prefect binds its console log handlers to the sys.stderr of the moment it configures
+    logging (at import, and again when a flow or an in-process server sets it up). Done inside
+    a test that uses capsys, they keep that test's stream, closed afterwards, and every later
+    Prefect log line fails ("I/O operation on closed file") — in whichever test comes next. A
+    handler whose stream was closed writes to the stream in place now instead."""
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    emit = PrefectConsoleHandler.emit
+
+    def emit_to_a_live_stream(self, record):
+        if getattr(self.stream, "closed", False):
+            self.stream = self.console.file = sys.stderr  # not setStream: it flushes the old one
+        emit(self, record)
+
+    PrefectConsoleHandler.emit = emit_to_a_live_stream
+
+
 def pytest_configure(config):
     subprocess.Popen.__init__, os.fork = _guarded_popen, _guarded_fork
+    _console_follows_capture()
 
 
 def pytest_unconfigure(config):
