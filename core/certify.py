@@ -32,7 +32,7 @@ from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME, iter_receipt
 from lifeboat_dr.core.fencing import COMMIT_MARKER
 from lifeboat_dr.core.sitestate import lineage_problem, read_marker
 from lifeboat_dr.kernel.crc32c import crc32c
-from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable, RefusedKey
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
 BATCH = 256  # objects compared per batch: bounds memory and in-flight requests
@@ -40,16 +40,26 @@ MAX_PROBLEMS = 10  # details kept per rejected checkpoint
 _PLAIN_MD5 = re.compile(r"^[0-9a-f]{32}$")
 
 # Rejection kinds, most decisive first.
-MISSING, SIZE, CRC, INCOMPLETE, BAD_METADATA, UNVERIFIABLE, LINEAGE = (
+MISSING, SIZE, CRC, INCOMPLETE, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEAGE = (
     "missing shard",
     "size mismatch",
     "crc mismatch",
     "incomplete layout",
     "bad metadata",
+    "refused object",  # a key no store will read: `..`, an empty segment, a symlink leaving the store
     "unverifiable",
     "not the active lineage",
 )
-_ORDER = {LINEAGE: -1, MISSING: 0, SIZE: 1, CRC: 2, INCOMPLETE: 3, BAD_METADATA: 4, UNVERIFIABLE: 5}
+_ORDER = {
+    LINEAGE: -1,
+    MISSING: 0,
+    SIZE: 1,
+    CRC: 2,
+    INCOMPLETE: 3,
+    BAD_METADATA: 4,
+    REFUSED: 5,
+    UNVERIFIABLE: 6,
+}
 AUTO = "auto"  # read the site state's lease from the stores
 
 
@@ -74,7 +84,7 @@ class Certified:
 class Rejection:
     step: int
     uri: str
-    reason: str  # one of MISSING, SIZE, CRC, INCOMPLETE, UNVERIFIABLE, LINEAGE
+    reason: str  # one of MISSING, SIZE, CRC, INCOMPLETE, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEAGE
     detail: str  # the first problem, e.g. "missing shard step_12/shard-3.bin"
     problems: tuple[str, ...] = ()  # up to MAX_PROBLEMS of them
     more: int = 0  # problems not listed
@@ -258,6 +268,8 @@ class _Certifier:
             return self._reject(ckpt, [(INCOMPLETE, f"{ckpt.name}: {reason}")], 1)
         try:
             return self._verify(ckpt)
+        except RefusedKey as e:  # one object no store will read: this step is bad, not the run
+            return self._reject(ckpt, [(REFUSED, f"{ckpt.name}: {e}")], 1)
         except ConfigError as e:  # an unreadable manifest: this step is bad, older ones may not be
             return self._reject(ckpt, [(BAD_METADATA, f"{ckpt.name}: {e}")], 1)
 
