@@ -65,6 +65,9 @@ DCP_METADATA_GLOBALS = frozenset(
                 "_MEM_FORMAT_ENCODING",  # TensorProperties' memory format, pickled as this enum
             )
         ),
+        # the same two classes where older torch releases defined them (still there in 2.13)
+        ("torch.distributed._shard.sharded_tensor.metadata", "TensorProperties"),
+        ("torch.distributed._shard.sharded_tensor.metadata", "MEM_FORMAT_ENCODING"),
         ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),  # FileSystemWriter's storage_data
         ("torch", "Size"),
         ("torch.serialization", "_get_layout"),  # how a torch.layout pickles: a name lookup
