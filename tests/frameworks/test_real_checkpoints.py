@@ -418,7 +418,7 @@ def test_a_torn_shard_under_its_commit_marker_is_caught_and_certification_falls_
     if layout == "manifest":  # the manifest was written after the tear: it vouches for the torn bytes
         _manifest_over(primary, "step_0000200", 200)
     secondary = LocalStore(tmp_path / "secondary")
-    runbook = _runbook(tmp_path, primary, f'store: "file://{secondary.root}"', layout)
+    runbook = _runbook(tmp_path, primary, {"store": f"file://{secondary.root}"}, layout)
     _replicate(runbook, capsys)  # the primary's bytes, faithfully: source and replica agree
 
     code, doc = _certify(runbook, capsys)
@@ -459,7 +459,7 @@ def test_a_torch_gadget_in_a_real_dcp_metadata_never_certifies_and_never_runs(
     pwned = tmp_path / "pwned.pt"
     _plant_gadget(primary / "step_0000200", pwned)
     secondary = LocalStore(tmp_path / "secondary")
-    runbook = _runbook(tmp_path, primary, f'store: "file://{secondary.root}"', "dcp")
+    runbook = _runbook(tmp_path, primary, {"store": f"file://{secondary.root}"}, "dcp")
     _replicate(runbook, capsys)
     code, doc = _certify(runbook, capsys)
     assert code == 0 and doc["certified"]["step"] == 100

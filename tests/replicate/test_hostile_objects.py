@@ -12,22 +12,20 @@ import pytest
 
 from lifeboat_dr.providers.storage.local import LocalStore
 from lifeboat_dr.shell.cli import main
-
-RUNBOOK = """\
-name: hostile
-workload: finetuning
-targets: {{rpo: 30m}}
-primary: {{infra: local, store: "{primary}"{endpoint}}}
-secondary: {{infra: local, store: "file://{secondary}", candidates: [{{infra: local}}]}}
-job: {{command: "python train.py"}}
-checkpoint: {{layout: manifest, cadence: 5m, retention: {{keep_last: 3}}}}
-"""
+from tests.runbook_yaml import two_site_runbook
 
 
 def _runbook(tmp_path, primary_uri: str, secondary: LocalStore, endpoint: str | None = None) -> str:
     path = tmp_path / "hostile.yaml"
-    extra = f', endpoint_url: "{endpoint}"' if endpoint else ""
-    path.write_text(RUNBOOK.format(primary=primary_uri, endpoint=extra, secondary=secondary.root))
+    primary = {"store": primary_uri, **({"endpoint_url": endpoint} if endpoint else {})}
+    path.write_text(
+        two_site_runbook(
+            "hostile",
+            primary=primary,
+            secondary=f"file://{secondary.root}",
+            checkpoint={"layout": "manifest", "retention": {"keep_last": 3}},
+        )
+    )
     return str(path)
 
 
