@@ -3,7 +3,10 @@
 Plain Python over the `Store` protocol: no Prefect, no SDK. Checkpoints are examined newest
 first; the first that passes is certified and older ones are not looked at. A checkpoint
 passes when it is complete for its layout and every shard the source (or, with the source
-down, the manifest) names is on the replica with the same size and an equal CRC32C:
+down, the manifest) names is on the replica with the same size and an equal CRC32C, and no
+torch.save or safetensors file of it is cut short by its own format (a few ranged reads at
+its ends: core/checkpoints/formats.py; a torn file the source holds too, under its commit
+marker, passes every checksum):
 
 - by metadata where both sides report a comparable value: GCS/local list CRC32C, S3
   full-object CRC32C by HEAD, the manifest's CRC32C, or equal plain-MD5 S3 ETags;
@@ -25,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from lifeboat_dr.core.checkpoints.formats import torn_file
 from lifeboat_dr.core.checkpoints.layouts import CheckpointDir, Discovery, discover, pointer_notes
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, iter_manifest
 from lifeboat_dr.core.checkpoints.protocols import incomplete_reason
@@ -32,7 +36,7 @@ from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME, iter_receipt
 from lifeboat_dr.core.fencing import COMMIT_MARKER
 from lifeboat_dr.core.sitestate import lineage_problem, read_marker
 from lifeboat_dr.kernel.crc32c import crc32c
-from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable, RefusedKey
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
 BATCH = 256  # objects compared per batch: bounds memory and in-flight requests
@@ -40,16 +44,28 @@ MAX_PROBLEMS = 10  # details kept per rejected checkpoint
 _PLAIN_MD5 = re.compile(r"^[0-9a-f]{32}$")
 
 # Rejection kinds, most decisive first.
-MISSING, SIZE, CRC, INCOMPLETE, BAD_METADATA, UNVERIFIABLE, LINEAGE = (
+MISSING, SIZE, CRC, INCOMPLETE, TORN, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEAGE = (
     "missing shard",
     "size mismatch",
     "crc mismatch",
     "incomplete layout",
+    "torn file",  # committed, but a file's own format says it was cut short (checkpoints/formats.py)
     "bad metadata",
+    "refused object",  # a key no store will read: `..`, an empty segment, a symlink leaving the store
     "unverifiable",
     "not the active lineage",
 )
-_ORDER = {LINEAGE: -1, MISSING: 0, SIZE: 1, CRC: 2, INCOMPLETE: 3, BAD_METADATA: 4, UNVERIFIABLE: 5}
+_ORDER = {
+    LINEAGE: -1,
+    MISSING: 0,
+    SIZE: 1,
+    CRC: 2,
+    INCOMPLETE: 3,
+    TORN: 4,
+    BAD_METADATA: 5,
+    REFUSED: 6,
+    UNVERIFIABLE: 7,
+}
 AUTO = "auto"  # read the site state's lease from the stores
 
 
@@ -74,7 +90,7 @@ class Certified:
 class Rejection:
     step: int
     uri: str
-    reason: str  # one of MISSING, SIZE, CRC, INCOMPLETE, UNVERIFIABLE, LINEAGE
+    reason: str  # one of MISSING, SIZE, CRC, INCOMPLETE, TORN, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEAGE
     detail: str  # the first problem, e.g. "missing shard step_12/shard-3.bin"
     problems: tuple[str, ...] = ()  # up to MAX_PROBLEMS of them
     more: int = 0  # problems not listed
@@ -257,9 +273,22 @@ class _Certifier:
         if reason:
             return self._reject(ckpt, [(INCOMPLETE, f"{ckpt.name}: {reason}")], 1)
         try:
+            torn = self._torn(ckpt)
+            if torn:
+                return self._reject(ckpt, [(TORN, f"{ckpt.name}: {torn}")], 1)
             return self._verify(ckpt)
+        except RefusedKey as e:  # one object no store will read: this step is bad, not the run
+            return self._reject(ckpt, [(REFUSED, f"{ckpt.name}: {e}")], 1)
         except ConfigError as e:  # an unreadable manifest: this step is bad, older ones may not be
             return self._reject(ckpt, [(BAD_METADATA, f"{ckpt.name}: {e}")], 1)
+
+    def _torn(self, ckpt: CheckpointDir) -> str | None:
+        """A file of the replica's checkpoint that its own format says was cut short: a few
+        ranged reads per torch.save / safetensors file, in parallel (counted as metadata)."""
+        with ThreadPoolExecutor(self.max_workers) as pool:
+            return torn_file(
+                _MetadataView(self, self.replica), ckpt.files(self.replica), self.found.layout, pool.map
+            )
 
     def _verify(self, ckpt: CheckpointDir) -> Certified | Rejection:
         layout = self.found.layout

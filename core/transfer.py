@@ -24,7 +24,10 @@ destination, which receives that CRC32C with the bytes and verifies it (S3 BadDi
 reports its own (GCS, local); the write's answer is the object's metadata, so no HEAD
 follows a write. A mismatch is retried like throttling; the object is never accepted.
 Objects land atomically (local rename, single PUT or completed multipart, GCS upload), so a
-copy killed mid-way leaves finished objects whole, and a rerun skips them. A source object
+copy killed mid-way leaves finished objects whole, and a rerun skips them. An object whose
+key a store refuses (`RefusedKey`: a `..` or empty segment, a symlink leaving a local
+store; providers/storage/base.py) is refused alone, in one line (`report.refused`), and its
+checkpoint gets no commit marker: the other objects and checkpoints copy as ever. A source object
 with no CRC32C anywhere (no metadata, no manifest) is the one case read twice: a first read
 gives the reference a flipped byte in either read is caught against.
 """
@@ -41,7 +44,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from lifeboat_dr.kernel.crc32c import crc32c_of
-from lifeboat_dr.kernel.errors import ChecksumMismatch, LifeboatError, NotFound, ProviderUnavailable
+from lifeboat_dr.kernel.errors import (
+    ChecksumMismatch,
+    LifeboatError,
+    NotFound,
+    ProviderUnavailable,
+    RefusedKey,
+)
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store, join
 from lifeboat_dr.providers.storage.buffers import BUFFERS, gather, gather_cost, tune_allocator
 
@@ -136,6 +145,7 @@ class TransferReport:
     server_copied: list[str] = field(default_factory=list)  # copied inside the provider
     skipped: list[str] = field(default_factory=list)  # already present with same size + CRC32C
     failed: dict[str, str] = field(default_factory=dict)  # key -> last error
+    refused: dict[str, str] = field(default_factory=dict)  # of those, keys a store refuses -> its one line
     hashed: list[str] = field(default_factory=list)  # no source CRC32C anywhere: read twice (hashed first)
     # what the destination holds, by relative key, with its CRC32C: objects written (from the
     # write's answer) and objects skipped whose CRC32C was compared (replication receipts)
@@ -208,6 +218,12 @@ def copy_prefix(
         with lock:
             report.retries += 1
 
+    def refuse(rel: str, e: RefusedKey) -> None:
+        with lock:
+            report.refused[rel] = str(e)
+            report.failed[rel] = f"{type(e).__name__}: {e}"
+            report.destination.pop(rel, None)
+
     src_base, dst_base = _dir(src_prefix), _dir(dst_prefix)
     if sources is None:
         sources = retry.call(lambda: list(src.list(src_base)), count_retry)
@@ -223,7 +239,11 @@ def copy_prefix(
         report.seconds = time.monotonic() - started
         return report
     manifest, broken = _manifest_shards(src, src_base, sources, markers, retry)
-    report.failed.update(broken)
+    for rel, problem in broken.items():
+        if isinstance(problem, RefusedKey):
+            refuse(rel, problem)
+        else:
+            report.failed[rel] = problem
     listed = {info.key[len(src_base) :] for info in sources}
     for rel in sorted(set(manifest) - listed):
         report.failed[rel] = "named by the source's manifest but missing from the source"
@@ -236,7 +256,11 @@ def copy_prefix(
             shard = manifest.get(rel)
             expected = info.crc32c
             if expected is None and shard is None and src.capabilities.crc32c_in_head:
-                expected = retry.call(lambda: src.head(info.key), count_retry).crc32c
+                try:
+                    expected = retry.call(lambda: src.head(info.key), count_retry).crc32c
+                except RefusedKey as e:
+                    refuse(rel, e)
+                    return None
             problem = _contradicts(info, expected, shard)
             if problem:
                 with lock:
@@ -280,6 +304,9 @@ def copy_prefix(
                     lambda: _copy_object(src, dst, item, join(dst_prefix, item.rel), server_side, progress),
                     count_retry,
                 )
+            except RefusedKey as e:
+                refuse(item.rel, e)
+                return
             except (LifeboatError, OSError) as e:
                 with lock:
                     report.failed[item.rel] = f"{type(e).__name__}: {e}"
@@ -307,9 +334,10 @@ def copy_prefix(
     report.seconds = time.monotonic() - started
     if report.failed:
         first = next(iter(sorted(report.failed.items())))
+        rerun = "rerun to resume" if set(report.failed) - set(report.refused) else "not replicated"
         raise TransferIncomplete(
             f"{report.src} -> {report.dst}: {len(report.failed)} object(s) failed "
-            f"(first: {first[0]}: {first[1]}); no commit marker written, rerun to resume",
+            f"(first: {first[0]}: {first[1]}); no commit marker written, {rerun}",
             report,
         )
     return report
@@ -412,7 +440,8 @@ def _committed_replica(
     markers: tuple[str, ...],
     retry: RetryPolicy,
 ) -> bool:
-    """The destination holds every source object at its size and the very same commit markers."""
+    """The destination holds every source object at its size and the very same commit markers
+    (a marker whose key a store refuses: not such a replica; the full plan names it)."""
     marks = [i for i in sources if _basename(i.key) in markers]
     if not marks:
         return False
@@ -420,16 +449,19 @@ def _committed_replica(
         have = present.get(info.key[len(src_base) :])
         if have is None or have.size != info.size:
             return False
-    for info in marks:
-        have = present[info.key[len(src_base) :]]
-        src_crc = info.crc32c
-        if src_crc is None and src.capabilities.crc32c_in_head:
-            src_crc = retry.call(lambda info=info: src.head(info.key)).crc32c
-        dst_crc = have.crc32c
-        if dst_crc is None and dst.capabilities.crc32c_in_head:
-            dst_crc = retry.call(lambda have=have: dst.head(have.key)).crc32c
-        if src_crc is None or src_crc != dst_crc:
-            return False
+    try:
+        for info in marks:
+            have = present[info.key[len(src_base) :]]
+            src_crc = info.crc32c
+            if src_crc is None and src.capabilities.crc32c_in_head:
+                src_crc = retry.call(lambda info=info: src.head(info.key)).crc32c
+            dst_crc = have.crc32c
+            if dst_crc is None and dst.capabilities.crc32c_in_head:
+                dst_crc = retry.call(lambda have=have: dst.head(have.key)).crc32c
+            if src_crc is None or src_crc != dst_crc:
+                return False
+    except RefusedKey:
+        return False
     return True
 
 
@@ -460,7 +492,7 @@ def _same(
     if crc is None and dst.capabilities.crc32c_in_head:
         try:
             crc = retry.call(lambda: dst.head(dst_key), on_retry).crc32c
-        except NotFound:
+        except (NotFound, RefusedKey):  # gone, or a link leaving a local store: the write replaces it
             return False, None
     # Without a CRC32C on the destination "same size" proves nothing: copy again.
     same = crc is not None and crc == item.expected_crc
@@ -473,11 +505,12 @@ def _manifest_shards(
     """Shards named by the Lifeboat manifests in the source (relative path -> Shard), and
     manifests that cannot be read (relative path -> why). A manifest gives the expected
     CRC32C without a HEAD per object on stores whose list carries none (S3), and lets the
-    copy refuse a source that contradicts its own manifest."""
+    copy refuse a source that contradicts its own manifest. A manifest whose key a store
+    refuses is given as the `RefusedKey` itself."""
     from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, Manifest
 
     shards: dict[str, Shard] = {}
-    broken: dict[str, str] = {}
+    broken: dict[str, str | RefusedKey] = {}
     for info in sources:
         rel = info.key[len(base) :]
         if _basename(rel) != MANIFEST_NAME or MANIFEST_NAME not in markers:
@@ -485,6 +518,9 @@ def _manifest_shards(
         try:
             body = b"".join(retry.call(lambda key=info.key: list(src.read(key))))
             manifest = Manifest.from_json(body, where=info.key)
+        except RefusedKey as e:
+            broken[rel] = e
+            continue
         except LifeboatError as e:
             broken[rel] = f"{type(e).__name__}: {e}"
             continue

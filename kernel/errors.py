@@ -13,6 +13,12 @@ class ConfigError(LifeboatError):
     """A user mistake in a runbook, a flag or a file: printed as one line, no traceback."""
 
 
+class RefusedKey(ConfigError):
+    """An object key no store will read or write: a `..` or `.` segment, a leading `/`, an
+    empty segment, or (a `file://` store) a symlink leaving the store. Refused for that one
+    object, in one line; never retried (a rerun finds the same key)."""
+
+
 class ProviderUnavailable(LifeboatError):
     """The outside system did not answer, throttled us, or returned a 5xx: retryable."""
 

@@ -123,7 +123,7 @@ def write_checkpoint(
             "manifest": f"shard-{i:06d}.bin",
         }[layout]
         data = shard_bytes(step, i, shard_size)
-        files.append((name, safetensors_bytes(data) if layout == "hf-weights" else data))
+        files.append((name, safetensors_bytes(data) if name.endswith(".safetensors") else data))
     if layout == "deepspeed":
         files.append(("mp_rank_00_model_states.pt", shard_bytes(step, -1, shard_size)))
     if layout == "hf-weights":

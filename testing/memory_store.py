@@ -3,7 +3,7 @@
 It behaves like GCS (generation numbers as versions, CRC32C in list) and enforces
 create-only and if-match writes under a lock, which the GCS emulator does not: it is the
 fake used wherever a test needs generation preconditions. It passes the same contract suite
-as the real backends. `outage = True` makes every call raise `ProviderUnavailable`, as a
+as the real backends (the keys every store refuses included). `outage = True` makes every call raise `ProviderUnavailable`, as a
 store in a region that is down does.
 """
 
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from lifeboat_dr.kernel.crc32c import crc32c as _crc32c
 from lifeboat_dr.kernel.errors import ChecksumMismatch, NotFound, PreconditionFailed, ProviderUnavailable
-from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo
+from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, checked_key
 
 CHUNK = 1 << 20
 _names = itertools.count(1)
@@ -50,6 +50,7 @@ class MemoryStore:
 
     def _get(self, key: str) -> _Object:
         self._up()
+        checked_key(key, self.uri)
         with self._lock:
             obj = self._objects.get(key)
         if obj is None:
@@ -94,6 +95,7 @@ class MemoryStore:
         size: int | None = None,
     ) -> ObjectInfo:
         self._up()
+        checked_key(key, self.uri)
         body = bytes(data) if isinstance(data, bytes | bytearray | memoryview) else b"".join(data)
         crc = _crc32c(body)
         if crc32c is not None and crc != crc32c:
@@ -113,10 +115,12 @@ class MemoryStore:
 
     def delete(self, key: str) -> None:
         self._up()
+        checked_key(key, self.uri)
         with self._lock:
             self._objects.pop(key, None)
 
     def server_copy(self, source, src_key: str, dst_key: str) -> ObjectInfo | None:
+        checked_key(dst_key, self.uri)
         if not isinstance(source, MemoryStore):
             return None
         return self.put(dst_key, source._get(src_key).data)

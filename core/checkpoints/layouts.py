@@ -26,7 +26,7 @@ from datetime import datetime
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
 from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME
 from lifeboat_dr.core.fencing import COMMIT_MARKER
-from lifeboat_dr.kernel.errors import ConfigError, NotFound
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, RefusedKey
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
 LAYOUTS = ("dcp", "deepspeed", "megatron", "hf", "hf-weights", "manifest")
@@ -299,7 +299,9 @@ def pointer_notes(discovery: Discovery) -> list[str]:
 
 
 def _read_text(store: Store, key: str, limit: int = 64 << 20) -> str:
+    """A pointer file's text; "" when it is gone or refused (a link leaving the store): a
+    pointer that names nothing commits nothing."""
     try:
         return b"".join(store.read(key, 0, limit)).decode("utf-8", "replace")
-    except NotFound:
+    except (NotFound, RefusedKey):
         return ""

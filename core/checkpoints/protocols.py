@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 from collections.abc import Iterable, Mapping
 
+from lifeboat_dr.core.checkpoints.formats import MAX_SMALL_FILE, safetensors_problem
 from lifeboat_dr.core.checkpoints.layouts import HF_INDEX, POINTERS, CheckpointDir
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
 from lifeboat_dr.core.checkpoints.safe_pickle import Stub, dcp_storage_files
@@ -37,7 +37,6 @@ from lifeboat_dr.kernel.errors import ConfigError, NotFound
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
 DS_POINTER, MEGATRON_POINTER = POINTERS
-MAX_SMALL_FILE = 64 << 20  # indexes, trainer states, safetensors headers (spec: 100 MB max)
 _DS_MODEL = re.compile(r"^mp_rank_(\d+)_model_states\.pt$")
 _DS_ZERO = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_(optim|model)_states\.pt$")
 _MEGATRON = re.compile(r"^mp_rank_(\d+)(?:_(\d+))?/(model_optim_rng|distrib_optim)\.pt$")
@@ -220,29 +219,9 @@ def _hf_weights_problem(store: Store, d: CheckpointDir, *, check_headers: bool) 
         return problem
     for rel in weights:
         if rel.endswith(".safetensors"):
-            problem = _safetensors_problem(store, present[rel], f"{d.name}/{rel}")
+            problem = safetensors_problem(store, present[rel])
             if problem:
                 return problem
-    return None
-
-
-def _safetensors_problem(store: Store, info: ObjectInfo, where: str) -> str | None:
-    """A safetensors file is 8 bytes of header length, a JSON header, then the data its
-    tensors' offsets end at: a file of any other size was cut short (or padded)."""
-    if info.size < 8:
-        return f"{where}: {info.size} bytes, shorter than a safetensors header"
-    (n,) = struct.unpack("<Q", b"".join(store.read(info.key, 0, 8)))
-    if n > MAX_SMALL_FILE or 8 + n > info.size:
-        return (
-            f"{where}: header length {n} does not fit in its {info.size} bytes: truncated or not safetensors"
-        )
-    try:
-        header = json.loads(b"".join(store.read(info.key, 8, 8 + n)))
-        end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
-        return f"{where}: unreadable safetensors header ({type(e).__name__}: {e})"
-    if 8 + n + end != info.size:
-        return f"{where}: holds {info.size} bytes, its header accounts for {8 + n + end}: truncated"
     return None
 
 

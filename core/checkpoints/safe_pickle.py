@@ -1,17 +1,30 @@
-"""Read the pickled metadata of PyTorch checkpoints without importing torch or running code.
+"""Read the pickled metadata of PyTorch checkpoints by an allow-list: nothing in it can run.
 
 `torch.distributed.checkpoint` commits a save by writing `.metadata` last: a pickled
 `Metadata` whose `storage_data` maps every saved item to `_StorageInfo(relative_path,
 offset, length)`. `dcp_storage_files` turns that into {file: bytes it must hold at least}.
 
-The pickle is read by a restricted unpickler: a global from `torch.*` (and `pathlib` paths)
-becomes an inert `Stub` that only records its constructor arguments and state; any other
-global (`os.system`, `builtins.eval`, ...) is refused, as are persistent ids (tensor
-storages) and documents over `MAX_METADATA_BYTES`. Nothing in the document can run code.
+The pickle is read by an unpickler that knows exactly the globals a DCP `Metadata` is made
+of (`DCP_METADATA_GLOBALS`, the classes of torch 2.13's torch/distributed/checkpoint/
+metadata.py and the `_StorageInfo` of its filesystem.py, with `torch.Size`, the dtypes, the
+layout lookup `torch.serialization._get_layout` and `pathlib` paths they hold). Any other
+global is refused: `os.system` and `builtins.eval` as before, and every other `torch.*`
+name too (`torch.save`, `torch.hub.load`, `torch.load`: a torch-only gadget is still a
+gadget). Persistent ids (tensor storages) and documents over `MAX_METADATA_BYTES` are
+refused as well.
+
+Two readers share the list. Certification reads without torch (`safe_load`,
+`dcp_storage_files`): each allowed class becomes an inert `Stub` recording its arguments and
+state. A resume reads with torch (`load_dcp_metadata`): the allowed classes themselves, so
+`dcp.load` gets the `Metadata` it expects (standins/trainer/dcp.py `SafeReader`) and never
+calls `pickle.load` on the file. (A `torch.save` zip's header is read with every global a
+stub, core/checkpoints/torch_zip.py: nothing there is ever built for real.)
 """
 
 from __future__ import annotations
 
+import collections
+import importlib
 import io
 import pickle
 from typing import Any
@@ -19,13 +32,52 @@ from typing import Any
 from lifeboat_dr.kernel.errors import ConfigError
 
 MAX_METADATA_BYTES = 256 << 20  # a 70B model's DCP .metadata is tens of MB
-_SAFE_BUILTINS = {
-    ("collections", "OrderedDict"): dict,
+_SAFE_BUILTINS = {  # containers, built the same way by both readers
+    ("collections", "OrderedDict"): collections.OrderedDict,
     ("builtins", "set"): set,
     ("builtins", "frozenset"): frozenset,
     ("builtins", "slice"): slice,
 }
-_STUB_MODULES = ("torch", "pathlib")
+_DCP = "torch.distributed.checkpoint.metadata"
+# every torch.dtype by the name it pickles as (torch 2.13)
+# fmt: off
+_DTYPES = (
+    "bfloat16", "bits16", "bits1x8", "bits2x4", "bits4x2", "bits8", "bool", "complex128",
+    "complex32", "complex64", "float16", "float32", "float4_e2m1fn_x2", "float64", "float8_e4m3fn",
+    "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "int1", "int16", "int2",
+    "int3", "int32", "int4", "int5", "int6", "int64", "int7", "int8", "qint32", "qint8",
+    "quint2x4", "quint4x2", "quint8", "uint1", "uint16", "uint2", "uint3", "uint32", "uint4",
+    "uint5", "uint6", "uint64", "uint7", "uint8",
+)
+# fmt: on
+DCP_METADATA_GLOBALS = frozenset(
+    {
+        *(
+            (_DCP, name)
+            for name in (
+                "Metadata",
+                "MetadataIndex",
+                "ChunkStorageMetadata",
+                "TensorStorageMetadata",
+                "BytesStorageMetadata",
+                "TensorProperties",
+                "StorageMeta",
+                "_MEM_FORMAT_ENCODING",  # TensorProperties' memory format, pickled as this enum
+            )
+        ),
+        # the same two classes where older torch releases defined them (still there in 2.13)
+        ("torch.distributed._shard.sharded_tensor.metadata", "TensorProperties"),
+        ("torch.distributed._shard.sharded_tensor.metadata", "MEM_FORMAT_ENCODING"),
+        ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),  # FileSystemWriter's storage_data
+        ("torch", "Size"),
+        ("torch.serialization", "_get_layout"),  # how a torch.layout pickles: a name lookup
+        *(("torch", dtype) for dtype in _DTYPES),
+        *(
+            ("pathlib", name)  # StorageMeta.checkpoint_id
+            for name in ("Path", "PosixPath", "WindowsPath", "PurePath", "PurePosixPath", "PureWindowsPath")
+        ),
+    }
+)
 
 
 class Stub:
@@ -73,22 +125,62 @@ def reconstructor(cls, base, state=None):
     return cls()
 
 
-class _Restricted(pickle.Unpickler):
+class _AllowList(pickle.Unpickler):
+    """Builds only `DCP_METADATA_GLOBALS` (and plain containers): as stubs, or for real."""
+
+    def __init__(self, file, *, real: bool):
+        super().__init__(file)
+        self._real = real
+
     def find_class(self, module: str, name: str):
         if (module, name) in _SAFE_BUILTINS:
-            return _SAFE_BUILTINS[module, name]
+            found = _SAFE_BUILTINS[module, name]
+            return dict if found is collections.OrderedDict and not self._real else found
         if (module, name) == ("copyreg", "_reconstructor"):
-            return reconstructor
-        if module.split(".")[0] in _STUB_MODULES:
-            return stub_class(module, name)
-        raise pickle.UnpicklingError(f"refused global {module}.{name}")
+            return real_reconstructor if self._real else reconstructor
+        if (module, name) not in DCP_METADATA_GLOBALS:
+            raise pickle.UnpicklingError(f"refused global {module}.{name}")
+        return _real_global(module, name) if self._real else stub_class(module, name)
 
     def persistent_load(self, pid):
         raise pickle.UnpicklingError("refused persistent id (tensor data has no place in metadata)")
 
 
+def _real_global(module: str, name: str):
+    """An allowed global as torch defines it (a `torch.<dtype>` must be a dtype)."""
+    found = getattr(importlib.import_module(module), name, None)
+    if module == "torch" and name != "Size":
+        import torch
+
+        if not isinstance(found, torch.dtype):
+            raise pickle.UnpicklingError(f"refused global {module}.{name} (not a torch.dtype)")
+    if found is None:
+        raise pickle.UnpicklingError(f"refused global {module}.{name} (not in this torch)")
+    return found
+
+
+def real_reconstructor(cls, base, state=None):
+    """`copyreg._reconstructor` (protocol 0/1 pickles), for the allowed classes only."""
+    if base is not object or (getattr(cls, "__module__", ""), getattr(cls, "__qualname__", "")) not in (
+        DCP_METADATA_GLOBALS
+    ):
+        raise pickle.UnpicklingError(f"refused to reconstruct {cls!r}")
+    return object.__new__(cls)
+
+
 def safe_load(data: bytes, where: str) -> Any:
-    """Unpickle `data` with torch classes as stubs; ConfigError naming `where` otherwise."""
+    """Unpickle DCP metadata with its classes as stubs; ConfigError naming `where` otherwise."""
+    return _load(data, where, real=False)
+
+
+def load_dcp_metadata(data: bytes, where: str) -> Any:
+    """A DCP `.metadata` as torch's own `Metadata` (torch imported), read by the same
+    allow-list as certification: what a resume hands `dcp.load` instead of `pickle.load`.
+    ConfigError, one line naming `where`, for anything else."""
+    return _load(data, where, real=True)
+
+
+def _load(data: bytes, where: str, *, real: bool) -> Any:
     if len(data) > MAX_METADATA_BYTES:
         raise ConfigError(
             f"{where}: {len(data)} bytes, over the {MAX_METADATA_BYTES} byte limit for metadata"
@@ -96,7 +188,7 @@ def safe_load(data: bytes, where: str) -> Any:
     if not data:
         raise ConfigError(f"{where}: empty (the save did not finish writing it)")
     try:
-        return _Restricted(io.BytesIO(data)).load()
+        return _AllowList(io.BytesIO(data), real=real).load()
     except (
         pickle.UnpicklingError,
         EOFError,

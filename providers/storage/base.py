@@ -4,6 +4,15 @@ Backends (`LocalStore`, `S3Store`, `GcsStore`) implement these and nothing else;
 certification and fencing are written once on top of them. Keys are relative to the
 store's root prefix and use `/` separators.
 
+Keys: a key names one object under the root and no other (`checked_key`). One with a `..`
+or `.` segment, a leading `/`, an empty segment or a NUL is refused by every primitive but
+`list` (`RefusedKey`, one line naming it): object stores take such names literally, a
+filesystem resolves them into another step's shard or out of the root, so the same
+checkpoint would be a different set of files on each. `list` reports keys as the store holds
+them, a refused one included, so whoever copies or certifies names it and refuses that one
+object, not the listing. Every backend maps a key to its own name in exactly one place and
+checks it there; callers never check keys themselves.
+
 Unreachable endpoints: a remote store answers every call within its deadline
 (`deadline_s`, default `LIFEBOAT_STORE_DEADLINE` or 30 s), retries included; past it the
 call raises `ProviderUnavailable`, never an SDK error, never a wait on the SDK's own retries.
@@ -17,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.kernel.errors import ConfigError, RefusedKey
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,29 @@ class Store(Protocol):
         (S3 CopyObject/UploadPartCopy, GCS rewrite, local hard link or copy), keeping its
         CRC32C. Returns None when `source` is on another service: the caller streams."""
         ...
+
+
+def checked_key(key: str, where: str) -> str:
+    """`key` when it names exactly one object under the root; else `RefusedKey`, naming it
+    as `where/key` (`where`: the store's URI)."""
+    why = None
+    if not key:
+        why = "an empty key"
+    elif key.startswith("/"):
+        why = "a leading '/'"
+    elif "\x00" in key:
+        why = "a NUL byte"
+    else:
+        segments = key.split("/")
+        if ".." in segments:
+            why = "a '..' segment (it would name an object outside its folder)"
+        elif "." in segments:
+            why = "a '.' segment (another name for its folder)"
+        elif "" in segments:
+            why = "an empty segment ('//' or a trailing '/')"
+    if why:
+        raise RefusedKey(f"{where.rstrip('/')}/{key}: refused: {why}")
+    return key
 
 
 def join(prefix: str, key: str) -> str:

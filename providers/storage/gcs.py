@@ -29,7 +29,7 @@ from lifeboat_dr.kernel.errors import (
     PreconditionFailed,
     ProviderUnavailable,
 )
-from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, join, store_deadline
+from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, checked_key, join, store_deadline
 
 CHUNK = 1 << 20
 UPLOAD_CHUNK = 8 << 20  # resumable upload chunk for streamed puts (a multiple of 256 KiB)
@@ -101,7 +101,8 @@ class GcsStore:
         return self._client().bucket(self.bucket_name)
 
     def _key(self, key: str) -> str:
-        return join(self.prefix, key)
+        """The object's name; the one place a key is checked (base.py `checked_key`)."""
+        return join(self.prefix, checked_key(key, self.uri))
 
     def _call(self, op: str, key: str | None, fn, *, retry: bool = True):
         """Run `fn()` with bounded retries; map google errors to Lifeboat's, naming the store."""
@@ -185,7 +186,8 @@ class GcsStore:
                 return
 
     def head(self, key: str) -> ObjectInfo:
-        blob = self._call("get", key, lambda: self._bucket().get_blob(self._key(key), **self._rpc))
+        name = self._key(key)
+        blob = self._call("get", key, lambda: self._bucket().get_blob(name, **self._rpc))
         if blob is None:
             raise NotFound(f"{self.uri}/{key}: no such object")
         return self._info(key, blob)
@@ -251,14 +253,16 @@ class GcsStore:
         return info
 
     def delete(self, key: str) -> None:
+        name = self._key(key)
         with contextlib.suppress(NotFound):
-            self._call("delete", key, lambda: self._bucket().blob(self._key(key)).delete(**self._rpc))
+            self._call("delete", key, lambda: self._bucket().blob(name).delete(**self._rpc))
 
     def server_copy(self, source, src_key: str, dst_key: str) -> ObjectInfo | None:
+        dst_name = self._key(dst_key)
         if not isinstance(source, GcsStore) or source.endpoint_url != self.endpoint_url:
             return None
         src_blob = self._client().bucket(source.bucket_name).blob(source._key(src_key))
-        dst_blob = self._bucket().blob(self._key(dst_key))
+        dst_blob = self._bucket().blob(dst_name)
         token = None
         while True:  # rewrite may take several calls for large objects across locations
             token, _, _ = self._call(

@@ -5,16 +5,26 @@ store reports checksums by metadata like GCS does. The sidecar is bound to the f
 mtime, inode and ctime: any write, rename-over, truncation or `touch` to restore an mtime
 changes one of them (ctime cannot be set back), and the store then reports no CRC32C, so
 certification streams the file instead of trusting a stale checksum. (Rot below the
-filesystem that changes no metadata at all is for `--deep` or a checksumming filesystem.) Conditional writes use an exclusive
-lock file per key and an atomic rename, so racing writers in several processes see
-exactly one winner.
+filesystem that changes no metadata at all is for `--deep` or a checksumming filesystem.)
+A file name too long to take the sidecar's dot and suffix within NAME_MAX has its sidecar
+named by a hash of it; a sidecar that cannot be read is no checksum, never an error.
+Conditional writes use an exclusive lock file per key and an atomic rename, so racing
+writers in several processes see exactly one winner.
+
+A key is the file at `root/key` and no other (`_path`, the one place keys are checked):
+never through a symlinked folder, and read through a symlink only while it stays inside
+the store. A symlink leaving the store is listed (so it can be named) and refused by every
+other call; a write or delete acts on a link itself (replaces or removes it), never on the
+file it names, so no write lands in another checkpoint's folder or outside the root.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -22,12 +32,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lifeboat_dr.kernel.crc32c import crc32c as _crc32c
-from lifeboat_dr.kernel.errors import ChecksumMismatch, NotFound, PreconditionFailed
-from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo
+from lifeboat_dr.kernel.errors import ChecksumMismatch, NotFound, PreconditionFailed, RefusedKey
+from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, checked_key
 
 CHUNK = 1 << 20
 _SIDECAR = ".crc32c"
 _LOCKS = ".lifeboat-locks"
+NAME_MAX = 255  # bytes in one file name (ext4, xfs, btrfs, zfs, apfs)
 
 
 class LocalStore:
@@ -39,28 +50,50 @@ class LocalStore:
         self.root = Path(root).resolve()
         self.uri = f"file://{self.root}"
 
-    def _path(self, key: str) -> Path:
-        path = (self.root / key).resolve()
-        if path != self.root and self.root not in path.parents:
-            raise ValueError(f"key {key!r} escapes the store root {self.root}")
+    def _path(self, key: str, *, follow: bool = True) -> Path:
+        """The file `key` names. `follow` (reads): a symlink there must stay in the store;
+        writes and deletes pass False and act on the link itself."""
+        checked_key(key, self.uri)
+        path = self.root.joinpath(*key.split("/"))
+        long = next(
+            (part for part in path.relative_to(self.root).parts if len(part.encode()) > NAME_MAX), None
+        )
+        if long is not None:
+            raise RefusedKey(
+                f"{self.uri}/{key}: refused: a name of {len(long.encode())} bytes (NAME_MAX {NAME_MAX})"
+            )
+        if path.parent != self.root and path.parent.resolve() != path.parent:
+            raise RefusedKey(f"{self.uri}/{key}: refused: a folder on its path is a symlink")
+        if follow and not self._inside(path):
+            raise RefusedKey(f"{self.uri}/{key}: refused: a symlink leaving the store (-> {path.resolve()})")
         return path
+
+    def _inside(self, path: Path) -> bool:
+        """Whether `path`, a link followed, is a file of this store."""
+        return not path.is_symlink() or self.root in path.resolve().parents
 
     @staticmethod
     def _sidecar(path: Path) -> Path:
-        return path.with_name(f".{path.name}{_SIDECAR}")
+        name = f".{path.name}{_SIDECAR}"
+        if len(name.encode()) > NAME_MAX:  # a long file name: a fixed-length sidecar name
+            name = f".{hashlib.sha256(path.name.encode()).hexdigest()}{_SIDECAR}"
+        return path.with_name(name)
 
     def _info(self, key: str, path: Path) -> ObjectInfo:
         try:
-            st = path.stat()
-        except FileNotFoundError:
+            st = os.lstat(path)
+            link = stat.S_ISLNK(st.st_mode)
+            if link:
+                st = os.stat(path)
+        except FileNotFoundError:  # gone, or a link to nothing
             raise NotFound(f"{self.uri}/{key}: no such object") from None
         crc = None
-        sidecar = self._sidecar(path)
         try:
-            *stamp, stored_crc = sidecar.read_text().split()
-            if stamp == _stamp(st):  # otherwise stale: the file changed behind our back
-                crc = int(stored_crc, 16)
-        except (FileNotFoundError, ValueError):
+            if not link or self._inside(path):  # never a checksum for a file outside the store
+                *stamp, stored_crc = self._sidecar(path).read_text().split()
+                if stamp == _stamp(st):  # otherwise stale: the file changed behind our back
+                    crc = int(stored_crc, 16)
+        except (OSError, ValueError):  # none, or unreadable: no checksum (certification streams)
             pass
         return ObjectInfo(
             key=key,
@@ -113,7 +146,10 @@ class LocalStore:
     def _key_lock(self, key: str):
         lock_dir = self.root / _LOCKS
         lock_dir.mkdir(parents=True, exist_ok=True)
-        with open(lock_dir / key.replace("/", "%2F"), "a") as lock:
+        name = key.replace("/", "%2F")
+        if len(name.encode()) > NAME_MAX:
+            name = hashlib.sha256(key.encode()).hexdigest()
+        with open(lock_dir / name, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -130,7 +166,7 @@ class LocalStore:
         crc32c: int | None = None,
         size: int | None = None,
     ) -> ObjectInfo:
-        path = self._path(key)
+        path = self._path(key, follow=False)
         path.parent.mkdir(parents=True, exist_ok=True)
         chunks = [data] if isinstance(data, bytes | bytearray | memoryview) else data
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
@@ -162,17 +198,17 @@ class LocalStore:
         return self._info(key, path)
 
     def delete(self, key: str) -> None:
-        path = self._path(key)
+        path = self._path(key, follow=False)
         for p in (path, self._sidecar(path)):
             with suppress(FileNotFoundError):
                 p.unlink()
 
     def server_copy(self, source, src_key: str, dst_key: str) -> ObjectInfo | None:
+        dst = self._path(dst_key, follow=False)
         if not isinstance(source, LocalStore):
             return None
         src = source._path(src_key)
         info = source.head(src_key)
-        dst = self._path(dst_key)
         dst.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=dst.parent)
         os.close(fd)

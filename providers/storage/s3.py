@@ -45,7 +45,7 @@ from lifeboat_dr.kernel.errors import (
     PreconditionFailed,
     ProviderUnavailable,
 )
-from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, join, store_deadline
+from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, checked_key, join, store_deadline
 from lifeboat_dr.providers.storage.buffers import BUFFERS, fill, new_body
 from lifeboat_dr.providers.storage.s3_models import lean_loader
 
@@ -164,7 +164,8 @@ class S3Store:
         return client
 
     def _key(self, key: str) -> str:
-        return join(self.prefix, key)
+        """The object's S3 key; the one place a key is checked (base.py `checked_key`)."""
+        return join(self.prefix, checked_key(key, self.uri))
 
     def _call(self, op: str, key: str | None = None, *, slow_s: float | None = None, **kwargs):
         """Call an S3 operation with bounded retries; map errors to Lifeboat's. `slow_s`: an
@@ -288,6 +289,7 @@ class S3Store:
         crc32c: int | None = None,
         size: int | None = None,
     ) -> ObjectInfo:
+        self._key(key)  # a refused key fails before a byte of `data` is read
         cond = {}
         if if_none_match:
             cond["IfNoneMatch"] = "*"
@@ -439,6 +441,7 @@ class S3Store:
             self._call("DeleteObject", key, Bucket=self.bucket, Key=self._key(key))
 
     def server_copy(self, source, src_key: str, dst_key: str) -> ObjectInfo | None:
+        dst = self._key(dst_key)
         if not isinstance(source, S3Store) or source.endpoint_url != self.endpoint_url:
             return None
         src = {"Bucket": source.bucket, "Key": source._key(src_key)}
@@ -451,7 +454,7 @@ class S3Store:
                 "CopyObject",
                 dst_key,
                 Bucket=self.bucket,
-                Key=self._key(dst_key),
+                Key=dst,
                 CopySource=src,
                 **algo,
             )

@@ -114,6 +114,8 @@ def run(args) -> int:
         standby = report.destination_found
         for t in report.transfers:
             _print_transfer(t, args.dry_run)
+            for refusal in t.refused.values():  # one line per object no store will take
+                print(f"REFUSED {refusal}", file=sys.stderr)
         for name in report.pointers + report.copied_files:
             print(f"{secondary.uri.rstrip('/')}/{name}: copied last")
         for prefix, error in report.failed.items():

@@ -10,7 +10,10 @@ state from `get_state_dict` (Adam's moments included), the step, and every rank'
 Each rank writes its `__<rank>_0.distcp`; rank 0 writes `.metadata` last, naming every storage
 file (DCP's own commit point: layout `dcp`, which `replicate` copies and `certify` certifies).
 
-Resume builds a fresh model and optimizer, takes their state dict from `get_state_dict` (which
+Resume reads `.metadata` through `SafeReader`: DCP's own reader, with the file unpickled by
+the allow-list certification uses (core/checkpoints/safe_pickle.py), never `pickle.load`:
+a certified checkpoint's metadata can build nothing but DCP's own classes. It builds a fresh
+model and optimizer, takes their state dict from `get_state_dict` (which
 initialises the optimizer state, so `dcp.load` has Adam's moments to load into), loads, then
 `set_state_dict` and each rank's RNG state: the resumed losses are bitwise those of a run that
 never stopped. Loading into a fresh optimizer's empty `state_dict()` instead loads no moments
@@ -33,9 +36,11 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.nn.parallel import DistributedDataParallel
 
+from lifeboat_dr.core.checkpoints.safe_pickle import load_dcp_metadata
 from lifeboat_dr.kernel.errors import ConfigError, LifeboatError
 from lifeboat_dr.standins.trainer.core import checkpoint_name, local_checkpoint_path, newest_committed
 from lifeboat_dr.standins.trainer.logs import RunLog
@@ -104,9 +109,25 @@ def committed_checkpoint(uri: str) -> Path:
     return newest
 
 
+class SafeReader(dcp.FileSystemReader):
+    """DCP's file reader, its `.metadata` read by the allow-list (ConfigError, one line, for
+    any other global) instead of torch's plain `pickle.load`."""
+
+    def read_metadata(self, *args, **kwargs) -> Metadata:
+        path = self._get_metadata_path(kwargs.get("rank"))
+        with self.fs.create_stream(path, "rb") as f:
+            metadata = load_dcp_metadata(f.read(), str(path))
+        if not isinstance(metadata, Metadata):
+            raise ConfigError(f"{path}: not a torch.distributed.checkpoint Metadata")
+        if getattr(metadata, "storage_meta", None) is None:  # as torch's reader does
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+
 def load_checkpoint(model, optimizer, path: Path) -> int:
     """Restore model, optimizer and this rank's RNG from the DCP checkpoint `path`; its step."""
-    saved = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
+    saved = SafeReader(path).read_metadata().state_dict_metadata
     ranks = sum(1 for key in saved if key.startswith("rng.rank"))
     if ranks != dist.get_world_size():  # each rank's batches continue its own RNG stream
         raise ConfigError(
@@ -116,7 +137,7 @@ def load_checkpoint(model, optimizer, path: Path) -> int:
     state = checkpoint_state(
         model, optimizer, 0
     )  # the initialised optimizer state: Adam's moments load into it
-    dcp.load(state, checkpoint_id=path)
+    dcp.load(state, storage_reader=SafeReader(path))
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
     torch.set_rng_state(state["rng"][f"rank{dist.get_rank()}"])
     return int(state["step"])

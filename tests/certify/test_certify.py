@@ -78,7 +78,7 @@ def test_certify_rejects_a_crc_mismatch_and_quotes_both_values(source, replica, 
     dirs = _train(source, replica, clock, "hf", [100, 200])
     key = f"{dirs[200]}/model-00002-of-00004.safetensors"
     good = b"".join(source.read(key))
-    bad = bytes([good[0] ^ 1]) + good[1:]
+    bad = good[:-1] + bytes([good[-1] ^ 1])  # a weight's byte: the header still adds up
     replica.corrupt(key, bad)  # a bad copy: same size, different bytes
     report = certify_replica(replica, source, layout="hf", at=clock.now)
     rejected = report.rejected[0]

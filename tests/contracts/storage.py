@@ -11,7 +11,7 @@ from datetime import UTC
 import pytest
 
 from lifeboat_dr.kernel.crc32c import crc32c
-from lifeboat_dr.kernel.errors import NotFound, PreconditionFailed
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed
 
 EMULATOR_IGNORES_PRECONDITIONS = (
     "gcp-storage-emulator ignores ifGenerationMatch (DESIGN.md §5); real GCS honours it and "
@@ -147,3 +147,53 @@ class StoreContract:
             store.put("step_1/shard-0.bin", body, crc32c=crc32c(data) ^ 1, size=len(data))
         with pytest.raises(NotFound):
             store.head("step_1/shard-0.bin")
+
+    # -- odd and hostile keys: a key names one object under the root, and no other --------
+
+    @pytest.mark.parametrize(
+        "key",
+        [
+            "step_20/../step_10/shard-0.bin",  # another step's shard on a file:// store
+            "step_20/../../outside.bin",  # out of the store root
+            "/step_10/shard-0.bin",  # a leading slash
+            "step_20//shard-0.bin",  # an empty segment: the same file as step_20/shard-0.bin
+            "step_20/./shard-0.bin",
+            "step_20/",
+            "",
+        ],
+    )
+    def test_a_key_that_would_leave_its_folder_is_refused_by_every_primitive(self, store, key):
+        store.put("step_10/shard-0.bin", b"step 10")
+        store.put("step_20/shard-0.bin", b"step 20")
+        calls = {
+            "put": lambda: store.put(key, b"evil"),
+            "head": lambda: store.head(key),
+            "read": lambda: b"".join(store.read(key)),
+            "delete": lambda: store.delete(key),
+            "server_copy": lambda: store.server_copy(store, "step_10/shard-0.bin", key),
+        }
+        for name, call in calls.items():
+            with pytest.raises(ConfigError, match="refused") as refused:
+                call()
+            assert "\n" not in str(refused.value), name  # one line
+        assert [(i.key, b"".join(store.read(i.key))) for i in store.list()] == [
+            ("step_10/shard-0.bin", b"step 10"),
+            ("step_20/shard-0.bin", b"step 20"),
+        ]
+
+    def test_a_250_byte_file_name_keeps_its_crc32c_and_every_listing_still_works(self, store):
+        key = "step_1/" + "n" * 246 + ".bin"  # the name alone is 250 bytes
+        data = b"w" * 1000
+        written = store.put(key, data)
+        assert store.head(key).crc32c == crc32c(data)
+        assert [(i.key, i.size) for i in store.list()] == [(key, 1000)]
+        store.put(key, data * 2, if_match=written.version)
+        assert store.head(key).crc32c == crc32c(data * 2)
+        store.delete(key)
+        assert list(store.list()) == []
+
+    def test_a_long_key_in_a_deep_folder_takes_create_only_writes(self, store):
+        key = "/".join(["d" * 200, "e" * 200, "f" * 200]) + "/marker.json"
+        store.put(key, b"{}", if_none_match=True)
+        assert [i.key for i in store.list()] == [key]
+        assert store.head(key).crc32c == crc32c(b"{}")

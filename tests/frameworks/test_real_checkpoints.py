@@ -342,3 +342,166 @@ def test_a_megatron_save_missing_its_last_tensor_rank_is_caught_by_the_recorded_
     assert doc["rejected"][0]["detail"] == (
         "iter_0000200: the save had 4 tensor x 1 pipeline ranks (its args), files for 3 x 1"
     )
+
+
+# -- torn shards under a commit marker: each file's own format gives it away ---------------
+
+
+def _megatron_step(root: Path, step: int, tp: int = 2) -> None:
+    """As Megatron's `save_checkpoint`: each tensor rank's `model_optim_rng.pt` (recording the
+    parallel sizes in its args), then the iteration pointer."""
+    import argparse
+
+    for rank in range(tp):
+        d = root / f"iter_{step:07d}" / f"mp_rank_{rank:02d}"
+        d.mkdir(parents=True)
+        args = argparse.Namespace(tensor_model_parallel_size=tp, pipeline_model_parallel_size=1)
+        torch.save({"args": args, "iteration": step, "model": _tensors(rank)}, d / "model_optim_rng.pt")
+    (root / "latest_checkpointed_iteration.txt").write_text(str(step))
+
+
+def _manifest_step(root: Path, step: int) -> None:
+    """A plain training script's save: weights and optimizer, then `lifeboat manifest write`."""
+    d = root / f"step_{step:07d}"
+    d.mkdir(parents=True)
+    safetensors_torch.save_file(_tensors(step), d / "model.safetensors")
+    torch.save({"state": {0: {"exp_avg": torch.zeros(64, 64)}}}, d / "optimizer.pt")
+    _manifest_over(root, d.name, step)
+
+
+def _manifest_over(root: Path, name: str, step: int) -> None:
+    """(Re)write the manifest of `root/name/` over the files as they are now."""
+    from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, build_manifest, commit_manifest
+
+    store = LocalStore(root)
+    store.delete(f"{name}/{MANIFEST_NAME}")
+    commit_manifest(store, name, build_manifest(store, name, step))
+
+
+def _torn_tail(path: Path) -> None:
+    """The file's last bytes never reached the disk (a torn write): the size it has now is
+    the size it is listed, copied and checksummed at."""
+    os.truncate(path, path.stat().st_size - 512)
+
+
+TORN = {  # case -> (layout, writes steps 100 and 200 under root, the file of step 200 torn)
+    "hf-model-safetensors": (
+        "hf",
+        lambda r, s: _trainer_checkpoint(r, s),
+        "checkpoint-200/model.safetensors",
+    ),
+    "hf-optimizer-pt": ("hf", lambda r, s: _trainer_checkpoint(r, s), "checkpoint-200/optimizer.pt"),
+    "deepspeed-optim-states": (
+        "deepspeed",
+        lambda r, s: _deepspeed_step(r, s, dp=2),
+        "global_step200/zero_pp_rank_1_mp_rank_00_optim_states.pt",
+    ),
+    "megatron-model-optim-rng": (
+        "megatron",
+        lambda r, s: _megatron_step(r, s),
+        "iter_0000200/mp_rank_01/model_optim_rng.pt",
+    ),
+    "manifest-optimizer-pt": ("manifest", _manifest_step, "step_0000200/optimizer.pt"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TORN))
+def test_a_torn_shard_under_its_commit_marker_is_caught_and_certification_falls_back(
+    case, tmp_path, monkeypatch, capsys
+):
+    layout, save, torn = TORN[case]
+    monkeypatch.chdir(tmp_path)
+    primary = tmp_path / "primary"
+    for step in (100, 200):
+        save(primary, step)
+    _torn_tail(primary / torn)
+    if layout == "manifest":  # the manifest was written after the tear: it vouches for the torn bytes
+        _manifest_over(primary, "step_0000200", 200)
+    secondary = LocalStore(tmp_path / "secondary")
+    runbook = _runbook(tmp_path, primary, {"store": f"file://{secondary.root}"}, layout)
+    _replicate(runbook, capsys)  # the primary's bytes, faithfully: source and replica agree
+
+    code, doc = _certify(runbook, capsys)
+    assert code == 0 and doc["certified"]["step"] == 100, doc["rejected"]
+    rejected = doc["rejected"][0]
+    assert rejected["step"] == 200 and torn in rejected["detail"], rejected
+    assert rejected["reason"] == "torn file" and rejected["detail"].endswith(("torn", "truncated"))
+
+
+# -- a torch-only gadget in a DCP .metadata: refused by certification and by the resume ----
+
+
+class _Gadget:
+    """Unpickles into a call of `torch.save`: writes a file wherever the pickle says."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __reduce__(self):
+        return (torch.save, ({"owned": True}, str(self.path)))
+
+
+def _plant_gadget(checkpoint: Path, pwned: Path) -> None:
+    """Rewrite a real `.metadata` with the gadget riding in `planner_data`."""
+    import pickle
+
+    with open(checkpoint / ".metadata", "rb") as f:
+        metadata = pickle.load(f)  # our own test save: trusted
+    metadata.planner_data = _Gadget(pwned)
+    (checkpoint / ".metadata").write_bytes(pickle.dumps(metadata))
+
+
+def test_a_torch_gadget_in_a_real_dcp_metadata_never_certifies_and_never_runs(
+    dcp_saves, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    primary = _primary_with(dcp_saves, tmp_path)
+    pwned = tmp_path / "pwned.pt"
+    _plant_gadget(primary / "step_0000200", pwned)
+    secondary = LocalStore(tmp_path / "secondary")
+    runbook = _runbook(tmp_path, primary, {"store": f"file://{secondary.root}"}, "dcp")
+    _replicate(runbook, capsys)
+    code, doc = _certify(runbook, capsys)
+    assert code == 0 and doc["certified"]["step"] == 100
+    assert not pwned.exists()
+    # not copied as a committed save, or copied and refused: never certified
+    for rejected in doc["rejected"]:
+        assert "refused global torch.serialization.save" in rejected["detail"]
+
+
+def test_the_dcp_trainer_resume_refuses_a_torch_gadget_in_metadata_and_runs_nothing(dcp_saves, tmp_path):
+    from lifeboat_dr.kernel.errors import ConfigError
+    from lifeboat_dr.standins.trainer.dcp import load_checkpoint
+
+    checkpoint = _primary_with(dcp_saves, tmp_path) / "step_0000200"
+    pwned = tmp_path / "pwned.pt"
+    _plant_gadget(checkpoint, pwned)
+    with pytest.raises(ConfigError, match=r"\.metadata: .*refused global torch\.serialization\.save"):
+        load_checkpoint(None, None, checkpoint)
+    assert not pwned.exists()
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
+def test_the_dcp_trainer_reader_loads_a_real_save_through_the_allow_list(dcp_saves):
+    import torch.distributed.checkpoint as dcp
+
+    from lifeboat_dr.standins.trainer.dcp import SafeReader
+
+    state = {"rank": torch.tensor([-1]), "step": 0}
+    dcp.load(state, storage_reader=SafeReader(dcp_saves / "step_0000200"))
+    assert state["step"] == 200
+
+
+def test_the_metadata_allow_list_is_what_this_torch_pickles_into_a_dcp_metadata(dcp_saves):
+    import pickle
+
+    import torch.distributed.checkpoint.metadata as dcp_metadata
+
+    from lifeboat_dr.core.checkpoints.safe_pickle import DCP_METADATA_GLOBALS, load_dcp_metadata
+
+    classes = {("torch.distributed.checkpoint.metadata", n) for n in dcp_metadata.__all__}
+    assert classes <= DCP_METADATA_GLOBALS  # every class Metadata is built from
+    dtypes = {d for d in vars(torch).values() if isinstance(d, torch.dtype)}
+    assert {("torch", d.__reduce__()) for d in dtypes} <= DCP_METADATA_GLOBALS  # pickled by name
+    data = (dcp_saves / "step_0000200" / ".metadata").read_bytes()
+    assert load_dcp_metadata(data, ".metadata") == pickle.loads(data)  # the same Metadata, built safely
