@@ -198,3 +198,34 @@ def test_a_checkpoint_saved_by_two_ranks_refuses_one_rank(uninterrupted, tmp_pat
         done.stderr
     )
     assert not (tmp_path / "l.jsonl").exists() or not parse_losses((tmp_path / "l.jsonl").read_text())
+
+
+def test_a_fenced_out_torch_primary_commits_nothing_more_and_stops_in_one_line(tmp_path):
+    """The torch trainer commits each save through the guarded commit, as the numpy one does:
+    once a failover fenced its store, its next save is refused and every rank stops."""
+    from lifeboat_dr.core.fencing import COMMIT_MARKER, fence, read_lease
+    from lifeboat_dr.providers.storage.local import LocalStore
+
+    ckpt = tmp_path / "ckpt"
+    TORCH.run(steps=10, every=EVERY, ckpt_dir=ckpt, loss_log=tmp_path / "first.jsonl")
+    store = LocalStore(ckpt)
+    assert read_lease(store)[0].commits == 2
+    assert all((ckpt / f"step-{s:08d}" / COMMIT_MARKER).exists() for s in (5, 10))
+    fence(store, run_id="failover-1", holder="lifeboat:dr")
+
+    env = {k: v for k, v in os.environ.items() if k != "LIFEBOAT_EPOCH"}  # the zombie: epoch 0
+    argv = TORCH.argv(
+        steps=STEPS,
+        every=EVERY,
+        ckpt_dir=ckpt,
+        loss_log=tmp_path / "zombie.jsonl",
+        resume=str(ckpt / "step-00000010"),
+    )
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=300, env={**env, **ENV})
+
+    assert run.returncode != 0, run.stdout + run.stderr
+    fenced = [line for line in run.stderr.splitlines() if "fenced out" in line]
+    assert len(fenced) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert not (ckpt / "step-00000015" / COMMIT_MARKER).exists()
+    assert not (ckpt / "step-00000020").exists()
+    assert read_lease(store)[0].epoch == 1
