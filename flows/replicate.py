@@ -80,6 +80,7 @@ def trim_standby(
         protect=protect,
         dry_run=dry_run,
         secondary_found=standby_found,
+        sites=way.sites,
     )
 
 
@@ -107,7 +108,7 @@ def replicate(
     settings = replication_settings(rb)
     primary, secondary = open_sites(rb)
     way = find_direction(settings, primary, secondary, dry_run)
-    guard = way.guard(rb.name, {"primary": primary, "secondary": secondary})
+    guard = way.guard(rb.name)
     print(f"{way.state.describe()}: replicating {way.source.uri} -> {way.destination.uri}")
     summary: dict = {
         "runbook": rb.name,

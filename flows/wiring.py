@@ -289,6 +289,7 @@ def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
         prestage=prestage,
         loss_log=(lambda: read_text(rb, loss_log, providers.open_store)) if loss_log else None,
         primary_cluster=rb.primary.cluster,
+        runbook=rb.name,
     )
 
 

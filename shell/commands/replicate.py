@@ -80,7 +80,7 @@ def run(args) -> int:
     # What is loaded by now (modules, the runbook, the S3 client's model) lives until exit:
     # out of the collector's way, so a copy's many small requests do not rescan it.
     gc.freeze()
-    guard = way.guard(rb.name, {"primary": primary, "secondary": secondary})
+    guard = way.guard(rb.name)
     print(f"{way.state.describe()}: {way.source.uri} -> {way.destination.uri}")
     for uri in way.mirrored:
         print(
@@ -145,6 +145,7 @@ def _retention(settings, way, args, source_found, standby_found) -> None:
         dry_run=args.dry_run,
         primary_found=source_found,
         secondary_found=standby_found,
+        sites=way.sites,
     )
     verb = "would delete" if args.dry_run else "deleted"
     for v in result.verdicts:

@@ -125,7 +125,12 @@ def test_a_zombies_commits_never_count_whatever_the_clocks_say(tmp_path, zombie_
     assert [(r.step, r.reason) for r in report.rejected] == [(50, LINEAGE), (40, LINEAGE)]
     # Retention on the standby (the primary) keeps the active lineage's newest.
     result = retention_for(
-        primary, secondary, runbook="trainer", layout="manifest", policy=SETTINGS.retention
+        primary,
+        secondary,
+        runbook="trainer",
+        layout="manifest",
+        policy=SETTINGS.retention,
+        sites={"primary": primary, "secondary": secondary},
     )
     kept = {v.checkpoint.step for v in result.verdicts if v.keep}
     assert {30, 40, 50} <= kept, [(v.checkpoint.step, v.keep, v.reason) for v in result.verdicts]

@@ -111,20 +111,33 @@ def test_certification_judges_older_epochs_by_the_seal_not_the_clock(store):
     assert marker_is_fenced_out(lost, None) is False
 
 
-def test_an_epoch_fenced_while_its_store_was_down_is_cut_by_the_fence_time(tmp_path):
+def test_an_epoch_fenced_while_its_store_was_down_is_sealed_at_the_highest_commit_replicated(tmp_path):
     from lifeboat_dr.kernel.errors import ProviderUnavailable
 
     class Down(LocalStore):
         def head(self, key):
             raise ProviderUnavailable("primary: connection refused")
 
-    lease, _ = fence_job(
-        LocalStore(tmp_path / "s"), Down(tmp_path / "p"), run_id="run-a", holder="x", clock=lambda: T0
-    )
-    before = marker_body(0, 100, seq=7, active="primary", clock=lambda: T0 - timedelta(seconds=1))
-    zombie = marker_body(0, 200, seq=8, active="primary", clock=lambda: T0 + timedelta(seconds=1))
-    assert lease.seal(0).commits is None
-    assert [marker_is_fenced_out(m, lease) for m in (before, zombie)] == [False, True]
+    secondary = LocalStore(tmp_path / "s")
+    # steps 90 and 100 (commits 6 and 7) reached the secondary before the outage
+    for step, seq in ((90, 6), (100, 7)):
+        secondary.put(
+            f"ckpt/step-{step}/lifeboat-commit.json", marker_body(0, step, seq=seq, active="primary")
+        )
+    lease, _ = fence_job(secondary, Down(tmp_path / "p"), run_id="run-a", holder="x", clock=lambda: T0)
+    assert (lease.seal(0).commits, lease.seal(0).basis) == (7, "replicated")
+
+    late_clock = marker_body(0, 100, seq=7, active="primary", clock=lambda: T0 + timedelta(days=1))
+    zombie = marker_body(0, 200, seq=8, active="primary", clock=lambda: T0 - timedelta(days=1))
+    assert [marker_is_fenced_out(m, lease) for m in (late_clock, zombie)] == [False, True]
+
+
+def test_a_seal_cut_by_a_clock_before_seals_were_counted_proves_no_commit():
+    from lifeboat_dr.core.fencing import Lease, Seal
+
+    legacy = Lease(1, "x", "run-a", T0, "secondary", 0, (Seal(0, "primary", T0, None),))
+    early = marker_body(0, 100, seq=1, active="primary", clock=lambda: T0 - timedelta(days=1))
+    assert marker_is_fenced_out(early, legacy) is True
 
 
 def test_primary_store_unreachable_still_fences_the_secondary(tmp_path):

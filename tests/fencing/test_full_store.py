@@ -29,13 +29,14 @@ def full_disk(tmp_path):
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     filler = where / f"filler-{uuid.uuid4().hex}"
     try:
-        with open(filler, "wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * 4096)
-                    f.flush()
-            except OSError:
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 512):
                 pass
+        except OSError:  # ENOSPC: full to the last block
+            pass
+        finally:
+            os.close(fd)
         yield where, filler
     finally:
         subprocess.run(["umount", str(where)], check=False)
