@@ -175,6 +175,7 @@ def mirror(state: SiteState, stores: Mapping[str, Store | None]) -> list[str]:
             carried = replace(
                 state.lease,
                 commits=0,
+                last_commit="",
                 history=merge_history(state.lease.history, current[0].history if current else ()),
             )
             put_lease(store, carried, current[1] if current else None)

@@ -17,10 +17,10 @@ from lifeboat_dr.runbooks.model import Runbook
 
 def _stores(rb: Runbook) -> list[tuple[str, str, str | None]]:
     """(role, URI, endpoint) of every store that holds this runbook's checkpoints or site state."""
-    return [
-        (role, rb.store_uri(site.store), site.endpoint_url)
-        for role, site in (("primary", rb.primary), ("secondary", rb.secondary))
-    ]
+    sites = [("primary", rb.primary), ("secondary", rb.secondary)]
+    if rb.witness is not None:
+        sites.append(("witness", rb.witness))
+    return [(role, rb.store_uri(site.store), site.endpoint_url) for role, site in sites]
 
 
 def _key(uri: str, endpoint: str | None) -> tuple[tuple[str, str, str], tuple[str, ...]]:

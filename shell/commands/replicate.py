@@ -67,7 +67,7 @@ def run(args) -> int:
     from lifeboat_dr.core.replication.copying import replicate_checkpoints
     from lifeboat_dr.core.replication.direction import direction, sources_to_replicate
     from lifeboat_dr.core.replication.lag import LagLog, default_lag_log
-    from lifeboat_dr.flows.wiring import open_sites, replication_settings
+    from lifeboat_dr.flows.wiring import open_sites, open_witness, replication_settings
     from lifeboat_dr.kernel.errors import ConfigError
     from lifeboat_dr.runbooks.loader import load_runbook
 
@@ -76,7 +76,9 @@ def run(args) -> int:
     rb = load_runbook(args.runbook)
     settings = replication_settings(rb)
     primary, secondary = open_sites(rb)
-    way = direction(rb.name, primary, secondary, source=args.source, dry_run=args.dry_run)
+    way = direction(
+        rb.name, primary, secondary, source=args.source, dry_run=args.dry_run, witness=open_witness(rb)
+    )
     # What is loaded by now (modules, the runbook, the S3 client's model) lives until exit:
     # out of the collector's way, so a copy's many small requests do not rescan it.
     gc.freeze()

@@ -46,16 +46,22 @@ def _ranks_alive(marker: str) -> list[str]:
     return [line for line in out.splitlines() if marker in line and not line.lstrip().startswith("Z")]
 
 
-def test_each_save_is_one_distcp_per_rank_committed_by_metadata(uninterrupted):
+def _files(step) -> list[str]:
+    """A checkpoint folder's files (LocalStore's checksum sidecars aside)."""
+    return sorted(p.name for p in step.iterdir() if not p.name.endswith(".crc32c"))
+
+
+def test_each_save_is_one_distcp_per_rank_committed_by_metadata_then_the_guarded_commit(uninterrupted):
     from lifeboat_dr.core.checkpoints.inventory import stored_checkpoints
     from lifeboat_dr.providers.storage.local import LocalStore
 
     ckpt, _ = uninterrupted
     step = ckpt / "step-00000020"
-    assert sorted(p.name for p in step.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    assert _files(step) == [".metadata", "__0_0.distcp", "__1_0.distcp", "lifeboat-commit.json"]
     assert all(p.stat().st_size > 0 for p in step.iterdir())
     shards = [step / "__0_0.distcp", step / "__1_0.distcp"]
     assert (step / ".metadata").stat().st_mtime_ns >= max(p.stat().st_mtime_ns for p in shards)
+    assert (step / "lifeboat-commit.json").stat().st_mtime_ns >= (step / ".metadata").stat().st_mtime_ns
     found = stored_checkpoints(LocalStore(ckpt), "auto")
     assert [(c.step, c.complete) for c in found] == [(20, True), (15, True), (10, True), (5, True)]
 
@@ -160,10 +166,11 @@ def test_a_rollback_to_an_older_checkpoint_rewrites_the_newer_steps_whole(uninte
     text = (tmp_path / "l.jsonl").read_text()
     assert parse_loaded(text)[0] == 5
     assert parse_losses(text) == {s: expected[s] for s in range(6, 13)}
-    assert sorted(p.name for p in (ckpt / "step-00000010").iterdir()) == [
+    assert _files(ckpt / "step-00000010") == [
         ".metadata",
         "__0_0.distcp",
         "__1_0.distcp",
+        "lifeboat-commit.json",
     ]
     assert all(c.complete for c in stored_checkpoints(LocalStore(ckpt), "dcp"))
 
