@@ -12,9 +12,10 @@ down, the manifest) names is on the replica with the same size and an equal CRC3
 
 An object whose checksum cannot be compared (streaming off, or the source down with no
 manifest) is reported unverifiable and its checkpoint is rejected: nothing skipped is ever
-counted as verified. RPO = `at` - write time of the certified checkpoint, by a store's clock
-where one exists (the guarded commit's time on the writers' store, then the source's
-listing) rather than the writer's; never negative (a note says when the clocks disagree).
+counted as verified. RPO = `at` - write time of the certified checkpoint: the guarded commit's time by the
+writers' store's clock where its marker says, else the manifest's (the writer's clock,
+never later than the store says the objects landed); never negative (a note says when the
+clocks disagree).
 
 Lineage needs the site state: read from the stores by role (`sites`), it must be conclusive
 (`lifeboat_dr.core.sitestate`): a store that does not answer is `SiteStateUnknown`, never
@@ -72,8 +73,8 @@ class StoreUnavailable(ProviderUnavailable):
 class Certified:
     step: int
     uri: str  # the checkpoint directory on the replica
-    written_at: datetime  # when the job committed it: its marker's store time, else the source's
-    # listing, else its manifest (the writer's clock, never later than the replica landed), else the replica
+    written_at: datetime  # when the job committed it: its marker's store time, else its manifest's
+    # (the writer's clock, capped at when the store says it landed), else the source's, else the replica's
     written_at_basis: str  # which of those it is
     verified_by: dict[str, int]  # objects verified per method: metadata, manifest, etag-md5, streamed
 
@@ -315,24 +316,29 @@ class _Certifier:
 
     def _written_at(self, ckpt, src_dir, manifest_header, marker: bytes | None) -> tuple[datetime, str]:
         """When the checkpoint was committed, by a store's clock where one says: the guarded
-        commit's time on the writers' store (in its marker), the source's newest object; else
-        the manifest's (the writer's clock, capped at the replica's newest object: nothing is
-        written after its copy landed); else the replica's copy time."""
+        commit's time on the writers' store (in its marker); else its manifest's time (the
+        writer's clock) unless that is later than the store says its objects landed (the
+        source's newest, else the replica's: the writer's clock ran ahead); else the source's
+        newest object; else the replica's copy time."""
         committed = _committed_at(marker)
         if committed is not None:
             return committed, "commit (store clock)"
         if src_dir is not None and src_dir.newest is not None:
-            return src_dir.newest, "source"
+            landed, where = src_dir.newest, "source"
+        else:
+            landed, where = ckpt.newest, "replica"
         if manifest_header is not None:
             created = manifest_header["created"]
-            if ckpt.newest is not None and created > ckpt.newest:
-                self.notes.append(
-                    f"{ckpt.name}: its manifest's time is {created - ckpt.newest} after its replica landed "
-                    "(the writer's clock runs ahead): the replica's time is used"
-                )
-                return ckpt.newest, "replica (the writer's clock ran ahead)"
-            return created, "manifest"
-        return ckpt.newest, "replica (copy time: RPO may be understated)"
+            if landed is None or created <= landed:
+                return created, "manifest"
+            self.notes.append(
+                f"{ckpt.name}: its manifest's time is {created - landed} after its objects landed on the "
+                f"{where} (the writer's clock runs ahead): the {where}'s time is used"
+            )
+            return landed, f"{where} (the writer's clock ran ahead)"
+        if where == "source":
+            return landed, "source"
+        return landed, "replica (copy time: RPO may be understated)"
 
     def _compare(self, ckpt, expected, source_up: bool, filler=None, receipt=None):
         """Merge the expected shards with the replica's listing, both sorted by key."""
