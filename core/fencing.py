@@ -13,7 +13,11 @@ count by an if-match write while the epoch is still E, and only then writes its 
 marker (create-only), carrying its sequence number. A fence bumps the epoch by an if-match
 write on the same object, sealing the old epoch at the commit count it read. The two writes
 are ordered by the store, so a marker counts exactly when its commit's conditional write
-landed before the fence's: `seq <= seal.commits` (no clocks involved). A writer whose
+landed before the fence's: `seq <= seal.commits` (no clocks involved). A count is only
+meaningful on the lease object that kept it: each lease that starts counting (created, a new
+epoch, copied onto another store) mints a `counter` token, markers carry it, and a seal names
+the counter it counted, so commits counted on another lease object of the same epoch (a
+second store the zombie's job committed to) never pass for sealed ones. A writer whose
 commit write lost gets `StopFailover` and writes no marker.
 
 Where the fence cannot reach the writers' store (the outage itself: a partition), it seals
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -79,6 +84,7 @@ class Seal:
     basis: str = "fence"  # "fence": the count read on the writers' store as the fence took
     # it (exact); "replicated": the writers' store was unreachable, the highest commit of
     # the epoch the taking-over store held
+    counter: str = ""  # the lease counter those commits were counted on ("": any, a seal from before)
 
     def to_dict(self) -> dict:
         return {
@@ -87,6 +93,7 @@ class Seal:
             "ended_at": self.ended_at.isoformat(),
             "commits": self.commits,
             "basis": self.basis,
+            "counter": self.counter,
         }
 
     @classmethod
@@ -98,6 +105,7 @@ class Seal:
             datetime.fromisoformat(doc["ended_at"]),
             None if commits is None else int(commits),
             str(doc.get("basis", "fence")),
+            str(doc.get("counter", "")),
         )
 
 
@@ -114,6 +122,7 @@ class Lease:
     history: tuple[Seal, ...] = ()  # how each earlier epoch ended, oldest first
     runbook: str = ""  # the runbook this job's site state belongs to ("": not named yet)
     last_commit: str = ""  # the marker key of the commit that last counted (a lost reply's read-back)
+    counter: str = ""  # this lease object's count of this epoch: minted when it starts counting
 
     @property
     def lineage(self) -> str:
@@ -143,10 +152,16 @@ class Lease:
             history=tuple(Seal.from_dict(s) for s in doc.get("history", ())),
             runbook=str(doc.get("runbook", "")),
             last_commit=str(doc.get("last_commit", "")),
+            counter=str(doc.get("counter", "")),
         )
 
 
 _BASIS_RANK = {"fence": 2, "replicated": 1}  # a legacy seal (no count) ranks lowest
+
+
+def new_counter() -> str:
+    """A token for a lease that starts counting commits (see the module docstring)."""
+    return uuid.uuid4().hex[:16]
 
 
 def merge_history(*histories: Iterable[Seal]) -> tuple[Seal, ...]:
@@ -294,25 +309,26 @@ def _next(
         )
     ending = old if old.epoch == top or floor is None else floor
     if exact and old.epoch == top:
-        ended = Seal(top, ending.active, now, old.commits, "fence")
+        ended = Seal(top, ending.active, now, old.commits, "fence", old.counter)
     else:
-        ended = Seal(top, ending.active, now, replicated(top) if replicated else 0, "replicated")
+        commits, counter = replicated(top) if replicated else (0, "")
+        ended = Seal(top, ending.active, now, commits, "replicated", counter)
     history = merge_history(old.history, floor.history if floor else (), (ended,))
     named = runbook or old.runbook or (floor.runbook if floor else "")
-    return Lease(top + 1, holder, run_id, now, active, 0, history, named)
+    return Lease(top + 1, holder, run_id, now, active, 0, history, named, counter=new_counter())
 
 
-def highest_commit(store: Store, epoch: int) -> int:
-    """The highest commit sequence of `epoch` among the guarded-commit markers `store` holds
-    (0: none). One listing, and one read per marker."""
-    best = 0
+def highest_commit(store: Store, epoch: int) -> tuple[int, str]:
+    """The highest commit sequence of `epoch` among the guarded-commit markers `store` holds,
+    and the lease counter it was counted on ((0, ""): none). One listing, one read per marker."""
+    best: tuple[int, str] = (0, "")
     for info in store.list():
         if not info.key.endswith(f"/{COMMIT_MARKER}"):
             continue
         try:
             doc = json.loads(b"".join(store.read(info.key)))
             if int(doc.get("epoch", -1)) == epoch and "seq" in doc:
-                best = max(best, int(doc["seq"]))
+                best = max(best, (int(doc["seq"]), str(doc.get("counter", ""))))
         except (NotFound, ValueError, TypeError, AttributeError):
             continue  # gone meanwhile, or not a marker: it proves nothing
     return best
@@ -477,11 +493,14 @@ def marker_body(
     active: str,
     clock: Clock = _utcnow,
     committed_at: datetime | None = None,
+    counter: str = "",
 ) -> bytes:
-    """A guarded-commit marker: epoch, step, commit sequence and lineage decide; the times are
-    for RPO and people (`committed_at`: the store's clock when the commit was counted,
-    `written_at`: the writer's own clock). No decision reads a time."""
+    """A guarded-commit marker: epoch, step, commit sequence (on lease counter `counter`) and
+    lineage decide; the times are for RPO and people (`committed_at`: the store's clock when
+    the commit was counted, `written_at`: the writer's own clock). No decision reads a time."""
     doc = {"epoch": my_epoch, "step": step, "seq": seq, "lineage": f"{active}@{my_epoch}"}
+    if counter:
+        doc["counter"] = counter
     if committed_at is not None:
         doc["committed_at"] = committed_at.isoformat()
     return json.dumps(doc | {"written_at": clock().isoformat()}).encode()
@@ -502,7 +521,15 @@ def guarded_commit(store: Store, marker_key: str, my_epoch: int, step: int, *, c
     except NotFound:
         pass
     counted, info = _count_commit(store, marker_key, my_epoch, clock)
-    body = marker_body(my_epoch, step, counted.commits, counted.active, clock, committed_at=info.updated)
+    body = marker_body(
+        my_epoch,
+        step,
+        counted.commits,
+        counted.active,
+        clock,
+        committed_at=info.updated,
+        counter=counted.counter,
+    )
     try:
         store.put(marker_key, body, if_none_match=True)
     except (PreconditionFailed, ProviderUnavailable):
@@ -519,8 +546,10 @@ def _count_commit(store: Store, marker_key: str, my_epoch: int, clock: Clock) ->
         lease, version = current if current else (None, None)
         if (lease.epoch if lease else 0) != my_epoch:
             raise StopFailover(_fenced_out(store, lease, my_epoch))
-        base = lease or Lease(0, "", "", clock())
-        counted = dataclasses.replace(base, commits=base.commits + 1, last_commit=marker_key)
+        base = lease or Lease(0, "", "", clock(), counter=new_counter())
+        counted = dataclasses.replace(
+            base, commits=base.commits + 1, last_commit=marker_key, counter=base.counter or new_counter()
+        )
         try:
             return counted, put_lease(store, counted, version)
         except (PreconditionFailed, ProviderUnavailable) as e:
@@ -556,7 +585,7 @@ def marker_is_fenced_out(marker: bytes, lease: Lease | None) -> bool:
     among the commits its epoch's seal counts (`seq <= seal.commits`): its commit lost to the
     fence, or a writer kept committing where the fence could not reach (a zombie primary).
     No clock is read; a marker without a sequence, or of an epoch without a counted seal,
-    proves nothing and is ignored."""
+    proves nothing and is ignored, and so does one counted on another lease than the seal's."""
     if lease is None:
         return False
     doc = json.loads(marker)
@@ -565,5 +594,7 @@ def marker_is_fenced_out(marker: bytes, lease: Lease | None) -> bool:
         return False
     seal = lease.seal(epoch)
     if seal is None or seal.commits is None or "seq" not in doc:
+        return True
+    if seal.counter and doc.get("counter") != seal.counter:  # counted on another lease object
         return True
     return int(doc["seq"]) > seal.commits

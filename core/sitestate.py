@@ -42,6 +42,7 @@ from lifeboat_dr.core.fencing import (
     another_runbook,
     marker_is_fenced_out,
     merge_history,
+    new_counter,
     peek_lease,
     put_lease,
     read_lease,
@@ -176,6 +177,7 @@ def mirror(state: SiteState, stores: Mapping[str, Store | None]) -> list[str]:
                 state.lease,
                 commits=0,
                 last_commit="",
+                counter=new_counter(),
                 history=merge_history(state.lease.history, current[0].history if current else ()),
             )
             put_lease(store, carried, current[1] if current else None)
@@ -198,7 +200,8 @@ def claim(state: SiteState, stores: Mapping[str, Store | None], runbook: str) ->
             current = read_lease(store) if seen is not None else None
             if current is None:
                 base = state.lease or Lease(0, "", "", datetime.now(UTC))
-                put_lease(store, replace(base, commits=0, runbook=runbook, last_commit=""), None)
+                named = replace(base, commits=0, runbook=runbook, last_commit="", counter=new_counter())
+                put_lease(store, named, None)
             elif not current[0].runbook:
                 put_lease(store, replace(current[0], runbook=runbook), current[1])
             else:

@@ -104,11 +104,38 @@ def test_commit_that_landed_just_before_the_fence_counts_whatever_the_clocks_say
 def test_certification_judges_older_epochs_by_the_seal_not_the_clock(store):
     guarded_commit(store, "ckpt/step-100/COMMIT", 0, 100)
     lease = fence(store, run_id="run-a", holder="secondary", clock=lambda: T0)
-    counted = marker_body(0, 100, seq=1, active="primary", clock=lambda: T0 + timedelta(days=1))
-    lost = marker_body(0, 200, seq=2, active="primary", clock=lambda: T0 - timedelta(days=1))
+    counter = lease.seal(0).counter
+    counted = marker_body(0, 100, 1, "primary", lambda: T0 + timedelta(days=1), counter=counter)
+    lost = marker_body(0, 200, 2, "primary", lambda: T0 - timedelta(days=1), counter=counter)
     current = marker_body(1, 300, seq=1, active="secondary")
     assert [marker_is_fenced_out(m, lease) for m in (counted, lost, current)] == [False, True, False]
     assert marker_is_fenced_out(lost, None) is False
+
+
+def test_a_commit_counted_on_another_lease_of_the_same_epoch_never_passes_for_a_sealed_one(tmp_path):
+    """The job commits on its node's disk and an uploader copies each checkpoint to the
+    primary's bucket; replication copies them on. Partitioned, the fence seals epoch 0 at the
+    highest commit the secondary holds (seq 3 on the disk's lease). A zombie commit counted on
+    the bucket's own lease (seq 1 there) must not pass for one of those three."""
+    from lifeboat_dr.kernel.errors import ProviderUnavailable
+
+    disk, bucket, secondary = (LocalStore(tmp_path / n) for n in ("disk", "bucket", "s"))
+    for step in (10, 20, 30):
+        guarded_commit(disk, f"step-{step}/lifeboat-commit.json", 0, step)
+        secondary.put(
+            f"step-{step}/lifeboat-commit.json", b"".join(disk.read(f"step-{step}/lifeboat-commit.json"))
+        )
+
+    class Down(LocalStore):
+        def head(self, key):
+            raise ProviderUnavailable("primary: connection refused")
+
+    lease, _ = fence_job(secondary, Down(tmp_path / "bucket"), run_id="run-a", holder="x")
+    assert (lease.seal(0).commits, lease.seal(0).basis) == (3, "replicated")
+    guarded_commit(bucket, "step-40/lifeboat-commit.json", 0, 40)  # seq 1, on the bucket's lease
+    zombie = b"".join(bucket.read("step-40/lifeboat-commit.json"))
+    replicated = b"".join(secondary.read("step-30/lifeboat-commit.json"))
+    assert [marker_is_fenced_out(m, lease) for m in (replicated, zombie)] == [False, True]
 
 
 def test_an_epoch_fenced_while_its_store_was_down_is_sealed_at_the_highest_commit_replicated(tmp_path):
