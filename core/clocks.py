@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from lifeboat_dr.kernel.durations import format_duration
-from lifeboat_dr.kernel.errors import LifeboatError, ProviderUnavailable
+from lifeboat_dr.kernel.errors import ProviderUnavailable
 from lifeboat_dr.providers.storage.base import Store
 
 CLOCK_KEY = "_lifeboat/clock.json"  # the probe object a store's time is read from
@@ -55,22 +55,3 @@ def store_time(store: Store, clock: Callable[[], datetime] = _utcnow) -> StoreTi
     after = clock()
     mid = before + (after - before) / 2
     return StoreTime(store.uri, info.updated, info.updated - mid)
-
-
-def skew_line(
-    stores: dict[str, Store | None], clock: Callable[[], datetime] = _utcnow
-) -> tuple[str, list[StoreTime]]:
-    """One line for the ledger: each store's skew against the control plane ("unreachable"
-    for a store that does not answer), and the readings taken."""
-    parts, readings = [], []
-    for role, store in stores.items():
-        if store is None:
-            continue
-        try:
-            reading = store_time(store, clock)
-        except LifeboatError:
-            parts.append(f"{role} {store.uri}: unreachable")
-            continue
-        readings.append(reading)
-        parts.append(f"{role} {reading.describe()}")
-    return "; ".join(parts), readings

@@ -166,3 +166,47 @@ def test_a_primary_clock_10min_ahead_gives_the_true_rpo_never_a_negative_one(s3_
     assert timedelta(0) <= report.rpo <= outage - written + timedelta(seconds=2), report.rpo
     assert abs(report.certified.written_at - written) < timedelta(seconds=5)
     assert rpo_row(report, timedelta(minutes=30))["rpo_s"] >= 0
+
+
+def test_a_failover_whose_control_plane_runs_10min_ahead_measures_the_skew_and_keeps_the_true_rpo(tmp_path):
+    """The failover's own clock is 10 min fast: it reads the secondary store's clock (one
+    small write), records the skew for the ledger with a warning, and the RPO it reports is
+    the real one, not 10 min more."""
+    from lifeboat_dr.core.commit import commit_checkpoint
+    from lifeboat_dr.core.detection.quorum import QuorumPolicy
+    from lifeboat_dr.core.failover.steps import Providers, ProviderSteps, StepSpec
+    from lifeboat_dr.standins.checkpoints import write_checkpoint
+
+    primary, secondary = LocalStore(tmp_path / "p"), LocalStore(tmp_path / "s")
+    commit_checkpoint(primary, write_checkpoint(primary, "manifest", 10), 10, 0)
+    _replicate(primary, secondary)
+    fast = timedelta(minutes=10)
+    outage = datetime.now(UTC) + fast  # as the control plane's clock read it
+    spec = StepSpec(
+        layout="manifest",
+        blocked=(),
+        candidates=(),
+        provision_budget_s=1,
+        first_step_timeout_s=1,
+        parity_steps=0,
+        parity_tolerance=0,
+        job=lambda uri: None,
+        quorum=QuorumPolicy(signals=()),
+        probes=lambda: (),
+        prestage=lambda: None,
+        runbook="trainer",
+    )
+    steps = ProviderSteps(
+        spec,
+        Providers(None, secondary, None, None, None),
+        run_id="failover-1",
+        cluster="trainer-dr",
+        outage_started_at=outage,
+        clock=lambda: datetime.now(UTC) + fast,
+    )
+
+    report = steps.certify()
+
+    assert "behind the control plane" in report.clocks and "check NTP" in report.clocks, report.clocks
+    assert timedelta(0) <= report.rpo < timedelta(seconds=30), report.rpo
+    assert abs(outage - report.certified.written_at - report.rpo) < timedelta(seconds=1)
