@@ -117,16 +117,13 @@ def site_stores(
     return stores
 
 
-def read_site_state(
-    stores: Mapping[str, Store | None], *, runbook: str = "", partial: bool = False
-) -> SiteState:
+def read_site_state(stores: Mapping[str, Store | None], *, runbook: str = "") -> SiteState:
     """The newest record among `{"primary": store, "secondary": store}` and, when the runbook
     has one, `"witness"` (None: cannot be opened): one request per store.
 
     Raises `SiteStateUnknown` (one line naming the stores that did not answer) unless the
-    view is conclusive (see the module docstring), or `partial` (for display only: what the
-    stores that answered say). `runbook`: a lease naming another runbook stops the reader
-    (`StopFailover`, one line)."""
+    view is conclusive (see the module docstring). `runbook`: a lease naming another
+    runbook stops the reader (`StopFailover`, one line)."""
     unknown = [r for r in stores if r not in ROLES]
     if unknown:
         raise ValueError(f"site state roles are {', '.join(ROLES)}, not {', '.join(unknown)}")
@@ -150,7 +147,7 @@ def read_site_state(
     top = newest.epoch if newest else 0
     stale = tuple(r for r, lease in found.items() if (lease.epoch if lease else 0) < top)
     state = SiteState(merged, tuple(unreachable), stale, tuple(found), "witness" in stores, found)
-    if not state.conclusive and not partial:
+    if not state.conclusive:
         needed = "a majority of the three stores" if state.witnessed else "the secondary's store"
         raise SiteStateUnknown(
             f"the site state is unknown: {'; '.join(unreachable)} did not answer, and without "
