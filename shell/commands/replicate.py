@@ -21,7 +21,9 @@ def register(subparsers) -> None:
             "The site state decides the direction (primary to secondary until a failover, then back). "
             "Then delete what the runbook's retention drops on the standby (never the newest certified "
             "checkpoint, never for a fenced-out lineage). Exit 1 when a checkpoint failed to replicate "
-            "(a rerun resumes it); a source that is not the active site is refused in one line."
+            "(a rerun resumes it); a source that is not the active site is refused in one line; exit 75 "
+            "when the site state is unknown (a store that holds it did not answer): nothing is copied or "
+            "deleted, retry."
         ),
     )
     p.add_argument("runbook", metavar="RUNBOOK", help=RUNBOOK_HELP)
