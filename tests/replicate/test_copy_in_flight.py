@@ -145,7 +145,12 @@ def test_a_server_side_copy_in_flight_when_the_fence_lands_stops_before_its_mark
 
     with pytest.raises(LifeboatError, match="refusing to replicate trainer"):
         replicate_checkpoints(
-            primary, racing, sources_to_replicate(SETTINGS, way), rpo_target=SETTINGS.rpo_target, guard=guard
+            primary,
+            racing,
+            sources_to_replicate(SETTINGS, way),
+            rpo_target=SETTINGS.rpo_target,
+            guard=guard,
+            concurrency=1,  # one shard at a time: the fence lands before the first, the rest follow it
         )
     _never_over_the_active_marker(secondary)
 
