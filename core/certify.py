@@ -15,11 +15,19 @@ marker, passes every checksum):
 
 An object whose checksum cannot be compared (streaming off, or the source down with no
 manifest) is reported unverifiable and its checkpoint is rejected: nothing skipped is ever
-counted as verified. RPO = `at` - write time of the certified checkpoint.
+counted as verified. RPO = `at` - write time of the certified checkpoint: the guarded commit's time by the
+writers' store's clock where its marker says, else the manifest's (the writer's clock,
+never later than the store says the objects landed); never negative (a note says when the
+clocks disagree).
+
+Lineage needs the site state: read from the stores by role (`sites`), it must be conclusive
+(`lifeboat_dr.core.sitestate`): a store that does not answer is `SiteStateUnknown`, never
+"never fenced".
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections import Counter
@@ -81,7 +89,8 @@ class StoreUnavailable(ProviderUnavailable):
 class Certified:
     step: int
     uri: str  # the checkpoint directory on the replica
-    written_at: datetime  # when the job wrote it (manifest time, else the source's, else the replica's)
+    written_at: datetime  # when the job committed it: its marker's store time, else its manifest's
+    # (the writer's clock, capped at when the store says it landed), else the source's, else the replica's
     written_at_basis: str  # which of those it is
     verified_by: dict[str, int]  # objects verified per method: metadata, manifest, etag-md5, streamed
 
@@ -113,6 +122,7 @@ class CertifyReport:
     object_bytes_read: int  # shard bytes streamed for checksums
     metadata_bytes_read: int  # manifests, indexes and pointers
     notes: list[str] = field(default_factory=list)
+    clocks: str = ""  # how the stores' clocks compared with the control plane's, when measured
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -186,9 +196,11 @@ class _Expected:
 
 
 class _Certifier:
-    def __init__(self, replica, source, *, layout, at, deep, stream, max_workers, cache_limit, lease=AUTO):
+    def __init__(
+        self, replica, source, *, layout, at, deep, stream, max_workers, cache_limit, lease=AUTO, sites=None
+    ):
         self.calls: Counter[str] = Counter()
-        self._lease, self._stores = lease, (replica, source)
+        self._lease, self._stores, self._sites = lease, (replica, source), sites
         self._lock = threading.Lock()
         self.replica = _Counted(replica, "replica", self.calls, self._lock)
         self.source = _Counted(source, "source", self.calls, self._lock) if source is not None else None
@@ -203,7 +215,7 @@ class _Certifier:
     def lease(self):
         """The site state's lease, read once when the first checkpoint is judged."""
         if self._lease == AUTO:
-            self._lease = _site_lease(*self._stores)
+            self._lease = _site_lease(*self._stores, self._sites)
         return self._lease
 
     # -- reading ----------------------------------------------------------------------
@@ -324,20 +336,38 @@ class _Certifier:
             return self._verify(ckpt)
         if problems:
             return self._reject(ckpt, problems, total)
-        written, basis = self._written_at(ckpt, src_dir, manifest.opened if manifest else None)
-        if self.lease is not None:
-            marker = read_marker(self.replica, ckpt.name) if COMMIT_MARKER in ckpt.markers else None
-            if why := lineage_problem(ckpt.name, marker, self.lease, written):
-                return self._reject(ckpt, [(LINEAGE, why)], 1)
+        marker = read_marker(self.replica, ckpt.name) if COMMIT_MARKER in ckpt.markers else None
+        written, basis = self._written_at(ckpt, src_dir, manifest.opened if manifest else None, marker)
+        if self.lease is not None and (why := lineage_problem(ckpt.name, marker, self.lease, ckpt.newest)):
+            return self._reject(ckpt, [(LINEAGE, why)], 1)
         self.methods.update(methods)
         return Certified(ckpt.step, self._uri(ckpt), written, basis, dict(methods))
 
-    def _written_at(self, ckpt, src_dir, manifest_header) -> tuple[datetime, str]:
-        if manifest_header is not None:
-            return manifest_header["created"], "manifest"
+    def _written_at(self, ckpt, src_dir, manifest_header, marker: bytes | None) -> tuple[datetime, str]:
+        """When the checkpoint was committed, by a store's clock where one says: the guarded
+        commit's time on the writers' store (in its marker); else its manifest's time (the
+        writer's clock) unless that is later than the store says its objects landed (the
+        source's newest, else the replica's: the writer's clock ran ahead); else the source's
+        newest object; else the replica's copy time."""
+        committed = _committed_at(marker)
+        if committed is not None:
+            return committed, "commit (store clock)"
         if src_dir is not None and src_dir.newest is not None:
-            return src_dir.newest, "source"
-        return ckpt.newest, "replica (copy time: RPO may be understated)"
+            landed, where = src_dir.newest, "source"
+        else:
+            landed, where = ckpt.newest, "replica"
+        if manifest_header is not None:
+            created = manifest_header["created"]
+            if landed is None or created <= landed:
+                return created, "manifest"
+            self.notes.append(
+                f"{ckpt.name}: its manifest's time is {created - landed} after its objects landed on the "
+                f"{where} (the writer's clock runs ahead): the {where}'s time is used"
+            )
+            return landed, f"{where} (the writer's clock ran ahead)"
+        if where == "source":
+            return landed, "source"
+        return landed, "replica (copy time: RPO may be understated)"
 
     def _compare(self, ckpt, expected, source_up: bool, filler=None, receipt=None):
         """Merge the expected shards with the replica's listing, both sorted by key."""
@@ -485,7 +515,7 @@ class _Certifier:
             mode=mode,
             certified=certified,
             rejected=rejected,
-            rpo=None if certified is None else self.at - certified.written_at,
+            rpo=None if certified is None else self._rpo(certified),
             replication_lag=lag,
             newest_source_step=None if newest_src is None else newest_src.step,
             source_error=self.source_error,
@@ -494,6 +524,28 @@ class _Certifier:
             metadata_bytes_read=self.metadata_bytes,
             notes=self.notes,
         )
+
+    def _rpo(self, certified: Certified) -> timedelta:
+        """`at` - the write time, never negative: a checkpoint written "after" the reference
+        time means the clocks disagree, which a note says."""
+        rpo = self.at - certified.written_at
+        if rpo < timedelta(0):
+            self.notes.append(
+                f"clocks disagree: step {certified.step} was written {-rpo} after the reference time "
+                f"({certified.written_at_basis}); RPO counted as 0"
+            )
+        return max(rpo, timedelta(0))
+
+
+def _committed_at(marker: bytes | None) -> datetime | None:
+    """The store's time of a guarded commit, from its marker (None: no marker, or an older one)."""
+    if marker is None:
+        return None
+    try:
+        when = json.loads(marker).get("committed_at")
+        return datetime.fromisoformat(when) if when else None
+    except (ValueError, TypeError, AttributeError):
+        return None
 
 
 def _from_source(src_dir: CheckpointDir, source) -> Iterator[_Expected]:
@@ -579,14 +631,13 @@ class _ReceiptFiller:
             return None
 
 
-def _site_lease(replica: Store, source: Store | None):
-    """The site state's lease, newest of both stores (None: never fenced or unreadable)."""
-    from lifeboat_dr.core.sitestate import read_site_state
+def _site_lease(replica: Store, source: Store | None, sites=None):
+    """The site state's lease (None: never fenced), read from `sites` (by role), by default
+    with the replica the secondary's store and the source the primary's. An inconclusive
+    view is `SiteStateUnknown`: lineage cannot be judged, so nothing is certified."""
+    from lifeboat_dr.core.sitestate import read_site_state, site_stores
 
-    try:
-        return read_site_state({"replica": replica, "source": source}).lease
-    except ProviderUnavailable:
-        return None
+    return read_site_state(sites if sites is not None else site_stores(source, replica)).lease
 
 
 def _same_md5_etag(a: str | None, b: str | None) -> bool:
@@ -605,6 +656,7 @@ def certify_replica(
     cache_limit: int = 20_000,
     older_than: int | None = None,
     lease=AUTO,
+    sites=None,
 ) -> CertifyReport:
     """Find the newest checkpoint on `replica` that is safe to resume from.
 
@@ -613,8 +665,10 @@ def certify_replica(
     streams every object; `stream=False` refuses to read shard bytes, so objects without a
     comparable checksum reject their checkpoint as unverifiable. `older_than=step` looks
     only at checkpoints below that step (rolling back past one that failed to resume).
-    `lease` is the site state's lease (default: read from both stores, newest epoch wins):
-    a checkpoint not committed by the active lineage is rejected (`lifeboat_dr.core.sitestate`)."""
+    `lease` is the site state's lease (default: read from `sites`, the stores by role, by
+    default the replica as the secondary's and the source as the primary's; it must be
+    conclusive): a checkpoint not committed by the active lineage is rejected
+    (`lifeboat_dr.core.sitestate`)."""
     at = at or datetime.now(UTC)
     c = _Certifier(
         replica,
@@ -626,6 +680,7 @@ def certify_replica(
         max_workers=max_workers,
         cache_limit=cache_limit,
         lease=lease,
+        sites=sites,
     )
     c.older_than = older_than
     outcomes = []
@@ -637,7 +692,7 @@ def certify_replica(
 
 
 def _listing_certifier(
-    replica, source, layout, found, source_found, *, deep=False, stream=True, lease=AUTO
+    replica, source, layout, found, source_found, *, deep=False, stream=True, lease=AUTO, sites=None
 ) -> _Certifier:
     """A certifier that walks every checkpoint, reusing discoveries the caller already took."""
     c = _Certifier(
@@ -650,6 +705,7 @@ def _listing_certifier(
         max_workers=16,
         cache_limit=20_000,
         lease=lease,
+        sites=sites,
     )
     c.given = (found, source_found)
     return c
@@ -665,13 +721,14 @@ def certified_checkpoints(
     found: Discovery | None = None,
     source_found: Discovery | None = None,
     lease=AUTO,
+    sites=None,
 ) -> Iterator[Certified]:
     """Every certified checkpoint on the replica, newest first (for retention, and for
     rolling back to the previous certified one). `found` / `source_found`: discoveries of
     the replica / source the caller already took (lifeboat_dr.core.checkpoints.layouts.discover),
     so that neither is listed again."""
     c = _listing_certifier(
-        replica, source, layout, found, source_found, deep=deep, stream=stream, lease=lease
+        replica, source, layout, found, source_found, deep=deep, stream=stream, lease=lease, sites=sites
     )
     for outcome in c.run():
         if isinstance(outcome, Certified):
@@ -687,11 +744,12 @@ def certifiable_prefixes(
     found: Discovery | None = None,
     source_found: Discovery | None = None,
     lease=AUTO,
+    sites=None,
 ) -> tuple[list[str], str | None]:
     """The newest `want` checkpoints that certify (prefixes on the replica, newest first),
     and why the source could not be used, if it could not (retention deletes nothing then).
-    `found` / `source_found` / `lease` as for `certified_checkpoints`."""
-    c = _listing_certifier(replica, source, layout, found, source_found, lease=lease)
+    `found` / `source_found` / `lease` / `sites` as for `certified_checkpoints`."""
+    c = _listing_certifier(replica, source, layout, found, source_found, lease=lease, sites=sites)
     good: list[str] = []
     root = replica.uri.rstrip("/") + "/"
     for outcome in c.run():

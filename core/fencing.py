@@ -13,12 +13,27 @@ count by an if-match write while the epoch is still E, and only then writes its 
 marker (create-only), carrying its sequence number. A fence bumps the epoch by an if-match
 write on the same object, sealing the old epoch at the commit count it read. The two writes
 are ordered by the store, so a marker counts exactly when its commit's conditional write
-landed before the fence's: `seq <= seal.commits` (no clocks involved). A writer whose
+landed before the fence's: `seq <= seal.commits` (no clocks involved). A count is only
+meaningful on the lease object that kept it: each lease that starts counting (created, a new
+epoch, copied onto another store) mints a `counter` token, markers carry it, and a seal names
+the counter it counted, so commits counted on another lease object of the same epoch (a
+second store the zombie's job committed to) never pass for sealed ones. A writer whose
 commit write lost gets `StopFailover` and writes no marker.
 
-Where the fence could not reach the writers' store (the outage itself: a partition), the
-seal has no commit count and the fence's time is the cut: a marker of that epoch counts
-when it was written before the fence (`Seal.commits is None`).
+Where the fence cannot reach the writers' store (the outage itself: a partition), it seals
+the old epoch at the highest commit sequence of that epoch the taking-over store holds
+(every guarded-commit marker carries its `seq`, and replication copies markers): what the
+failover can resume from counts, a zombie's later commits do not, and no clock is read.
+Seal and lease times are the taking-over store's own clock (core/clocks.py).
+
+Which stores a fence must write: always the store of the site taking over; a failback also
+the secondary's (or, with a witness store, a majority of the three), so the secondary's
+store always holds the newest lease and a reader that heard from it (or from a majority)
+knows the site state (core/sitestate.py). A lease names its runbook: a fence or a reader of
+another runbook on the same prefix stops.
+
+A guarded commit whose answer is lost (a reset after the write landed) reads back what it
+wrote: the lease's count and its marker. Only a real refusal stops the writer.
 
 In a training loop use `lifeboat_dr.core.commit.commit_or_exit` (it reads `LIFEBOAT_EPOCH`).
 
@@ -30,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,9 +55,10 @@ from lifeboat_dr.kernel.errors import (
     NotFound,
     PreconditionFailed,
     ProviderUnavailable,
+    SiteStateUnknown,
     StopFailover,
 )
-from lifeboat_dr.providers.storage.base import Store
+from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
 LEASE_KEY = "_lifeboat/lease.json"
 COMMIT_MARKER = "lifeboat-commit.json"  # the guarded-commit marker inside a checkpoint directory
@@ -61,8 +78,13 @@ class Seal:
 
     epoch: int
     active: str  # the site that wrote under it
-    ended_at: datetime  # when the next epoch's fence was taken
-    commits: int | None  # commits that landed before the fence; None: the writers' store was unreachable
+    ended_at: datetime  # when the next epoch's fence was taken (the taking-over store's clock)
+    commits: int | None  # commits of that epoch that count: seq <= commits; None: a seal
+    # written before seals were counted (cut by a clock): nothing proves any of its commits
+    basis: str = "fence"  # "fence": the count read on the writers' store as the fence took
+    # it (exact); "replicated": the writers' store was unreachable, the highest commit of
+    # the epoch the taking-over store held
+    counter: str = ""  # the lease counter those commits were counted on ("": any, a seal from before)
 
     def to_dict(self) -> dict:
         return {
@@ -70,6 +92,8 @@ class Seal:
             "active": self.active,
             "ended_at": self.ended_at.isoformat(),
             "commits": self.commits,
+            "basis": self.basis,
+            "counter": self.counter,
         }
 
     @classmethod
@@ -80,6 +104,8 @@ class Seal:
             str(doc["active"]),
             datetime.fromisoformat(doc["ended_at"]),
             None if commits is None else int(commits),
+            str(doc.get("basis", "fence")),
+            str(doc.get("counter", "")),
         )
 
 
@@ -94,6 +120,9 @@ class Lease:
     active: str = "primary"  # the site whose job writes under this epoch
     commits: int = 0  # guarded commits under this epoch on this store
     history: tuple[Seal, ...] = ()  # how each earlier epoch ended, oldest first
+    runbook: str = ""  # the runbook this job's site state belongs to ("": not named yet)
+    last_commit: str = ""  # the marker key of the commit that last counted (a lost reply's read-back)
+    counter: str = ""  # this lease object's count of this epoch: minted when it starts counting
 
     @property
     def lineage(self) -> str:
@@ -121,14 +150,30 @@ class Lease:
             active=str(doc.get("active", "primary")),
             commits=int(doc.get("commits", 0)),
             history=tuple(Seal.from_dict(s) for s in doc.get("history", ())),
+            runbook=str(doc.get("runbook", "")),
+            last_commit=str(doc.get("last_commit", "")),
+            counter=str(doc.get("counter", "")),
         )
 
 
+_BASIS_RANK = {"fence": 2, "replicated": 1}  # a legacy seal (no count) ranks lowest
+
+
+def new_counter() -> str:
+    """A token for a lease that starts counting commits (see the module docstring)."""
+    return uuid.uuid4().hex[:16]
+
+
 def merge_history(*histories: Iterable[Seal]) -> tuple[Seal, ...]:
-    """One seal per epoch, oldest first; a seal with an exact commit count wins over a cut by time."""
+    """One seal per epoch, oldest first; a count read on the writers' store at the fence
+    wins over one taken from replicated markers, which wins over a legacy cut by time."""
     best: dict[int, Seal] = {}
+
+    def rank(seal: Seal) -> int:
+        return 0 if seal.commits is None else _BASIS_RANK.get(seal.basis, 0)
+
     for seal in (s for h in histories for s in h):
-        if seal.epoch not in best or (best[seal.epoch].commits is None and seal.commits is not None):
+        if seal.epoch not in best or rank(seal) > rank(best[seal.epoch]):
             best[seal.epoch] = seal
     return tuple(best[e] for e in sorted(best))
 
@@ -176,10 +221,15 @@ def peek_lease(store: Store) -> Lease | None:
     return _parse_lease(store, data)
 
 
-def put_lease(store: Store, new: Lease, version: str | None) -> None:
-    """Write `new` if the lease is still at `version` (None: if there is none yet)."""
+def put_lease(store: Store, new: Lease, version: str | None) -> ObjectInfo:
+    """Write `new` if the lease is still at `version` (None: if there is none yet); returns
+    the write's answer (its `updated` is the store's clock). A store that cannot take the
+    write (a full disk) is `ProviderUnavailable` naming it: retryable."""
     condition = {"if_match": version} if version is not None else {"if_none_match": True}
-    store.put(LEASE_KEY, new.to_json(), **condition)
+    try:
+        return store.put(LEASE_KEY, new.to_json(), **condition)
+    except OSError as e:
+        raise ProviderUnavailable(f"{store.uri}/{LEASE_KEY}: cannot write: {e.strerror or e}") from None
 
 
 def _bump(
@@ -220,6 +270,19 @@ def _bump(
             raise StopFailover(f"{store.uri}: lost the fencing race to {who}") from None
 
 
+def _owned(store: Store, lease: Lease | None, runbook: str) -> None:
+    """Stop when `store`'s lease belongs to another runbook (two runbooks on one prefix)."""
+    if lease is not None and runbook and lease.runbook and lease.runbook != runbook:
+        raise StopFailover(another_runbook(store, lease, runbook))
+
+
+def another_runbook(store: Store, lease: Lease, runbook: str) -> str:
+    return (
+        f"{store.uri.rstrip('/')}/{LEASE_KEY} is the site state of runbook {lease.runbook}, not {runbook}: "
+        "two runbooks share this prefix; give each its own store (lifeboat validate A.yaml B.yaml)"
+    )
+
+
 def _next(
     lease: Lease | None,
     *,
@@ -229,12 +292,15 @@ def _next(
     now: datetime,
     floor: Lease | None = None,
     exact: bool = True,
+    replicated: Callable[[int], int] | None = None,
     expect: int | None = None,
+    runbook: str = "",
 ) -> Lease:
     """The lease after the current epoch ends. `lease` is what this store holds, `floor` what
     the other store holds; the newest epoch of the two is the one that ends. Its seal counts
-    commits only when `exact` (this is the store its writers committed to) and this store
-    is at that epoch; otherwise the fence's time is the cut."""
+    the commits this store counted when `exact` (this is the store its writers committed to)
+    and it is at that epoch; otherwise `replicated(epoch)`: the highest commit of that epoch
+    the taking-over store holds."""
     old = lease or Lease(0, "", "", now)
     top = max(old.epoch, floor.epoch if floor else 0)
     if expect is not None and top != expect:
@@ -242,10 +308,30 @@ def _next(
             f"the job is at epoch {top}, not {expect}: another failover already fenced this job"
         )
     ending = old if old.epoch == top or floor is None else floor
-    commits = old.commits if exact and old.epoch == top else None
-    history = merge_history(old.history, floor.history if floor else ())
-    ended = Seal(top, ending.active, now, commits)
-    return Lease(top + 1, holder, run_id, now, active, 0, merge_history(history, (ended,)))
+    if exact and old.epoch == top:
+        ended = Seal(top, ending.active, now, old.commits, "fence", old.counter)
+    else:
+        commits, counter = replicated(top) if replicated else (0, "")
+        ended = Seal(top, ending.active, now, commits, "replicated", counter)
+    history = merge_history(old.history, floor.history if floor else (), (ended,))
+    named = runbook or old.runbook or (floor.runbook if floor else "")
+    return Lease(top + 1, holder, run_id, now, active, 0, history, named, counter=new_counter())
+
+
+def highest_commit(store: Store, epoch: int) -> tuple[int, str]:
+    """The highest commit sequence of `epoch` among the guarded-commit markers `store` holds,
+    and the lease counter it was counted on ((0, ""): none). One listing, one read per marker."""
+    best: tuple[int, str] = (0, "")
+    for info in store.list():
+        if not info.key.endswith(f"/{COMMIT_MARKER}"):
+            continue
+        try:
+            doc = json.loads(b"".join(store.read(info.key)))
+            if int(doc.get("epoch", -1)) == epoch and "seq" in doc:
+                best = max(best, (int(doc["seq"]), str(doc.get("counter", ""))))
+        except (NotFound, ValueError, TypeError, AttributeError):
+            continue  # gone meanwhile, or not a marker: it proves nothing
+    return best
 
 
 def fence(
@@ -255,6 +341,7 @@ def fence(
     holder: str,
     expect_epoch: int | None = None,
     active: str = "secondary",
+    runbook: str = "",
     clock: Clock = _utcnow,
 ) -> Lease:
     """Take the job's lease on one store for run `run_id`: epoch + 1, `active` the site that
@@ -262,14 +349,14 @@ def fence(
 
     `expect_epoch` is the epoch this run saw when it confirmed the outage: if another run
     already moved past it, this one stops instead of fencing *that* one out. Raises
-    `StopFailover` when another run holds or wins the lease, `ConfigError` for a store that
-    cannot do conditional writes."""
-    return _bump(
-        store,
-        run_id,
-        expect_epoch,
-        lambda lease: _next(lease, active=active, holder=holder, run_id=run_id, now=clock()),
-    )
+    `StopFailover` when another run holds or wins the lease (or the lease is another
+    runbook's), `ConfigError` for a store that cannot do conditional writes."""
+
+    def make(lease: Lease | None) -> Lease:
+        _owned(store, lease, runbook)
+        return _next(lease, active=active, holder=holder, run_id=run_id, now=clock(), runbook=runbook)
+
+    return _bump(store, run_id, expect_epoch, make)
 
 
 def fence_job(
@@ -280,59 +367,82 @@ def fence_job(
     holder: str,
     expect_epoch: int | None = None,
     active: str = "secondary",
+    runbook: str = "",
+    witness: Store | None = None,
     clock: Clock = _utcnow,
 ) -> tuple[Lease, Lease | None]:
     """Make `active` the active site: fence the store its writers used until now
-    (`from_store`) when it answers, then the store of the site taking over (`to_store`, must
-    succeed), with one and the same lease.
+    (`from_store`) when it answers, then the optional `witness`, then the store of the site
+    taking over (`to_store`, must succeed), with one and the same lease.
 
     The old site's store goes first: that is where its writers' commits race the fence, so
-    the seal's commit count is exact. When it does not answer (the outage), the lease on
-    `to_store` seals the old epoch by time, and `lifeboat_dr.core.sitestate.mirror` writes the lease
-    there once it answers again. Returns both leases (the second None when unreachable)."""
+    the seal's count is exact. When it does not answer (the outage) the seal is the highest
+    commit of that epoch on `to_store`, and `lifeboat_dr.core.sitestate.mirror` writes the
+    lease there once it answers again. The secondary's store must be written (a failback's
+    `from_store`), or with a `witness` a majority of the three: otherwise `SiteStateUnknown`
+    and nothing is written on `to_store`. Times are `to_store`'s own clock (one small write).
+    Returns both leases (the second None when `from_store` did not answer)."""
+    from lifeboat_dr.core.clocks import store_time
+
     if active not in SITES:
         raise ConfigError(f"active site must be one of {', '.join(SITES)}, not {active!r}")
     mine = read_lease(to_store)
-    if mine is not None and mine[0].run_id == run_id:  # a retried run: finish the mirror only
+    if mine is not None and mine[0].run_id == run_id:  # a retried run: finish the mirrors only
+        if witness is not None:
+            _mirror_one(witness, mine[0], run_id)
         return mine[0], _mirror_one(from_store, mine[0], run_id)
     floor = mine[0] if mine else None
+    _owned(to_store, floor, runbook)
+    now = store_time(to_store, clock).at
     taken: Lease | None = None
     if from_store is not None:
-        try:
-            taken = _bump(
-                from_store,
-                run_id,
-                None,
-                lambda lease: _next(
-                    lease,
-                    active=active,
-                    holder=holder,
-                    run_id=run_id,
-                    now=clock(),
-                    floor=floor,
-                    expect=expect_epoch,
-                ),
-            )
-        except ProviderUnavailable:
-            taken = None
-    if taken is None:  # the old site's store does not answer: cut its epoch by time
-        lease = _bump(
-            to_store,
-            run_id,
-            None,
-            lambda cur: _next(
-                cur,
+
+        def make(lease: Lease | None) -> Lease:
+            _owned(from_store, lease, runbook)
+            return _next(
+                lease,
                 active=active,
                 holder=holder,
                 run_id=run_id,
-                now=clock(),
-                exact=False,
+                now=now,
+                floor=floor,
                 expect=expect_epoch,
-            ),
+                runbook=runbook,
+            )
+
+        try:
+            taken = _bump(from_store, run_id, None, make)
+        except ProviderUnavailable:
+            taken = None
+    on_from = taken
+    if taken is None and witness is None and active == "primary":
+        raise SiteStateUnknown(
+            f"{_uri(from_store)} did not answer: a failback must fence the secondary's store too "
+            "(a reader trusts it alone); nothing was fenced, retry once it answers"
         )
-        return lease, None
+    if taken is None:  # the old site's store does not answer: seal at what to_store holds
+        taken = _next(
+            floor,
+            active=active,
+            holder=holder,
+            run_id=run_id,
+            now=now,
+            exact=False,
+            replicated=lambda epoch: highest_commit(to_store, epoch),
+            expect=expect_epoch,
+            runbook=runbook,
+        )
+    if witness is not None and _mirror_one(witness, taken, run_id, strict=True) is None and on_from is None:
+        raise SiteStateUnknown(
+            f"{_uri(from_store)} and the witness {witness.uri} did not answer: a fence must reach a "
+            f"majority of the three stores; nothing was fenced on {to_store.uri}, retry"
+        )
     lease = _bump(to_store, run_id, None, lambda cur: _carry(taken, cur))
-    return lease, taken
+    return lease, on_from
+
+
+def _uri(store: Store | None) -> str:
+    return store.uri if store is not None else "the other site's store (cannot be opened)"
 
 
 def _carry(lease: Lease, current: Lease | None) -> Lease:
@@ -342,12 +452,18 @@ def _carry(lease: Lease, current: Lease | None) -> Lease:
     )
 
 
-def _mirror_one(store: Store | None, lease: Lease, run_id: str) -> Lease | None:
+def _mirror_one(store: Store | None, lease: Lease, run_id: str, *, strict: bool = False) -> Lease | None:
+    """Write `lease` on `store` too; None when it did not answer (with `strict`, a lost race
+    still raises `StopFailover`)."""
     if store is None:
         return None
     try:
         return _bump(store, run_id, None, lambda cur: _carry(lease, cur))
-    except (ProviderUnavailable, StopFailover):
+    except ProviderUnavailable:
+        return None
+    except StopFailover:
+        if strict:
+            raise
         return None
 
 
@@ -370,8 +486,23 @@ def _fenced_out(store: Store, lease: Lease | None, my_epoch: int) -> str:
     )
 
 
-def marker_body(my_epoch: int, step: int, seq: int, active: str, clock: Clock = _utcnow) -> bytes:
+def marker_body(
+    my_epoch: int,
+    step: int,
+    seq: int,
+    active: str,
+    clock: Clock = _utcnow,
+    committed_at: datetime | None = None,
+    counter: str = "",
+) -> bytes:
+    """A guarded-commit marker: epoch, step, commit sequence (on lease counter `counter`) and
+    lineage decide; the times are for RPO and people (`committed_at`: the store's clock when
+    the commit was counted, `written_at`: the writer's own clock). No decision reads a time."""
     doc = {"epoch": my_epoch, "step": step, "seq": seq, "lineage": f"{active}@{my_epoch}"}
+    if counter:
+        doc["counter"] = counter
+    if committed_at is not None:
+        doc["committed_at"] = committed_at.isoformat()
     return json.dumps(doc | {"written_at": clock().isoformat()}).encode()
 
 
@@ -379,37 +510,82 @@ def guarded_commit(store: Store, marker_key: str, my_epoch: int, step: int, *, c
     """Commit a checkpoint: count it in the lease while the epoch is `my_epoch` (if-match),
     then write its marker create-only. Returns the commit's sequence number.
 
-    Raises `StopFailover` (nothing written) when the lease moved past `my_epoch`, and
-    `PreconditionFailed` when the marker already exists (a retry, or a second writer)."""
+    A write whose answer is lost (the connection reset after it landed; the client's retry
+    then meets its own write) is read back: the lease naming this marker as its last commit,
+    the marker with our bytes. Raises `StopFailover` (no marker written) when the lease moved
+    past `my_epoch`, `PreconditionFailed` when another marker is there (a second writer), and
+    `ProviderUnavailable` when the store does not answer long enough to tell."""
     try:
         store.head(marker_key)
         raise PreconditionFailed(f"{store.uri}/{marker_key}: already committed")
     except NotFound:
         pass
+    counted, info = _count_commit(store, marker_key, my_epoch, clock)
+    body = marker_body(
+        my_epoch,
+        step,
+        counted.commits,
+        counted.active,
+        clock,
+        committed_at=info.updated,
+        counter=counted.counter,
+    )
+    try:
+        store.put(marker_key, body, if_none_match=True)
+    except (PreconditionFailed, ProviderUnavailable):
+        if _read_or_none(store, marker_key) != body:  # not ours (or still unknown): as it came
+            raise
+    return counted.commits
+
+
+def _count_commit(store: Store, marker_key: str, my_epoch: int, clock: Clock) -> tuple[Lease, ObjectInfo]:
+    """Bump the lease's commit count by an if-match write while its epoch is `my_epoch`;
+    the lease as counted and the write's answer (or, for a lost answer, the lease's HEAD)."""
     for _ in range(COMMIT_TRIES):
         current = read_lease(store)
         lease, version = current if current else (None, None)
         if (lease.epoch if lease else 0) != my_epoch:
             raise StopFailover(_fenced_out(store, lease, my_epoch))
-        base = lease or Lease(0, "", "", clock())
-        counted = dataclasses.replace(base, commits=base.commits + 1)
+        base = lease or Lease(0, "", "", clock(), counter=new_counter())
+        counted = dataclasses.replace(
+            base, commits=base.commits + 1, last_commit=marker_key, counter=base.counter or new_counter()
+        )
         try:
-            put_lease(store, counted, version)
-            break
-        except PreconditionFailed:
+            return counted, put_lease(store, counted, version)
+        except (PreconditionFailed, ProviderUnavailable) as e:
+            landed = _ours(store, counted)
+            if landed is not None:
+                return counted, landed
+            if isinstance(e, ProviderUnavailable):
+                raise
             continue  # another commit, or a fence: read again
-    else:
-        raise ProviderUnavailable(f"{store.uri}/{LEASE_KEY}: {COMMIT_TRIES} commits in a row lost the race")
-    store.put(
-        marker_key, marker_body(my_epoch, step, counted.commits, counted.active, clock), if_none_match=True
-    )
-    return counted.commits
+    raise ProviderUnavailable(f"{store.uri}/{LEASE_KEY}: {COMMIT_TRIES} commits in a row lost the race")
+
+
+def _ours(store: Store, counted: Lease) -> ObjectInfo | None:
+    """The lease's metadata when the store holds exactly `counted` (our write landed)."""
+    try:
+        info = store.head(LEASE_KEY)
+        if Lease.from_json(b"".join(store.read(LEASE_KEY))) == counted:
+            return info
+    except (NotFound, ProviderUnavailable, ValueError, KeyError, TypeError):
+        return None
+    return None
+
+
+def _read_or_none(store: Store, key: str) -> bytes | None:
+    try:
+        return b"".join(store.read(key))
+    except (NotFound, ProviderUnavailable):
+        return None
 
 
 def marker_is_fenced_out(marker: bytes, lease: Lease | None) -> bool:
     """Whether certification must ignore a commit marker: not of the active lineage and not
-    committed before its epoch was fenced (its commit lost to the fence, or by a writer that
-    kept writing where the fence could not reach: a zombie primary)."""
+    among the commits its epoch's seal counts (`seq <= seal.commits`): its commit lost to the
+    fence, or a writer kept committing where the fence could not reach (a zombie primary).
+    No clock is read; a marker without a sequence, or of an epoch without a counted seal,
+    proves nothing and is ignored, and so does one counted on another lease than the seal's."""
     if lease is None:
         return False
     doc = json.loads(marker)
@@ -417,9 +593,8 @@ def marker_is_fenced_out(marker: bytes, lease: Lease | None) -> bool:
     if epoch >= lease.epoch:
         return False
     seal = lease.seal(epoch)
-    if seal is None:  # a lease from before seals were recorded: nothing proves it counted
+    if seal is None or seal.commits is None or "seq" not in doc:
         return True
-    if seal.commits is not None and "seq" in doc:
-        return int(doc["seq"]) > seal.commits
-    written = doc.get("written_at")
-    return written is None or datetime.fromisoformat(written) >= seal.ended_at
+    if seal.counter and doc.get("counter") != seal.counter:  # counted on another lease object
+        return True
+    return int(doc["seq"]) > seal.commits

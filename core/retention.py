@@ -15,12 +15,17 @@ checkpoint of a fenced-out lineage (`foreign`) never counts and is never deleted
 
 `apply_retention` deletes a checkpoint commit marker first, then its data, so a deletion
 killed mid-way leaves an incomplete checkpoint, never a complete-looking partial one.
-`retention_for` is the whole pass on the standby: certify, plan, protect, delete.
+`retention_for` is the whole pass on the standby: certify, protect, plan, delete. It acts
+only on a conclusive site state of its runbook, reads the checkpoints running failovers
+resume from after certifying (the ledger where the flows write it: the local ledger file
+and the hash-chained mirror `_lifeboat/chain/` in the sites' stores), and checks the site
+state again before each deletion: a plan made before a fence deletes nothing after it (the
+store it trims may be the active site's now).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +33,8 @@ from lifeboat_dr.core.certify import certifiable_prefixes
 from lifeboat_dr.core.checkpoints.inventory import StoredCheckpoint, foreign_checkpoints, stored_checkpoints
 from lifeboat_dr.core.checkpoints.layouts import Discovery, discover
 from lifeboat_dr.core.ledger import LedgerFile, LedgerStore
-from lifeboat_dr.core.sitestate import read_site_state
+from lifeboat_dr.core.ledger_chain import MirroredLedger
+from lifeboat_dr.core.sitestate import RolesFlipped, SiteState, read_site_state, site_stores
 from lifeboat_dr.core.transfer import COMMIT_ORDER, commit_order
 from lifeboat_dr.providers.storage.base import Store
 
@@ -117,12 +123,16 @@ def apply_retention(
     *,
     dry_run: bool = False,
     markers: tuple[str, ...] = COMMIT_ORDER,
+    guard: Callable[[], None] | None = None,
 ) -> RetentionReport:
-    """Delete what the verdicts drop (commit markers first); with `dry_run`, only count."""
+    """Delete what the verdicts drop (commit markers first); with `dry_run`, only count.
+    `guard()` runs right before each deletion and raises to stop (the site state moved)."""
     report = RetentionReport(verdicts=list(verdicts), dry_run=dry_run)
     for verdict in verdicts:
         if verdict.keep:
             continue
+        if guard is not None and not dry_run:
+            guard()
         prefix = verdict.checkpoint.prefix.strip("/") + "/"
         objects = list(store.list(prefix))
         report.deleted.append(verdict.checkpoint.prefix)
@@ -142,14 +152,21 @@ def apply_retention(
 
 
 def failover_checkpoints(
-    runbook: str, secondary: Store, ledger_file: str | Path | None = None
+    runbook: str,
+    secondary: Store,
+    ledger_file: str | Path | None = None,
+    others: Iterable[Store | None] = (),
 ) -> dict[str, str]:
-    """Checkpoints on the secondary that an in-progress failover of `runbook` resumes from,
-    by the RTO ledger (the local ledger file and the ledger objects in the secondary store):
-    prefix -> why. A failover that crashed leaves its entry in progress; its checkpoint
-    stays protected until the entry is finished."""
+    """Checkpoints on `secondary` that an in-progress failover of `runbook` resumes from, by
+    the RTO ledger where the flows write it: the local ledger file, the hash-chained mirror
+    (`_lifeboat/chain/`) in `secondary` and the `others` sites' stores, and ledger objects
+    (`_lifeboat/ledger/`) in `secondary`: prefix -> why. A failover that crashed leaves its
+    entry in progress; its checkpoint stays protected until the entry is finished."""
     root = secondary.uri.rstrip("/") + "/"
-    entries = LedgerFile(ledger_file).read(runbook) + LedgerStore(secondary).read(runbook)
+    mirror = MirroredLedger([secondary, *(s for s in others if s is not None)])
+    entries = (
+        LedgerFile(ledger_file).read(runbook) + mirror.read(runbook) + LedgerStore(secondary).read(runbook)
+    )
     found = {}
     for entry in entries:
         if entry.outcome == "in-progress" and entry.checkpoint and entry.checkpoint.startswith(root):
@@ -158,11 +175,14 @@ def failover_checkpoints(
     return found
 
 
-def retention_protections(runbook: str, secondary: Store, protect: Iterable[str] = ()) -> dict[str, str]:
+def retention_protections(
+    runbook: str, secondary: Store, protect: Iterable[str] = (), others: Iterable[Store | None] = ()
+) -> dict[str, str]:
     """Prefix -> why, for checkpoints retention must keep whatever the policy says: those an
-    in-progress failover resumes from, and `--protect` ones (a fenced-out lineage's are kept
-    by `foreign_checkpoints`)."""
-    protected = failover_checkpoints(runbook, secondary)
+    in-progress failover resumes from (`others`: the other sites' stores, whose ledger
+    mirror is read too), and `--protect` ones (a fenced-out lineage's are kept by
+    `foreign_checkpoints`)."""
+    protected = failover_checkpoints(runbook, secondary, others=others)
     protected.update(dict.fromkeys((p.strip("/") for p in protect), "protected: named with --protect"))
     return protected
 
@@ -178,6 +198,7 @@ def retention_for(
     dry_run: bool = False,
     primary_found: Discovery | None = None,
     secondary_found: Discovery | None = None,
+    sites: Mapping[str, Store | None] | None = None,
 ) -> RetentionReport:
     """Apply `runbook`'s retention `policy` to the secondary store: keep the newest
     `keep_last` checkpoints that certify (against `primary`, or its manifests when None),
@@ -187,11 +208,14 @@ def retention_for(
     The secondary is listed once, for certification and retention together, or not at all
     when `secondary_found` is given (the store as this run's copy left it,
     `ReplicationReport.destination_found`); the primary not at all when `primary_found` (its
-    discovery from this run) is given. The site state is read once (one request per store)
-    for both."""
+    discovery from this run) is given. The site state (`sites`, the stores by role; by
+    default `secondary` the secondary's and `primary` the primary's) is read once for both,
+    must be conclusive, and is read again before each deletion (`apply_retention`'s guard)."""
+    sites = sites if sites is not None else site_stores(primary, secondary)
+    state = read_site_state(sites, runbook=runbook)
     found = secondary_found or discover(secondary, layout)
     present = stored_checkpoints(secondary, layout, found)
-    lease = read_site_state({"store": secondary, "other": primary}).lease
+    lease = state.lease
     good, source_error = certifiable_prefixes(
         secondary,
         primary,
@@ -209,8 +233,26 @@ def retention_for(
         present,
         keep_last=policy.keep_last,
         keep_every=policy.keep_every,
-        protected=retention_protections(runbook, secondary, protect),
+        protected=retention_protections(runbook, secondary, protect, [primary]),
         certifiable=good,
         foreign=foreign_checkpoints(secondary, primary, layout, found, lease),
     )
-    return apply_retention(secondary, verdicts, dry_run=dry_run)
+    guard = _unchanged(state, sites, runbook, secondary)
+    return apply_retention(secondary, verdicts, dry_run=dry_run, guard=guard)
+
+
+def _unchanged(
+    planned: SiteState, sites: Mapping[str, Store | None], runbook: str, store: Store
+) -> Callable[[], None]:
+    """The guard before each deletion of a plan made under `planned`: `RolesFlipped` when the
+    site state moved since (a fence: the store may be the active site's now)."""
+
+    def check() -> None:
+        now = read_site_state(sites, runbook=runbook)
+        if (now.epoch, now.active) != (planned.epoch, planned.active):
+            raise RolesFlipped(
+                f"retention on {store.uri} stops: the site state changed since it was planned "
+                f"({planned.describe()}; now {now.describe()}); nothing more is deleted"
+            )
+
+    return check

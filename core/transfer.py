@@ -18,6 +18,17 @@
             last, in commit order, and only when every data object verified: a half-copied checkpoint is
             never complete on the destination.
 
+Writes are conditional on the destination as planned (create-only where it held nothing,
+if-match on the version listed where it held another object), on stores that honour
+preconditions: a copy planned before another writer (a failover's resumed job on its new
+active site) wrote there never lands over it; the object is reported failed instead.
+`before_commit()` runs before the first write (unmark or data) and again before the
+markers, and raises to stop (replication re-checks the site state there). Markers are
+always written by a conditional PUT. A server-side copy (data only) cannot carry a
+precondition (`Store.server_copy` has none): the one unconditional write, whose window is
+one checkpoint's data phase; the check before the markers then stops the copy, so no marker
+of the old lineage lands, and certification rejects a shard written over by CRC32C.
+
 Every object is checked against the source's CRC32C twice: over the bytes we read (a flipped
 byte between source and us fails the stream before the destination commits it) and by the
 destination, which receives that CRC32C with the bytes and verifies it (S3 BadDigest) or
@@ -192,6 +203,7 @@ def copy_prefix(
     trust_committed: bool = True,
     sources: Iterable[ObjectInfo] | None = None,
     present: Iterable[ObjectInfo] | None = None,
+    before_commit: Callable[[], None] | None = None,
 ) -> TransferReport:
     """Copy every object under `src_prefix/` of `src` to `dst_prefix/` of `dst`.
 
@@ -208,7 +220,8 @@ def copy_prefix(
 
     `sources` / `present`: the source's objects under `src_prefix/` and the destination's
     under `dst_prefix/`, listed already (not listed again). `report.destination` is the
-    destination's listing as the copy left it."""
+    destination's listing as the copy left it. `before_commit`: see the module docstring;
+    what it raises propagates (nothing more is written)."""
     retry = retry or RetryPolicy()
     report = TransferReport(src=_uri(src, src_prefix), dst=_uri(dst, dst_prefix))
     lock = threading.Lock()
@@ -232,6 +245,18 @@ def copy_prefix(
         present = retry.call(lambda: list(dst.list(dst_base)), count_retry)
     present = {info.key[len(dst_base) :]: info for info in present}
     report.destination = dict(present)
+    conditional = dst.capabilities.conditional_writes
+    # rel -> the precondition its write carries: what the destination held when planned
+    conditions: dict[str, dict] = {}
+
+    def condition(rel: str) -> dict:
+        if not conditional:
+            return {}
+        if rel not in conditions:
+            have = present.get(rel)
+            conditions[rel] = {"if_match": have.version} if have is not None else {"if_none_match": True}
+        return conditions[rel]
+
     report.source_written = max((i.updated for i in sources), default=None)
     if trust_committed and _committed_replica(src, dst, src_base, sources, present, markers, retry):
         report.skipped = sorted(i.key[len(src_base) :] for i in sources)
@@ -291,17 +316,21 @@ def copy_prefix(
             progress.planned(len(moving), sum(i.src.size for i in [*data, *commit]))
 
         # 2. unmark: an existing marker must not vouch for data about to change
-        if data:
-            unmark = [r for r in present if _basename(r) in markers]
-            for rel in sorted(unmark, key=lambda r: commit_order(r, markers), reverse=True):
-                report.destination.pop(rel)  # unknown until the delete answers
-                retry.call(lambda rel=rel: dst.delete(join(dst_prefix, rel)), count_retry)
+        unmark = [r for r in present if _basename(r) in markers] if data else []
+        if data and before_commit is not None:  # planning took a while: check before writing
+            before_commit()
+        for rel in sorted(unmark, key=lambda r: commit_order(r, markers), reverse=True):
+            report.destination.pop(rel)  # unknown until the delete answers
+            retry.call(lambda rel=rel: dst.delete(join(dst_prefix, rel)), count_retry)
+            conditions[rel] = {"if_none_match": True} if conditional else {}
 
         # 3. data, in parallel
-        def copy_one(item: _Item) -> None:
+        def copy_one(item: _Item, marker: bool = False) -> None:
+            cond = condition(item.rel)
+            direct = server_side and not (marker and cond)  # a marker's precondition needs a PUT
             try:
                 how, info = retry.call(
-                    lambda: _copy_object(src, dst, item, join(dst_prefix, item.rel), server_side, progress),
+                    lambda: _copy_object(src, dst, item, join(dst_prefix, item.rel), direct, progress, cond),
                     count_retry,
                 )
             except RefusedKey as e:
@@ -323,9 +352,11 @@ def copy_prefix(
         list(pool.map(copy_one, data))
 
     # 4. commit markers, deepest first, only over a complete copy
+    if not report.failed and commit and before_commit is not None:
+        before_commit()
     if not report.failed:
         for item in commit:
-            copy_one(item)
+            copy_one(item, marker=True)
             if report.failed:
                 break
             report.markers.append(item.rel)
@@ -350,9 +381,12 @@ def _copy_object(
     dst_key: str,
     server_side: bool,
     progress: Progress | None,
+    cond: dict | None = None,
 ) -> tuple[str, ObjectInfo]:
     """One attempt at one object; raises ChecksumMismatch / ProviderUnavailable to retry.
-    Returns how it went ("server" or "stream") and what landed.
+    Returns how it went ("server" or "stream") and what landed. A streamed write carries
+    `cond` (its precondition: `if_none_match` / `if_match`); a landed object that fails its
+    check is deleted, so a retry of it is create-only (`cond` is updated in place).
 
     A server-side copy never passes bytes through us; without a source CRC32C it rests on
     the provider's own copy (S3 keeps the source's checksum, GCS rewrite its crc32c)."""
@@ -381,12 +415,18 @@ def _copy_object(
                         f"{item.src.key}: CRC32C of the bytes read is {crc:08x}, "
                         f"source has {item.expected_crc:08x}"
                     )
-                info = dst.put(dst_key, body, crc32c=crc)
+                info = dst.put(dst_key, body, crc32c=crc, **(cond or {}))
         else:
             # Larger objects: the store hashes each byte once as it fills its request bodies,
             # and refuses to commit unless the whole equals the source's CRC32C.
-            info = dst.put(dst_key, chunks, crc32c=item.expected_crc, size=item.src.size)
-        _check_landed(dst, dst_key, info, item, item.expected_crc)
+            info = dst.put(dst_key, chunks, crc32c=item.expected_crc, size=item.src.size, **(cond or {}))
+        try:
+            _check_landed(dst, dst_key, info, item, item.expected_crc)
+        except ChecksumMismatch:
+            if cond:  # deleted: the object is ours to write again, create-only
+                cond.clear()
+                cond["if_none_match"] = True
+            raise
     except BaseException:
         if progress and seen.size:
             progress.advance(-seen.size)  # this attempt's bytes are discarded

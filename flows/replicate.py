@@ -22,15 +22,17 @@ from lifeboat_dr.core.replication.direction import (
 )
 from lifeboat_dr.core.replication.lag import LAG_EVENT, LagLog, default_lag_log
 from lifeboat_dr.core.retention import retention_for
-from lifeboat_dr.flows.wiring import open_sites, replication_settings
+from lifeboat_dr.flows.wiring import open_sites, open_witness, replication_settings
 from lifeboat_dr.kernel.errors import ProviderUnavailable
 from lifeboat_dr.providers.orchestrator.prefect_api import emit as emit_event
 from lifeboat_dr.runbooks.loader import load_runbook
 
 
 @task(cache_policy=NO_CACHE)
-def find_direction(settings: ReplicationSettings, primary, secondary, dry_run: bool) -> Direction:
-    return direction(settings.runbook, primary, secondary, dry_run=dry_run)
+def find_direction(
+    settings: ReplicationSettings, primary, secondary, dry_run: bool, witness=None
+) -> Direction:
+    return direction(settings.runbook, primary, secondary, dry_run=dry_run, witness=witness)
 
 
 @task(cache_policy=NO_CACHE)
@@ -80,6 +82,7 @@ def trim_standby(
         protect=protect,
         dry_run=dry_run,
         secondary_found=standby_found,
+        sites=way.sites,
     )
 
 
@@ -106,8 +109,8 @@ def replicate(
     rb = load_runbook(runbook)
     settings = replication_settings(rb)
     primary, secondary = open_sites(rb)
-    way = find_direction(settings, primary, secondary, dry_run)
-    guard = way.guard(rb.name, {"primary": primary, "secondary": secondary})
+    way = find_direction(settings, primary, secondary, dry_run, open_witness(rb))
+    guard = way.guard(rb.name)
     print(f"{way.state.describe()}: replicating {way.source.uri} -> {way.destination.uri}")
     summary: dict = {
         "runbook": rb.name,

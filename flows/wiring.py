@@ -48,7 +48,7 @@ def store_opener(rb: Runbook, *, deadline_s: float | None = None) -> Callable[[s
     """Any store URI -> its Store. A URI in a site's bucket (the checkpoints, prestaged
     weights, the loss log) gets that site's `endpoint_url` (R2, MinIO); others get none.
     `deadline_s` bounds each call on an unanswering store (default: `LIFEBOAT_STORE_DEADLINE`)."""
-    sites = [rb.secondary, rb.primary]
+    sites = [rb.secondary, rb.primary, *([rb.witness] if rb.witness is not None else [])]
 
     def bucket(uri: str) -> tuple[str, str]:
         parsed = urlparse(uri)
@@ -73,12 +73,19 @@ def open_sites(rb: Runbook) -> tuple[Store, Store]:
     return open_site(rb, rb.primary), open_site(rb, rb.secondary)
 
 
+def open_witness(rb: Runbook) -> Store | None:
+    """The runbook's witness store (site state only), or None when it names none."""
+    return store_opener(rb)(rb.witness.store) if rb.witness is not None else None
+
+
 def certify_runbook(rb: Runbook, *, at: datetime | None = None, deep: bool = False):
     """Certify the runbook's secondary store against its primary."""
     from lifeboat_dr.core.certify import certify_replica
+    from lifeboat_dr.core.sitestate import site_stores
 
     source, replica = open_sites(rb)
-    return certify_replica(replica, source, layout=rb.checkpoint.layout, at=at, deep=deep)
+    sites = site_stores(source, replica, open_witness(rb))
+    return certify_replica(replica, source, layout=rb.checkpoint.layout, at=at, deep=deep, sites=sites)
 
 
 def read_text(rb: Runbook, where: str, opener: Callable[[str], Store] | None = None) -> str:
@@ -145,6 +152,7 @@ def providers_for(rb: Runbook, *, registry: Registry | None = None) -> Providers
         compute_for(rb),
         registry or registry_for(rb),
         opener,
+        witness=opener(rb.witness.store) if rb.witness is not None else None,
     )
 
 
@@ -382,6 +390,7 @@ def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
         prestage=prestage,
         loss_log=(lambda: read_text(rb, loss_log, providers.open_store)) if loss_log else None,
         primary_cluster=rb.primary.cluster,
+        runbook=rb.name,
     )
 
 
@@ -495,7 +504,9 @@ def build_failback_steps(
     spec = dataclasses.replace(spec_for(view, providers), primary_cluster=None, activates="primary")
 
     def catch_up():  # real roles: the view's secondary is the runbook's primary
-        return replicate_by_site_state(settings, providers.secondary, providers.primary)
+        return replicate_by_site_state(
+            settings, providers.secondary, providers.primary, witness=providers.witness
+        )
 
     return FailbackSteps(
         spec,
@@ -504,7 +515,9 @@ def build_failback_steps(
         cluster=failback_cluster(rb) + (f"-drill-{drill}" if drill else ""),
         standby_cluster=cluster_name(rb, drill),
         catch_up=catch_up,
-        hand_back=lambda: hand_back(settings, providers.secondary, providers.primary),
+        hand_back=lambda: hand_back(
+            settings, providers.secondary, providers.primary, witness=providers.witness
+        ),
         stop_timeout_s=max(2 * rb.checkpoint.cadence.total_seconds(), 10.0),
     )
 

@@ -47,3 +47,11 @@ class WriteFailed(LifeboatError):
 
 class ChecksumMismatch(LifeboatError):
     """Bytes differ from the CRC32C they must have; the object was not accepted (retryable)."""
+
+
+class SiteStateUnknown(ProviderUnavailable):
+    """A store that holds the site state did not answer, so the view is not conclusive:
+    nothing was written or deleted. Retryable: the command exits 75 (EX_TEMPFAIL), and the
+    next run (or the flow's retry) reads the site state again."""
+
+    exit_code = 75

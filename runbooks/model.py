@@ -162,6 +162,26 @@ class Site(_Strict):
         return self
 
 
+class Witness(_Strict):
+    """A third store that holds only the site state (`_lifeboat/lease.json`), in a third
+    failure domain. With one, every fence must reach a majority of the three stores and the
+    site state is known when a majority answers: a failback can fence, and replication and
+    certification can read the site state, while the secondary's store is down."""
+
+    store: StoreUri = Field(
+        description="The witness store URI: s3://bucket/prefix, gs://bucket/prefix or file:///path."
+    )
+    endpoint_url: str | None = Field(
+        None, description="S3-compatible endpoint (Cloudflare R2, MinIO); only for s3:// stores."
+    )
+
+    @model_validator(mode="after")
+    def _endpoint_only_for_s3(self) -> Self:
+        if self.endpoint_url and not self.store.startswith("s3://"):
+            raise ValueError("endpoint_url: applies to s3:// stores only")
+        return self
+
+
 class SecondarySite(Site):
     candidates: list[Candidate] = Field(
         description="Ordered fallback list of where to provision; the first with capacity wins."
@@ -610,6 +630,11 @@ class Runbook(_Strict):
     targets: Targets = Field(default_factory=Targets, description="Override the workload's default RPO/RTO.")
     primary: Site = Field(description="Where the job normally runs.")
     secondary: SecondarySite = Field(description="Where it fails over to.")
+    witness: Witness | None = Field(
+        None,
+        description="A third site-state store: fences then need a majority of the three, and the site "
+        "state stays readable while the secondary's store is down.",
+    )
     job: Job
     checkpoint: Checkpoint
     prestage: Prestage = Field(default_factory=Prestage)
@@ -635,6 +660,11 @@ class Runbook(_Strict):
     def _cross_field(self) -> Self:
         if self.primary.store.rstrip("/") == self.secondary.store.rstrip("/"):
             raise ValueError("secondary.store: same as primary.store; a replica must live elsewhere")
+        if self.witness is not None and self.witness.store.rstrip("/") in {
+            self.primary.store.rstrip("/"),
+            self.secondary.store.rstrip("/"),
+        }:
+            raise ValueError("witness.store: same as a site's store; a witness must live in a third place")
         if self.secondary.infra == "local" and not self.job.command:
             raise ValueError(
                 "job.command: the local provider (secondary.infra: local) runs job.command, which is missing"

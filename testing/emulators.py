@@ -1,5 +1,5 @@
 """Real protocol peers on loopback for tests and benchmarks: moto S3, the GCS emulator, and a
-throttling proxy. Nothing here runs at import; each helper starts a server and stops it.
+fault proxy (503s, resets, dropped replies, delays). Nothing here runs at import; each helper starts a server and stops it.
 """
 
 from __future__ import annotations
@@ -7,11 +7,14 @@ from __future__ import annotations
 import http.client
 import os
 import random
+import socket
+import struct
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _AWS_ENV = {
@@ -80,13 +83,30 @@ def new_gcs_bucket(endpoint_url: str, name: str | None = None) -> str:
     return name
 
 
+@dataclass
+class Fault:
+    """One injected fault: what a matching request gets instead of a faithful answer."""
+
+    action: str  # "503" (SlowDown), "reset" (connection reset before the server sees it),
+    # "drop_reply" (forwarded, the server does the work, then the connection is reset: the
+    # client never learns it landed), "delay" (`seconds`, then forwarded)
+    match: str = ""  # a substring of "METHOD /path?query"; "" matches every request
+    times: int | None = 1  # how many matching requests it hits; None: every one
+    seconds: float = 0.0  # for "delay"
+    hit: int = 0  # matching requests it has hit so far
+
+
 class ThrottlingProxy:
-    """A loopback HTTP proxy in front of a real server that answers the next `fail` requests
-    with `status` (503 SlowDown by default, as S3 does under load), then forwards faithfully;
-    `rate` throttles that fraction of the others at random; `late = (text, seconds)` answers
-    the requests whose request line contains `text` that late, after the server has done
-    the work (a server still busy, as S3 assembling a large object). `seen` counts the
-    requests it received, `throttled` those it refused."""
+    """A loopback HTTP proxy in front of a real server (the fault proxy of the partial-failure
+    tests). It answers the next `fail` requests with `status` (503 SlowDown by default, as S3
+    does under load), then forwards faithfully; `rate` throttles that fraction of the others
+    at random; `late = (text, seconds)` answers the requests whose request line contains
+    `text` that late, after the server has done the work (a server still busy, as S3
+    assembling a large object). `inject(...)` adds a `Fault` for the requests it matches:
+    503, a reset connection, a dropped reply after the write landed, or a delay. `seen`
+    counts the requests it received, `throttled` those it refused, `log` their request lines."""
+
+    ACTIONS = ("503", "reset", "drop_reply", "delay")
 
     def __init__(self, upstream: str, seed: int = 0):
         self.upstream = upstream.removeprefix("http://")
@@ -94,8 +114,10 @@ class ThrottlingProxy:
         self.rate = 0.0  # also throttle this fraction of requests at random (seeded)
         self.status = 503
         self.late: tuple[str, float] | None = None
+        self.faults: list[Fault] = []
         self.seen = 0
         self.throttled = 0
+        self.log: list[str] = []
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         proxy = self
@@ -106,34 +128,52 @@ class ThrottlingProxy:
             def log_message(self, *args):
                 pass
 
+            def _reset(self):
+                """Close with a TCP reset: the client sees "connection reset by peer"."""
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.close_connection = True
+
+            def _refuse(self):
+                code = "SlowDown" if proxy.status == 503 else "TooManyRequests"
+                msg = (
+                    f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code>"
+                    "<Message>Please reduce your request rate.</Message></Error>"
+                ).encode()
+                self.send_response(proxy.status)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(msg)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(msg)
+
             def _handle(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                line = f"{self.command} {self.path}"
                 with proxy._lock:
                     proxy.seen += 1
-                    throttle = proxy.fail > 0 or proxy._random.random() < proxy.rate
-                    if proxy.fail > 0:
+                    proxy.log.append(line)
+                    fault = proxy._fault_for(line)
+                    throttle = fault is None and (proxy.fail > 0 or proxy._random.random() < proxy.rate)
+                    if throttle and proxy.fail > 0:
                         proxy.fail -= 1
-                    proxy.throttled += throttle
-                if throttle:
-                    code = "SlowDown" if proxy.status == 503 else "TooManyRequests"
-                    msg = (
-                        f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code>"
-                        "<Message>Please reduce your request rate.</Message></Error>"
-                    ).encode()
-                    self.send_response(proxy.status)
-                    self.send_header("Content-Type", "application/xml")
-                    self.send_header("Content-Length", str(len(msg)))
-                    self.end_headers()
-                    if self.command != "HEAD":
-                        self.wfile.write(msg)
-                    return
+                    proxy.throttled += throttle or (fault is not None and fault.action == "503")
+                action = fault.action if fault else ("503" if throttle else None)
+                if action == "503":
+                    return self._refuse()
+                if action == "reset":
+                    return self._reset()
+                if action == "delay":
+                    time.sleep(fault.seconds)
                 conn = http.client.HTTPConnection(proxy.upstream, timeout=30)
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
-                if proxy.late and proxy.late[0] in f"{self.command} {self.path}":
+                conn.close()
+                if action == "drop_reply":
+                    return self._reset()
+                if proxy.late and proxy.late[0] in line:
                     time.sleep(proxy.late[1])
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
@@ -145,13 +185,34 @@ class ThrottlingProxy:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
-                conn.close()
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def inject(self, action: str, match: str = "", *, times: int | None = 1, seconds: float = 0.0) -> Fault:
+        """Hit the next `times` requests whose request line contains `match` (None: all of
+        them, until `clear`) with `action`; returns the fault (its `hit` counts them)."""
+        if action not in self.ACTIONS:
+            raise ValueError(f"fault action {action!r}: one of {', '.join(self.ACTIONS)}")
+        fault = Fault(action, match, times, seconds)
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear(self) -> None:
+        """Forward every request faithfully from now on (the injected faults are dropped)."""
+        with self._lock:
+            self.faults.clear()
+
+    def _fault_for(self, line: str) -> Fault | None:
+        for fault in self.faults:
+            if fault.match in line and (fault.times is None or fault.hit < fault.times):
+                fault.hit += 1
+                return fault
+        return None
 
     def __enter__(self) -> ThrottlingProxy:
         self._thread.start()

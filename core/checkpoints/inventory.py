@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from lifeboat_dr.core.checkpoints.layouts import Discovery, discover
 from lifeboat_dr.core.checkpoints.protocols import incomplete_reason
 from lifeboat_dr.core.fencing import COMMIT_MARKER, Lease
-from lifeboat_dr.core.sitestate import lineage_problem, read_marker, read_site_state
+from lifeboat_dr.core.sitestate import lineage_problem, read_marker, read_site_state, site_stores
 from lifeboat_dr.providers.storage.base import Store
 
 
@@ -59,12 +59,14 @@ def foreign_checkpoints(
     layout: str = "auto",
     found: Discovery | None = None,
     lease: Lease | None | object = _READ,
+    sites=None,
 ) -> dict[str, str]:
-    """Checkpoints in `store` that are not of the active lineage (the site state read from
-    `store` and `other`, unless its `lease` is given): prefix -> why. Empty when the job
-    was never fenced. `found`: the discovery of `store` already taken."""
+    """Checkpoints in `store` that are not of the active lineage (the site state's `lease`;
+    by default read from `sites`, the stores by role, or with `store` the secondary's and
+    `other` the primary's): prefix -> why. Empty when the job was never fenced. `found`:
+    the discovery of `store` already taken."""
     if lease is _READ:
-        lease = read_site_state({"store": store, "other": other}).lease
+        lease = read_site_state(sites if sites is not None else site_stores(other, store)).lease
     if lease is None:
         return {}
     out = {}

@@ -57,11 +57,11 @@ class FailbackSteps(ProviderSteps):
         self.standby_logs = ""
         self.rerun = False  # this run's fence already landed (a re-run after a crash)
 
-    def site_state(self):
-        from lifeboat_dr.core.sitestate import read_site_state
+    def sites(self):
+        from lifeboat_dr.core.sitestate import site_stores
 
         # real roles: the swapped view's secondary store is the runbook's primary
-        return read_site_state({"primary": self.p.secondary, "secondary": self.p.primary})
+        return site_stores(self.p.secondary, self.p.primary, self.p.witness)
 
     def catch_up(self) -> str:
         way, report = self.catch_up_once()

@@ -12,7 +12,8 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from functools import cached_property
 
 from lifeboat_dr.core.certify import CertifyReport, certify_replica
 from lifeboat_dr.core.detection.quorum import OutageState, QuorumPolicy, decide
@@ -38,6 +39,7 @@ class Providers:
     compute: Compute
     registry: Registry
     open_store: Callable[[str], Store]  # any store URI -> its Store, with its site's endpoint
+    witness: Store | None = None  # the runbook's third site-state store, if it names one
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class StepSpec:
     loss_log: Callable[[], str] | None = None  # the pre-failure loss log's text
     primary_cluster: str | None = None  # the primary job's cluster, stopped when fencing
     activates: str = "secondary"  # the site the fence makes active (a failback: "primary")
+    runbook: str = ""  # the runbook's name: the site state it reads and fences must be its own
 
 
 class ProviderSteps:
@@ -84,11 +87,18 @@ class ProviderSteps:
         self.expected_epoch: int | None = None  # read by confirm()
         self.epoch: int | None = None  # the epoch the fence took; the resumed job writes under it
 
+    def sites(self) -> dict[str, Store | None]:
+        """The stores that hold the site state, by their real roles."""
+        from lifeboat_dr.core.sitestate import site_stores
+
+        return site_stores(self.p.primary, self.p.secondary, self.p.witness)
+
     def site_state(self):
-        """The site state, newest of both stores (`lifeboat_dr.core.sitestate`)."""
+        """The site state, newest of the stores (`lifeboat_dr.core.sitestate`); a view that is
+        not conclusive is `SiteStateUnknown` (retryable), another runbook's is `StopFailover`."""
         from lifeboat_dr.core.sitestate import read_site_state
 
-        return read_site_state({"primary": self.p.primary, "secondary": self.p.secondary})
+        return read_site_state(self.sites(), runbook=self.spec.runbook)
 
     def confirm(self) -> Confirmation:
         # The epoch seen at confirmation: if another failover fences first, ours stops
@@ -139,6 +149,8 @@ class ProviderSteps:
                 holder=f"lifeboat:{self.cluster}",
                 expect_epoch=self.expected_epoch,
                 active=self.spec.activates,
+                runbook=self.spec.runbook,
+                witness=self.p.witness,
             )
         except StopFailover as e:  # another run moved the lease first: it has the job
             raise StandDown(str(e)) from None
@@ -153,14 +165,31 @@ class ProviderSteps:
                 stopped = False  # unreachable: the lease keeps it from committing
         return Fenced(lease.epoch, stores, stopped)
 
+    @cached_property
+    def clocks(self):
+        """The secondary store's clock against ours, read once per run (None: unreadable)."""
+        from lifeboat_dr.core.clocks import store_time
+
+        try:
+            return store_time(self.p.secondary, self.clock)
+        except LifeboatError:
+            return None
+
     def certify(self, older_than: int | None = None) -> CertifyReport:
+        # RPO by the stores' clocks: the reference time is taken onto the secondary store's
+        # clock for certification, and the write time brought back onto ours for the ledger.
+        reading = self.clocks
+        skew = reading.skew if reading is not None else timedelta(0)
         report = certify_replica(
             self.p.secondary,
             self.p.primary,
             layout=self.spec.layout,
-            at=self.outage_started_at or self.clock(),
+            at=(self.outage_started_at or self.clock()) + skew,
             older_than=older_than,
+            sites=self.sites(),
         )
+        clocks = reading.describe() if reading is not None else f"{self.p.secondary.uri}: clock not readable"
+        report = dataclasses.replace(report, at=report.at - skew, clocks=clocks)
         if report.certified is None:
             rejected = "; ".join(f"step {r.step}: {r.reason} — {r.detail}" for r in report.rejected)
             older = f" older than step {older_than}" if older_than is not None else ""
@@ -168,7 +197,9 @@ class ProviderSteps:
             raise StopFailover(f"no certified checkpoint{older} on {self.p.secondary.uri}{why}")
         c = report.certified
         uri = c.uri if "://" in c.uri else f"{self.p.secondary.uri.rstrip('/')}/{c.uri.strip('/')}"
-        return dataclasses.replace(report, certified=dataclasses.replace(c, uri=uri))
+        return dataclasses.replace(
+            report, certified=dataclasses.replace(c, uri=uri, written_at=c.written_at - skew)
+        )
 
     def plan(self) -> tuple[PlanOption, ...]:
         ranked = self.p.compute.plan(list(self.spec.candidates), blocked=list(self.spec.blocked))

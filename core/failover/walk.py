@@ -153,6 +153,8 @@ class _Walk:
             led.checkpoint(v.certified.uri, v.certified.written_at)
             rejected = [f"step {r.step}: {r.reason} — {r.detail}" for r in v.rejected]
             led.note("certification", "; ".join([f"mode {v.mode}", *rejected]))
+            if v.clocks:
+                led.note("clocks", v.clocks)
         elif name == "plan":
             if v and v[0].price_source:
                 led.note("plan prices", v[0].price_source)

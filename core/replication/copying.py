@@ -4,8 +4,13 @@
 missing or differs, markers last), writes a CRC32C receipt beside each replica on a store
 whose listings carry no checksum, copies the root pointer files last (never ahead of the
 data they name) and then any other root file asked for (the pre-failure loss log). It
-measures each newly completed replica's lag (core/replication/lag.py). Which way it copies,
-and what, is core/replication/direction.py's.
+measures each newly completed replica's lag (core/replication/lag.py). Which way it copies, and what, is core/replication/direction.py's.
+
+A copy planned before a fence must not land after it: the guard (the site state read again)
+runs before each checkpoint's first write, before its commit markers and before the root
+pointers, and every write is conditional on what the copy planned against
+(core/transfer.py; a pointer create-only or if-match on the version read). A guard that
+stops the copy (`RolesFlipped`, `SiteStateUnknown`) stops the whole pass.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from lifeboat_dr.core.transfer import (
     TransferReport,
     copy_prefix,
 )
-from lifeboat_dr.kernel.errors import LifeboatError, NotFound
+from lifeboat_dr.kernel.errors import LifeboatError, NotFound, SiteStateUnknown, StopFailover
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
 
@@ -77,8 +82,10 @@ def replicate_checkpoints(
     and with a not-complete lag record. `progress(checkpoint)` may return a Progress.
     `trust_committed=False` compares every object of already-committed replicas again.
     `also`: keys copied after the checkpoints and pointers (the pre-failure loss log).
-    `guard()` runs before each checkpoint and raises (`RolesFlipped`) to stop the copy when
-    the source is no longer the active site (`Direction.guard`).
+    `guard()` runs before each checkpoint's first write and before its markers (a replica
+    already up to date costs none), and before the root pointers; it raises (`RolesFlipped`,
+    `SiteStateUnknown`) to stop the pass when the source is no longer the active site or the
+    site state is unknown (`Direction.guard`).
     `source_found` / `destination_found`: discoveries of the primary / secondary taken for
     this run; each copy starts from their listings (no listing of its own), and
     `report.destination_found` is the secondary as the run left it."""
@@ -86,8 +93,6 @@ def replicate_checkpoints(
     checkpoints = list(checkpoints)
     left: dict[str, dict[str, ObjectInfo] | None] = {}  # directory -> as the copy left it (None: unknown)
     for ckpt in sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True):
-        if guard is not None:
-            guard()
         name, nested = ckpt.prefix.strip("/"), "/" in ckpt.prefix.strip("/")
         left[name.split("/")[0]] = None
         try:
@@ -103,7 +108,10 @@ def replicate_checkpoints(
                 trust_committed=trust_committed,
                 sources=_listed(primary, source_found, name),
                 present=_listed(secondary, destination_found, name),
+                before_commit=guard,
             )
+        except (StopFailover, SiteStateUnknown):
+            raise  # the site state moved or is unknown: nothing more is written
         except TransferIncomplete as e:
             if not nested:
                 left[name] = e.report.destination
@@ -132,7 +140,7 @@ def replicate_checkpoints(
     pointers: dict[str, ObjectInfo] = {}
     if not dry_run:
         done = {c.step: c.prefix for c in checkpoints if c.prefix not in report.failed}
-        pointers = _copy_pointers(primary, secondary, done, report)
+        pointers = _copy_pointers(primary, secondary, done, report, guard)
         for key in also:
             _copy_file(primary, secondary, key, report)
     if destination_found is not None:
@@ -169,19 +177,24 @@ def _copy_file(primary: Store, secondary: Store, key: str, report: ReplicationRe
 
 
 def _copy_pointers(
-    primary: Store, secondary: Store, done: dict[int, str], report: ReplicationReport
+    primary: Store,
+    secondary: Store,
+    done: dict[int, str],
+    report: ReplicationReport,
+    guard: Callable[[], None] | None = None,
 ) -> dict[str, ObjectInfo]:
     """Copy the root pointer files (`latest`, `latest_checkpointed_iteration.txt`) last, and
     only one whose step is complete on the secondary now (replicated or already there): a
     pointer is the DeepSpeed / Megatron commit point, so it never runs ahead of its data.
     When the step it names could not be replicated, the secondary's pointer names the newest
-    older step that was (in the same form: a directory tag or an iteration number).
-    Returns the pointers written, as they landed."""
+    older step that was (in the same form: a directory tag or an iteration number). Each is
+    written after `guard()`, conditionally on the version read (create-only where there was
+    none). Returns the pointers written, as they landed."""
     written = {}
     for name in POINTERS:
         try:
             text = b"".join(primary.read(name))
-            current = _read_or_none(secondary, name)
+            current, version = _read_versioned(secondary, name)
         except NotFound:
             continue
         except LifeboatError as e:
@@ -200,8 +213,13 @@ def _copy_pointers(
         elif step is None:
             continue
         if current != text:
+            if guard is not None:
+                guard()
+            cond = {}
+            if secondary.capabilities.conditional_writes:
+                cond = {"if_match": version} if version is not None else {"if_none_match": True}
             try:
-                written[name] = secondary.put(name, text)
+                written[name] = secondary.put(name, text, **cond)
             except LifeboatError as e:
                 report.failed[name] = f"{type(e).__name__}: {e}"
                 continue
@@ -209,11 +227,18 @@ def _copy_pointers(
     return written
 
 
-def _read_or_none(store: Store, key: str) -> bytes | None:
-    try:
-        return b"".join(store.read(key))
-    except NotFound:
-        return None
+def _read_versioned(store: Store, key: str) -> tuple[bytes | None, str | None]:
+    """An object's bytes and the version they are (re-read when it changed in between);
+    (None, None) when there is none."""
+    for _ in range(5):
+        try:
+            version = store.head(key).version
+            data = b"".join(store.read(key))
+            if store.head(key).version == version:
+                return data, version
+        except NotFound:
+            return None, None
+    return data, None
 
 
 def _write_receipt(replica: Store, prefix: str, transfer: TransferReport) -> ObjectInfo | None:

@@ -54,7 +54,7 @@ def run(args) -> int:
         raise
     except LifeboatError as e:
         print(f"lifeboat certify: {e}", file=sys.stderr)
-        return 2
+        return getattr(e, "exit_code", 2)  # 75 when the site state is unknown: retry
     code = verdict(report, rb.rpo_target)
     if args.json:
         doc = report.to_dict() | {"rpo_target": rb.rpo_target.total_seconds(), "exit": code}

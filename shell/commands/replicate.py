@@ -21,7 +21,9 @@ def register(subparsers) -> None:
             "The site state decides the direction (primary to secondary until a failover, then back). "
             "Then delete what the runbook's retention drops on the standby (never the newest certified "
             "checkpoint, never for a fenced-out lineage). Exit 1 when a checkpoint failed to replicate "
-            "(a rerun resumes it); a source that is not the active site is refused in one line."
+            "(a rerun resumes it); a source that is not the active site is refused in one line; exit 75 "
+            "when the site state is unknown (a store that holds it did not answer): nothing is copied or "
+            "deleted, retry."
         ),
     )
     p.add_argument("runbook", metavar="RUNBOOK", help=RUNBOOK_HELP)
@@ -67,7 +69,7 @@ def run(args) -> int:
     from lifeboat_dr.core.replication.copying import replicate_checkpoints
     from lifeboat_dr.core.replication.direction import direction, sources_to_replicate
     from lifeboat_dr.core.replication.lag import LagLog, default_lag_log
-    from lifeboat_dr.flows.wiring import open_sites, replication_settings
+    from lifeboat_dr.flows.wiring import open_sites, open_witness, replication_settings
     from lifeboat_dr.kernel.errors import ConfigError
     from lifeboat_dr.runbooks.loader import load_runbook
 
@@ -76,11 +78,13 @@ def run(args) -> int:
     rb = load_runbook(args.runbook)
     settings = replication_settings(rb)
     primary, secondary = open_sites(rb)
-    way = direction(rb.name, primary, secondary, source=args.source, dry_run=args.dry_run)
+    way = direction(
+        rb.name, primary, secondary, source=args.source, dry_run=args.dry_run, witness=open_witness(rb)
+    )
     # What is loaded by now (modules, the runbook, the S3 client's model) lives until exit:
     # out of the collector's way, so a copy's many small requests do not rescan it.
     gc.freeze()
-    guard = way.guard(rb.name, {"primary": primary, "secondary": secondary})
+    guard = way.guard(rb.name)
     print(f"{way.state.describe()}: {way.source.uri} -> {way.destination.uri}")
     for uri in way.mirrored:
         print(
@@ -147,6 +151,7 @@ def _retention(settings, way, args, source_found, standby_found) -> None:
         dry_run=args.dry_run,
         primary_found=source_found,
         secondary_found=standby_found,
+        sites=way.sites,
     )
     verb = "would delete" if args.dry_run else "deleted"
     for v in result.verdicts:

@@ -12,7 +12,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "validate",
         help=COMMANDS["validate"],
-        description="Validate runbook YAML files. Exit 0 when all are valid, 1 otherwise. "
+        description="Validate runbook YAML files. Exit 0 when all are valid, 1 otherwise (also when two "
+        "of them keep checkpoints on overlapping stores: same bucket, one prefix inside the other). "
         "Also warns (without failing) when the control plane in this environment (PREFECT_API_URL, "
         "the ledger, the signal state) would go down with the runbook's primary site, and when the "
         "probes reach fewer independent targets than the quorum (a dark store would be one vote).",
@@ -29,8 +30,10 @@ def run(args) -> int:
         from lifeboat_dr.core.shared_fate import shared_fate_warnings
         from lifeboat_dr.providers.compute.skycheck import check_runbook
         from lifeboat_dr.runbooks.loader import RunbookInvalid
+        from lifeboat_dr.runbooks.overlap import overlapping_runbooks
 
     failed = False
+    valid = []
     for file in args.files:
         try:
             rb = check_runbook(file)
@@ -48,6 +51,10 @@ def run(args) -> int:
         ]
         for warning in warnings:
             print(f"{file}: warning: {warning}", file=sys.stderr)
+        valid.append((file, rb))
+    for line in overlapping_runbooks(valid):
+        failed = True
+        print(line, file=sys.stderr)
     return 1 if failed else 0
 
 

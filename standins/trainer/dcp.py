@@ -9,6 +9,9 @@ A checkpoint is one `torch.distributed.checkpoint` save of `step-N/`: the model 
 state from `get_state_dict` (Adam's moments included), the step, and every rank's RNG state.
 Each rank writes its `__<rank>_0.distcp`; rank 0 writes `.metadata` last, naming every storage
 file (DCP's own commit point: layout `dcp`, which `replicate` copies and `certify` certifies).
+Then rank 0 commits it through Lifeboat's guarded commit under `$LIFEBOAT_EPOCH`
+(`lifeboat_dr.core.commit`), as the numpy trainer does, and tells every rank: fenced out by a
+failover, all ranks stop at that checkpoint boundary and the job exits 75 with one line.
 
 Resume reads `.metadata` through `SafeReader`: DCP's own reader, with the file unpickled by
 the allow-list certification uses (core/checkpoints/safe_pickle.py), never `pickle.load`:
@@ -41,7 +44,9 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.nn.parallel import DistributedDataParallel
 
 from lifeboat_dr.core.checkpoints.safe_pickle import load_dcp_metadata
-from lifeboat_dr.kernel.errors import ConfigError, LifeboatError
+from lifeboat_dr.core.commit import FENCED_EXIT, commit_checkpoint, epoch_from_env
+from lifeboat_dr.kernel.errors import ConfigError, LifeboatError, StopFailover
+from lifeboat_dr.providers.storage.local import LocalStore
 from lifeboat_dr.standins.trainer.core import checkpoint_name, local_checkpoint_path, newest_committed
 from lifeboat_dr.standins.trainer.logs import RunLog
 from lifeboat_dr.standins.trainer.options import parse_trainer_args
@@ -98,6 +103,22 @@ def save_checkpoint(model, optimizer, step: int, ckpt_dir: Path) -> Path:
     return path
 
 
+def commit_save(ckpt_dir: Path, path: Path, step: int, epoch: int) -> None:
+    """Once every rank has saved `path`: rank 0 commits it (the guarded commit, under
+    `epoch`) and every rank learns the outcome. Raises `StopFailover` on every rank when a
+    failover fenced this job out (no marker was written)."""
+    dist.barrier()  # every rank's shard is written
+    refused, why = torch.zeros(1, dtype=torch.int32), ""
+    if dist.get_rank() == 0:
+        try:
+            commit_checkpoint(LocalStore(ckpt_dir), path.name, step, epoch)
+        except StopFailover as e:
+            refused[0], why = 1, str(e)
+    dist.broadcast(refused, 0)
+    if refused.item():
+        raise StopFailover(why or "rank 0's guarded commit was refused")
+
+
 def committed_checkpoint(uri: str) -> Path:
     """The checkpoint `uri` names, or the newest committed one under it (a checkpoint folder)."""
     path = local_checkpoint_path(uri)
@@ -144,7 +165,9 @@ def load_checkpoint(model, optimizer, path: Path) -> int:
 
 
 def train(args) -> int:
-    """Train to `args.steps` from scratch or `args.resume`; the step reached."""
+    """Train to `args.steps` from scratch or `args.resume`; the step reached. Each save is
+    committed under the epoch in $LIFEBOAT_EPOCH (0 under an audit: its folder is its own)."""
+    epoch = 0 if args.audit else epoch_from_env()
     model, optimizer, target = build(args.seed)
     step = load_checkpoint(model, optimizer, committed_checkpoint(args.resume)) if args.resume else 0
     ckpt_dir = Path(args.ckpt_dir)
@@ -159,7 +182,7 @@ def train(args) -> int:
             if log:
                 log.step(step, loss)
             if args.every and step % args.every == 0:
-                save_checkpoint(model, optimizer, step, ckpt_dir)
+                commit_save(ckpt_dir, save_checkpoint(model, optimizer, step, ckpt_dir), step, epoch)
             if args.step_seconds:
                 time.sleep(args.step_seconds)
     return step
@@ -195,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group("gloo")
     try:
         step = train(args)
+    except StopFailover as e:  # every rank stops; one says why
+        if dist.get_rank() == 0:
+            print(f"trainer: fenced out, exiting: {e}", file=sys.stderr, flush=True)
+        return FENCED_EXIT
     except LifeboatError as e:
         print(f"trainer: rank {dist.get_rank()}: {e}", file=sys.stderr)
         return 1

@@ -1,8 +1,9 @@
 """The demo trainers as jobs: how to start one, which layout it writes, what commits a step.
 
 `numpy` is `python -m lifeboat_dr.standins.trainer` (Lifeboat's manifest layout, no extra needed); `torch`
-is `torchrun --standalone --nproc-per-node 2 -m lifeboat_dr.standins.trainer.dcp` (DCP layout, the
-`torch` extra). Both take the same flags and print the same log lines, so the demo, the
+is torchrun (`lifeboat_dr.standins.trainer.torchrun`: a fenced-out job exits 75 quietly)
+`--standalone --nproc-per-node 2 -m lifeboat_dr.standins.trainer.dcp` (DCP layout, the `torch`
+extra). Both take the same flags and print the same log lines, so the demo, the
 sandbox and the process-kill drill run either. Nothing here imports torch.
 """
 
@@ -101,7 +102,7 @@ TRAINERS = {
         ".metadata",
         (
             "-m",
-            "torch.distributed.run",
+            "lifeboat_dr.standins.trainer.torchrun",
             "--standalone",
             "--nproc-per-node",
             "2",

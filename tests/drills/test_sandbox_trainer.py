@@ -14,7 +14,7 @@ def test_a_torch_sandbox_runs_torchrun_and_certifies_the_dcp_layout(tmp_path):
 
     assert rb.checkpoint.layout.value == "dcp"
     assert (
-        "-m torch.distributed.run --standalone --nproc-per-node 2 -m lifeboat_dr.standins.trainer.dcp"
+        "-m lifeboat_dr.standins.trainer.torchrun --standalone --nproc-per-node 2 -m lifeboat_dr.standins.trainer.dcp"
         in rb.job.command
     )
     assert "--ckpt-dir" not in rb.job.command  # the resume step's $LIFEBOAT_STORE: the site it runs on

@@ -104,27 +104,67 @@ def test_commit_that_landed_just_before_the_fence_counts_whatever_the_clocks_say
 def test_certification_judges_older_epochs_by_the_seal_not_the_clock(store):
     guarded_commit(store, "ckpt/step-100/COMMIT", 0, 100)
     lease = fence(store, run_id="run-a", holder="secondary", clock=lambda: T0)
-    counted = marker_body(0, 100, seq=1, active="primary", clock=lambda: T0 + timedelta(days=1))
-    lost = marker_body(0, 200, seq=2, active="primary", clock=lambda: T0 - timedelta(days=1))
+    counter = lease.seal(0).counter
+    counted = marker_body(0, 100, 1, "primary", lambda: T0 + timedelta(days=1), counter=counter)
+    lost = marker_body(0, 200, 2, "primary", lambda: T0 - timedelta(days=1), counter=counter)
     current = marker_body(1, 300, seq=1, active="secondary")
     assert [marker_is_fenced_out(m, lease) for m in (counted, lost, current)] == [False, True, False]
     assert marker_is_fenced_out(lost, None) is False
 
 
-def test_an_epoch_fenced_while_its_store_was_down_is_cut_by_the_fence_time(tmp_path):
+def test_a_commit_counted_on_another_lease_of_the_same_epoch_never_passes_for_a_sealed_one(tmp_path):
+    """The job commits on its node's disk and an uploader copies each checkpoint to the
+    primary's bucket; replication copies them on. Partitioned, the fence seals epoch 0 at the
+    highest commit the secondary holds (seq 3 on the disk's lease). A zombie commit counted on
+    the bucket's own lease (seq 1 there) must not pass for one of those three."""
+    from lifeboat_dr.kernel.errors import ProviderUnavailable
+
+    disk, bucket, secondary = (LocalStore(tmp_path / n) for n in ("disk", "bucket", "s"))
+    for step in (10, 20, 30):
+        guarded_commit(disk, f"step-{step}/lifeboat-commit.json", 0, step)
+        secondary.put(
+            f"step-{step}/lifeboat-commit.json", b"".join(disk.read(f"step-{step}/lifeboat-commit.json"))
+        )
+
+    class Down(LocalStore):
+        def head(self, key):
+            raise ProviderUnavailable("primary: connection refused")
+
+    lease, _ = fence_job(secondary, Down(tmp_path / "bucket"), run_id="run-a", holder="x")
+    assert (lease.seal(0).commits, lease.seal(0).basis) == (3, "replicated")
+    guarded_commit(bucket, "step-40/lifeboat-commit.json", 0, 40)  # seq 1, on the bucket's lease
+    zombie = b"".join(bucket.read("step-40/lifeboat-commit.json"))
+    replicated = b"".join(secondary.read("step-30/lifeboat-commit.json"))
+    assert [marker_is_fenced_out(m, lease) for m in (replicated, zombie)] == [False, True]
+
+
+def test_an_epoch_fenced_while_its_store_was_down_is_sealed_at_the_highest_commit_replicated(tmp_path):
     from lifeboat_dr.kernel.errors import ProviderUnavailable
 
     class Down(LocalStore):
         def head(self, key):
             raise ProviderUnavailable("primary: connection refused")
 
-    lease, _ = fence_job(
-        LocalStore(tmp_path / "s"), Down(tmp_path / "p"), run_id="run-a", holder="x", clock=lambda: T0
-    )
-    before = marker_body(0, 100, seq=7, active="primary", clock=lambda: T0 - timedelta(seconds=1))
-    zombie = marker_body(0, 200, seq=8, active="primary", clock=lambda: T0 + timedelta(seconds=1))
-    assert lease.seal(0).commits is None
-    assert [marker_is_fenced_out(m, lease) for m in (before, zombie)] == [False, True]
+    secondary = LocalStore(tmp_path / "s")
+    # steps 90 and 100 (commits 6 and 7) reached the secondary before the outage
+    for step, seq in ((90, 6), (100, 7)):
+        secondary.put(
+            f"ckpt/step-{step}/lifeboat-commit.json", marker_body(0, step, seq=seq, active="primary")
+        )
+    lease, _ = fence_job(secondary, Down(tmp_path / "p"), run_id="run-a", holder="x", clock=lambda: T0)
+    assert (lease.seal(0).commits, lease.seal(0).basis) == (7, "replicated")
+
+    late_clock = marker_body(0, 100, seq=7, active="primary", clock=lambda: T0 + timedelta(days=1))
+    zombie = marker_body(0, 200, seq=8, active="primary", clock=lambda: T0 - timedelta(days=1))
+    assert [marker_is_fenced_out(m, lease) for m in (late_clock, zombie)] == [False, True]
+
+
+def test_a_seal_cut_by_a_clock_before_seals_were_counted_proves_no_commit():
+    from lifeboat_dr.core.fencing import Lease, Seal
+
+    legacy = Lease(1, "x", "run-a", T0, "secondary", 0, (Seal(0, "primary", T0, None),))
+    early = marker_body(0, 100, seq=1, active="primary", clock=lambda: T0 - timedelta(days=1))
+    assert marker_is_fenced_out(early, legacy) is True
 
 
 def test_primary_store_unreachable_still_fences_the_secondary(tmp_path):

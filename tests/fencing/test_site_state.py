@@ -11,7 +11,7 @@ import pytest
 from lifeboat_dr.core.commit import FENCED_EXIT, commit_or_exit
 from lifeboat_dr.core.fencing import fence, fence_job, read_lease
 from lifeboat_dr.core.sitestate import read_site_state
-from lifeboat_dr.kernel.errors import ProviderUnavailable, StopFailover
+from lifeboat_dr.kernel.errors import ProviderUnavailable, SiteStateUnknown, StopFailover
 from lifeboat_dr.providers.storage.local import LocalStore
 
 
@@ -26,15 +26,17 @@ class Down:
         raise ProviderUnavailable(f"{self.uri}: connection refused")
 
 
-def test_site_state_answers_with_either_store_down_and_the_newest_epoch_wins(tmp_path):
+def test_site_state_answers_with_the_primary_down_and_the_newest_epoch_wins(tmp_path):
     primary, secondary = LocalStore(tmp_path / "p"), LocalStore(tmp_path / "s")
     assert read_site_state({"primary": primary, "secondary": secondary}).lineage == "primary@0"
     fence_job(secondary, Down(), run_id="failover-1", holder="dr")  # the primary missed it
     both = read_site_state({"primary": primary, "secondary": secondary})
     assert (both.lineage, both.stale) == ("secondary@1", ("primary",))
     assert read_site_state({"primary": Down(), "secondary": secondary}).lineage == "secondary@1"
-    assert read_site_state({"primary": primary, "secondary": None}).lineage == "primary@0"  # all it can know
-    with pytest.raises(ProviderUnavailable, match="no store answered"):
+    # without the secondary's store the view is unknown: the primary's may have missed the fence
+    with pytest.raises(SiteStateUnknown, match="cannot be opened"):
+        read_site_state({"primary": primary, "secondary": None})
+    with pytest.raises(SiteStateUnknown, match="file:///down.*file:///also-down.*did not answer"):
         read_site_state({"primary": Down(), "secondary": Down("file:///also-down")})
 
 

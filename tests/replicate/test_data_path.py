@@ -125,17 +125,18 @@ def test_lifeboat_replicate_lists_the_secondary_once_for_the_copy_certification_
     assert "keep step-000300 (step 300): among the newest 2 certifiable" in out
     assert "HeadObject" not in calls, calls
     # the secondary listed once, before the copy: each copy starts from it, and certification
-    # and retention read it as the copies left it; one listing of the ledger prefix; none for
-    # the receipts
-    assert calls["ListObjectsV2"] == 1 + 1, calls
+    # and retention read it as the copies left it; one listing of each ledger prefix (the
+    # objects' `_lifeboat/ledger/`, the mirror's `_lifeboat/chain/`); none for the receipts
+    assert calls["ListObjectsV2"] == 1 + 2, calls
     assert calls["PutObject"] == 2 * (3 + 1 + 1)
 
 
 def test_lifeboat_replicate_reads_the_site_state_in_one_request_per_store_per_check(
     s3_endpoint, make_store, write_checkpoint, tmp_path, monkeypatch, capsys
 ):
-    """The #13 check stays (before the copy, before each further checkpoint, before retention),
-    each a single GET of the lease per store: no HEAD, not re-read by every helper."""
+    """The #13 check stays (before the copy, before each checkpoint's first write and before
+    its markers (#27), before retention), each a single GET of the lease per store: no HEAD,
+    not re-read by every helper."""
     from lifeboat_dr.core.fencing import LEASE_KEY, fence_job
     from lifeboat_dr.providers.storage.s3 import S3Store
     from lifeboat_dr.shell.cli import main
@@ -169,8 +170,9 @@ def test_lifeboat_replicate_reads_the_site_state_in_one_request_per_store_per_ch
     assert dict(lease_calls) == {"GetObject": 1}, lease_calls
 
     # failed over: the local site is active, the S3 one the standby; the copy goes local -> S3
-    fence_job(local, remote, run_id="failover-1", holder="lifeboat:dr")
+    fence_job(local, remote, run_id="failover-1", holder="lifeboat:dr", runbook="local-to-s3")
     lease_calls.clear()
     assert main(["replicate", "rb.yaml"]) == 0, capsys.readouterr()
-    # direction, the second checkpoint's guard (the first trusts direction's read), retention
-    assert dict(lease_calls) == {"GetObject": 3}, lease_calls
+    # direction; each checkpoint's check before its data (the first trusts direction's read)
+    # and before its markers; retention
+    assert dict(lease_calls) == {"GetObject": 5}, lease_calls

@@ -63,7 +63,10 @@ def _rot_newest(source, secondary, layout, steps):
 
 
 def _dirs(store):
-    return sorted({i.key.split("/")[0] for i in store.list() if "/" in i.key})
+    """The checkpoint folders (the site state in `_lifeboat/` is not one)."""
+    return sorted(
+        {i.key.split("/")[0] for i in store.list() if "/" in i.key and not i.key.startswith("_lifeboat/")}
+    )
 
 
 @pytest.mark.parametrize("only", [True, False], ids=["retention-only", "replicate"])

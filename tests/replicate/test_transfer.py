@@ -53,7 +53,8 @@ def test_a_checkpoint_is_copied_whole_and_a_rerun_copies_nothing(
 def test_within_one_store_kind_the_copy_is_server_side(primary, secondary, faults, write_checkpoint):
     write_checkpoint(primary, CKPT, 100)
     report = copy_prefix(primary, secondary, CKPT, "replica/step-100")
-    assert report.copied == [] and len(report.server_copied) == 5
+    # the data server-side; the marker by a conditional PUT (a server copy carries no precondition)
+    assert report.copied == [MANIFEST_NAME] and len(report.server_copied) == 4
     for key in SHARDS:
         assert secondary.head(key.replace("run/", "replica/")).crc32c == primary.head(key).crc32c
 
@@ -350,5 +351,6 @@ def test_a_committed_replica_is_trusted_unless_asked_to_compare_every_object(
     assert trusted.bytes_copied == 0 and len(trusted.skipped) == 5  # certify's to find
 
     checked = copy_prefix(primary, secondary, CKPT, CKPT, trust_committed=False)
-    assert checked.server_copied == [MANIFEST_NAME, "shard-001.bin"]  # local to local: a file copy
+    assert checked.server_copied == ["shard-001.bin"]  # local to local: a file copy
+    assert checked.copied == [MANIFEST_NAME]  # the marker: a conditional PUT
     assert_replica_matches(primary, secondary)

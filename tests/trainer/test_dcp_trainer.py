@@ -49,16 +49,22 @@ def _ranks_alive(marker: str) -> list[str]:
     return [line for line in out.splitlines() if marker in line and not line.lstrip().startswith("Z")]
 
 
-def test_each_save_is_one_distcp_per_rank_committed_by_metadata(uninterrupted):
+def _files(step) -> list[str]:
+    """A checkpoint folder's files (LocalStore's checksum sidecars aside)."""
+    return sorted(p.name for p in step.iterdir() if not p.name.endswith(".crc32c"))
+
+
+def test_each_save_is_one_distcp_per_rank_committed_by_metadata_then_the_guarded_commit(uninterrupted):
     from lifeboat_dr.core.checkpoints.inventory import stored_checkpoints
     from lifeboat_dr.providers.storage.local import LocalStore
 
     ckpt, _ = uninterrupted
     step = ckpt / "step-00000020"
-    assert sorted(p.name for p in step.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    assert _files(step) == [".metadata", "__0_0.distcp", "__1_0.distcp", "lifeboat-commit.json"]
     assert all(p.stat().st_size > 0 for p in step.iterdir())
     shards = [step / "__0_0.distcp", step / "__1_0.distcp"]
     assert (step / ".metadata").stat().st_mtime_ns >= max(p.stat().st_mtime_ns for p in shards)
+    assert (step / "lifeboat-commit.json").stat().st_mtime_ns >= (step / ".metadata").stat().st_mtime_ns
     found = stored_checkpoints(LocalStore(ckpt), "auto")
     assert [(c.step, c.complete) for c in found] == [(20, True), (15, True), (10, True), (5, True)]
 
@@ -163,10 +169,11 @@ def test_a_rollback_to_an_older_checkpoint_rewrites_the_newer_steps_whole(uninte
     text = (tmp_path / "l.jsonl").read_text()
     assert parse_loaded(text)[0] == 5
     assert parse_losses(text) == {s: expected[s] for s in range(6, 13)}
-    assert sorted(p.name for p in (ckpt / "step-00000010").iterdir()) == [
+    assert _files(ckpt / "step-00000010") == [
         ".metadata",
         "__0_0.distcp",
         "__1_0.distcp",
+        "lifeboat-commit.json",
     ]
     assert all(c.complete for c in stored_checkpoints(LocalStore(ckpt), "dcp"))
 
@@ -201,3 +208,34 @@ def test_a_checkpoint_saved_by_two_ranks_refuses_one_rank(uninterrupted, tmp_pat
         done.stderr
     )
     assert not (tmp_path / "l.jsonl").exists() or not parse_losses((tmp_path / "l.jsonl").read_text())
+
+
+def test_a_fenced_out_torch_primary_commits_nothing_more_and_stops_in_one_line(tmp_path):
+    """The torch trainer commits each save through the guarded commit, as the numpy one does:
+    once a failover fenced its store, its next save is refused and every rank stops."""
+    from lifeboat_dr.core.fencing import COMMIT_MARKER, fence, read_lease
+    from lifeboat_dr.providers.storage.local import LocalStore
+
+    ckpt = tmp_path / "ckpt"
+    TORCH.run(steps=10, every=EVERY, ckpt_dir=ckpt, loss_log=tmp_path / "first.jsonl")
+    store = LocalStore(ckpt)
+    assert read_lease(store)[0].commits == 2
+    assert all((ckpt / f"step-{s:08d}" / COMMIT_MARKER).exists() for s in (5, 10))
+    fence(store, run_id="failover-1", holder="lifeboat:dr")
+
+    env = {k: v for k, v in os.environ.items() if k != "LIFEBOAT_EPOCH"}  # the zombie: epoch 0
+    argv = TORCH.argv(
+        steps=STEPS,
+        every=EVERY,
+        ckpt_dir=ckpt,
+        loss_log=tmp_path / "zombie.jsonl",
+        resume=str(ckpt / "step-00000010"),
+    )
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=300, env={**env, **ENV})
+
+    assert run.returncode != 0, run.stdout + run.stderr
+    fenced = [line for line in run.stderr.splitlines() if "fenced out" in line]
+    assert len(fenced) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert not (ckpt / "step-00000015" / COMMIT_MARKER).exists()
+    assert not (ckpt / "step-00000020").exists()
+    assert read_lease(store)[0].epoch == 1

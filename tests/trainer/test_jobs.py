@@ -22,7 +22,7 @@ def test_the_torch_job_is_torchrun_with_two_ranks_and_the_numpy_one_is_not():
     torch, numpy = trainer_job("torch"), trainer_job("numpy")
     line = torch.command(steps=9, every=3, ckpt_dir="c d", loss_log="l", python="py")
     assert line == (
-        "py -m torch.distributed.run --standalone --nproc-per-node 2 -m lifeboat_dr.standins.trainer.dcp "
+        "py -m lifeboat_dr.standins.trainer.torchrun --standalone --nproc-per-node 2 -m lifeboat_dr.standins.trainer.dcp "
         "--steps 9 --every 3 --ckpt-dir 'c d' --loss-log l"
     )
     assert numpy.argv(steps=9, every=3, ckpt_dir="c", loss_log="l", resume="file:///x", python="py") == (
