@@ -96,6 +96,7 @@ def _replicate(primary, secondary):
     return way
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "zombie_lie, fence_lie",
     [

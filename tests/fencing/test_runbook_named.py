@@ -47,6 +47,7 @@ def _lifeboat(*args, cwd):
     )
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "a_secondary, b_secondary",
     [
@@ -68,6 +69,7 @@ def test_validate_refuses_two_runbooks_whose_stores_overlap(tmp_path, a_secondar
     assert b_secondary.split("://")[1].split("/")[0] in lines[0]
 
 
+@pytest.mark.processes
 def test_validate_accepts_runbooks_on_sibling_prefixes(tmp_path):
     a = _runbook(tmp_path, "a", "s3://home/a", "s3://shared/dr-a")
     b = _runbook(tmp_path, "b", "s3://home/b", "s3://shared/dr-ab")
@@ -92,6 +94,7 @@ def test_a_site_state_of_another_runbook_stops_the_reader_in_one_line(tmp_path):
         )
 
 
+@pytest.mark.processes
 def test_replicate_of_a_second_runbook_into_a_claimed_prefix_is_refused_and_deletes_nothing(tmp_path):
     pa, pb, shared = tmp_path / "pa", tmp_path / "pb", tmp_path / "shared"
     for folder, step in ((pa, 10), (pa, 20), (pb, 30)):

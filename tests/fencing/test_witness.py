@@ -82,6 +82,7 @@ checkpoint: {{layout: manifest, cadence: 5m, retention: {{keep_last: 2}}}}
 """
 
 
+@pytest.mark.processes
 def test_a_runbooks_witness_holds_its_named_site_state_after_a_replicate(tmp_path):
     from lifeboat_dr.core.commit import commit_checkpoint
     from lifeboat_dr.standins.checkpoints import write_checkpoint
