@@ -60,7 +60,8 @@ from lifeboat_dr.core.detection.shared_state import open_seen, open_signal_log
 from lifeboat_dr.core.detection.signals import Clock, utc_now
 from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.providers.orchestrator.prefect_api import emit_spec as emit
-from lifeboat_dr.shell.inbound import BadRequest, parse_json, read_capped
+from lifeboat_dr.shell.inbound import BadRequest, parse_json
+from lifeboat_dr.shell.server import read_body
 
 log = logging.getLogger("lifeboat.alerts")
 
@@ -145,9 +146,7 @@ def alertmanager_routes(
                 {"error": "unauthorized"}, 401, headers={"WWW-Authenticate": 'Bearer, Basic realm="lifeboat"'}
             )
         try:
-            body = await read_capped(
-                request.stream(), request.headers.get("content-length"), settings.max_body_bytes
-            )
+            body = await read_body(request, settings.max_body_bytes)
             group = AlertmanagerWebhook.model_validate(parse_json(body))
         except BadRequest as e:
             return JSONResponse({"error": e.reason}, e.status)

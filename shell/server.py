@@ -122,5 +122,6 @@ def server_config(app, host: str, port: int, limits: Limits | None = None, **kw)
         http=guarded_protocol(limits or Limits()),
         ws="none",
         timeout_keep_alive=5,
+        timeout_graceful_shutdown=10,  # a slow client cannot hold a restart hostage
         **kw,
     )

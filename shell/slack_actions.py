@@ -38,7 +38,8 @@ from lifeboat_dr.providers.chat.base import (
     outcome_text,
 )
 from lifeboat_dr.providers.chat.slack import SlackChat, decided_blocks
-from lifeboat_dr.shell.inbound import BadRequest, read_capped
+from lifeboat_dr.shell.inbound import BadRequest
+from lifeboat_dr.shell.server import read_body
 from lifeboat_dr.shell.slack_request import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -158,7 +159,7 @@ class SlackActions:
         timestamp, sent = request.headers.get(TIMESTAMP_HEADER), request.headers.get(SIGNATURE_HEADER)
         check_headers(timestamp, sent)
         limit = self.settings.max_body_bytes
-        body = await read_capped(request.stream(), request.headers.get("content-length"), limit)
+        body = await read_body(request, limit)
         verify(
             self.settings.signing_secret.get_secret_value(), timestamp, sent, body, self.clock().timestamp()
         )

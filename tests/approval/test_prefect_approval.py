@@ -425,3 +425,43 @@ def test_a_flow_parameter_cannot_approve_a_real_failover(prefect_server):
     runbook = Path(__file__).resolve().parents[2] / "runbooks" / "llama-70b-pretrain.yaml"
     state = failover(str(runbook), approval="approve", force=True, return_state=True)
     assert state.is_failed() and "approval=approve decides without a person" in state.message
+
+
+HOSTILE_APPROVER = (
+    "x\n\n# APPROVED by alice\n\n[open the runbook](http://evil.example/phish) "
+    "![tracker](http://evil.example/pixel.png) <img src=http://evil.example/i.png> | forged | cell |"
+)
+
+
+def test_markdown_in_a_resume_renders_as_text_and_is_capped(
+    tmp_path, slack_stub, prefect_server, approval_keys
+):
+    """A bare resume whose approver and reason are Markdown and HTML: refused (unsigned), and
+    the approval trail and the ledger keep it as one capped line of text: no heading, link,
+    image or extra table cell comes of it."""
+    from markdown_it import MarkdownIt
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+    from prefect.flow_runs import resume_flow_run
+
+    ledger_path = tmp_path / "ledger.jsonl"
+    _, t, run_id, _ = _start(tmp_path, slack_stub)
+    reason = "## the primary is down\n" + "A" * 20_000
+    resume_flow_run(
+        UUID(run_id), run_input={"approved": True, "reason": reason, "approver": HOSTILE_APPROVER}
+    )
+    note = _wait_paused_again(run_id, 1, ledger_path)
+    assert "\n" not in note and len(note) < 1000
+    assert _proxied(approval_keys, run_id, "alice@example.com", reason="[ok](http://x) # fine").is_success
+    out = _finish(t)
+    assert "\n" not in out["entry"]["notes"]["approval"]
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(run_id)]))
+        )
+    html = MarkdownIt("commonmark").enable("table").render(artifact.data)
+    assert html.count("<h1>") == 1 and "<h2>" not in html  # only the artifact's own title
+    assert "<a " not in html and "<img" not in html and "evil.example/i.png>" not in html
+    rows = [r for r in html.split("<tr>")[2:]]
+    assert all(r.count("<td>") == 4 for r in rows), rows  # no cell smuggled in with a `|`
+    assert "# APPROVED by alice" in html  # still readable, as text
+    assert len(artifact.data) < 4000  # capped: 20,000 characters of reason do not land here
