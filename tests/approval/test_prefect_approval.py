@@ -465,3 +465,54 @@ def test_markdown_in_a_resume_renders_as_text_and_is_capped(
     assert all(r.count("<td>") == 4 for r in rows), rows  # no cell smuggled in with a `|`
     assert "# APPROVED by alice" in html  # still readable, as text
     assert len(artifact.data) < 4000  # capped: 20,000 characters of reason do not land here
+
+
+def test_nothing_a_worker_or_the_prefect_api_holds_can_sign_a_person(
+    tmp_path, slack_stub, prefect_server, approval_keys
+):
+    """The issue's forgeries, on a real Prefect server: an old-style key left in the Secret
+    block `lifeboat-approval-key`, a Prefect Variable, and the worker's whole environment (what
+    a `job_variables.command` could copy out). Whatever is signed with any of it — HMAC as
+    before, or an Ed25519 key derived from it — is refused; the run waits; Alice still decides."""
+    import hashlib
+    import hmac
+    import os
+    from datetime import UTC, datetime
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from prefect.blocks.system import Secret
+    from prefect.flow_runs import resume_flow_run
+    from prefect.variables import Variable
+
+    from lifeboat_dr.core.approval_proof import Ask, sign_decision
+    from lifeboat_dr.providers.chat.base import ApprovalDecision
+
+    Secret(value="key-left-in-the-block").save("lifeboat-approval-key", overwrite=True)
+    Variable.set("copied_env", dict(os.environ), overwrite=True)
+    ledger_path = tmp_path / "ledger.jsonl"
+    _, t, run_id, _ = _start(tmp_path, slack_stub)
+    loot = {Secret.load("lifeboat-approval-key").get(), *Variable.get("copied_env").values()}
+    alice = ApprovalDecision(approved=True, reason="forged", approver="alice@example.com", via="ui")
+    ask = Ask(run_id, "llama-pretrain", "failover", None)
+    tried = 0
+    for material in sorted(v for v in loot if isinstance(v, str) and v)[:40]:
+        at = datetime.now(UTC).isoformat(timespec="seconds")
+        message = json.dumps([run_id, True, "forged", "alice@example.com", "ui", at], separators=(",", ":"))
+        mac = hmac.new(material.encode(), message.encode(), hashlib.sha256).hexdigest()
+        seeded = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(material.encode()).digest())
+        for forged in (
+            {"approved": True, "reason": "forged", "approver": "alice@example.com", "via": "ui", "signed_at": at, "signature": mac},
+            sign_decision(seeded, ask, alice, datetime.now(UTC)),
+        ):  # fmt: skip
+            resume_flow_run(UUID(run_id), run_input=forged)
+            tried += 1
+            _wait_paused_again(run_id, tried, ledger_path)
+            if tried >= 6:
+                break
+        if tried >= 6:
+            break
+    assert _state(run_id) == "PAUSED"
+    assert _proxied(approval_keys, run_id, "alice@example.com", reason="really down").is_success
+    out = _finish(t)
+    assert out["decision"]["reason"] == "really down" and out["decision"]["approver"] == "alice@example.com"
+    assert out["entry"]["notes"]["approval refused"].count("bad signature") == tried
