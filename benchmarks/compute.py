@@ -42,7 +42,10 @@ def bench_plan(runtime: str) -> None:
     bare = _median(lambda: subprocess.run([sys.executable, "-c", "import sky"], env=env, check=True), runs=2)
     cold = _median(
         lambda: subprocess.run(
-            [sys.executable, "-m", "lifeboat_dr", "plan", rb, "--json"], env=env, check=True, capture_output=True
+            [sys.executable, "-m", "lifeboat_dr", "plan", rb, "--json"],
+            env=env,
+            check=True,
+            capture_output=True,
         ),
         runs=2,
     )

@@ -43,3 +43,12 @@ def approval_card(
         rto_target=settings.rto_target,
         approvers=list(settings.approvers),
     )
+
+
+def asked(steps) -> tuple[str, int | None]:
+    """What the gate asks, signed with the answer (`lifeboat_dr.core.approval_proof.Ask`): a
+    failback when the fence makes the primary active, else a failover; and the site epoch the
+    confirm step saw (None before it, or for steps that keep none)."""
+    spec = getattr(steps, "spec", None)
+    action = "failback" if getattr(spec, "activates", "secondary") == "primary" else "failover"
+    return action, getattr(steps, "expected_epoch", None)

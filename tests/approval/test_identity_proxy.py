@@ -208,6 +208,11 @@ def test_cancel_on_a_paused_failover_ends_it_at_once_as_rejected_and_nothing_is_
         assert httpx.post(state_url, json=body, headers=alice).status_code == 403
     with as_worker(stack):
         assert _state(run_id) == "PAUSED"
+        from lifeboat_dr.providers.orchestrator.prefect_api import read_run_input
+
+        ask = read_run_input(run_id, "lifeboat-ask")  # what a person's signature would answer
+    assert ask["run_id"] == run_id and ask["runbook"] == "llama-70b-pretrain" and ask["action"] == "failover"
+    assert isinstance(ask["epoch"], int)
     cancelled_at = time.monotonic()
     r = httpx.post(
         state_url, json={"state": {"type": "CANCELLING", "name": "Cancelling"}, "force": True}, headers=alice

@@ -288,8 +288,15 @@ def test_a_forged_signature_or_a_replay_from_another_run_is_refused(
         approval_keys.signing, Ask(run_id, "llama-pretrain", "failback", None), alice, datetime.now(UTC)
     )
     resume_flow_run(UUID(run_id), run_input=failback)
-    note = _wait_paused_again(run_id, 3, ledger_path)
+    _wait_paused_again(run_id, 3, ledger_path)
+    mallory = ApprovalDecision(approved=True, reason="me", approver="U0MALLORY", via="slack")
+    signed = sign_decision(approval_keys.signing, ask, mallory, datetime.now(UTC))
+    resume_flow_run(UUID(run_id), run_input=signed)  # signed, but not an approver
+    _wait_paused_again(run_id, 4, ledger_path)
+    resume_flow_run(UUID(run_id), run_input=signed)  # the same signature again
+    note = _wait_paused_again(run_id, 5, ledger_path)
     assert note.count("bad signature") == 2 and "signed for action 'failback'" in note
+    assert "U0MALLORY (via slack) is not an approver" in note and "already used at this gate" in note
     assert _proxied(approval_keys, run_id, "alice@example.com").is_success
     out = _finish(t)
     assert out["decision"]["approver"] == "alice@example.com" and out["decision"]["via"] == "ui"
