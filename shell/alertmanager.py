@@ -59,6 +59,7 @@ from lifeboat_dr.core.detection.quorum import QuorumPolicy
 from lifeboat_dr.core.detection.shared_state import open_seen, open_signal_log
 from lifeboat_dr.core.detection.signals import Clock, utc_now
 from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.kernel.text import one_line
 from lifeboat_dr.providers.orchestrator.prefect_api import emit_spec as emit
 from lifeboat_dr.shell.inbound import BadRequest, parse_json
 from lifeboat_dr.shell.server import read_body
@@ -170,7 +171,7 @@ def alertmanager_routes(
             name = runbook_of(alert, group, settings.default_runbook)
             if name not in guarded:
                 result["ignored"].append(
-                    {"fingerprint": alert.fingerprint, "why": f"no runbook {name!r} here"}
+                    {"fingerprint": alert.fingerprint, "why": f"no runbook {one_line(name, 80)!r} here"}
                 )
                 continue
             reading = alert_reading(alert, group, now, settings.alert_hold, settings.source_scope)
