@@ -300,10 +300,13 @@ class Cancelled:
 def _pause_for_input(form, timeout: int, poll_interval: float):
     """Pause the current run for `form` (what `prefect.flow_runs.pause_flow_run` does) and wait:
     the input once resumed, or `Cancelled` as soon as the run is Cancelling or Cancelled —
-    Prefect's own pause would sit out its timeout and then fail the run."""
+    Prefect's own pause would sit out its timeout and then fail the run. A process worker
+    answers Cancelling by stopping the run's process (SIGTERM, which Prefect raises here as
+    `TerminationSignal`): on a Cancel, that too is the rejection, recorded before the
+    process ends."""
     from prefect.client.orchestration import get_client
     from prefect.context import FlowRunContext
-    from prefect.exceptions import Abort, FlowPauseTimeout
+    from prefect.exceptions import Abort, FlowPauseTimeout, TerminationSignal
     from prefect.input.run_input import keyset_from_paused_state, run_input_subclass_from_type
     from prefect.states import Paused
     from prefect.utilities.engine import propose_state_sync
@@ -329,8 +332,13 @@ def _pause_for_input(form, timeout: int, poll_interval: float):
         log.info("waiting for a decision: approve or reject in Slack, the Prefect UI or `lifeboat approve`")
         give_up = time.monotonic() + timeout
         while True:
-            time.sleep(poll_interval)
-            current = client.read_flow_run(run_id).state
+            try:
+                time.sleep(poll_interval)
+                current = client.read_flow_run(run_id).state
+            except TerminationSignal:  # a worker stops the run's process on Cancel: say so first
+                current = client.read_flow_run(run_id).state
+                if not (current is not None and (current.is_cancelling() or current.is_cancelled())):
+                    raise
             if current is not None and current.is_running():
                 return model.load(keyset)
             if current is not None and (current.is_cancelling() or current.is_cancelled()):

@@ -8,7 +8,9 @@ from lifeboat_dr.kernel.text import markdown_text, one_line
 
 from .conftest import T0, make_runbook
 
-HOSTILE = "# APPROVED\n[x](http://evil.example) ![i](http://evil.example/p.png) <b>hi</b> | cell \u202e\x1b[31m"
+HOSTILE = (
+    "# APPROVED\n[x](http://evil.example) ![i](http://evil.example/p.png) <b>hi</b> | cell \u202e\x1b[31m"
+)
 RENDER = MarkdownIt("commonmark").enable("table").render
 
 
