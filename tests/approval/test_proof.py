@@ -186,3 +186,13 @@ def test_a_fifo_or_a_device_is_not_read_as_a_key(tmp_path):
         public_keys({"LIFEBOAT_APPROVAL_PUBLIC_KEYS_FILE": str(fifo)})
     with pytest.raises(ConfigError, match="not a regular file"):
         public_keys({"LIFEBOAT_APPROVAL_PUBLIC_KEYS_FILE": "/dev/zero"})
+
+
+def test_a_failovers_card_asks_failover_or_failback_at_the_epoch_confirmed():
+    from types import SimpleNamespace as NS
+
+    from lifeboat_dr.core.failover.card import asked
+
+    assert asked(NS(spec=NS(activates="secondary"), expected_epoch=4)) == ("failover", 4)
+    assert asked(NS(spec=NS(activates="primary"), expected_epoch=5)) == ("failback", 5)
+    assert asked(object()) == ("failover", None)  # scripted steps in tests keep no epoch
