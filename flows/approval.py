@@ -154,8 +154,9 @@ def await_approval(
     `card.epoch`) and its approver is on the allow-list (`lifeboat_dr.core.approval_proof`,
     `ApprovalProcess.refusal`); any other is refused, recorded (trail, ledger note
     `approval refused`) and the run pauses again until the policy's deadline. Prefect's
-    Cancel on the paused run is a rejection at once. Records `approval_requested` and `approval_granted` (or the rejection
-    as a failure) in `ledger`, the trail as its `approval` note and a markdown artifact.
+    Cancel on the paused run is a rejection at once. Records `approval_requested` and
+    `approval_granted` (or the rejection as a failure) in `ledger`, the trail as its
+    `approval` note and a markdown artifact.
     The artifact and the card's update go out on a thread of their own, started at once, or
     appended to `later` for the caller to start when its next step has begun.
     Must run inside a flow run (it pauses it)."""

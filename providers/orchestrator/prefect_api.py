@@ -243,22 +243,6 @@ async def cancel_run_answer(run_id: str | UUID, message: str) -> tuple[int, dict
         raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
 
 
-def run_state(run_id: str | UUID) -> tuple[str, str]:
-    """The run's state type (PAUSED, RUNNING, CANCELLING, …) and its message."""
-    from prefect.client.orchestration import get_client
-    from prefect.exceptions import ObjectNotFound
-
-    rid = _run_id(run_id)
-    try:
-        with get_client(sync_client=True) as client:
-            state = client.read_flow_run(rid).state
-    except ObjectNotFound:
-        raise NotFound(f"no flow run {rid} on this Prefect server") from None
-    except (OSError, *_http_errors()) as e:
-        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
-    return (state.type.value, state.message or "") if state else ("", "")
-
-
 async def cancel_pending_runs(
     deployment: str, runbook_names: Iterable[str], reason: str, *, log=None
 ) -> list[str]:
