@@ -22,10 +22,14 @@ from typing import TYPE_CHECKING
 
 from lifeboat_dr.kernel.durations import format_duration
 from lifeboat_dr.kernel.errors import PreconditionFailed
+from lifeboat_dr.kernel.text import markdown_text, one_line
 from lifeboat_dr.providers.chat.base import ApprovalDecision, Via
 
 if TYPE_CHECKING:
     from lifeboat_dr.runbooks.model import Approval
+
+MAX_WHO = 120  # a trail's who and why are capped: a resume's fields are anyone's to fill
+MAX_WHY = 600
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,8 @@ class ApprovalProcess:
             return None if now >= self.final_deadline else "the policy decides only at the final deadline"
         if decision.via == Via.console:
             return None
+        if decision.via == Via.prefect:  # Prefect's Cancel: anyone holding its API may stop a run
+            return None if not decision.approved else "a cancel in Prefect can only reject"
         if self.who(decision) is None:
             return f"{decision.approver} (via {decision.via}) is not an approver for this runbook"
         return None
@@ -189,11 +195,15 @@ class ApprovalProcess:
         return decision
 
     def _record(self, kind: str, at: datetime, who: str, why: str) -> None:
-        self.trail.append(TrailEntry(kind, at, who, why))
+        # who and why may come from outside (a resume's approver, a reason): one line, capped
+        self.trail.append(TrailEntry(kind, at, one_line(who, MAX_WHO), one_line(why, MAX_WHY)))
 
     def trail_markdown(self) -> str:
+        """The trail as a Markdown table; text from outside renders as text, never as markup."""
         rows = ["| when | step | who | why |", "|---|---|---|---|"]
         rows += [
-            f"| {s.at.isoformat(timespec='seconds')} | {s.kind} | {s.who} | {s.why} |" for s in self.trail
+            f"| {s.at.isoformat(timespec='seconds')} | {s.kind} | {markdown_text(s.who, MAX_WHO)} "
+            f"| {markdown_text(s.why, MAX_WHY)} |"
+            for s in self.trail
         ]
         return "\n".join(rows) + "\n"

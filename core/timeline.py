@@ -13,6 +13,7 @@ from pathlib import Path
 from lifeboat_dr.core.ledger import PHASES, RCA_THRESHOLD, LedgerEntry
 from lifeboat_dr.core.serving.steps import steps_for
 from lifeboat_dr.kernel.durations import format_duration
+from lifeboat_dr.kernel.text import markdown_text
 
 CLIENT_LABEL = "client-visible errors (synthetic client)"
 
@@ -88,6 +89,9 @@ def history_rows(entries: list[LedgerEntry]) -> list[dict[str, str]]:
     ]
 
 
+MAX_NOTE = 2000  # characters of one note in the run's summary (the ledger keeps it whole)
+
+
 def entry_markdown(entry: LedgerEntry) -> str:
     """The run's summary: targets, verdicts, milestones, failures, RCA reasons."""
     kind = "Drill" if entry.drill else "Failover"
@@ -115,7 +119,8 @@ def entry_markdown(entry: LedgerEntry) -> str:
     lines += ["| phase | at | since outage |", "|---|---|---|"]
     lines += [f"| {r['phase']} | {r['at']} | {r['since outage']} |" for r in phase_rows(entry)]
     if entry.notes:
-        lines += ["", *[f"- **{k}**: {v}" for k, v in sorted(entry.notes.items())]]
+        # notes carry text from outside (approvers, reasons, alert summaries): rendered as text
+        lines += ["", *[f"- **{k}**: {markdown_text(v, MAX_NOTE)}" for k, v in sorted(entry.notes.items())]]
     if entry.needs_rca:
         lines += ["", "## Root-cause analysis required", "", *[f"- {r}" for r in entry.rca_reasons]]
     return "\n".join(lines) + "\n"

@@ -3,8 +3,9 @@
 A decision in the Prefect UI counts only with a verified login, so the demo puts the
 production path in front of its Prefect server: HAProxy (`deploy/haproxy/lifeboat.cfg`)
 authenticating one person, `oncall`, with a fresh password, and `lifeboat serve` signing
-what they decide with a fresh approval key. `runbooks/demo.yaml` maps `oncall` to its
-approver. Every secret lives as long as the demo.
+what they decide with a fresh Ed25519 key (its file 0600 in the demo's folder; the flow gets
+only the public key). `runbooks/demo.yaml` maps `oncall` to its approver. Every secret
+lives as long as the demo.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class DemoProxy:
     password: str = field(default_factory=lambda: secrets.token_urlsafe(9))
     server_auth: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     proxy_secret: str = field(default_factory=lambda: secrets.token_urlsafe(16))
-    approval_key: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    public_key: str = ""  # LIFEBOAT_APPROVAL_PUBLIC_KEYS for the flow, once `running`
 
     @property
     def url(self) -> str:
@@ -58,12 +59,17 @@ class DemoProxy:
         haproxy = shutil.which("haproxy")
         if haproxy is None:
             raise SystemExit("--approve-in-ui needs HAProxy as the identity proxy: apt-get install haproxy")
+        from lifeboat_dr.core.approval_keys import generate, public_text
+
         users = folder / "users.cfg"
         users.write_text(f"userlist people\n    user {LOGIN} insecure-password {self.password}\n")
+        key_file = folder / "approval-signing.pem"
+        key_file.unlink(missing_ok=True)  # a fresh key each demo
+        self.public_key = public_text(generate(key_file))
         serve_env = {
             **os.environ,
             "LIFEBOAT_PROXY_SECRET": self.proxy_secret,
-            "LIFEBOAT_APPROVAL_KEY": self.approval_key,
+            "LIFEBOAT_APPROVAL_SIGNING_KEY_FILE": str(key_file),
             "PREFECT_API_URL": f"{prefect_url}/api",
             "PREFECT_API_AUTH_STRING": self.server_auth,
         }
@@ -96,6 +102,7 @@ class DemoProxy:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGTERM)
                     proc.wait(timeout=15)
+                key_file.unlink(missing_ok=True)
 
 
 def _wait(url: str, procs: list[subprocess.Popen], log: Path, timeout: float = 60) -> None:

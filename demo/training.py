@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             proxy.running(url, DEMO) if proxy else contextlib.nullcontext(),
         ):
             if proxy:
-                os.environ["LIFEBOAT_APPROVAL_KEY"] = proxy.approval_key  # the flow verifies with it
+                os.environ["LIFEBOAT_APPROVAL_PUBLIC_KEYS"] = proxy.public_key  # the flow verifies with it
             try:
                 return play(url, job, reference, proxy=proxy, seed=args.seed, failback=args.failback)
             finally:  # deliver the last logs and events before the server goes away

@@ -1,16 +1,21 @@
 """The approval gate inside a Prefect flow run: post the card, pause for a decision.
 
-`await_approval(runbook, card, chat)` is called from the failover flow's body. It pauses
-the run with `pause_flow_run(wait_for_input=ApprovalForm)`, so the Prefect UI shows the card
-above an Approve + reason form (`lifeboat_dr.flows.approval_screen`). Anyone who can reach Prefect's API
-can resume a paused run with any input, so a resume counts only when a front door that
-verified the person signed it: `/slack/actions` for Slack clicks, the identity proxy's
-resume route in `lifeboat serve` for the UI and `lifeboat approve` (`lifeboat_dr.core.approval_proof`);
-the rest are refused, recorded, and the run pauses again. Prefect fails a run whose pause times out even when the flow catches
-`FlowPauseTimeout`, so the policy never relies on that timeout: a timer thread follows the
-state machine in `lifeboat_dr.core.approval`, posts the escalation, and at the final deadline
-resumes the run itself with the policy's decision. The pause timeout is only a backstop
-(`grace_s` later). The decision logic is in `lifeboat_dr.core.approval`; this is glue.
+`await_approval(runbook, card, chat)` is called from the acting flows' bodies. It publishes
+what it asks (run, runbook, action, epoch: the flow run input `lifeboat-ask`) and pauses the
+run for input (`ApprovalForm`), so the Prefect UI shows the card above an Approve + reason
+form (`lifeboat_dr.flows.approval_screen`). Anyone who can reach Prefect's API can resume a
+paused run with any input, so a resume counts only when a front door that verified the
+person signed that ask: `/slack/actions` for Slack clicks, the identity proxy's resume route
+in `lifeboat serve` for the UI and `lifeboat approve` (`lifeboat_dr.core.approval_proof`,
+Ed25519: the worker holds only public keys); the rest are refused, recorded, and the run
+pauses again. For each signed decision the flow publishes whether it accepted it
+(`verdict_key`), which `lifeboat approve` waits for. Prefect's Cancel on the paused run ends
+the gate at once as a rejection, recorded. Prefect fails a run whose pause times out even
+when the flow catches `FlowPauseTimeout`, so the policy never relies on that timeout: a
+timer thread follows the state machine in `lifeboat_dr.core.approval`, posts the escalation,
+and at the final deadline resumes the run itself with the policy's decision. The pause
+timeout is only a backstop (`grace_s` later). The decision logic is in
+`lifeboat_dr.core.approval`; this is glue.
 """
 
 from __future__ import annotations
@@ -19,12 +24,16 @@ import contextvars
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from uuid import uuid4
 
 from lifeboat_dr.core.approval import ApprovalProcess, Escalate
-from lifeboat_dr.core.approval_proof import Unverified, verify_signed
+from lifeboat_dr.core.approval_proof import ASK_KEY, Ask, Unverified, verdict_key, verify_signed
 from lifeboat_dr.kernel.errors import LifeboatError, PreconditionFailed
+from lifeboat_dr.kernel.text import one_line
 from lifeboat_dr.providers.chat.base import ApprovalCard, ApprovalDecision, CardRef, Chat, Via, outcome_text
 
 log = logging.getLogger("lifeboat.approval")
@@ -109,10 +118,19 @@ class PolicyTimer:
                 return
 
 
-def _approval_key() -> bytes | None:
-    from lifeboat_dr.providers.orchestrator.prefect_api import approval_key
+def _public_keys():
+    from lifeboat_dr.core.approval_keys import public_keys
 
-    return approval_key()
+    return public_keys()
+
+
+def _publish(run_id: str, key: str, value: dict) -> None:
+    from lifeboat_dr.providers.orchestrator.prefect_api import publish_run_input
+
+    publish_run_input(run_id, key, value)
+
+
+MAX_REFUSALS_NOTED = 20  # the ledger keeps the newest refusals; the artifact's trail has them all
 
 
 def await_approval(
@@ -125,17 +143,20 @@ def await_approval(
     grace_s: float = 30,
     poll_interval: int = 1,
     resume: Callable[[str, dict], None] = _prefect_resume,
-    key: Callable[[], bytes | None] = _approval_key,
+    keys: Callable[[], tuple] = _public_keys,
+    publish: Callable[[str, str, dict], None] = _publish,
     later: list[Callable[[], None]] | None = None,
 ) -> ApprovalDecision:
     """Ask for approval and wait; returns the decision (the caller stops on a rejection).
 
     The run pauses with the card as the form's description (`lifeboat_dr.flows.approval_screen`). A
-    resume counts only if a front door signed it for this run and its approver is on the
-    allow-list (`lifeboat_dr.core.approval_proof`, `ApprovalProcess.refusal`); any other is refused,
-    recorded (trail, ledger note `approval refused`) and the run pauses again until the
-    policy's deadline. Records `approval_requested` and `approval_granted` (or the rejection
-    as a failure) in `ledger`, the trail as its `approval` note and a markdown artifact.
+    resume counts only if a front door signed it for this ask (run, runbook, `card.action`,
+    `card.epoch`) and its approver is on the allow-list (`lifeboat_dr.core.approval_proof`,
+    `ApprovalProcess.refusal`); any other is refused, recorded (trail, ledger note
+    `approval refused`) and the run pauses again until the policy's deadline. Prefect's
+    Cancel on the paused run is a rejection at once. Records `approval_requested` and
+    `approval_granted` (or the rejection as a failure) in `ledger`, the trail as its
+    `approval` note and a markdown artifact.
     The artifact and the card's update go out on a thread of their own, started at once, or
     appended to `later` for the caller to start when its next step has begun.
     Must run inside a flow run (it pauses it)."""
@@ -150,6 +171,11 @@ def await_approval(
         return _record(process, runbook, ledger, None, card, chat, later)
 
     card.run_id = run_id
+    ask = Ask(run_id, runbook.name, card.action, card.epoch)
+    try:  # lifeboat serve signs a person's answer to exactly this
+        publish(run_id, ASK_KEY, ask.to_dict())
+    except LifeboatError as e:
+        log.warning("could not publish what this gate asks (no person's decision can be signed): %s", e)
     card.run_url = card.run_url or flow_run_url(run_id)
     card.channel = card.channel or runbook.approval.channel
     card.approvers = card.approvers or list(runbook.approval.approvers)
@@ -180,16 +206,16 @@ def await_approval(
             else None,
             channel=card.channel or "",
         )
-        signing_key = key()
-        if signing_key is None:
+        public = keys()
+        if not public:
             log.warning(
-                "no approval signing key (LIFEBOAT_APPROVAL_KEY or the Prefect Secret block "
-                "lifeboat-approval-key): no person's decision can be verified; only the policy will decide"
+                "no approval public key (LIFEBOAT_APPROVAL_PUBLIC_KEYS): no person's decision can be "
+                "verified; only the policy (or a Cancel) will decide"
             )
         timer.start()
         try:
             decision = _wait_for_verified(
-                process, timer, signing_key, run_id, card, ledger, clock, grace_s, poll_interval
+                process, timer, public, ask, card, ledger, clock, grace_s, poll_interval, publish
             )
         finally:
             timer.stop()
@@ -212,37 +238,114 @@ def flow_run_url(run_id: str) -> str | None:
     return url_for("flow-run", obj_id=run_id)
 
 
-def _wait_for_verified(process, timer, key, run_id, card, ledger, clock, grace_s, poll_interval):
-    """Pause until a verified, allow-listed decision or the policy's; refuse everything else."""
-    from prefect.flow_runs import pause_flow_run
-
+def _wait_for_verified(process, timer, keys, ask, card, ledger, clock, grace_s, poll_interval, publish):
+    """Pause until a verified, allow-listed decision, the policy's or a Cancel; refuse everything else."""
     from lifeboat_dr.flows.approval_screen import approval_form
 
     refused: list[str] = []
+    seen: set[str] = set()  # signatures already used at this gate: a replay is refused
     while True:
         timeout = max(math.ceil((process.final_deadline - clock()).total_seconds() + grace_s), 1)
-        raw = pause_flow_run(
-            wait_for_input=approval_form(card, clock()),
-            timeout=timeout,
-            poll_interval=poll_interval,
-            _sync=True,
-        )
-        run_input = raw.model_dump()
+        answer = _pause_for_input(approval_form(card, clock()), timeout, poll_interval)
         now = clock()
+        if isinstance(answer, Cancelled):
+            return ApprovalDecision(
+                approved=False,
+                reason=one_line(f"cancelled in Prefect: {answer.message or 'no message'}", 500),
+                approver="prefect",
+                via=Via.prefect,
+            )
+        run_input = answer.model_dump()
+        key = verdict_key(run_input)
         try:
-            decision = verify_signed(key, run_id, run_input, now)
+            if key in seen:
+                raise Unverified("a signed decision already used at this gate (a replay)")
+            decision = verify_signed(keys, ask, run_input, now)
+            if key is not None:
+                seen.add(key)
             if (why := process.refusal(decision, now)) is None:
+                _tell(publish, ask.run_id, key, accepted=True, why="accepted")
                 return decision
             who = decision.approver
         except Unverified as e:
-            why, who = str(e), str(run_input.get("approver") or "anonymous")[:80]
+            why, who = str(e), str(run_input.get("approver") or "anonymous")
         if timer.decision is not None:  # the deadline passed while this arrived: the policy decides
+            _tell(publish, ask.run_id, key, accepted=False, why="the policy decided first")
             return timer.decision
+        who, why = one_line(who, 80), one_line(why, 300)
+        _tell(publish, ask.run_id, key, accepted=False, why=why)
         process.refuse(who, f"refused: {why}", now)
         refused.append(f"{now.isoformat(timespec='seconds')} {who}: {why}")
-        log.warning("refused a resume of run %s by %s: %s", run_id, who, why)
+        log.warning("refused a resume of run %s by %s: %s", ask.run_id, who, why)
         if ledger is not None:
-            ledger.note("approval refused", "; ".join(refused))
+            ledger.note("approval refused", "; ".join(refused[-MAX_REFUSALS_NOTED:]))
+
+
+def _tell(publish, run_id: str, key: str | None, *, accepted: bool, why: str) -> None:
+    """Publish whether a signed decision was accepted (`lifeboat approve` waits for it)."""
+    if key is None:
+        return
+    try:
+        publish(run_id, key, {"accepted": accepted, "why": why})
+    except LifeboatError as e:
+        log.warning("could not publish the verdict on a decision for run %s: %s", run_id, e)
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """Prefect's Cancel arrived while the run waited (its state message)."""
+
+    message: str
+
+
+def _pause_for_input(form, timeout: int, poll_interval: float):
+    """Pause the current run for `form` (what `prefect.flow_runs.pause_flow_run` does) and wait:
+    the input once resumed, or `Cancelled` as soon as the run is Cancelling or Cancelled —
+    Prefect's own pause would sit out its timeout and then fail the run. A process worker
+    answers Cancelling by stopping the run's process (SIGTERM, which Prefect raises here as
+    `TerminationSignal`): on a Cancel, that too is the rejection, recorded before the
+    process ends."""
+    from prefect.client.orchestration import get_client
+    from prefect.context import FlowRunContext
+    from prefect.exceptions import Abort, FlowPauseTimeout, TerminationSignal
+    from prefect.input.run_input import keyset_from_paused_state, run_input_subclass_from_type
+    from prefect.states import Paused
+    from prefect.utilities.engine import propose_state_sync
+
+    run_id = FlowRunContext.get().flow_run.id
+    model = run_input_subclass_from_type(form)
+    # a fresh pause key each time: the server refuses a key it has seen (a re-run's second pause)
+    state = Paused(timeout_seconds=timeout, reschedule=False, pause_key=f"approval-{uuid4().hex}")
+    keyset = keyset_from_paused_state(state)
+    state.state_details.run_input_keyset = keyset
+    with get_client(sync_client=True) as client:
+        try:
+            got = propose_state_sync(client=client, state=state, flow_run_id=run_id)
+        except Abort as e:  # cancelled before it could pause
+            got = client.read_flow_run(run_id).state
+            if not (got and (got.is_cancelling() or got.is_cancelled())):
+                raise RuntimeError(f"the run could not pause for approval: {e}") from None
+        if got.is_cancelling() or got.is_cancelled():
+            return Cancelled(got.message or "")
+        if not got.is_paused():
+            raise RuntimeError(f"the run could not pause for approval: Prefect answered {got.type.value}")
+        model.save(keyset)
+        log.info("waiting for a decision: approve or reject in Slack, the Prefect UI or `lifeboat approve`")
+        give_up = time.monotonic() + timeout
+        while True:
+            try:
+                time.sleep(poll_interval)
+                current = client.read_flow_run(run_id).state
+            except TerminationSignal:  # a worker stops the run's process on Cancel: say so first
+                current = client.read_flow_run(run_id).state
+                if not (current is not None and (current.is_cancelling() or current.is_cancelled())):
+                    raise
+            if current is not None and current.is_running():
+                return model.load(keyset)
+            if current is not None and (current.is_cancelling() or current.is_cancelled()):
+                return Cancelled(current.message or "")
+            if time.monotonic() > give_up:
+                raise FlowPauseTimeout("the run was paused for approval and never resumed")
 
 
 def _record(
@@ -251,22 +354,16 @@ def _record(
     decision = process.decision
     at = process.trail[-1].at
     if ledger is not None:
-        ledger.note(
-            "approval",
-            f"{'approved' if decision.approved else 'rejected'} by {decision.approver} "
-            f"via {decision.via}: {decision.reason}",
-        )
+        who, why = one_line(decision.approver, 120), one_line(decision.reason, 600)
+        verdict = "approved" if decision.approved else "rejected"
+        ledger.note("approval", f"{verdict} by {who} via {decision.via}: {why}")
         if decision.approved:
             ledger.mark("approval_granted", at)
         else:
-            ledger.fail(
-                "approval_granted",
-                f"rejected by {decision.approver} via {decision.via}: {decision.reason}",
-                outcome="aborted",
-            )
+            ledger.fail("approval_granted", f"rejected by {who} via {decision.via}: {why}", outcome="aborted")
     # The card's update (a chat API call) and the trail as an artifact, off the critical
     # path: the failover goes on meanwhile.
-    markdown = f"# Approval for {runbook.name}\n\n" + process.trail_markdown()
+    markdown = f"# Approval for {runbook.name}\n\n" + process.trail_markdown()  # a validated name
     update = ref is not None and decision.via != Via.slack  # /slack/actions already updated the card
     outcome = (chat, ref, card, outcome_text(decision, at)) if update else None
     ctx = contextvars.copy_context()  # Prefect's client settings live in context variables

@@ -105,6 +105,7 @@ def _approve(rb, run_id: str, evidence, drill, approval: str, ledger) -> bool:
         rto_target=rb.rto_target,
         approvers=list(rb.approval.approvers),
         drill=bool(drill),
+        action="serving",
     )
     gate = build_gate(rb, console=approval)
     decision = gate.request(card, ledger)

@@ -59,8 +59,10 @@ from lifeboat_dr.core.detection.quorum import QuorumPolicy
 from lifeboat_dr.core.detection.shared_state import open_seen, open_signal_log
 from lifeboat_dr.core.detection.signals import Clock, utc_now
 from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.kernel.text import one_line
 from lifeboat_dr.providers.orchestrator.prefect_api import emit_spec as emit
-from lifeboat_dr.shell.inbound import BadRequest, parse_json, read_capped
+from lifeboat_dr.shell.inbound import BadRequest, parse_json
+from lifeboat_dr.shell.server import read_body
 
 log = logging.getLogger("lifeboat.alerts")
 
@@ -145,9 +147,7 @@ def alertmanager_routes(
                 {"error": "unauthorized"}, 401, headers={"WWW-Authenticate": 'Bearer, Basic realm="lifeboat"'}
             )
         try:
-            body = await read_capped(
-                request.stream(), request.headers.get("content-length"), settings.max_body_bytes
-            )
+            body = await read_body(request, settings.max_body_bytes)
             group = AlertmanagerWebhook.model_validate(parse_json(body))
         except BadRequest as e:
             return JSONResponse({"error": e.reason}, e.status)
@@ -171,7 +171,7 @@ def alertmanager_routes(
             name = runbook_of(alert, group, settings.default_runbook)
             if name not in guarded:
                 result["ignored"].append(
-                    {"fingerprint": alert.fingerprint, "why": f"no runbook {name!r} here"}
+                    {"fingerprint": alert.fingerprint, "why": f"no runbook {one_line(name, 80)!r} here"}
                 )
                 continue
             reading = alert_reading(alert, group, now, settings.alert_hold, settings.source_scope)

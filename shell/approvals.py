@@ -1,26 +1,33 @@
-"""`POST /api/flow_runs/{id}/resume` behind the identity proxy: decisions from the Prefect UI
-and `lifeboat approve`, each with the identity the proxy verified.
+"""The routes behind the identity proxy: decisions (`POST /api/flow_runs/{id}/resume`) and
+Prefect's Cancel (`POST /api/flow_runs/{id}/set_state`) from the Prefect UI and
+`lifeboat approve`, each with the identity the proxy verified.
 
 An open-source Prefect server knows no users (`PREFECT_SERVER_API_AUTH_STRING` is one shared
 password), so the identity comes from a reverse proxy in front of it (SSO such as
 oauth2-proxy, or HAProxy with a userlist: `deploy/haproxy/lifeboat.cfg`). The proxy sends
-every resume of a run to this route instead of Prefect, with two headers it sets itself
-after removing any a client sent: the login it authenticated (`X-Lifeboat-User`) and a
-secret only it and `lifeboat serve` know (`X-Lifeboat-Proxy-Secret`, so nobody reaching
-this port directly can name a user). The route signs the decision for that run with the
-approval key (`lifeboat_dr.core.approval_proof`) and resumes the run through Prefect's API; the
-flow checks the signature and the runbook's allow-list (`approval.logins`). The answer is
-Prefect's own, so the UI and the Prefect client behave as if they had called Prefect.
+these two routes here instead of to Prefect, with two headers it sets itself after removing
+any a client sent: the login it authenticated (`X-Lifeboat-User`) and a secret only it and
+`lifeboat serve` know (`X-Lifeboat-Proxy-Secret`, so nobody reaching this port directly can
+name a user).
+
+A resume is signed with the approval signing key (Ed25519, `lifeboat_dr.core.approval_proof`)
+for what the run's gate asks (its published `lifeboat-ask`: run, runbook, action, epoch) and
+relayed to Prefect; the flow checks the signature and the runbook's allow-list
+(`approval.logins`). The answer is Prefect's own, so the UI and the Prefect client behave as
+if they had called Prefect, plus `X-Lifeboat-Verdict-Key`: the run input where the flow will
+say whether it accepted the decision (`lifeboat approve` waits on it). A state change is let
+through only as a Cancel (Cancelling/Cancelled), recorded with the login: anything else a
+person could set (Running, Completed, Scheduled) would act around the gate.
 
 Refusals change nothing: no or wrong proxy secret, or no identity → 401; a body over
 `max_body` → 413 (before reading it); not JSON, bad UTF-8, not a run id, or no
-`approved`/`reason` → 400; no such run → 404; Prefect down → 502.
+`approved`/`reason` → 400; a state other than a Cancel → 403; no such run → 404; a run not at
+a Lifeboat gate (no ask) → 409; Prefect down → 502.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -28,28 +35,32 @@ from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel, Field, SecretStr
-from starlette.requests import ClientDisconnect, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from lifeboat_dr.core.approval_proof import sign_decision
-from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable
+from lifeboat_dr.core.approval_proof import ASK_KEY, MAX_REASON, published_ask, sign_decision, verdict_key
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
+from lifeboat_dr.kernel.text import one_line
 from lifeboat_dr.providers.chat.base import ApprovalDecision, Via
+from lifeboat_dr.shell.inbound import BadRequest, parse_json
+from lifeboat_dr.shell.server import read_body
 
 log = logging.getLogger("lifeboat.approvals")
 
 Resume = Callable[[str, dict[str, Any]], Awaitable[tuple[int, dict[str, Any]]]]
+Cancel = Callable[[str, str], Awaitable[tuple[int, dict[str, Any]]]]
+ReadAsk = Callable[[str], Any]
+CANCEL_STATES = ("CANCELLING", "CANCELLED")  # Prefect's Cancel: the only state a person may set
+VERDICT_HEADER = "x-lifeboat-verdict-key"
 
 
 class ProxySettings(BaseModel):
-    """What the proxied resume route needs (`lifeboat serve` reads LIFEBOAT_PROXY_SECRET and
-    LIFEBOAT_APPROVAL_KEY)."""
+    """What the proxied routes need (`lifeboat serve` reads LIFEBOAT_PROXY_SECRET)."""
 
     proxy_secret: SecretStr = Field(
         description="Shared with the proxy only; proves a request came through it."
-    )
-    approval_key: SecretStr = Field(
-        description="Signs decisions; the failover flow verifies with the same key."
     )
     identity_header: str = Field(
         "x-lifeboat-user", description="Header the proxy sets to the verified login."
@@ -64,25 +75,41 @@ async def _prefect_resume(run_id: str, run_input: dict[str, Any]) -> tuple[int, 
     return await resume_run_answer(run_id, run_input)
 
 
+async def _prefect_cancel(run_id: str, message: str) -> tuple[int, dict[str, Any]]:
+    from lifeboat_dr.providers.orchestrator.prefect_api import cancel_run_answer
+
+    return await cancel_run_answer(run_id, message)
+
+
+def _prefect_ask(run_id: str) -> Any:
+    from lifeboat_dr.providers.orchestrator.prefect_api import read_run_input
+
+    return read_run_input(run_id, ASK_KEY)
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"detail": message}, status_code=status)
 
 
-class ProxiedResume:
+class ProxiedDecisions:
     def __init__(
         self,
         settings: ProxySettings,
+        signing_key,
         *,
         resume: Resume | None = None,
+        cancel: Cancel | None = None,
+        ask: ReadAsk | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
-        if not settings.proxy_secret.get_secret_value() or not settings.approval_key.get_secret_value():
+        if not settings.proxy_secret.get_secret_value() or signing_key is None:
             raise ConfigError(
-                "the proxied resume route needs LIFEBOAT_PROXY_SECRET and LIFEBOAT_APPROVAL_KEY"
+                "the proxied decision routes need LIFEBOAT_PROXY_SECRET and LIFEBOAT_APPROVAL_SIGNING_KEY_FILE"
             )
-        self.settings, self.resume, self.clock = settings, resume or _prefect_resume, clock
+        self.settings, self.key, self.clock = settings, signing_key, clock
+        self.resume, self.cancel = resume or _prefect_resume, cancel or _prefect_cancel
+        self.ask = ask or _prefect_ask
         self._secret = settings.proxy_secret.get_secret_value().encode()
-        self._key = settings.approval_key.get_secret_value().encode()
 
     def _identity(self, request: Request) -> str | None:
         presented = request.headers.get(self.settings.secret_header, "").encode("latin-1", "replace")
@@ -91,51 +118,72 @@ class ProxiedResume:
         login = request.headers.get(self.settings.identity_header, "").strip()
         return login if 0 < len(login) <= 256 and login.isprintable() else None
 
-    async def _body(self, request: Request) -> bytes | None:
-        """The body, or None once it passes `max_body` (declared or streamed)."""
-        limit = self.settings.max_body
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            return None
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                return None
-        return body
-
-    async def handle(self, request: Request) -> JSONResponse:
+    async def _read(self, request: Request) -> tuple[str, str, dict] | JSONResponse:
+        """The verified login, the run id and the JSON body; or the refusal to answer."""
         login = self._identity(request)
         if login is None:
-            log.warning("refused a resume that did not come through the identity proxy with a login")
+            log.warning("refused a decision that did not come through the identity proxy with a login")
             return _error(401, "Unauthorized: decisions are taken only through the identity proxy")
         try:
-            body = await self._body(request)
-        except ClientDisconnect:
-            return _error(400, "the request body did not arrive")
-        if body is None:
-            return _error(413, f"request body over {self.settings.max_body} bytes")
-        try:
-            run_input = json.loads(body.decode("utf-8"))["run_input"]
-            approved, reason = run_input["approved"], run_input["reason"]
+            body = parse_json(await read_body(request, self.settings.max_body))
             run_id = str(UUID(request.path_params["id"]))
-        except (ValueError, KeyError, TypeError, RecursionError):
-            return _error(400, 'expected {"run_input": {"approved": true|false, "reason": "…"}}')
+        except BadRequest as e:
+            return _error(e.status, e.reason)
+        except ValueError:
+            return _error(400, "not a flow run id")
+        if not isinstance(body, dict):
+            return _error(400, "expected a JSON object")
+        return login, run_id, body
+
+    async def resume_route(self, request: Request) -> JSONResponse:
+        got = await self._read(request)
+        if isinstance(got, JSONResponse):
+            return got
+        login, run_id, body = got
+        run_input = body.get("run_input")
+        approved = run_input.get("approved") if isinstance(run_input, dict) else None
+        reason = run_input.get("reason") if isinstance(run_input, dict) else None
         if not isinstance(approved, bool) or not isinstance(reason, str) or not reason.strip():
-            return _error(400, "approved must be true or false and reason a non-empty text")
+            return _error(400, 'expected {"run_input": {"approved": true|false, "reason": "…"}}')
         via = Via.cli if request.headers.get("user-agent", "").startswith("prefect/") else Via.ui
-        decision = ApprovalDecision(approved=approved, reason=reason[:2000], approver=login, via=via)
-        signed = sign_decision(self._key, run_id, decision, self.clock())
+        decision = ApprovalDecision(approved=approved, reason=reason[:MAX_REASON], approver=login, via=via)
         try:
+            ask = published_ask(await run_in_threadpool(self.ask, run_id), run_id)
+            signed = sign_decision(self.key, ask, decision, self.clock())
             status, answer = await self.resume(run_id, signed)
+        except NotFound as e:
+            return _error(404, str(e))
+        except PreconditionFailed as e:
+            return _error(409, str(e))
+        except ProviderUnavailable as e:
+            return _error(502, str(e))
+        log.info("%s %s run %s via %s", login, "approved" if approved else "rejected", run_id, via)
+        return JSONResponse(answer, status_code=status, headers={VERDICT_HEADER: verdict_key(signed) or ""})
+
+    async def cancel_route(self, request: Request) -> JSONResponse:
+        got = await self._read(request)
+        if isinstance(got, JSONResponse):
+            return got
+        login, run_id, body = got
+        state = body.get("state")
+        kind = state.get("type") if isinstance(state, dict) else None
+        if kind not in CANCEL_STATES:
+            log.warning("refused %s setting run %s to %s", login, run_id, one_line(kind, 40))
+            return _error(403, "only Prefect's Cancel may change a run's state through the identity proxy")
+        try:
+            status, answer = await self.cancel(run_id, f"cancelled by {login} through the identity proxy")
         except NotFound as e:
             return _error(404, str(e))
         except ProviderUnavailable as e:
             return _error(502, str(e))
-        log.info("%s %s run %s via %s", login, "approved" if approved else "rejected", run_id, via)
+        log.info("%s cancelled run %s", login, run_id)
         return JSONResponse(answer, status_code=status)
 
 
-def approval_routes(settings: ProxySettings, **kw) -> list[Route]:
-    """The route `lifeboat serve` mounts for the identity proxy."""
-    return [Route("/api/flow_runs/{id}/resume", ProxiedResume(settings, **kw).handle, methods=["POST"])]
+def approval_routes(settings: ProxySettings, signing_key, **kw) -> list[Route]:
+    """The routes `lifeboat serve` mounts for the identity proxy."""
+    d = ProxiedDecisions(settings, signing_key, **kw)
+    return [
+        Route("/api/flow_runs/{id}/resume", d.resume_route, methods=["POST"]),
+        Route("/api/flow_runs/{id}/set_state", d.cancel_route, methods=["POST"]),
+    ]

@@ -33,6 +33,7 @@ COMMANDS = {  # name -> what it does, in the order an on-call meets them
     "audit": "checkpoint integrity audit: resume a random sample, compare the loss curve",
     "advise": "advise a checkpoint interval and size the DR budget from the cluster's own numbers",
     "serve": "receive Alertmanager webhooks and Slack approval clicks",
+    "keys": "create the approval signing key (for lifeboat serve) and print its public key (for workers)",
     "deploy": "create the work pool and the Prefect deployments for these runbooks",
 }
 RUNBOOK_HELP = "runbook YAML file, or a shipped example by name (demo, llama-70b-pretrain, …)"

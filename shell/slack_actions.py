@@ -6,8 +6,9 @@ request signature over the raw bytes and its 5-minute window (401), the body's e
 shape (400; see slack_request.py), then our own action ids, then the channel, then the
 approver allow-list, then one decision per run. The endpoint answers at once (Slack wants
 an ack within 3 s) and resumes the paused Prefect run in a background task with an
-`ApprovalDecision` signed for that run (`lifeboat_dr.core.approval_proof`: the flow accepts no
-Slack decision it did not get from here), then replaces the buttons with who decided and when. A second click,
+`ApprovalDecision` signed (Ed25519, the private key only here) for what that run's gate asks
+(`lifeboat_dr.core.approval_proof`: the flow accepts no Slack decision it did not get from
+here), then replaces the buttons with who decided and when. A second click,
 a Slack retry or a click after the run stopped waiting changes nothing; people who may
 not decide get an ephemeral refusal.
 """
@@ -26,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from lifeboat_dr.core.approval_proof import sign_decision
+from lifeboat_dr.core.approval_proof import ASK_KEY, published_ask, sign_decision
 from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed
 from lifeboat_dr.providers.chat.base import (
     APPROVE_ACTION,
@@ -37,7 +38,8 @@ from lifeboat_dr.providers.chat.base import (
     outcome_text,
 )
 from lifeboat_dr.providers.chat.slack import SlackChat, decided_blocks
-from lifeboat_dr.shell.inbound import BadRequest, read_capped
+from lifeboat_dr.shell.inbound import BadRequest
+from lifeboat_dr.shell.server import read_body
 from lifeboat_dr.shell.slack_request import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -68,11 +70,6 @@ class SlackSettings(BaseModel):
     max_body_bytes: int = Field(
         256 * 1024, gt=0, description="Larger requests are refused with 413 before they are read."
     )
-    approval_key: SecretStr | None = Field(
-        None,
-        description="Signs each decision for the run it resumes (LIFEBOAT_APPROVAL_KEY, the "
-        "flow's key too): without it the flow refuses the click as unverified.",
-    )
 
     @classmethod
     def from_runbooks(cls, runbooks, **kw) -> SlackSettings:
@@ -91,6 +88,12 @@ def _prefect_resume(run_id: str, run_input: dict[str, Any]) -> None:
     resume_run(run_id, run_input)
 
 
+def _prefect_ask(run_id: str) -> Any:
+    from lifeboat_dr.providers.orchestrator.prefect_api import read_run_input
+
+    return read_run_input(run_id, ASK_KEY)
+
+
 class SlackActions:
     """The endpoint's state: decided runs, by run id (idempotency within this process;
     across restarts Prefect itself refuses to resume a run that is no longer paused)."""
@@ -99,17 +102,21 @@ class SlackActions:
         self,
         settings: SlackSettings,
         *,
+        signing_key=None,
         resume: Resume | None = None,
+        ask: Callable[[str], Any] | None = None,
         chat: SlackChat | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
-        if settings.approval_key is None:
+        if signing_key is None:
             raise ConfigError(
-                "Slack actions need LIFEBOAT_APPROVAL_KEY (the key the failover flow verifies decisions with)"
+                "Slack actions need LIFEBOAT_APPROVAL_SIGNING_KEY_FILE (the key that signs what "
+                "Slack verified; the flows hold its public key)"
             )
         self.settings = settings
-        self.key = settings.approval_key.get_secret_value().encode()
+        self.key = signing_key
         self.resume = resume or _prefect_resume
+        self.ask = ask or _prefect_ask
         self.chat = chat or SlackChat(settings.bot_token, base_url=settings.base_url)
         self.clock = clock
         self._lock = threading.Lock()
@@ -144,7 +151,7 @@ class SlackActions:
         ref = CardRef(click.channel, click.message_ts)
         return Response(
             status_code=200,
-            background=BackgroundTask(self._decide, click.run_id, decision, ref, click.blocks),
+            background=BackgroundTask(self._decide, click.run_id, click.runbook, decision, ref, click.blocks),
         )
 
     async def _click(self, request: Request) -> Click | None:
@@ -152,7 +159,7 @@ class SlackActions:
         timestamp, sent = request.headers.get(TIMESTAMP_HEADER), request.headers.get(SIGNATURE_HEADER)
         check_headers(timestamp, sent)
         limit = self.settings.max_body_bytes
-        body = await read_capped(request.stream(), request.headers.get("content-length"), limit)
+        body = await read_body(request, limit)
         verify(
             self.settings.signing_secret.get_secret_value(), timestamp, sent, body, self.clock().timestamp()
         )
@@ -173,9 +180,14 @@ class SlackActions:
             self.decided[run_id] = "in progress"
         return None
 
-    def _decide(self, run_id: str, decision: ApprovalDecision, ref: CardRef, blocks: list[dict]) -> None:
-        try:  # signed for this run: a bare REST resume cannot claim to be a Slack click
-            self.resume(run_id, sign_decision(self.key, run_id, decision, self.clock()))
+    def _decide(
+        self, run_id: str, runbook: str, decision: ApprovalDecision, ref: CardRef, blocks: list[dict]
+    ) -> None:
+        try:  # signed for what this run asks: a bare REST resume cannot claim to be a Slack click
+            ask = published_ask(self.ask(run_id), run_id)
+            if ask.runbook != runbook:
+                raise PreconditionFailed(f"run {run_id} asks about {ask.runbook}, not {runbook}")
+            self.resume(run_id, sign_decision(self.key, ask, decision, self.clock()))
         except Exception as e:  # the run is no longer paused, or Prefect is down
             log.warning("could not resume run %s: %s", run_id, e)
             gone = isinstance(e, (PreconditionFailed, NotFound))  # mapped by the Prefect adapter
@@ -198,6 +210,7 @@ class SlackActions:
 
 
 def slack_routes(settings: SlackSettings, **kw) -> list[Route]:
-    """The routes `lifeboat serve` mounts: `POST /slack/actions`."""
+    """The routes `lifeboat serve` mounts: `POST /slack/actions` (`kw`: `signing_key`, and
+    the Prefect calls tests replace)."""
     actions = SlackActions(settings, **kw)
     return [Route("/slack/actions", actions.handle, methods=["POST"])]

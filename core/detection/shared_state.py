@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlparse
 
-from lifeboat_dr.core.detection.log import SignalLog
+from lifeboat_dr.core.detection.log import SignalLog, bounded, trimmed
 from lifeboat_dr.core.detection.quorum import OutageDecision, OutageState, QuorumPolicy, decide
 from lifeboat_dr.core.detection.signals import Clock, Reading, utc_now
 from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
@@ -62,7 +62,8 @@ def open_seen(where: str | Path | None = None, *, clock: Clock = utc_now):
 
 
 class StoreSignalLog:
-    """`SignalLog`'s interface over a `Store`: `<runbook>.json`, changed by conditional writes."""
+    """`SignalLog`'s interface over a `Store`: `<runbook>.json`, changed by conditional writes
+    (an object cannot be appended to: it is rewritten, kept small by the same bounds)."""
 
     def __init__(self, runbook: str, store, *, clock: Clock = utc_now):
         self.runbook, self.store, self.clock = runbook, store, clock
@@ -110,13 +111,13 @@ class StoreSignalLog:
         return max(mine, key=lambda r: r.at) if mine else None
 
     def observe(self, new: Iterable[Reading], policy: QuorumPolicy) -> OutageDecision:
-        new = list(new)
+        new = [trimmed(r) for r in new]
 
         def change(readings, previous):
             readings = [*readings, *new]
             now = self.clock()
             decision = decide(readings, now, policy, previous)
-            return SignalLog._forget(readings, now, policy), decision
+            return bounded(readings, now, policy), decision
 
         return self._change(change)
 

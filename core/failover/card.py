@@ -43,3 +43,13 @@ def approval_card(
         rto_target=settings.rto_target,
         approvers=list(settings.approvers),
     )
+
+
+def asked(steps) -> tuple[str, int | None]:
+    """What the gate asks, signed with the answer (`lifeboat_dr.core.approval_proof.Ask`): a
+    failback when the fence makes the primary active, else a failover; and the site epoch the
+    confirm step saw (None before it, or for steps that keep none)."""
+    spec = getattr(steps, "spec", None)  # steps may be wrapped (a drill's recorder): values only
+    action = "failback" if getattr(spec, "activates", "secondary") == "primary" else "failover"
+    epoch = getattr(steps, "expected_epoch", None)
+    return action, epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from lifeboat_dr.core.certify import CertifyReport
 from lifeboat_dr.core.failover import graph
-from lifeboat_dr.core.failover.card import approval_card
+from lifeboat_dr.core.failover.card import approval_card, asked
 from lifeboat_dr.core.failover.results import FailoverSettings, FailoverSteps, Gate, Provisioned
 from lifeboat_dr.core.failover.rollback import ParityDecision, after_proof
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
@@ -249,6 +249,7 @@ class _Walk:
             self.done["prestage"].value,
             self.clock(),
         )
+        card.action, card.epoch = asked(self.steps)  # the question the person's signature answers
         started = self.clock()
         decision = self.gate.request(card, self.ledger)
         if not decision.approved:

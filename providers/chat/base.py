@@ -23,6 +23,7 @@ class Via(StrEnum):
     cli = "cli"
     policy = "policy"
     console = "console"  # the flow's own answer (`approval=approve|reject`: dry runs, drills, demos)
+    prefect = "prefect"  # Prefect's Cancel on the paused run: not a person, and only ever a rejection
 
 
 class ApprovalDecision(BaseModel):
@@ -66,6 +67,8 @@ class ApprovalCard:
     deadline: datetime | None = None  # when the policy default applies
     run_url: str | None = None  # link to the run in the Prefect UI
     drill: bool = False  # a rehearsal: said on the card so nobody panics
+    action: str = "failover"  # what is approved: failover | failback | serving (signed with the answer)
+    epoch: int | None = None  # the site epoch when asked (signed with the answer: no replay across epochs)
 
     def facts(self) -> list[tuple[str, str]]:
         """(label, value) lines shared by every rendering."""

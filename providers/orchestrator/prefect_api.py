@@ -1,5 +1,6 @@
-"""Prefect's API, as Lifeboat uses it: resume a paused run, cancel pending ones, emit an
-event, read a secret (and the approval signing key), hold a runbook's failover lock, create the work pool.
+"""Prefect's API, as Lifeboat uses it: resume or cancel a paused run, read and write its inputs
+(what a gate asks, whether it accepted a decision), cancel pending runs, emit an event, read
+a secret, hold a runbook's failover lock, create the work pool.
 The one module that calls these Prefect APIs; it maps Prefect's
 errors once, to Lifeboat's:
 
@@ -90,6 +91,41 @@ async def resume_run_answer(run_id: str | UUID, run_input: dict[str, Any]) -> tu
         raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
 
 
+def send_decision(run_id: str | UUID, run_input: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """Resume `run_id` with a person's `run_input` through the identity proxy (PREFECT_API_URL):
+    Prefect's orchestration answer and the run input where the flow will say whether it
+    accepted the decision (the proxy's `lifeboat serve` names it; None when nothing signed it:
+    the request went straight to Prefect)."""
+    from prefect.client.orchestration import get_client
+
+    rid = _run_id(run_id)
+    try:
+        with get_client(sync_client=True) as client:
+            response = client.request(
+                "POST", "/flow_runs/{id}/resume", path_params={"id": rid}, json={"run_input": run_input}
+            )
+            return response.json(), response.headers.get("x-lifeboat-verdict-key") or None
+    except (OSError, *_http_errors()) as e:
+        status = getattr(getattr(e, "response", None), "status_code", 0)
+        if status in (401, 403):
+            raise ConfigError(
+                "Prefect (or the identity proxy in front of it) refused your credentials: "
+                "set PREFECT_API_AUTH_STRING (login:password at the proxy)"
+            ) from None
+        if status == 404:
+            raise NotFound(f"no flow run {rid} on this Prefect server") from None
+        if status == 409:
+            raise PreconditionFailed(_detail(e)) from None
+        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+
+
+def _detail(e: BaseException) -> str:
+    try:
+        return str(e.response.json()["detail"])[:300]  # type: ignore[attr-defined]
+    except Exception:
+        return str(e)[:300]
+
+
 def tag_run(run_id: str | UUID, tags: list[str]) -> None:
     """Add `tags` to a flow run (labels to filter by in the UI; never read back by code)."""
     from prefect.client.orchestration import get_client
@@ -141,21 +177,70 @@ def secret(block_name: str) -> str:
         raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
 
 
-APPROVAL_KEY_BLOCK = "lifeboat-approval-key"
+MAX_RUN_INPUT = 64 * 1024
 
 
-def approval_key() -> bytes | None:
-    """The key that signs and verifies approval decisions (`lifeboat_dr.core.approval_proof`):
-    `LIFEBOAT_APPROVAL_KEY`, else the Prefect Secret block `lifeboat-approval-key`, else
-    None (then no person's decision can be verified; only the policy default decides)."""
-    import os
+def publish_run_input(run_id: str | UUID, key: str, value: Any) -> None:
+    """Write the flow run input `key` of `run_id` as JSON, replacing one of that key."""
+    import json
 
-    if value := os.environ.get("LIFEBOAT_APPROVAL_KEY"):
-        return value.encode()
+    from prefect.client.orchestration import get_client
+
+    rid = _run_id(run_id)
     try:
-        return secret(APPROVAL_KEY_BLOCK).encode() or None
-    except (NotFound, ProviderUnavailable, ConfigError):
+        with get_client(sync_client=True) as client:
+            try:
+                client.delete_flow_run_input(rid, key)
+            except Exception as e:  # none yet: Prefect answers 404
+                if getattr(getattr(e, "response", None), "status_code", 404) != 404:
+                    raise
+            client.create_flow_run_input(rid, key, json.dumps(value))
+    except (OSError, *_http_errors()) as e:
+        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+
+
+def read_run_input(run_id: str | UUID, key: str) -> Any:
+    """The flow run input `key` of `run_id`, parsed; None when there is none (or it is not JSON,
+    or over `MAX_RUN_INPUT`)."""
+    import json
+
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    rid = _run_id(run_id)
+    try:
+        with get_client(sync_client=True) as client:
+            text = client.read_flow_run_input(rid, key)
+    except ObjectNotFound:
         return None
+    except (OSError, *_http_errors()) as e:
+        if getattr(getattr(e, "response", None), "status_code", 0) == 404:
+            return None
+        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+    if not isinstance(text, str) or len(text) > MAX_RUN_INPUT:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+async def cancel_run_answer(run_id: str | UUID, message: str) -> tuple[int, dict[str, Any]]:
+    """Set `run_id` Cancelling (Prefect's Cancel) with `message`; Prefect's status and answer as is."""
+    from prefect.client.orchestration import get_client
+
+    rid = _run_id(run_id)
+    body = {"state": {"type": "CANCELLING", "name": "Cancelling", "message": message}, "force": True}
+    try:
+        async with get_client() as client:
+            response = await client.request(
+                "POST", "/flow_runs/{id}/set_state", path_params={"id": rid}, json=body
+            )
+            return response.status_code, response.json()
+    except (OSError, *_http_errors()) as e:
+        if getattr(getattr(e, "response", None), "status_code", 0) == 404:
+            raise NotFound(f"no flow run {rid} on this Prefect server") from None
+        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
 
 
 async def cancel_pending_runs(

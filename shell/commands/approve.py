@@ -1,15 +1,19 @@
-"""`lifeboat approve RUN_ID [--reject] --reason …`: decide a paused failover from a terminal.
+"""`lifeboat approve RUN_ID [--reject] --reason …`: decide a paused run from a terminal, and
+wait for the run to accept or refuse the decision.
 
 Who decides is not an argument: the identity proxy in front of Prefect authenticates you
 (PREFECT_API_URL pointing at the proxy, PREFECT_API_AUTH_STRING=`login:password`, or your
-SSO's token) and `lifeboat serve` signs the decision with your login; a resume sent straight
-to Prefect is refused by the flow and recorded (docs/approvals.md)."""
+SSO's token) and `lifeboat serve` signs the decision with your login. The run then checks the
+signature and the runbook's allow-list and says whether it accepted; this command exits 0
+only when it did. A resume sent straight to Prefect is refused by the flow (docs/approvals.md)."""
 
 from __future__ import annotations
 
+import time
 from uuid import UUID
 
-from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
+from lifeboat_dr.kernel.text import one_line
 from lifeboat_dr.shell.cli import COMMANDS
 
 
@@ -17,29 +21,53 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "approve",
         help=COMMANDS["approve"],
-        description="Resume a failover run paused at its approval gate with your decision.",
+        description="Resume a run paused at its approval gate with your decision, and wait for its verdict.",
     )
     p.add_argument("run_id", metavar="RUN_ID", help="the Prefect flow run id shown on the approval card")
     p.add_argument("--reject", action="store_true", help="reject: stop the failover")
     p.add_argument("--reason", required=True, help="why; recorded in the ledger and on the card")
+    p.add_argument(
+        "--wait", type=float, default=60.0, metavar="S", help="seconds to wait for the run's verdict (60)"
+    )
     p.set_defaults(handler=run)
 
 
-def run(args) -> int:
+def run(args, *, poll_s: float = 0.5) -> int:
     try:
-        run_id = UUID(args.run_id)
+        run_id = str(UUID(args.run_id))
     except ValueError:
         raise ConfigError(f"{args.run_id!r} is not a flow run id (a UUID, as on the approval card)") from None
     approved = not args.reject
-    from lifeboat_dr.providers.orchestrator.prefect_api import require_api_url, resume_run
+    verb = "approve" if approved else "reject"
+    from lifeboat_dr.providers.orchestrator.prefect_api import read_run_input, require_api_url, send_decision
 
     require_api_url()
     try:
-        resume_run(run_id, {"approved": approved, "reason": args.reason})
+        answer, verdict_key = send_decision(run_id, {"approved": approved, "reason": args.reason})
     except (NotFound, PreconditionFailed) as e:
         raise ConfigError(str(e)) from None
-    print(
-        f"sent: {'approve' if approved else 'reject'} run {run_id}: {args.reason} "
-        "(the run records whether it was accepted, and as whom)"
+    if answer.get("status") != "ACCEPT":
+        why = (answer.get("details") or {}).get("reason") or answer.get("status") or "no answer"
+        raise ConfigError(f"Prefect did not resume run {run_id}: {one_line(why, 300)}")
+    if verdict_key is None:
+        raise ConfigError(
+            f"run {run_id} was resumed, but not through the identity proxy: nothing signed who you are, "
+            "so the run refuses the decision (point PREFECT_API_URL at the proxy's /api)"
+        )
+    deadline = time.monotonic() + args.wait
+    while time.monotonic() < deadline:
+        try:
+            verdict = read_run_input(run_id, verdict_key)
+        except ProviderUnavailable:
+            verdict = None  # a blip while the run is busy: ask again
+        if isinstance(verdict, dict) and isinstance(verdict.get("accepted"), bool):
+            why = one_line(verdict.get("why") or "", 300)
+            if not verdict["accepted"]:
+                raise ConfigError(f"run {run_id} refused your decision to {verb}: {why}")
+            print(f"run {run_id} accepted your decision to {verb}: {args.reason}")
+            return 0
+        time.sleep(poll_s)
+    raise ConfigError(
+        f"run {run_id} took your decision to {verb} but gave no verdict within {args.wait:g}s: "
+        "see its approval trail (artifact approval-<runbook>)"
     )
-    return 0

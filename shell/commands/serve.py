@@ -5,11 +5,13 @@ webhooks: LIFEBOAT_ALERTMANAGER_TOKEN, or _USER and _PASSWORD, or --token-secret
 group is one independent source for the quorum, LIFEBOAT_ALERTMANAGER_SOURCE_SCOPE=endpoint
 makes the whole receiver one) and
 `POST /slack/actions` (approval card clicks: SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN) and
-`POST /api/flow_runs/{id}/resume` (decisions from the Prefect UI and `lifeboat approve`
-behind the identity proxy: LIFEBOAT_PROXY_SECRET; see docs/approvals.md). Both sign each
-decision with LIFEBOAT_APPROVAL_KEY, which the failover flow verifies.
-Events and resumes go to PREFECT_API_URL. The signal log (LIFEBOAT_STATE_DIR, default
-`.lifeboat/detect`) must be the one the watch flow writes.
+`POST /api/flow_runs/{id}/resume` and `/set_state` (decisions and Cancel from the Prefect UI
+and `lifeboat approve` behind the identity proxy: LIFEBOAT_PROXY_SECRET; see
+docs/approvals.md). Both sign each decision with the private key in
+LIFEBOAT_APPROVAL_SIGNING_KEY_FILE (`lifeboat keys generate`); the flows verify with its
+public key. Events and resumes go to PREFECT_API_URL. The signal log (LIFEBOAT_STATE_DIR,
+default `.lifeboat/detect`) must be the one the watch flow writes. Every connection has a
+deadline for its headers and its body, and their number is capped.
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8900)
     p.add_argument("--default-runbook", help="Runbook name for alerts without a lifeboat_runbook label.")
     p.add_argument("--token-secret", help="Prefect Secret block holding the Alertmanager bearer token.")
+    p.add_argument(
+        "--header-timeout", type=float, default=10.0, metavar="S", help="seconds for a request's headers"
+    )
+    p.add_argument(
+        "--body-timeout", type=float, default=30.0, metavar="S", help="seconds for a request's body"
+    )
+    p.add_argument("--max-connections", type=int, default=2048, help="open connections at most")
     p.set_defaults(handler=serve)
 
 
@@ -53,14 +62,13 @@ def routes(args: argparse.Namespace) -> list:
             [load_runbook(p) for p in args.runbooks],
             signing_secret=os.environ["SLACK_SIGNING_SECRET"],
             bot_token=os.environ["SLACK_BOT_TOKEN"],
-            approval_key=_approval_key(),
         )
-        mounted += slack_routes(slack)
+        mounted += slack_routes(slack, signing_key=_signing_key())
     if os.environ.get("LIFEBOAT_PROXY_SECRET"):
         from lifeboat_dr.shell.approvals import ProxySettings, approval_routes
 
         mounted += approval_routes(
-            ProxySettings(proxy_secret=os.environ["LIFEBOAT_PROXY_SECRET"], approval_key=_approval_key())
+            ProxySettings(proxy_secret=os.environ["LIFEBOAT_PROXY_SECRET"]), _signing_key()
         )
     if not mounted:
         raise ConfigError(
@@ -71,15 +79,10 @@ def routes(args: argparse.Namespace) -> list:
     return mounted
 
 
-def _approval_key():
-    from lifeboat_dr.providers.orchestrator.prefect_api import approval_key
+def _signing_key():
+    from lifeboat_dr.core.approval_keys import signing_key
 
-    if (key := approval_key()) is None:
-        raise ConfigError(
-            "approvals need LIFEBOAT_APPROVAL_KEY (or the Prefect Secret block lifeboat-approval-key): "
-            "the key the failover flow verifies decisions with"
-        )
-    return key.decode()
+    return signing_key()
 
 
 def _alert_settings(args: argparse.Namespace):
@@ -102,12 +105,17 @@ def _alert_settings(args: argparse.Namespace):
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from lifeboat_dr.shell.server import create_app
+    from lifeboat_dr.shell.server import Limits, create_app, server_config
 
+    if min(args.header_timeout, args.body_timeout) <= 0 or args.max_connections < 1:
+        raise ConfigError("--header-timeout and --body-timeout must be over 0, --max-connections at least 1")
     mounted = routes(args)
+    limits = Limits(args.header_timeout, args.body_timeout, args.max_connections)
     print(
-        f"lifeboat serve: {', '.join(r.path for r in mounted)} on http://{args.host}:{args.port}",
+        f"lifeboat serve: {', '.join(r.path for r in mounted)} on http://{args.host}:{args.port} "
+        f"(headers within {limits.header_s:g}s, bodies within {limits.body_s:g}s, "
+        f"at most {limits.connections()} connections)",
         file=sys.stderr,
     )
-    uvicorn.run(create_app(mounted), host=args.host, port=args.port, log_level="info")
+    uvicorn.Server(server_config(create_app(mounted), args.host, args.port, limits, log_level="info")).run()
     return 0

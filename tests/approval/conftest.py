@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -76,14 +78,33 @@ def make_card(run_id: str = "8d4c1a52-0000-4000-8000-000000000001", **kw):
 
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
-APPROVAL_KEY = "test-approval-key-shared-by-the-flow-and-the-front-doors"
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The approval keys of a deployment: the private one (lifeboat serve's file) and the
+    public text the workers hold."""
+
+    signing: object  # Ed25519PrivateKey
+    file: Path
+    public: str
+
+
+@pytest.fixture(scope="session")
+def approval_keys(tmp_path_factory) -> Keys:
+    from lifeboat_dr.core.approval_keys import generate, load_signing_key, public_text
+
+    path = tmp_path_factory.mktemp("keys") / "approval-signing.pem"
+    public = public_text(generate(path))
+    return Keys(load_signing_key(path), path, public)
 
 
 @pytest.fixture(autouse=True)
-def approval_key(monkeypatch):
-    """The key the front doors sign decisions with and the flow verifies them with."""
-    monkeypatch.setenv("LIFEBOAT_APPROVAL_KEY", APPROVAL_KEY)
-    return APPROVAL_KEY
+def worker_keys(monkeypatch, approval_keys):
+    """The worker's part: only the public key (flows verify decisions with it)."""
+    monkeypatch.setenv("LIFEBOAT_APPROVAL_PUBLIC_KEYS", approval_keys.public)
+    monkeypatch.delenv("LIFEBOAT_APPROVAL_KEY", raising=False)
+    return approval_keys
 
 
 def signed_click(body_payload: dict, *, secret: str = SIGNING_SECRET, timestamp: int | None = None):

@@ -88,16 +88,16 @@ def _prefect_server(home: Path, port: int, auth: str, ui_api_url: str):
 
 
 @contextlib.contextmanager
-def _serve(port: int, proxy_secret: str, approval_key: str, prefect_url: str, server_auth: str):
-    """lifeboat serve's proxied resume route, in a thread, talking to Prefect as a worker does."""
+def _serve(port: int, proxy_secret: str, signing_key, prefect_url: str, server_auth: str):
+    """lifeboat serve's proxied decision routes, in a thread, talking to Prefect as a worker does."""
     import uvicorn
     from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
     from lifeboat_dr.shell.approvals import ProxySettings, approval_routes
-    from lifeboat_dr.shell.server import create_app
+    from lifeboat_dr.shell.server import create_app, server_config
 
-    app = create_app(approval_routes(ProxySettings(proxy_secret=proxy_secret, approval_key=approval_key)))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    app = create_app(approval_routes(ProxySettings(proxy_secret=proxy_secret), signing_key))
+    server = uvicorn.Server(server_config(app, "127.0.0.1", port, log_level="warning"))
     with temporary_settings(
         updates={PREFECT_API_URL: f"{prefect_url}/api", PREFECT_API_AUTH_STRING: server_auth}
     ):
@@ -142,15 +142,15 @@ def _haproxy(
 
 
 @contextlib.contextmanager
-def identity_stack(folder: Path, approval_key: str):
-    """Prefect (own password) ← HAProxy (people) → lifeboat serve (signs) → Prefect."""
+def identity_stack(folder: Path, keys):
+    """Prefect (own password) ← HAProxy (people) → lifeboat serve (signs with `keys.signing`) → Prefect."""
     server_auth, proxy_secret = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
     proxy_port, prefect_port, serve_port = free_port(), free_port(), free_port()
     with (
         _prefect_server(
             folder / "prefect", prefect_port, server_auth, f"http://127.0.0.1:{proxy_port}/api"
         ) as prefect,
-        _serve(serve_port, proxy_secret, approval_key, prefect, server_auth) as serve,
+        _serve(serve_port, proxy_secret, keys.signing, prefect, server_auth) as serve,
         _haproxy(folder, proxy_port, prefect_port, serve_port, server_auth, proxy_secret) as proxy,
     ):
         try:

@@ -15,7 +15,7 @@ from prefect.client.orchestration import get_client
 
 from lifeboat_dr.flows.failover import failover, outcome_of
 
-from .conftest import APPROVAL_KEY, in_thread, wait_until
+from .conftest import in_thread, wait_until
 from .identity_stack import PEOPLE, identity_stack
 from .test_identity_proxy import _paused_run, as_worker
 
@@ -45,8 +45,8 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    with identity_stack(tmp_path_factory.mktemp("identity"), APPROVAL_KEY) as s:
+def stack(tmp_path_factory, approval_keys):
+    with identity_stack(tmp_path_factory.mktemp("identity"), approval_keys) as s:
         yield s
 
 
@@ -76,6 +76,13 @@ def test_the_on_call_reads_the_card_and_approves_in_the_prefect_ui(stack, runboo
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        calls: list[tuple[int, str, str]] = []  # every API call the UI made, through the proxy
+        page.on(
+            "response",
+            lambda r: (
+                calls.append((r.status, r.request.method, r.url.split("?")[0])) if "/api/" in r.url else None
+            ),
+        )
         try:
             page.goto(f"{stack.proxy_url}/login?redirect=/runs/flow-run/{run_id}")
             # The Prefect login (the server has an auth string): LOGIN:PASSWORD for the proxy.
@@ -116,6 +123,10 @@ def test_the_on_call_reads_the_card_and_approves_in_the_prefect_ui(stack, runboo
         finally:
             page.screenshot(path=SHOTS / "last.png", full_page=True)  # what the browser showed at the end
             browser.close()
+            (SHOTS / "api-calls.txt").write_text("".join(f"{s} {m} {u}\n" for s, m, u in sorted(set(calls))))
+    # deny by default, yet the on-call's path needed nothing the proxy refuses
+    refused = sorted({(s, m, u) for s, m, u in calls if s in (400, 403, 405)})
+    assert refused == [], refused
 
     assert "value" in t.out, t.out.get("error")
     result = outcome_of(t.out["value"])

@@ -22,3 +22,19 @@ def test_approve_without_a_prefect_server_says_which_setting_is_missing(capsys):
     with temporary_settings(restore_defaults={PREFECT_API_URL}):
         assert lifeboat(["approve", "8d4c1a52-0000-4000-8000-000000000001", "--reason", "go"]) == 1
     assert "PREFECT_API_URL is not set" in capsys.readouterr().err
+
+
+def test_keys_generate_writes_a_private_file_and_prints_the_public_key(tmp_path, capsys):
+    path = tmp_path / "signing.pem"
+    assert lifeboat(["keys", "generate", str(path)]) == 0
+    out = capsys.readouterr().out
+    public = next(line for line in out.splitlines() if line.startswith("LIFEBOAT_APPROVAL_PUBLIC_KEYS="))
+    assert oct(path.stat().st_mode & 0o777) == "0o600" and "-----BEGIN PRIVATE KEY-----" not in out
+    assert lifeboat(["keys", "public", str(path)]) == 0
+    assert capsys.readouterr().out.strip() == public
+    assert lifeboat(["keys", "generate", str(path)]) == 1
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("exists: a signing key is never overwritten (remove it first)")
+    )

@@ -22,7 +22,7 @@ from lifeboat_dr.providers.chat.console import ConsoleChat
 from lifeboat_dr.runbooks.model import Runbook
 from lifeboat_dr.shell.cli import main as lifeboat
 
-from .conftest import APPROVAL_KEY, in_thread, make_card, make_runbook, wait_until
+from .conftest import in_thread, make_card, make_runbook, wait_until
 from .identity_stack import PEOPLE, identity_stack
 
 pytestmark = [
@@ -35,8 +35,8 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    with identity_stack(tmp_path_factory.mktemp("identity"), APPROVAL_KEY) as s:
+def stack(tmp_path_factory, approval_keys):
+    with identity_stack(tmp_path_factory.mktemp("identity"), approval_keys) as s:
         yield s
 
 
@@ -134,13 +134,31 @@ def test_every_forged_path_is_refused_and_a_verified_approver_decides(stack, tmp
         assert lifeboat(["approve", run_id, "--reason", "guessing"]) == 1
     assert "refused your credentials" in capsys.readouterr().err
 
-    # 7. Alice with `lifeboat approve` through the proxy: her login, verified, on the list.
+    # 7. Mallory with `lifeboat approve` through the proxy: signed as Mallory, refused by the
+    #    run, and the command waits for that verdict and says so (exit 1), not "sent".
+    as_mallory = {
+        PREFECT_API_URL: f"{stack.proxy_url}/api",
+        PREFECT_API_AUTH_STRING: f"mallory@example.com:{PEOPLE['mallory@example.com']}",
+    }
+    with temporary_settings(updates=as_mallory):
+        assert lifeboat(["approve", run_id, "--reason", "trust me"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "refused your decision to approve" in err
+        and "mallory@example.com (via cli) is not an approver" in err
+    )
+    with as_worker(stack):
+        _refusals(ledger_path, run_id, 3)
+
+    # 8. Alice with `lifeboat approve` through the proxy: her login, verified, on the list; the
+    #    command returns once the run accepted it.
     proxy_settings = {
         PREFECT_API_URL: f"{stack.proxy_url}/api",
         PREFECT_API_AUTH_STRING: f"alice@example.com:{PEOPLE['alice@example.com']}",
     }
     with temporary_settings(updates=proxy_settings):
         assert lifeboat(["approve", run_id, "--reason", "region confirmed down"]) == 0
+    assert "accepted your decision to approve" in capsys.readouterr().out
     t.join(timeout=90)
     assert "value" in t.out, t.out.get("error")
     out = t.out["value"]
@@ -150,6 +168,68 @@ def test_every_forged_path_is_refused_and_a_verified_approver_decides(stack, tmp
         "approver": "alice@example.com",
         "via": "cli",
     }
-    assert out["entry"]["notes"]["approval refused"].count("; ") == 1  # the two that reached the flow
+    assert out["entry"]["notes"]["approval refused"].count("; ") == 2  # the three that reached the flow
     with as_worker(stack):
         assert _state(run_id) == "COMPLETED"
+
+
+@pytest.fixture
+def pretrain(tmp_path, monkeypatch):
+    """The pretraining example, Alice's login mapped to its first on-call, the ledger here."""
+    import shutil as sh
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    sh.copytree(root / "runbooks", tmp_path / "runbooks")
+    path = tmp_path / "runbooks" / "llama-70b-pretrain.yaml"
+    line = "  approvers: [U01ONCALL01, U01ONCALL02]\n"
+    path.write_text(path.read_text().replace(line, line + "  logins: {U01ONCALL01: [alice@example.com]}\n"))
+    monkeypatch.setenv("LIFEBOAT_LEDGER", str(tmp_path / "ledger.jsonl"))
+    monkeypatch.delenv("SLACK_BOT_TOKEN", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return path
+
+
+def test_cancel_on_a_paused_failover_ends_it_at_once_as_rejected_and_nothing_is_fenced(stack, pretrain):
+    """Prefect's Cancel (the UI's button: set_state Cancelling, force) on a failover paused at
+    its gate: through the proxy as Alice, recorded with her login; the run ends within
+    seconds, Cancelled, the rejection in its ledger, no fence. A person can set no other state."""
+    import time
+
+    from lifeboat_dr.core.ledger import LedgerFile
+    from lifeboat_dr.flows.failover import failover, outcome_of
+
+    with as_worker(stack):
+        t = in_thread(failover, str(pretrain), dry_run=True, approval="wait", return_state=True)
+        run_id = wait_until(_paused_run, timeout=300)
+    alice = basic("alice@example.com", PEOPLE["alice@example.com"])
+    state_url = f"{stack.proxy_url}/api/flow_runs/{run_id}/set_state"
+    for kind in ("RUNNING", "COMPLETED", "SCHEDULED"):  # around the gate: refused
+        body = {"state": {"type": kind}, "force": True}
+        assert httpx.post(state_url, json=body, headers=alice).status_code == 403
+    with as_worker(stack):
+        assert _state(run_id) == "PAUSED"
+        from lifeboat_dr.providers.orchestrator.prefect_api import read_run_input
+
+        ask = read_run_input(run_id, "lifeboat-ask")  # what a person's signature would answer
+    assert ask["run_id"] == run_id and ask["runbook"] == "llama-70b-pretrain" and ask["action"] == "failover"
+    assert isinstance(ask["epoch"], int)
+    cancelled_at = time.monotonic()
+    r = httpx.post(
+        state_url, json={"state": {"type": "CANCELLING", "name": "Cancelling"}, "force": True}, headers=alice
+    )
+    assert r.status_code in (200, 201) and r.json()["status"] == "ACCEPT", r.text
+    t.join(timeout=60)
+    assert time.monotonic() - cancelled_at < 30, "the run waited out its pause instead of ending"
+    assert "value" in t.out, t.out.get("error")
+    assert outcome_of(t.out["value"])["outcome"] == "aborted"
+    with as_worker(stack):
+        assert _state(run_id) == "CANCELLED"
+    (entry,) = [
+        e
+        for e in LedgerFile(pretrain.parent.parent / "ledger.jsonl").read("llama-70b-pretrain")
+        if e.run_id == run_id
+    ]
+    assert entry.outcome == "aborted"
+    assert "cancelled by alice@example.com through the identity proxy" in entry.notes["approval"]
+    assert not {"fenced", "fence"} & set(entry.phases), entry.phases

@@ -23,7 +23,6 @@ from lifeboat_dr.shell.server import create_app
 from lifeboat_dr.shell.slack_actions import SlackSettings, slack_routes
 
 from .conftest import (
-    APPROVAL_KEY,
     SIGNING_SECRET,
     click_payload,
     in_thread,
@@ -77,15 +76,14 @@ def _finish(t) -> dict:
 
 
 @pytest.fixture
-def endpoint(slack_stub, tmp_path, prefect_server):
+def endpoint(slack_stub, tmp_path, prefect_server, approval_keys):
     settings = SlackSettings.from_runbooks(
         [make_runbook(tmp_path)],
         signing_secret=SecretStr(SIGNING_SECRET),
-        approval_key=SecretStr(APPROVAL_KEY),
         bot_token=SecretStr("xoxb-test"),
         base_url=slack_stub.base_url,
     )
-    return TestClient(create_app(slack_routes(settings)))
+    return TestClient(create_app(slack_routes(settings, signing_key=approval_keys.signing)))
 
 
 def _click(client, blocks, run_id, **kw):
@@ -94,7 +92,9 @@ def _click(client, blocks, run_id, **kw):
     return client.post("/slack/actions", content=body, headers=headers)
 
 
-def test_signed_slack_click_resumes_the_paused_run_with_the_decision(tmp_path, slack_stub, endpoint):
+def test_signed_slack_click_resumes_the_paused_run_with_the_decision(
+    tmp_path, slack_stub, endpoint, approval_keys
+):
     _, t, run_id, blocks = _start(tmp_path, slack_stub)
     from prefect.settings import get_current_settings
 
@@ -119,11 +119,11 @@ def test_signed_slack_click_resumes_the_paused_run_with_the_decision(tmp_path, s
     settings = SlackSettings.from_runbooks(
         [make_runbook(tmp_path)],
         signing_secret=SecretStr(SIGNING_SECRET),
-        approval_key=SecretStr(APPROVAL_KEY),
         bot_token=SecretStr("xoxb-test"),
         base_url=slack_stub.base_url,
     )
-    _click(TestClient(create_app(slack_routes(settings))), blocks, run_id, user="U0ALICE", approve=False)
+    again = TestClient(create_app(slack_routes(settings, signing_key=approval_keys.signing)))
+    _click(again, blocks, run_id, user="U0ALICE", approve=False)
     assert _state(run_id) == "COMPLETED" and len(slack_stub.called("chat.update")) == 1
     assert "no longer waiting" in slack_stub.called("chat.postEphemeral")[-1]["text"]
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
@@ -132,7 +132,7 @@ def test_signed_slack_click_resumes_the_paused_run_with_the_decision(tmp_path, s
         (artifact,) = client.read_artifacts(
             artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(run_id)]))
         )
-    assert "| decided | U0BOB | approved via slack: approved in Slack |" in artifact.data
+    assert "| decided | U0BOB | approved via slack\\: approved in Slack |" in artifact.data  # escaped: text
 
 
 def test_bad_signature_old_timestamp_or_unknown_user_leave_the_run_paused(tmp_path, slack_stub, endpoint):
@@ -154,13 +154,19 @@ PROXY_SECRET = "proxy-secret-for-tests"
 
 
 def _proxied(
-    run_id: str, login: str, *, approved: bool = True, reason: str = "capacity confirmed", agent="Mozilla/5.0"
+    keys,
+    run_id: str,
+    login: str,
+    *,
+    approved: bool = True,
+    reason: str = "capacity confirmed",
+    agent="Mozilla/5.0",
 ):
     """A decision arriving through the identity proxy: lifeboat serve's route, with the
     headers only the proxy sets."""
     from lifeboat_dr.shell.approvals import ProxySettings, approval_routes
 
-    app = create_app(approval_routes(ProxySettings(proxy_secret=PROXY_SECRET, approval_key=APPROVAL_KEY)))
+    app = create_app(approval_routes(ProxySettings(proxy_secret=PROXY_SECRET), keys.signing))
     return TestClient(app).post(
         f"/api/flow_runs/{run_id}/resume",
         json={"run_input": {"approved": approved, "reason": reason}},
@@ -179,7 +185,9 @@ def _wait_paused_again(run_id: str, refusals: int, ledger_path) -> str:
     return wait_until(refused)
 
 
-def test_the_ui_form_carries_the_card_and_asks_only_verdict_and_reason(tmp_path, slack_stub, prefect_server):
+def test_the_ui_form_carries_the_card_and_asks_only_verdict_and_reason(
+    tmp_path, slack_stub, prefect_server, approval_keys
+):
     from prefect.input.actions import read_flow_run_input
     from prefect.input.run_input import keyset_from_paused_state
 
@@ -200,7 +208,7 @@ def test_the_ui_form_carries_the_card_and_asks_only_verdict_and_reason(tmp_path,
         "left; then",
     ):
         assert fact in card, fact
-    assert _proxied(run_id, "bob", approved=False, reason="primary recovered").is_success
+    assert _proxied(approval_keys, run_id, "bob", approved=False, reason="primary recovered").is_success
     out = _finish(t)
     assert out["decision"] == {
         "approved": False,
@@ -211,7 +219,7 @@ def test_the_ui_form_carries_the_card_and_asks_only_verdict_and_reason(tmp_path,
 
 
 def test_forged_rest_resumes_are_refused_recorded_and_the_policy_still_decides(
-    tmp_path, slack_stub, prefect_server, capsys, monkeypatch
+    tmp_path, slack_stub, prefect_server, capsys, approval_keys
 ):
     """Attacks on a real Prefect server: a bare REST resume claiming an allow-listed Slack user
     via slack, the same typed into the UI form, `lifeboat approve` sent straight to Prefect,
@@ -233,12 +241,12 @@ def test_forged_rest_resumes_are_refused_recorded_and_the_policy_still_decides(
     )
     _wait_paused_again(run_id, 2, ledger_path)
 
-    assert (
-        lifeboat(["approve", run_id, "--reason", "straight to Prefect"]) == 0
-    )  # Prefect takes it; the flow does not
+    # Prefect takes it, the flow does not, and `lifeboat approve` says so: nothing signed it
+    assert lifeboat(["approve", run_id, "--reason", "straight to Prefect"]) == 1
+    assert "not through the identity proxy" in capsys.readouterr().err
     _wait_paused_again(run_id, 3, ledger_path)
 
-    assert _proxied(run_id, "mallory@example.com", agent="prefect/3.9.1").is_success
+    assert _proxied(approval_keys, run_id, "mallory@example.com", agent="prefect/3.9.1").is_success
     note = _wait_paused_again(run_id, 4, ledger_path)
     assert "mallory@example.com (via cli) is not an approver for this runbook" in note
 
@@ -255,26 +263,42 @@ def test_forged_rest_resumes_are_refused_recorded_and_the_policy_still_decides(
     assert artifact.data.count("| refused |") == 4
 
 
-def test_a_forged_signature_or_a_replay_from_another_run_is_refused(tmp_path, slack_stub, prefect_server):
+def test_a_forged_signature_or_a_replay_from_another_run_is_refused(
+    tmp_path, slack_stub, prefect_server, approval_keys
+):
     from datetime import UTC, datetime
 
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from prefect.flow_runs import resume_flow_run
 
-    from lifeboat_dr.core.approval_proof import sign_decision
+    from lifeboat_dr.core.approval_proof import Ask, sign_decision
     from lifeboat_dr.providers.chat.base import ApprovalDecision
 
     ledger_path = tmp_path / "ledger.jsonl"
     _, t, run_id, _ = _start(tmp_path, slack_stub)
     alice = ApprovalDecision(approved=True, reason="go", approver="U0ALICE", via="slack")
-    resume_flow_run(UUID(run_id), run_input=sign_decision(b"guessed-key", run_id, alice, datetime.now(UTC)))
+    ask = Ask(run_id, "llama-pretrain", "failover", None)
+    guessed = sign_decision(Ed25519PrivateKey.generate(), ask, alice, datetime.now(UTC))
+    resume_flow_run(UUID(run_id), run_input=guessed)
     _wait_paused_again(run_id, 1, ledger_path)
-    other_run = sign_decision(
-        APPROVAL_KEY.encode(), "8d4c1a52-0000-4000-8000-00000000beef", alice, datetime.now(UTC)
-    )
+    other = Ask("8d4c1a52-0000-4000-8000-00000000beef", "llama-pretrain", "failover", None)
+    other_run = sign_decision(approval_keys.signing, other, alice, datetime.now(UTC))
     resume_flow_run(UUID(run_id), run_input=other_run)
-    note = _wait_paused_again(run_id, 2, ledger_path)
-    assert note.count("bad signature") == 2
-    assert _proxied(run_id, "alice@example.com").is_success
+    _wait_paused_again(run_id, 2, ledger_path)
+    failback = sign_decision(
+        approval_keys.signing, Ask(run_id, "llama-pretrain", "failback", None), alice, datetime.now(UTC)
+    )
+    resume_flow_run(UUID(run_id), run_input=failback)
+    _wait_paused_again(run_id, 3, ledger_path)
+    mallory = ApprovalDecision(approved=True, reason="me", approver="U0MALLORY", via="slack")
+    signed = sign_decision(approval_keys.signing, ask, mallory, datetime.now(UTC))
+    resume_flow_run(UUID(run_id), run_input=signed)  # signed, but not an approver
+    _wait_paused_again(run_id, 4, ledger_path)
+    resume_flow_run(UUID(run_id), run_input=signed)  # the same signature again
+    note = _wait_paused_again(run_id, 5, ledger_path)
+    assert note.count("bad signature") == 2 and "signed for action 'failback'" in note
+    assert "U0MALLORY (via slack) is not an approver" in note and "already used at this gate" in note
+    assert _proxied(approval_keys, run_id, "alice@example.com").is_success
     out = _finish(t)
     assert out["decision"]["approver"] == "alice@example.com" and out["decision"]["via"] == "ui"
 
@@ -354,12 +378,16 @@ def _paused_run_ids() -> list[str]:
     return [str(r.id) for r in runs]
 
 
-def test_slack_down_during_the_incident_still_lets_the_ui_decide(tmp_path, slack_stub, prefect_server):
+def test_slack_down_during_the_incident_still_lets_the_ui_decide(
+    tmp_path, slack_stub, prefect_server, approval_keys
+):
     slack_stub.fail_next("chat.postMessage", "service_unavailable", status=503)
     rb = make_runbook(tmp_path)
     t = in_thread(gate_flow, rb.model_dump(mode="json"), slack_stub.base_url, str(tmp_path / "ledger.jsonl"))
     (run_id,) = wait_until(_paused_run_ids)
-    assert _proxied(run_id, "alice@example.com", reason="Slack is down, approving in the UI").is_success
+    assert _proxied(
+        approval_keys, run_id, "alice@example.com", reason="Slack is down, approving in the UI"
+    ).is_success
     out = _finish(t)
     assert out["decision"]["approved"] is True and out["decision"]["via"] == "ui"
     assert out["entry"]["notes"]["approval"].startswith("approved by alice@example.com via ui")
@@ -405,3 +433,94 @@ def test_a_flow_parameter_cannot_approve_a_real_failover(prefect_server):
     runbook = Path(__file__).resolve().parents[2] / "runbooks" / "llama-70b-pretrain.yaml"
     state = failover(str(runbook), approval="approve", force=True, return_state=True)
     assert state.is_failed() and "approval=approve decides without a person" in state.message
+
+
+HOSTILE_APPROVER = (
+    "x\n\n# APPROVED by alice\n\n[open the runbook](http://evil.example/phish) "
+    "![tracker](http://evil.example/pixel.png) <img src=http://evil.example/i.png> | forged | cell |"
+)
+
+
+def test_markdown_in_a_resume_renders_as_text_and_is_capped(
+    tmp_path, slack_stub, prefect_server, approval_keys
+):
+    """A bare resume whose approver and reason are Markdown and HTML: refused (unsigned), and
+    the approval trail and the ledger keep it as one capped line of text: no heading, link,
+    image or extra table cell comes of it."""
+    from markdown_it import MarkdownIt
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+    from prefect.flow_runs import resume_flow_run
+
+    ledger_path = tmp_path / "ledger.jsonl"
+    _, t, run_id, _ = _start(tmp_path, slack_stub)
+    reason = "## the primary is down\n" + "A" * 20_000
+    resume_flow_run(
+        UUID(run_id), run_input={"approved": True, "reason": reason, "approver": HOSTILE_APPROVER}
+    )
+    note = _wait_paused_again(run_id, 1, ledger_path)
+    assert "\n" not in note and len(note) < 1000
+    assert _proxied(approval_keys, run_id, "alice@example.com", reason="[ok](http://x) # fine").is_success
+    out = _finish(t)
+    assert "\n" not in out["entry"]["notes"]["approval"]
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(run_id)]))
+        )
+    html = MarkdownIt("commonmark").enable("table").render(artifact.data)
+    assert html.count("<h1>") == 1 and "<h2>" not in html  # only the artifact's own title
+    assert "<a " not in html and "<img" not in html and "evil.example/i.png>" not in html
+    rows = [r for r in html.split("<tr>")[2:]]
+    assert all(r.count("<td>") == 4 for r in rows), rows  # no cell smuggled in with a `|`
+    assert "# APPROVED by alice" in html  # still readable, as text
+    assert len(artifact.data) < 4000  # capped: 20,000 characters of reason do not land here
+
+
+def test_nothing_a_worker_or_the_prefect_api_holds_can_sign_a_person(
+    tmp_path, slack_stub, prefect_server, approval_keys
+):
+    """The issue's forgeries, on a real Prefect server: an old-style key left in the Secret
+    block `lifeboat-approval-key`, a Prefect Variable, and the worker's whole environment (what
+    a `job_variables.command` could copy out). Whatever is signed with any of it — HMAC as
+    before, or an Ed25519 key derived from it — is refused; the run waits; Alice still decides."""
+    import hashlib
+    import hmac
+    import os
+    from datetime import UTC, datetime
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from prefect.blocks.system import Secret
+    from prefect.flow_runs import resume_flow_run
+    from prefect.variables import Variable
+
+    from lifeboat_dr.core.approval_proof import Ask, sign_decision
+    from lifeboat_dr.providers.chat.base import ApprovalDecision
+
+    Secret(value="key-left-in-the-block").save("lifeboat-approval-key", overwrite=True)
+    Variable.set("copied_env", dict(os.environ), overwrite=True)
+    ledger_path = tmp_path / "ledger.jsonl"
+    _, t, run_id, _ = _start(tmp_path, slack_stub)
+    loot = {Secret.load("lifeboat-approval-key").get(), *Variable.get("copied_env").values()}
+    alice = ApprovalDecision(approved=True, reason="forged", approver="alice@example.com", via="ui")
+    ask = Ask(run_id, "llama-pretrain", "failover", None)
+    tried = 0
+    for material in sorted(v for v in loot if isinstance(v, str) and v)[:40]:
+        at = datetime.now(UTC).isoformat(timespec="seconds")
+        message = json.dumps([run_id, True, "forged", "alice@example.com", "ui", at], separators=(",", ":"))
+        mac = hmac.new(material.encode(), message.encode(), hashlib.sha256).hexdigest()
+        seeded = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(material.encode()).digest())
+        for forged in (
+            {"approved": True, "reason": "forged", "approver": "alice@example.com", "via": "ui", "signed_at": at, "signature": mac},
+            sign_decision(seeded, ask, alice, datetime.now(UTC)),
+        ):  # fmt: skip
+            resume_flow_run(UUID(run_id), run_input=forged)
+            tried += 1
+            _wait_paused_again(run_id, tried, ledger_path)
+            if tried >= 6:
+                break
+        if tried >= 6:
+            break
+    assert _state(run_id) == "PAUSED"
+    assert _proxied(approval_keys, run_id, "alice@example.com", reason="really down").is_success
+    out = _finish(t)
+    assert out["decision"]["reason"] == "really down" and out["decision"]["approver"] == "alice@example.com"
+    assert out["entry"]["notes"]["approval refused"].count("bad signature") == tried

@@ -15,13 +15,18 @@ from lifeboat_dr.providers.chat.slack import card_blocks
 from lifeboat_dr.shell.server import create_app
 from lifeboat_dr.shell.slack_actions import SlackSettings, slack_routes
 
-from .conftest import APPROVAL_KEY, SIGNING_SECRET, click_payload, make_card, make_runbook, signed_click
+from .conftest import SIGNING_SECRET, click_payload, make_card, make_runbook, signed_click
 
 RUN = "8d4c1a52-0000-4000-8000-000000000001"
 
 
+def asks(run_id):
+    """What the paused run's gate publishes (`lifeboat-ask`), as Prefect would return it."""
+    return {"run_id": run_id, "runbook": "llama-pretrain", "action": "failover", "epoch": 3}
+
+
 @pytest.fixture
-def endpoint(slack_stub, tmp_path):
+def endpoint(slack_stub, tmp_path, approval_keys):
     resumed: list[tuple[str, dict]] = []
     paused = {RUN}
     prefect_down: list[Exception] = []  # errors the next resumes raise, as an unreachable API would
@@ -39,11 +44,12 @@ def endpoint(slack_stub, tmp_path):
     settings = SlackSettings.from_runbooks(
         [make_runbook(tmp_path, escalation={"approvers": ["U0DIRECTOR"], "timeout": "5m"})],
         signing_secret=SecretStr(SIGNING_SECRET),
-        approval_key=SecretStr(APPROVAL_KEY),
         bot_token=SecretStr("xoxb-test"),
         base_url=slack_stub.base_url,
     )
-    client = TestClient(create_app(slack_routes(settings, resume=resume)))
+    client = TestClient(
+        create_app(slack_routes(settings, signing_key=approval_keys.signing, resume=resume, ask=asks))
+    )
     client.resumed, client.paused, client.prefect_down = resumed, paused, prefect_down
     return client
 
@@ -63,10 +69,13 @@ def test_an_approver_click_resumes_the_run_and_updates_the_card(endpoint, slack_
     ((run_id, run_input),) = endpoint.resumed
     from datetime import UTC, datetime
 
-    from lifeboat_dr.core.approval_proof import verify_signed
+    from lifeboat_dr.core.approval_keys import public_keys
+    from lifeboat_dr.core.approval_proof import Ask, verify_signed
 
-    # signed for this run with the key the flow holds: only this endpoint can speak for Slack
-    decision = verify_signed(APPROVAL_KEY.encode(), RUN, run_input, datetime.now(UTC))
+    # signed for what this run asks, with the key only lifeboat serve holds; the flow verifies
+    # with the public key: only this endpoint can speak for Slack
+    ask = Ask(RUN, "llama-pretrain", "failover", 3)
+    decision = verify_signed(public_keys(), ask, run_input, datetime.now(UTC))
     assert run_id == RUN and decision.model_dump(mode="json") == {
         "approved": True,
         "reason": "approved in Slack",
@@ -78,13 +87,13 @@ def test_an_approver_click_resumes_the_run_and_updates_the_card(endpoint, slack_
     assert not [b for b in update["blocks"] if b["type"] == "actions"]
 
 
-def test_without_the_approval_key_the_endpoint_refuses_to_start(tmp_path):
+def test_without_the_signing_key_the_endpoint_refuses_to_start(tmp_path):
     from lifeboat_dr.kernel.errors import ConfigError
 
     settings = SlackSettings.from_runbooks(
         [make_runbook(tmp_path)], signing_secret=SecretStr(SIGNING_SECRET), bot_token=SecretStr("x")
     )
-    with pytest.raises(ConfigError, match="LIFEBOAT_APPROVAL_KEY"):
+    with pytest.raises(ConfigError, match="LIFEBOAT_APPROVAL_SIGNING_KEY_FILE"):
         slack_routes(settings)
 
 
@@ -183,7 +192,7 @@ def test_the_signing_secret_never_reaches_the_logs(endpoint, caplog):
     )
 
 
-def test_the_click_is_acked_before_the_run_is_resumed_over_real_http(slack_stub, tmp_path):
+def test_the_click_is_acked_before_the_run_is_resumed_over_real_http(slack_stub, tmp_path, approval_keys):
     """Slack wants the ack within 3 s; resuming (a Prefect API call) happens after it."""
     import asyncio
     import threading
@@ -200,13 +209,14 @@ def test_the_click_is_acked_before_the_run_is_resumed_over_real_http(slack_stub,
     settings = SlackSettings.from_runbooks(
         [make_runbook(tmp_path)],
         signing_secret=SecretStr(SIGNING_SECRET),
-        approval_key=SecretStr(APPROVAL_KEY),
         bot_token=SecretStr("xoxb-test"),
         base_url=slack_stub.base_url,
     )
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(slack_routes(settings, resume=slow_resume)),
+            create_app(
+                slack_routes(settings, signing_key=approval_keys.signing, resume=slow_resume, ask=asks)
+            ),
             host="127.0.0.1",
             port=0,
             log_level="warning",

@@ -154,8 +154,7 @@ def test_the_signal_log_forgets_old_readings_but_keeps_each_sources_newest(tmp_p
         clock.advance(minutes=2)
     clock.advance(hours=3)
     log.observe([reading("provider", "ok", clock())], POLICY)
-    readings, _ = log._load()
-    assert sorted(r.source for r in readings) == ["gpu_health-probe", "provider-probe"]
+    assert sorted(r.source for r in log.kept(POLICY)) == ["gpu_health-probe", "provider-probe"]
 
 
 def test_two_signals_from_one_origin_are_one_vote(clock):

@@ -75,7 +75,7 @@ def test_serve_refuses_to_start_without_credentials(guarded_path, monkeypatch, c
     assert "needs credentials" in capsys.readouterr().err
 
 
-def test_serve_composes_every_route_in_one_list(guarded_path, monkeypatch):
+def test_serve_composes_every_route_in_one_list(guarded_path, monkeypatch, tmp_path):
     from lifeboat_dr.shell.cli import build_parser
     from lifeboat_dr.shell.commands.serve import routes
 
@@ -86,10 +86,16 @@ def test_serve_composes_every_route_in_one_list(guarded_path, monkeypatch):
     assert [r.path for r in routes(args)] == ["/alerts/alertmanager"]
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "s")
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    monkeypatch.setenv("LIFEBOAT_APPROVAL_KEY", "k")
+    from lifeboat_dr.core.approval_keys import generate
+
+    generate(tmp_path / "signing.pem")
+    monkeypatch.setenv("LIFEBOAT_APPROVAL_SIGNING_KEY_FILE", str(tmp_path / "signing.pem"))
     assert [r.path for r in routes(args)] == ["/alerts/alertmanager", "/slack/actions"]
     monkeypatch.setenv("LIFEBOAT_PROXY_SECRET", "p")
-    assert [r.path for r in routes(args)][-1] == "/api/flow_runs/{id}/resume"
+    assert [r.path for r in routes(args)][-2:] == [
+        "/api/flow_runs/{id}/resume",
+        "/api/flow_runs/{id}/set_state",
+    ]
 
 
 @pytest.mark.skipif(

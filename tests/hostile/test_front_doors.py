@@ -12,6 +12,7 @@ import time
 from urllib.parse import urlencode
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import SecretStr
 
 from lifeboat_dr.shell.alertmanager import AlertmanagerSettings, alertmanager_routes
@@ -48,7 +49,6 @@ def doors(tmp_path_factory):
             approvers={"guarded": ["U0ALICE"]},
             channels={"guarded": "C0INCIDENT"},
             max_body_bytes=CAP,
-            approval_key=SecretStr("test-approval-key"),
         )
         alerts = AlertmanagerSettings(
             bearer_token=TOKEN,
@@ -56,7 +56,13 @@ def doors(tmp_path_factory):
             state_dir=tmp_path_factory.mktemp("state"),
             max_body_bytes=CAP,
         )
-        routes = slack_routes(slack, resume=lambda run, data: resumed.append((run, data)))
+        ask = {"run_id": RUN, "runbook": "guarded", "action": "failover", "epoch": 1}
+        routes = slack_routes(
+            slack,
+            signing_key=Ed25519PrivateKey.generate(),
+            resume=lambda run, data: resumed.append((run, data)),
+            ask=lambda run: ask,
+        )
         routes += alertmanager_routes(alerts, emit_event=events.append, cancel=cancel)
         with LiveServer(create_app(routes)) as live:
             live.stub, live.resumed, live.events, live.cancels = stub, resumed, events, cancels
