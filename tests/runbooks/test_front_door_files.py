@@ -163,7 +163,9 @@ def _site_endpoint(url: str) -> str:
 @pytest.mark.parametrize("url", METADATA)
 def test_an_endpoint_url_at_a_link_local_or_metadata_address_is_refused(tmp_path, url):
     path = runbook(tmp_path)
-    text = path.read_text().replace("  store: s3://prim/ckpt\n", "  store: s3://prim/ckpt\n" + _site_endpoint(url))
+    text = path.read_text().replace(
+        "  store: s3://prim/ckpt\n", "  store: s3://prim/ckpt\n" + _site_endpoint(url)
+    )
     path.write_text(text)
 
     with pytest.raises(RunbookInvalid) as e:
@@ -198,7 +200,8 @@ def test_a_metadata_host_the_runbook_allows_by_name_is_accepted(tmp_path):
 def test_an_endpoint_with_credentials_is_refused_without_echoing_them(tmp_path, capsys):
     path = runbook(tmp_path)
     text = path.read_text().replace(
-        "  store: s3://prim/ckpt\n", f"  store: s3://prim/ckpt\n  endpoint_url: http://minio:{SECRET}@minio:9000\n"
+        "  store: s3://prim/ckpt\n",
+        f"  store: s3://prim/ckpt\n  endpoint_url: http://minio:{SECRET}@minio:9000\n",
     )
     path.write_text(text)
 
