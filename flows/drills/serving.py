@@ -43,6 +43,7 @@ def run_inference_drill(rb, kind: str, drill_id: str, folder: Path) -> tuple[lis
 
 def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], str | None]:
     from lifeboat_dr.core.serving.failover import serving_failover
+    from lifeboat_dr.flows.guard import Guard
     from lifeboat_dr.flows.serving_sandbox import serving_sandbox
     from lifeboat_dr.flows.wiring import (
         build_ledger,
@@ -76,16 +77,17 @@ def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], s
                 _post(f"{box.urls['secondary']}/admin/faults", {"error_rate": 0.5})
                 return True
 
-            entry = serving_failover(
-                serving_settings(box.rb),
-                router=router,
-                standby=HttpEndpoint(box.rb.serving.standby_url),
-                expected_digest=certified_weights_digest(box.rb),
-                ledger=ledger,
-                outage_started_at=outage,
-                detected_at=detected,
-                approve=degrade if kind == "serving-degraded" else None,
-            )
+            with Guard(box.rb, drill_id, action="drill", rehearsal=True).acting(ledger):
+                entry = serving_failover(
+                    serving_settings(box.rb),
+                    router=router,
+                    standby=HttpEndpoint(box.rb.serving.standby_url),
+                    expected_digest=certified_weights_digest(box.rb),
+                    ledger=ledger,
+                    outage_started_at=outage,
+                    detected_at=detected,  # the sandbox's two signals confirmed it
+                    approve=degrade if kind == "serving-degraded" else None,
+                )
             time.sleep(0.3)
         finally:
             stop_process(client)

@@ -1,5 +1,7 @@
 """Prefect's API, as Lifeboat uses it: resume a paused run, cancel pending ones, emit an
-event, read a secret (and the approval signing key), hold a runbook's failover lock, create the work pool.
+event, read a secret (and the approval signing key), create the work pools (their job
+templates locked) and judge existing ones. The runbook's failover lock is not Prefect's:
+anyone who reaches the API could set a concurrency slot (`lifeboat_dr.core.lock`).
 The one module that calls these Prefect APIs; it maps Prefect's
 errors once, to Lifeboat's:
 
@@ -11,9 +13,7 @@ errors once, to Lifeboat's:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
-from contextlib import ExitStack, contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -22,7 +22,6 @@ from lifeboat_dr.kernel.errors import (
     NotFound,
     PreconditionFailed,
     ProviderUnavailable,
-    StandDown,
 )
 
 PENDING_STATES = ("SCHEDULED", "PENDING", "PAUSED")  # not started, or waiting for approval
@@ -201,69 +200,6 @@ async def cancel_pending_runs(
                 log.info("cancelled pending failover run %s: %s", run.id, reason)
             cancelled.append(str(run.id))
     return cancelled
-
-
-@contextmanager
-def runbook_lock(
-    runbook: str, run_id: str | UUID, *, wait_s: float = 2.0, lease_s: float = 60.0, slow_s: float = 30.0
-):
-    """Hold the one slot of the global concurrency limit `lifeboat-failover-<runbook>` for
-    the body: one failover per runbook at a time. The slot is a lease that the holder renews
-    in the background: a worker that crashes lets it lapse after `lease_s` (Prefect's minimum is 60 s),
-    so a re-run can take it. A slot still held after `wait_s` raises `StandDown`; a free slot
-    that a slow server has not granted by then is asked for again, for up to `slow_s` in all
-    (then `ProviderUnavailable`)."""
-    from prefect.client.orchestration import get_client
-    from prefect.concurrency.sync import concurrency
-    from prefect.exceptions import ObjectAlreadyExists
-
-    name = f"lifeboat-failover-{runbook}"
-    with get_client(sync_client=True) as client:
-        try:
-            client.upsert_global_concurrency_limit_by_name(name, 1)
-        except ObjectAlreadyExists:  # created by a racing run between its read and its create
-            pass
-        except (OSError, _http_errors()) as e:
-            raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
-    from prefect.client.schemas.objects import ConcurrencyLeaseHolder
-
-    holder = ConcurrencyLeaseHolder(type="flow_run", id=_run_id(run_id))
-    give_up = time.monotonic() + slow_s
-    with ExitStack() as stack:
-        while True:
-            try:
-                stack.enter_context(
-                    concurrency(
-                        name,
-                        occupy=1,
-                        timeout_seconds=wait_s,
-                        lease_duration=lease_s,
-                        strict=True,
-                        holder=holder,
-                    )
-                )
-                break
-            except TimeoutError:
-                if _slot_held(name):
-                    raise StandDown(
-                        f"another failover of {runbook} holds its lock ({name}): this run changes nothing"
-                    ) from None
-                if time.monotonic() > give_up:
-                    raise ProviderUnavailable(
-                        f"Prefect API: the free lock {name} was not granted within {slow_s:g}s"
-                    ) from None
-        yield
-
-
-def _slot_held(name: str) -> bool:
-    """Whether the global concurrency limit `name` has its slot taken (a failed read: taken)."""
-    from prefect.client.orchestration import get_client
-
-    try:
-        with get_client(sync_client=True) as client:
-            return client.read_global_concurrency_limit_by_name(name).active_slots > 0
-    except Exception:  # unreadable: the safe reading is that another run holds it
-        return True
 
 
 def ensure_process_pool(name: str) -> bool:
