@@ -199,7 +199,8 @@ def failover(
 
 
 def _note_start_up(ledger: RtoLedger, flow_run) -> None:
-    """Flow start-up (scheduled → the walk begins) apart from the confirm step's own time."""
+    """Flow start-up (scheduled → the walk begins) apart from the confirm step's own time, and
+    what the start says of crash recovery: a re-run, or a worker that sends no heartbeat."""
     attempt = flow_run.run_count
     if attempt and attempt > 1:  # scheduled again by lifeboat-failover-rerun, or a retry
         ledger.note(
@@ -207,10 +208,22 @@ def _note_start_up(ledger: RtoLedger, flow_run) -> None:
             f"attempt {attempt}: an earlier attempt of this run stopped unfinished (its worker was lost); "
             "done steps are found done (same run id)",
         )
+    if flow_run.deployment_id and _heartbeat_s() is None:  # a worker's run, not one from a terminal
+        ledger.note(
+            "heartbeat",
+            "none: this worker sets no PREFECT_FLOWS_HEARTBEAT_FREQUENCY, so if it dies mid-failover "
+            "nothing marks the run Crashed or runs it again (start workers as lifeboat deploy prints)",
+        )
     scheduled = flow_run.scheduled_start_time
     if scheduled is not None:
         seconds = (_now() - scheduled).total_seconds()
         ledger.note("flow start-up", f"{seconds:.2f}s from the run's scheduled start to its first step")
+
+
+def _heartbeat_s() -> int | None:
+    from prefect.settings import get_current_settings
+
+    return get_current_settings().flows.heartbeat_frequency
 
 
 def _secs(td) -> float | None:

@@ -202,33 +202,101 @@ async def cancel_pending_runs(
     return cancelled
 
 
-def ensure_process_pool(name: str) -> bool:
-    """Create process work pool `name` (Prefect's default job template) unless it exists;
-    True when it was created. A pool of another type is refused, not changed."""
+# The job variables a run must not set: what the worker runs, with which environment, where.
+LOCKED_FIELDS = ("command", "env", "working_dir")
+
+
+def locked_job_template() -> dict[str, Any]:
+    """Prefect's process job template without `command`, `env` and `working_dir`: the worker
+    starts Prefect's own engine for the deployment's flow (no command of the run's), with the
+    worker's own environment (no variable of the run's, such as PYTHONPATH: Prefect merges a
+    run's `env` into any env the template fixes, so the template fixes none), in a fresh
+    temporary folder (no folder of the run's, whose modules would shadow Prefect's). A run
+    may still name its process, label it and stream its output. Settings every flow run
+    needs (the flow heartbeat) therefore come from the worker's environment."""
+    from prefect.workers.process import ProcessWorker
+
+    template = ProcessWorker.get_default_base_job_template()
+    config = {k: v for k, v in template["job_configuration"].items() if k not in LOCKED_FIELDS}
+    variables = dict(template["variables"])
+    variables["properties"] = {k: v for k, v in variables["properties"].items() if k not in LOCKED_FIELDS}
+    return {"job_configuration": config, "variables": variables}
+
+
+def overridable_fields(template: dict[str, Any] | None) -> list[str]:
+    """Which of `command`, `env`, `working_dir` a run's job variables can set in a pool with
+    this base job template: any the template names at all (a `{{ placeholder }}` takes the
+    run's value, and a fixed `env` mapping is merged with the run's)."""
+    config = (template or {}).get("job_configuration") or {}
+    return [f for f in LOCKED_FIELDS if f in config]
+
+
+def ensure_process_pool(name: str) -> str:
+    """Create process work pool `name` with `locked_job_template` unless it exists: "created"
+    or "exists". An existing pool keeps its template (`pool_warnings` says when a run can
+    override it); a pool of another type is refused, not changed."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import WorkPoolCreate
     from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
-    from prefect.workers.process import ProcessWorker
 
     with get_client(sync_client=True) as client:
         try:
             pool = client.read_work_pool(name)
         except ObjectNotFound:
-            pass
+            pool = None
         except (OSError, _http_errors()) as e:
             raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
-        else:
+        if pool is not None:
             if pool.type != "process":
                 raise ConfigError(f"work pool {name!r} exists with type {pool.type!r}, not 'process'")
-            return False
-        template = ProcessWorker.get_default_base_job_template()
+            return "exists"
         try:
-            client.create_work_pool(WorkPoolCreate(name=name, type="process", base_job_template=template))
+            client.create_work_pool(
+                WorkPoolCreate(name=name, type="process", base_job_template=locked_job_template())
+            )
         except ObjectAlreadyExists:  # created by a racing deploy
-            return False
+            return "exists"
         except (OSError, _http_errors()) as e:
             raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
-        return True
+        return "created"
+
+
+def pool_warnings(pools: Iterable[str] | None = None) -> list[str]:
+    """One line per work pool whose job template lets a run set its command, env or working
+    directory (so anyone who can create a run there makes its worker run anything): `pools`,
+    or those every deployment of a Lifeboat flow runs on. A pool that cannot be read is a line
+    too; no Prefect API, no lines."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import get_current_settings
+
+    if not get_current_settings().api.url:
+        return []
+    lines = []
+    try:
+        with get_client(sync_client=True) as client:
+            if pools is None:
+                deployments = client.read_deployments()
+                pools = {
+                    d.work_pool_name
+                    for d in deployments
+                    if d.work_pool_name and (d.entrypoint or "").startswith("lifeboat_dr.flows.")
+                }
+            for name in sorted(set(pools)):
+                try:
+                    pool = client.read_work_pool(name)
+                except ObjectNotFound:
+                    continue
+                if open_fields := overridable_fields(pool.base_job_template):
+                    lines.append(
+                        f"work pool {name!r} lets a run set its {', '.join(open_fields)}: anyone who can "
+                        "create a flow run there makes its worker run any command; recreate it with "
+                        "`lifeboat deploy` (after `prefect work-pool delete`), or fix those fields in its "
+                        "base job template (docs/approvals.md)"
+                    )
+    except (OSError, _http_errors()) as e:
+        lines.append(f"could not read the work pools from Prefect: {type(e).__name__}: {e}")
+    return lines
 
 
 CRASH_AUTOMATION = "lifeboat-failover-crashed"

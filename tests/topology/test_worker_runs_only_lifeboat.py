@@ -130,13 +130,16 @@ def test_a_run_carrying_job_variables_runs_nothing_of_them(locked_worker, tmp_pa
     assert state.is_failed() and "no such file" in (state.message or ""), state
 
 
-def test_deploy_and_validate_warn_about_a_pool_a_run_can_override(prefect_server_process, tmp_path, capsys):
+def test_deploy_and_validate_warn_about_a_pool_a_run_can_override(
+    prefect_server_process, tmp_path, capsys, monkeypatch
+):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import WorkPoolCreate
     from prefect.workers.process import ProcessWorker
 
     from lifeboat_dr.providers.orchestrator.prefect_api import overridable_fields
 
+    monkeypatch.setenv("PREFECT_API_URL", prefect_server_process)  # validate checks the pools then
     with api_at(prefect_server_process), get_client(sync_client=True) as client:
         client.create_work_pool(
             WorkPoolCreate(
@@ -158,11 +161,14 @@ def test_deploy_and_validate_warn_about_a_pool_a_run_can_override(prefect_server
     assert "work pool 'open-pool' lets a run set its command, env, working_dir" in err, err
 
 
-def test_the_pool_lifeboat_deploy_creates_lets_a_run_set_none_of_them(prefect_server_process, capsys):
+def test_the_pool_lifeboat_deploy_creates_lets_a_run_set_none_of_them(
+    prefect_server_process, capsys, monkeypatch
+):
     from prefect.client.orchestration import get_client
 
     from lifeboat_dr.providers.orchestrator.prefect_api import overridable_fields
 
+    monkeypatch.setenv("PREFECT_API_URL", prefect_server_process)
     with api_at(prefect_server_process), get_client(sync_client=True) as client:
         assert ensure_process_pool("made-by-deploy") == "created"
         assert overridable_fields(client.read_work_pool("made-by-deploy").base_job_template) == []
