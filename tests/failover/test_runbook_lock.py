@@ -114,6 +114,7 @@ def test_a_store_that_ignores_preconditions_cannot_hold_the_lock():
         lock(store, "run-a").acquire()
 
 
+@pytest.mark.processes
 def test_racing_processes_one_takes_it(tmp_path):
     """Eight processes race for a free lock in one local store: exactly one holds it."""
     race = (
