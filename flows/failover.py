@@ -208,7 +208,7 @@ def _note_start_up(ledger: RtoLedger, flow_run) -> None:
             f"attempt {attempt}: an earlier attempt of this run stopped unfinished (its worker was lost); "
             "done steps are found done (same run id)",
         )
-    if flow_run.deployment_id and _heartbeat_s() is None:  # a worker's run, not one from a terminal
+    if _deployed() and _heartbeat_s() is None:  # a worker's run, not one from a terminal
         ledger.note(
             "heartbeat",
             "none: this worker sets no PREFECT_FLOWS_HEARTBEAT_FREQUENCY, so if it dies mid-failover "
@@ -218,6 +218,12 @@ def _note_start_up(ledger: RtoLedger, flow_run) -> None:
     if scheduled is not None:
         seconds = (_now() - scheduled).total_seconds()
         ledger.note("flow start-up", f"{seconds:.2f}s from the run's scheduled start to its first step")
+
+
+def _deployed() -> bool:
+    from prefect.runtime import deployment
+
+    return deployment.id is not None
 
 
 def _heartbeat_s() -> int | None:

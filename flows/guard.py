@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
-from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.kernel.errors import ConfigError, LifeboatError, StandDown
 
 log = logging.getLogger("lifeboat.guard")
 
@@ -130,10 +130,19 @@ class Guard:
             action=self.action,
             lease_s=lock_lease_s(),
         )
-        with lock:
+        try:
+            lock.acquire()
+        except StandDown:
+            raise
+        except LifeboatError as e:  # the store did not answer, or cannot hold a lock: nothing acted
+            ledger.fail("confirmed", f"could not take the runbook's lock: {e}")
+            raise
+        try:
             if lock.reclaimed is not None:
                 self._alert(lock, ledger, notify)
             yield
+        finally:
+            lock.release()
 
     def _alert(self, lock, ledger, notify) -> None:
         gone = lock.reclaimed
