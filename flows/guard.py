@@ -10,9 +10,9 @@ do, and holds the runbook's lock while the run acts:
   `file://` store: nothing it can touch is off this machine, e.g. `make demo`). Anywhere
   else it is refused at once, in one line. `reject` and `wait` may always be asked for: a
   refusal acts on nothing, and waiting asks a person.
-- a rehearsal must be a sandbox: its stores `file://`, its compute local (a serving
-  sandbox: HAProxy on loopback). A drill is no parameter of `failover`; it runs only from
-  the `drill` flow, which sandboxes the runbook first.
+- `rehearsal` is never a parameter: only code that built the run's own sandbox says so (the
+  `failover` flow's dry run, the `drill` flow, which sandboxes every kind first: a drill is no
+  parameter of `failover`).
 - `force` (the outage taken as confirmed whatever the quorum says) is written in the ledger.
 - the runbook's lock (`lifeboat_dr.core.lock`), held for the whole walk by every path that
   acts: one failover, failback or serving failover of a runbook at a time; another live
@@ -46,18 +46,6 @@ def on_this_machine(rb) -> bool:
     return rb.serving is None and _stores_here(rb) and rb.primary.infra == rb.secondary.infra == "local"
 
 
-def is_sandbox(rb) -> bool:
-    """What a rehearsal must run on: `on_this_machine`, or a serving sandbox (`file://` stores,
-    the router an HAProxy runtime socket, both sites on loopback)."""
-    if rb.serving is None:
-        return on_this_machine(rb)
-    s = rb.serving
-    loopback = all(
-        urlparse(u).hostname in ("127.0.0.1", "localhost", "::1") for u in (s.primary_url, s.standby_url)
-    )
-    return _stores_here(rb) and s.traffic.router.value == "haproxy" and loopback
-
-
 def console_mode(rb, approval: str | None, *, rehearsal: bool) -> str:
     """The console gate's mode for the `approval` parameter; `ConfigError` when it would have
     a parameter approve outside a sandbox."""
@@ -88,7 +76,8 @@ def lock_lease_s() -> float:
 
 class Guard:
     """The checks and the lock of one acting run of `rb` (see the module docstring).
-    Constructing it checks the parameters (`ConfigError`); `acting` holds the lock."""
+    Constructing it checks the parameters (`ConfigError`); `acting` holds the lock.
+    `rehearsal`: the caller built `rb` as this run's own sandbox."""
 
     def __init__(
         self,
@@ -102,11 +91,6 @@ class Guard:
     ):
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}")
-        if rehearsal and not is_sandbox(rb):
-            raise ConfigError(
-                f"runbook {rb.name}: a rehearsal runs on a sandbox only (file:// stores, local compute); "
-                "drills run from the drill flow"
-            )
         self.rb, self.run_id, self.action, self.force = rb, str(run_id), action, force
         self.console = console_mode(rb, approval, rehearsal=rehearsal)
 

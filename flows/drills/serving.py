@@ -42,6 +42,7 @@ def run_inference_drill(rb, kind: str, drill_id: str, folder: Path) -> tuple[lis
 
 
 def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], str | None]:
+    from lifeboat_dr.core.failover.results import Confirmation
     from lifeboat_dr.core.serving.failover import serving_failover
     from lifeboat_dr.flows.guard import Guard
     from lifeboat_dr.flows.serving_sandbox import serving_sandbox
@@ -69,7 +70,7 @@ def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], s
             before = router.weights()
             outage = datetime.now(UTC)
             box.kill_primary()
-            detected, _ = box.confirm_outage(router)
+            detected, evidence = box.confirm_outage(router)
             ledger = build_ledger(box.rb, run_id=drill_id, drill=kind)
             ledger.note("drill", kind)
 
@@ -85,7 +86,10 @@ def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], s
                     expected_digest=certified_weights_digest(box.rb),
                     ledger=ledger,
                     outage_started_at=outage,
-                    detected_at=detected,  # the sandbox's two signals confirmed it
+                    detected_at=detected,
+                    confirm=lambda: Confirmation(
+                        outage, detected, tuple(evidence)
+                    ),  # the sandbox's two signals
                     approve=degrade if kind == "serving-degraded" else None,
                 )
             time.sleep(0.3)
