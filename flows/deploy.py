@@ -133,6 +133,8 @@ def deployment_plan(
                 "name": secondary_pool if at_secondary else pool,
             }
             if one["entrypoint"].endswith(":failover"):
+                # a pool `lifeboat deploy` creates carries it in its locked template; this is for
+                # a pool that lets deployments set env (deploy warns about those)
                 job = one["work_pool"].setdefault("job_variables", {})
                 job.setdefault("env", {})["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] = str(heartbeat_s)
             out.append(one)

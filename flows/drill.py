@@ -2,7 +2,8 @@
 
 `lifeboat_dr.flows.drills` injects the fault into a sandbox and checks the result; this module runs
 the real failover (`lifeboat_dr.flows.failover.execute`, the same steps a real outage runs) over the
-sandbox's providers, keeps each step's result for the checks, and publishes every
+sandbox's providers, through the guard every acting flow goes through (a rehearsal: refused on
+anything but a sandbox; the sandbox's own lock), keeps each step's result for the checks, and publishes every
 `DrillResult` as a markdown artifact. A failing check fails the flow run. Scheduled in
 prefect.yaml (GPU fault weekly, node monthly, AZ quarterly, region twice a year).
 """
@@ -44,6 +45,7 @@ def run_failover(rig: Rig) -> Outcome:
     """The failover of `rig.rb` with the drill's providers and parameters, inside this flow run."""
     from lifeboat_dr.flows.approval import ChatGate
     from lifeboat_dr.flows.failover import execute
+    from lifeboat_dr.flows.guard import Guard
     from lifeboat_dr.flows.sandbox import sandbox_images
     from lifeboat_dr.flows.wiring import build_ledger, build_steps, providers_for, settings_for
     from lifeboat_dr.providers.chat.console import ConsoleChat
@@ -67,18 +69,20 @@ def run_failover(rig: Rig) -> Outcome:
     )
     ledger = build_ledger(rig.rb, run_id=rig.drill_id, drill=rig.kind)
     ledger.note("drill", rig.kind)
-    gate = ChatGate(rig.rb, ConsoleChat(rig.approval))  # never Slack: drills page nobody
+    guard = Guard(rig.rb, rig.drill_id, action="drill", approval=rig.approval, rehearsal=True)
+    gate = ChatGate(rig.rb, ConsoleChat(guard.console))  # never Slack: drills page nobody
     error = None
     try:
-        execute(
-            settings_for(rig.rb),
-            steps,
-            ledger,
-            gate,
-            run_id=rig.drill_id,
-            drill=True,
-            keep_cluster=rig.keep_cluster,
-        )
+        with guard.acting(ledger, gate.notify, store=providers.secondary):
+            execute(
+                settings_for(rig.rb),
+                steps,
+                ledger,
+                gate,
+                run_id=rig.drill_id,
+                drill=True,
+                keep_cluster=rig.keep_cluster,
+            )
     except Exception as e:  # the checks judge it
         error = e
     return Outcome(ledger.entry, steps.results, error)

@@ -24,23 +24,25 @@ def failback(runbook: str, approval: Literal["wait", "approve", "reject"] = "wai
 
     Args:
         runbook: Path of the runbook YAML on the worker.
-        approval: Without Slack: wait for the Prefect UI or `lifeboat approve`, or decide at once.
+        approval: Without Slack: wait for the Prefect UI or `lifeboat approve`, or decide at
+            once (`approve` only for a runbook whose every site is on this machine).
     """
     from prefect.runtime import flow_run
 
+    from lifeboat_dr.flows.guard import Guard
     from lifeboat_dr.flows.record import publish
     from lifeboat_dr.flows.wiring import build_failback_steps, build_gate, build_ledger, settings_for
     from lifeboat_dr.kernel.errors import StandDown
-    from lifeboat_dr.providers.orchestrator.prefect_api import runbook_lock
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
     run_id = str(flow_run.id or f"local-{datetime.now(UTC):%Y%m%dT%H%M%S}")
+    guard = Guard(rb, run_id, action="failback", approval=approval)  # a parameter is not a person
     steps = build_failback_steps(rb, run_id=run_id)
     ledger = build_ledger(rb, run_id=run_id, kind="failback")
-    gate = build_gate(rb, console=approval)
+    gate = build_gate(rb, console=guard.console)
     try:  # the failover's lock: one failover or failback of a runbook at a time
-        with runbook_lock(rb.name, run_id):
+        with guard.acting(ledger, gate.notify):
             entry = execute(settings_for(rb), steps, ledger, gate, run_id=run_id)
     except StandDown as e:
         ledger.note("stood down", str(e))

@@ -6,7 +6,6 @@ and the gate from the runbook (loaded once), `lifeboat_dr.core.failover.walk` wa
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -18,7 +17,7 @@ from lifeboat_dr.core.failover import walk
 from lifeboat_dr.core.failover.results import FailoverSettings, FailoverSteps, Gate
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
 from lifeboat_dr.flows.runner import PrefectRunner
-from lifeboat_dr.kernel.errors import ConfigError, LifeboatError, StandDown
+from lifeboat_dr.kernel.errors import LifeboatError, StandDown
 
 
 def _now() -> datetime:
@@ -64,11 +63,10 @@ def _run_name() -> str:
     return f"failover-{_runbook_name(flow_run.parameters.get('runbook', ''))}-{_now():%Y%m%dT%H%M%SZ}"
 
 
-def run_tags(rb, *, drill: str | None, dry_run: bool) -> list[str]:
-    """Tags to filter runs by in the UI: the runbook, its workload, and drills / dry runs."""
+def run_tags(rb, *, dry_run: bool) -> list[str]:
+    """Tags to filter runs by in the UI: the runbook, its workload, and dry runs (drills are
+    runs of the `drill` flow)."""
     tags = [f"runbook:{rb.name}", f"workload:{rb.workload}"]
-    if drill:
-        tags += ["drill", f"drill:{drill}"]
     if dry_run:
         tags.append("dry-run")
     return tags
@@ -101,7 +99,6 @@ def failover(
     evidence: list[str] | None = None,
     force: bool = False,
     approval: Literal["wait", "approve", "reject"] | None = None,
-    drill: str | None = None,
 ) -> dict:
     """Fail a protected job over to its secondary site; measure and record RTO and RPO.
 
@@ -113,21 +110,21 @@ def failover(
         detected_at: When detection confirmed it (set by the automation).
         evidence: The agreeing signals, one line each (set by the automation). Empty: check the
             quorum now.
-        force: Fail over even if the quorum does not confirm an outage right now: a human has.
+        force: Fail over even if the quorum does not confirm an outage right now: a human has
+            (written in the ledger).
         approval: Without Slack: wait for the Prefect UI or `lifeboat approve` (the default,
-            and `wait` in a dry run), or decide at once (demos, drills; a dry run approves
-            unless told otherwise).
-        drill: Drill kind when this is a rehearsal: its own cluster name, guaranteed teardown,
-            marked in the ledger.
+            and `wait` in a dry run), or decide at once: `approve` only in a dry run or for a
+            runbook whose every site is on this machine (a parameter is not a person).
     """
     from prefect.runtime import flow_run
 
+    from lifeboat_dr.flows.guard import Guard
     from lifeboat_dr.flows.record import publish
     from lifeboat_dr.flows.sandbox import sandbox_images, sandboxed
     from lifeboat_dr.flows.wiring import build_gate, build_ledger, build_steps, providers_for, settings_for
     from lifeboat_dr.providers.compute.skycheck import check_runbook
     from lifeboat_dr.providers.image_registry import FakeRegistry
-    from lifeboat_dr.providers.orchestrator.prefect_api import runbook_lock, tag_run
+    from lifeboat_dr.providers.orchestrator.prefect_api import tag_run
 
     rb = check_runbook(runbook)  # the task YAML too: a typo stops here, not after approval
     run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
@@ -140,8 +137,8 @@ def failover(
             outage_started_at=outage_started_at,
             detected_at=detected_at,
             evidence=evidence,
+            force=force,
             approval=approval,
-            drill=drill,
             dry_run=dry_run,
         )
     providers = None
@@ -157,36 +154,32 @@ def failover(
         providers = providers_for(rb, registry=registry)
         evidence, force = evidence or ["dry run: simulated outage"], True
         approval = approval or "approve"
-    if approval == "approve" and not (dry_run or drill) and rb.secondary.infra != "local":
-        # a flow parameter is not a person: anyone who can start a run could skip the gate
-        raise ConfigError(
-            f"runbook {rb.name}: approval=approve decides without a person; it is for dry runs, "
-            "drills and local runbooks only. Approve in Slack, the Prefect UI or with lifeboat approve."
-        )
+    # a parameter is not a person: refused here, before anything is built, when it would approve
+    guard = Guard(
+        rb, run_id, action="failover", approval=approval, rehearsal=dry_run, force=force and not dry_run
+    )
     steps = build_steps(
         rb,
         run_id=run_id,
-        drill=drill,
         providers=providers,
         outage_started_at=outage_started_at,
         detected_at=detected_at,
         evidence=evidence,
         force=force,
     )
-    ledger = build_ledger(rb, run_id=run_id, drill=drill or ("dry-run" if dry_run else None))
+    ledger = build_ledger(rb, run_id=run_id, drill="dry-run" if dry_run else None)
     if sky_rehearsal is not None:
         ledger.note("skypilot dry run", sky_rehearsal.summary())
     _note_start_up(ledger, flow_run)
-    gate = build_gate(rb, console=approval or "wait")
+    gate = build_gate(rb, console=guard.console)
     if flow_run.id:
         try:
-            tag_run(run_id, run_tags(rb, drill=drill, dry_run=dry_run))
+            tag_run(run_id, run_tags(rb, dry_run=dry_run))
         except LifeboatError as e:  # labels only: never a reason to stop a failover
             print(f"could not tag the run: {e}")
-    rehearsal = bool(drill or dry_run)  # sandboxed: its own stores and cluster, no lock to share
     try:
-        with nullcontext() if rehearsal else runbook_lock(rb.name, run_id):
-            entry = execute(settings_for(rb), steps, ledger, gate, run_id=run_id, drill=rehearsal)
+        with guard.acting(ledger, gate.notify, store=steps.p.secondary):
+            entry = execute(settings_for(rb), steps, ledger, gate, run_id=run_id, drill=dry_run)
     except StandDown as e:  # another failover of this runbook is running
         ledger.note("stood down", str(e))
         entry = ledger.finish("stood-down")
@@ -206,7 +199,8 @@ def failover(
 
 
 def _note_start_up(ledger: RtoLedger, flow_run) -> None:
-    """Flow start-up (scheduled → the walk begins) apart from the confirm step's own time."""
+    """Flow start-up (scheduled → the walk begins) apart from the confirm step's own time, and
+    what the start says of crash recovery: a re-run, or a worker that sends no heartbeat."""
     attempt = flow_run.run_count
     if attempt and attempt > 1:  # scheduled again by lifeboat-failover-rerun, or a retry
         ledger.note(
@@ -214,10 +208,28 @@ def _note_start_up(ledger: RtoLedger, flow_run) -> None:
             f"attempt {attempt}: an earlier attempt of this run stopped unfinished (its worker was lost); "
             "done steps are found done (same run id)",
         )
+    if _deployed() and _heartbeat_s() is None:  # a worker's run, not one from a terminal
+        ledger.note(
+            "heartbeat",
+            "none: this worker sets no PREFECT_FLOWS_HEARTBEAT_FREQUENCY, so if it dies mid-failover "
+            "nothing marks the run Crashed or runs it again (start workers as lifeboat deploy prints)",
+        )
     scheduled = flow_run.scheduled_start_time
     if scheduled is not None:
         seconds = (_now() - scheduled).total_seconds()
         ledger.note("flow start-up", f"{seconds:.2f}s from the run's scheduled start to its first step")
+
+
+def _deployed() -> bool:
+    from prefect.runtime import deployment
+
+    return deployment.id is not None
+
+
+def _heartbeat_s() -> int | None:
+    from prefect.settings import get_current_settings
+
+    return get_current_settings().flows.heartbeat_frequency
 
 
 def _secs(td) -> float | None:

@@ -6,9 +6,12 @@ digest and the settings; the core's serving walk (`lifeboat_dr.core.serving.fail
 same one the serving drills and the demo run) goes through the serving step table, each step
 that calls out one task run (`lifeboat_dr.flows.runner.PrefectRunner`: "verify", "switch",
 "watch", retried only on `ProviderUnavailable`; verifying again and setting the same weights
-again are idempotent). Approval, when the runbook requires it, runs between them on the flow
-itself (a Prefect pause must), through the same gate as training's, with a card that names
-the standby instead of a plan. The flow publishes the record.
+again are idempotent). It goes through the guard every acting flow does
+(`lifeboat_dr.flows.guard`: no parameter approves outside a sandbox, `force` is noted, the
+runbook's lock is held) and confirms the outage as training does: the watch flow's evidence,
+else the quorum over the runbook's probes now. Approval, when the runbook requires it, runs
+between them on the flow itself (a Prefect pause must), through the same gate as training's,
+with a card that names the standby instead of a plan. The flow publishes the record.
 """
 
 from __future__ import annotations
@@ -25,57 +28,97 @@ def serve_failover(
     outage_started_at: datetime | None,
     detected_at: datetime | None,
     evidence: list[str] | None,
-    approval: str,
-    drill: str | None,
+    force: bool,
+    approval: str | None,
     dry_run: bool,
 ) -> dict:
     """Run the serving failover for `rb` inside the current flow run; publish its record."""
+    if not dry_run:
+        return _serve(
+            rb,
+            run_id=run_id,
+            outage_started_at=outage_started_at,
+            detected_at=detected_at,
+            evidence=evidence,
+            force=force,
+            approval=approval,
+            rehearsal=False,
+        )
+    from lifeboat_dr.flows.serving_sandbox import serving_sandbox
+    from lifeboat_dr.flows.wiring import build_router
+
+    # the same failover over toy servers behind a local HAProxy, primary killed
+    folder = Path(".lifeboat/sandbox") / f"{rb.name}-{run_id}"
+    with serving_sandbox(rb, folder) as box:
+        router = build_router(box.rb)
+        outage = datetime.now(UTC)
+        box.kill_primary()
+        detected, evidence = box.confirm_outage(router)
+        return _serve(
+            box.rb,
+            run_id=run_id,
+            outage_started_at=outage,
+            detected_at=detected,
+            evidence=evidence,
+            force=False,
+            approval="approve" if approval in (None, "wait") else approval,
+            rehearsal=True,
+        )
+
+
+def _serve(rb, *, run_id, outage_started_at, detected_at, evidence, force, approval, rehearsal) -> dict:
+    """Through the guard (parameters, `force` noted, the runbook's lock), the outage confirmed
+    by the quorum as training's is (unless the watch flow's evidence came with the run), then
+    the serving walk."""
+    from lifeboat_dr.core.detection.quorum import QuorumPolicy
+    from lifeboat_dr.core.failover.steps import confirm_outage
     from lifeboat_dr.core.serving.failover import serving_failover
+    from lifeboat_dr.flows.guard import Guard
     from lifeboat_dr.flows.record import publish
     from lifeboat_dr.flows.runner import PrefectRunner
     from lifeboat_dr.flows.wiring import (
+        build_gate,
         build_ledger,
+        build_probes,
         build_router,
         certified_weights_digest,
         serving_settings,
     )
+    from lifeboat_dr.kernel.errors import StandDown
     from lifeboat_dr.providers.serving.http import HttpEndpoint
 
-    if dry_run:  # the same failover over toy servers behind a local HAProxy, primary killed
-        from lifeboat_dr.flows.serving_sandbox import serving_sandbox
-
-        folder = Path(".lifeboat/sandbox") / f"{rb.name}-{run_id}"
-        with serving_sandbox(rb, folder) as box:
-            router = build_router(box.rb)
-            outage = datetime.now(UTC)
-            box.kill_primary()
-            detected, evidence = box.confirm_outage(router)
-            return serve_failover(
-                box.rb,
-                run_id=run_id,
-                outage_started_at=outage,
-                detected_at=detected,
-                evidence=evidence,
-                approval="approve" if approval == "wait" else approval,
-                drill=drill or "dry-run",
-                dry_run=False,
-            )
-    ledger = build_ledger(rb, run_id=run_id, drill=drill)
+    guard = Guard(rb, run_id, action="serving", approval=approval, rehearsal=rehearsal, force=force)
+    ledger = build_ledger(rb, run_id=run_id, drill="dry-run" if rehearsal else None)
     settings = serving_settings(rb)
+    gate = build_gate(rb, console=guard.console)
+    started = outage_started_at or datetime.now(UTC)
     try:
-        serving_failover(
-            settings,
-            router=build_router(rb),
-            standby=HttpEndpoint(rb.serving.standby_url),
-            expected_digest=certified_weights_digest(rb),
-            ledger=ledger,
-            outage_started_at=outage_started_at or datetime.now(UTC),
-            detected_at=detected_at,
-            approve=partial(_approve, rb, run_id, evidence, drill, approval)
-            if rb.approval.required
-            else None,
-            runner=PrefectRunner(settings.retries, settings.retry_delay_s),
-        )
+        with guard.acting(ledger, gate.notify):
+            serving_failover(
+                settings,
+                router=build_router(rb),
+                standby=HttpEndpoint(rb.serving.standby_url),
+                expected_digest=certified_weights_digest(rb),
+                ledger=ledger,
+                outage_started_at=started,
+                detected_at=detected_at,
+                confirm=partial(
+                    confirm_outage,
+                    lambda: build_probes(rb),
+                    QuorumPolicy.from_detection(rb.detection),
+                    evidence=tuple(evidence or ()),
+                    force=force,
+                    outage_started_at=started,
+                    detected_at=detected_at,
+                ),
+                approve=partial(_approve, rb, run_id, evidence, rehearsal, gate)
+                if rb.approval.required
+                else None,
+                runner=PrefectRunner(settings.retries, settings.retry_delay_s),
+            )
+    except StandDown as e:  # another failover of this runbook is running
+        ledger.note("stood down", str(e))
+        ledger.finish("stood-down")
     finally:
         picture = publish(ledger.entry)
     entry = ledger.entry
@@ -90,8 +133,7 @@ def serve_failover(
     }
 
 
-def _approve(rb, run_id: str, evidence, drill, approval: str, ledger) -> bool:
-    from lifeboat_dr.flows.wiring import build_gate
+def _approve(rb, run_id: str, evidence, rehearsal: bool, gate, ledger) -> bool:
     from lifeboat_dr.providers.chat.base import ApprovalCard
 
     card = ApprovalCard(
@@ -104,10 +146,9 @@ def _approve(rb, run_id: str, evidence, drill, approval: str, ledger) -> bool:
         f"steps {rb.serving.switch.steps}",
         rto_target=rb.rto_target,
         approvers=list(rb.approval.approvers),
-        drill=bool(drill),
+        drill=rehearsal,
         action="serving",
     )
-    gate = build_gate(rb, console=approval)
     decision = gate.request(card, ledger)
     gate.announce()
     return decision.approved

@@ -101,11 +101,26 @@ def _missing_paths(runbook: Runbook, shown: str, lines: dict[Loc, int]) -> list[
         if not rel:
             continue
         try:
-            missing = not runbook.resolve(rel).exists()
+            path = runbook.resolve(rel)
+            missing = not path.exists()
         except (OSError, ValueError) as e:  # a name too long for the OS
             missing, why = True, f"{rel[:80]!r} cannot be a path: {getattr(e, 'strerror', None) or e}"
         else:
             why = f"{rel} does not exist (relative to {shown})"
+            if (
+                loc == ("job", "task")
+                and not missing
+                and not path.is_relative_to(home := repository_of(runbook))
+            ):
+                missing, why = True, f"{rel} is outside the runbook's repository ({home}); not read"
         if missing:
             problems.append(Problem(shown, _line_of(loc, lines), ".".join(loc), why))
     return problems
+
+
+def repository_of(runbook: Runbook) -> Path:
+    """Where the runbook's own files live: the nearest folder above it holding `.git` (a
+    checkout, a worktree), else its own folder. Its task file must lie inside (after links
+    are followed), so a runbook cannot have Lifeboat read, print or send any file it likes."""
+    folder = runbook.base_dir.resolve()
+    return next((d for d in (folder, *folder.parents) if (d / ".git").exists()), folder)

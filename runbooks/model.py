@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from lifeboat_dr.kernel.durations import format_duration, parse_duration
+from lifeboat_dr.runbooks.addresses import has_credentials, refused_endpoint
 
 Duration = Annotated[
     timedelta,
@@ -73,7 +74,11 @@ class _Strict(BaseModel):
     so the loader can point at the right YAML line."""
 
     model_config = ConfigDict(
-        extra="forbid", use_enum_values=False, validate_default=True, allow_inf_nan=False
+        extra="forbid",
+        use_enum_values=False,
+        validate_default=True,
+        allow_inf_nan=False,
+        hide_input_in_errors=True,  # a value may hold a secret (a URI's credentials): never repeated
     )
 
 
@@ -98,9 +103,19 @@ DEFAULT_TARGETS: dict[Workload, tuple[timedelta, timedelta]] = {
 }
 
 
+def _shown(url: str) -> str:
+    """`url` for an error message, unless it carries credentials (then never repeated)."""
+    return "the URL (it carries credentials)" if has_credentials(url) else repr(url)
+
+
 def _check_store_uri(uri: object) -> str:
     if not isinstance(uri, str):
         raise ValueError(f"{uri!r} is not a store URI; write a string like s3://bucket/prefix")
+    if has_credentials(uri):
+        raise ValueError(
+            "a store URI carries no credentials (user:password@); give them to the SDK's own "
+            "configuration (AWS_PROFILE, GOOGLE_APPLICATION_CREDENTIALS)"
+        )
     parsed = urlparse(uri)
     if parsed.scheme not in STORE_SCHEMES:
         raise ValueError(
@@ -365,7 +380,7 @@ class Detection(_Strict):
         if v is not None:
             parsed = urlparse(v)
             if parsed.scheme not in ("http", "https") or not parsed.netloc:
-                raise ValueError(f"{v!r} is not an http(s) URL")
+                raise ValueError(f"{_shown(v)} is not an http(s) URL")
         return v
 
     @model_validator(mode="after")
@@ -547,7 +562,7 @@ class Serving(_Strict):
     @classmethod
     def _http_url(cls, v: str) -> str:
         if urlparse(v).scheme not in ("http", "https") or not urlparse(v).netloc:
-            raise ValueError(f"{v!r} is not an http(s) URL")
+            raise ValueError(f"{_shown(v)} is not an http(s) URL")
         return v.rstrip("/")
 
 
@@ -653,6 +668,12 @@ class Runbook(_Strict):
         None,
         description="Realtime inference: the router, the standby and how traffic moves (required for realtime-inference).",
     )
+    allow_hosts: list[str] = Field(
+        [],
+        description="Link-local or cloud metadata hosts (169.254.0.0/16, fe80::/10, fd00:ec2::254, "
+        "metadata.google.internal) that an endpoint or probe URL may name, by name: refused otherwise, "
+        "for such an address answers with the machine's own credentials.",
+    )
 
     _path: Path | None = PrivateAttr(None)
 
@@ -678,7 +699,35 @@ class Runbook(_Strict):
             raise ValueError("serving: only realtime-inference runbooks move traffic")
         if self.secondary.infra != "local" and not self.job.task:
             raise ValueError("job.task: a SkyPilot secondary needs job.task (the task YAML)")
+        for field, url in self._endpoints():
+            if why := refused_endpoint(url, set(self.allow_hosts)):
+                raise ValueError(f"{field}: {why}")
+        for field, where in self._locations():
+            if "://" in where and has_credentials(where):
+                raise ValueError(f"{field}: a URI carries no credentials (user:password@)")
         return self
+
+    def _endpoints(self) -> list[tuple[str, str]]:
+        """Every URL Lifeboat calls for this runbook (stores' endpoints, probes, the serving sites)."""
+        found = [
+            ("primary.endpoint_url", self.primary.endpoint_url),
+            ("secondary.endpoint_url", self.secondary.endpoint_url),
+            ("detection.provider_endpoint", self.detection.provider_endpoint),
+        ]
+        if self.serving is not None:
+            found += [
+                ("serving.traffic.endpoint_url", self.serving.traffic.endpoint_url),
+                ("serving.primary_url", self.serving.primary_url),
+                ("serving.standby_url", self.serving.standby_url),
+            ]
+        return [(field, url) for field, url in found if url]
+
+    def _locations(self) -> list[tuple[str, str]]:
+        """The other places written as a path or a store URI."""
+        found = [("detection.heartbeat", self.detection.heartbeat), ("verify.loss_log", self.verify.loss_log)]
+        if self.serving is not None:
+            found.append(("serving.weights", self.serving.weights))
+        return [(field, where) for field, where in found if where]
 
     @property
     def rpo_target(self) -> timedelta:

@@ -12,11 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
-
-from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.runbooks.problems import Problem, RunbookInvalid
-from lifeboat_dr.runbooks.yaml_source import Loc, parse
+from lifeboat_dr.runbooks.yaml_source import Loc, parse, read_text
 
 # The keys that say where a task runs; a failover candidate replaces all of them.
 LOCATION_KEYS = ("infra", "cloud", "region", "zone")
@@ -26,13 +23,10 @@ CHECKPOINT_DIR_ENV = "LIFEBOAT_CHECKPOINT_DIR"  # where its checkpoint prefix th
 
 
 def read_task(path: Path, shown: str) -> tuple[dict, dict[Loc, int]]:
-    """The task YAML as a mapping plus the line of every key; `RunbookInvalid` (one problem,
-    naming `shown`) when it is missing, not YAML, or not a mapping."""
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise RunbookInvalid([Problem(shown, None, "", f"cannot read the task YAML: {e}")]) from None
-    data, lines = parse(text, shown)
+    """The task YAML as a mapping plus the line of every key, read within the runbook's own
+    bounds (`lifeboat_dr.runbooks.yaml_source`); `RunbookInvalid` (one problem, naming `shown`)
+    when it is missing, not a regular file, too large, not UTF-8, not YAML, or not a mapping."""
+    data, lines = parse(read_text(Path(path), shown), shown)
     if not isinstance(data, dict):
         raise RunbookInvalid([Problem(shown, 1, "", "a SkyPilot task YAML is a mapping")])
     return data, lines
@@ -181,13 +175,14 @@ def line_of(lines: dict[Loc, int], loc: Loc) -> int | None:
 
 
 def config_for(task_yaml: Path) -> dict:
-    """The task YAML as a plain mapping, for building a `sky.Task` (ConfigError on failure)."""
+    """The task YAML as a plain mapping, for building a `sky.Task` (`RunbookInvalid`, a
+    ConfigError, on failure: as `read_task`, each problem under `job.task`)."""
     try:
-        config = yaml.safe_load(Path(task_yaml).read_text()) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"{task_yaml}: task YAML not found") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{task_yaml}: not valid YAML: {e}") from None
-    if not isinstance(config, dict):
-        raise ConfigError(f"{task_yaml}: a SkyPilot task YAML is a mapping")
-    return config
+        return read_task(task_yaml, str(task_yaml))[0]
+    except RunbookInvalid as e:
+        raise RunbookInvalid([as_task_problem(p) for p in e.problems]) from None
+
+
+def as_task_problem(p: Problem) -> Problem:
+    """A problem found in the task file, as the runbook's `job.task` field's."""
+    return Problem(p.file, p.line, "job.task", f"{p.field}: {p.message}" if p.field else p.message)

@@ -3,8 +3,9 @@
 A runbook is a few kilobytes written by a person; anything far from that is refused with
 a `file:line: field: message` problem before it can cost time or memory:
 
-- the file: at most `MAX_BYTES`, read with a cap (a 50 MB file or /dev/zero is refused
-  after `MAX_BYTES` + 1 bytes), strict UTF-8, no control characters;
+- the file: a regular file (a FIFO is refused, never waited on), at most `MAX_BYTES`, read
+  with a cap (a 50 MB file is refused after `MAX_BYTES` + 1 bytes), strict UTF-8, no
+  control characters;
 - the structure: nesting at most `MAX_DEPTH` (checked while composing, so 20,000 levels
   never reach Python's recursion limit; flow brackets are counted before parsing), at most `MAX_VALUES` values after YAML aliases
   are expanded (a "billion laughs" alias bomb stops there; a self-referencing alias hits
@@ -16,7 +17,9 @@ a `file:line: field: message` problem before it can cost time or memory:
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 import yaml
@@ -34,24 +37,39 @@ _INT_TAG = "tag:yaml.org,2002:int"
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # Unicode Cc, less tab/newline/CR
 
 
-def read_text(path: Path, shown: str) -> str:
-    """The file's text, or `RunbookInvalid` (missing, unreadable, too large, not UTF-8)."""
+def read_text(path: Path, shown: str, field: str = "") -> str:
+    """The file's text, or `RunbookInvalid` naming `field` (missing, unreadable, not a regular
+    file, too large, not UTF-8). Its content is never part of the problem."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_BYTES + 1)
+        # non-blocking: opening a FIFO with no writer returns at once instead of waiting
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise RunbookInvalid([Problem(shown, None, "", "no such file")]) from None
-    except OSError as e:  # a directory, no permission, a name the OS refuses
-        raise RunbookInvalid([Problem(shown, None, "", f"cannot read: {e.strerror or e}")]) from None
+        raise RunbookInvalid([Problem(shown, None, field, "no such file")]) from None
+    except OSError as e:  # no permission, a name the OS refuses
+        raise RunbookInvalid([Problem(shown, None, field, f"cannot read: {e.strerror or e}")]) from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO, a device, a directory
+            raise RunbookInvalid([Problem(shown, None, field, "not a regular file")])
+        try:
+            data = f.read(MAX_BYTES + 1)
+        except OSError as e:
+            raise RunbookInvalid([Problem(shown, None, field, f"cannot read: {e.strerror or e}")]) from None
     if len(data) > MAX_BYTES:
         raise RunbookInvalid(
-            [Problem(shown, None, "", f"file is larger than {MAX_BYTES:,} bytes; a runbook is a few KB")]
+            [
+                Problem(
+                    shown,
+                    None,
+                    field,
+                    f"file is larger than {MAX_BYTES:,} bytes; a runbook is a few KB",
+                )
+            ]
         )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise RunbookInvalid([Problem(shown, line, "", f"not UTF-8 text (byte {e.start})")]) from None
+        raise RunbookInvalid([Problem(shown, line, field, f"not UTF-8 text (byte {e.start})")]) from None
 
 
 class _Limit(Exception):

@@ -63,6 +63,34 @@ class StepSpec:
     runbook: str = ""  # the runbook's name: the site state it reads and fences must be its own
 
 
+def confirm_outage(
+    probes: Callable[[], Sequence],
+    quorum: QuorumPolicy,
+    *,
+    evidence: Sequence[str] = (),
+    force: bool = False,
+    outage_started_at: datetime | None = None,
+    detected_at: datetime | None = None,
+    clock: Callable[[], datetime] = _now,
+) -> Confirmation:
+    """The outage, confirmed: by `evidence` the watch flow's quorum handed over, else by the
+    quorum over the probes read now; `StopFailover` when it does not confirm, unless `force`
+    (a person says so). The training failover's confirm step and the serving walk's."""
+    now = clock()
+    if evidence:  # the watch flow's quorum already confirmed it
+        return Confirmation(outage_started_at or now, detected_at or now, tuple(evidence))
+    readings = [probe.check(None) for probe in probes()]
+    now = clock()  # after the probes: a reading taken after `now` would not be live
+    decision = decide(readings, now, quorum)
+    lines = tuple(f"{r.signal}: {r.summary}" for r in readings if r.failing)
+    if decision.state is not OutageState.confirmed and not force:
+        raise StopFailover(f"outage not confirmed: {decision.summary} (start with force to override)")
+    if not lines:
+        lines = ("started by hand with force: no signal is failing",)
+    start = outage_started_at or decision.outage_started_at or now
+    return Confirmation(start, detected_at or now, lines)
+
+
 class ProviderSteps:
     """The failover's steps for one runbook, over its providers. See core/failover/results.py."""
 
@@ -114,19 +142,15 @@ class ProviderSteps:
                 f"already moved to {self.cluster} by run {lease.run_id} (epoch {lease.epoch}, "
                 f"{lease.acquired_at:%Y-%m-%d %H:%M:%S}Z): nothing to do until the roles change again"
             )
-        now = self.clock()
-        if self.evidence:  # the watch flow's quorum already confirmed it
-            return Confirmation(self.outage_started_at or now, self.detected_at or now, self.evidence)
-        readings = [probe.check(None) for probe in self.spec.probes()]
-        now = self.clock()  # after the probes: a reading taken after `now` would not be live
-        decision = decide(readings, now, self.spec.quorum)
-        lines = tuple(f"{r.signal}: {r.summary}" for r in readings if r.failing)
-        if decision.state is not OutageState.confirmed and not self.force:
-            raise StopFailover(f"outage not confirmed: {decision.summary} (start with force to override)")
-        if not lines:
-            lines = ("started by hand with force: no signal is failing",)
-        start = self.outage_started_at or decision.outage_started_at or now
-        return Confirmation(start, self.detected_at or now, lines)
+        return confirm_outage(
+            self.spec.probes,
+            self.spec.quorum,
+            evidence=self.evidence,
+            force=self.force,
+            outage_started_at=self.outage_started_at,
+            detected_at=self.detected_at,
+            clock=self.clock,
+        )
 
     def recheck(self, step: str) -> None:
         lease = self.site_state().lease

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
+from lifeboat_dr.core.failover.results import Confirmation
 from lifeboat_dr.core.failover.walk import Runner, ThreadRunner, run_step
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
 from lifeboat_dr.core.serving.steps import SERVING_STEPS
@@ -66,13 +67,17 @@ def serving_failover(
     ledger: RtoLedger,
     outage_started_at: datetime,
     detected_at: datetime | None = None,
+    confirm: Callable[[], Confirmation] | None = None,
     approve: Callable[[RtoLedger], bool] | None = None,
     runner: Runner | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> LedgerEntry:
-    """Walk the serving steps; the ledger entry says how it went. `runner` runs the steps that
-    call out (threads by default; the flow's runs each as a task run)."""
+    """Walk the serving steps; the ledger entry says how it went. `confirm` confirms the
+    outage as training's confirm step does (`lifeboat_dr.core.failover.steps.confirm_outage`;
+    `StopFailover` when the quorum does not, recorded against `confirmed`); None when the
+    caller saw it confirmed (a drill's sandbox). `runner` runs the steps that call out
+    (threads by default; the flow's runs each as a task run)."""
     runner = runner or ThreadRunner(settings.retries, settings.retry_delay_s)
     verify = partial(
         verify_for_switch, settings, standby=standby, expected_digest=expected_digest, ledger=ledger
@@ -90,6 +95,9 @@ def serving_failover(
                 ledger.mark("outage_start", outage_started_at)
                 ledger.mark(step.milestone, detected_at)
             elif step.name == "confirm":
+                if confirm is not None:
+                    seen = run_step(runner, step.name, confirm, timeout_s=settings.step_timeout_s).value
+                    ledger.note("evidence", "; ".join(seen.evidence))
                 ledger.mark(step.milestone)
             elif step.name == "approval":
                 if approve is not None and not approve(ledger):  # the gate marks what it asked

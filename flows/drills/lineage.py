@@ -105,6 +105,7 @@ def verify_failback(rig: Rig, outcome: Outcome) -> list[Check]:
     from lifeboat_dr.core.replication.direction import direction
     from lifeboat_dr.core.sitestate import read_site_state
     from lifeboat_dr.flows.approval import ChatGate
+    from lifeboat_dr.flows.guard import Guard
     from lifeboat_dr.flows.wiring import (
         build_failback_steps,
         build_ledger,
@@ -129,14 +130,10 @@ def verify_failback(rig: Rig, outcome: Outcome) -> list[Check]:
     _await_own_commit(rig, outcome, secondary)
     error = None
     try:
-        execute(
-            settings_for(rig.rb),
-            steps,
-            ledger,
-            ChatGate(rig.rb, ConsoleChat("approve")),
-            run_id=run_id,
-            drill=True,
-        )
+        guard = Guard(rig.rb, run_id, action="drill", approval="approve", rehearsal=True)
+        gate = ChatGate(rig.rb, ConsoleChat(guard.console))
+        with guard.acting(ledger, gate.notify, store=secondary):
+            execute(settings_for(rig.rb), steps, ledger, gate, run_id=run_id, drill=True)
     except Exception as e:  # the checks judge it
         error = e
     entry = ledger.entry

@@ -42,7 +42,9 @@ def run_inference_drill(rb, kind: str, drill_id: str, folder: Path) -> tuple[lis
 
 
 def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], str | None]:
+    from lifeboat_dr.core.failover.results import Confirmation
     from lifeboat_dr.core.serving.failover import serving_failover
+    from lifeboat_dr.flows.guard import Guard
     from lifeboat_dr.flows.serving_sandbox import serving_sandbox
     from lifeboat_dr.flows.wiring import (
         build_ledger,
@@ -68,7 +70,7 @@ def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], s
             before = router.weights()
             outage = datetime.now(UTC)
             box.kill_primary()
-            detected, _ = box.confirm_outage(router)
+            detected, evidence = box.confirm_outage(router)
             ledger = build_ledger(box.rb, run_id=drill_id, drill=kind)
             ledger.note("drill", kind)
 
@@ -76,16 +78,20 @@ def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], s
                 _post(f"{box.urls['secondary']}/admin/faults", {"error_rate": 0.5})
                 return True
 
-            entry = serving_failover(
-                serving_settings(box.rb),
-                router=router,
-                standby=HttpEndpoint(box.rb.serving.standby_url),
-                expected_digest=certified_weights_digest(box.rb),
-                ledger=ledger,
-                outage_started_at=outage,
-                detected_at=detected,
-                approve=degrade if kind == "serving-degraded" else None,
-            )
+            with Guard(box.rb, drill_id, action="drill", rehearsal=True).acting(ledger):
+                entry = serving_failover(
+                    serving_settings(box.rb),
+                    router=router,
+                    standby=HttpEndpoint(box.rb.serving.standby_url),
+                    expected_digest=certified_weights_digest(box.rb),
+                    ledger=ledger,
+                    outage_started_at=outage,
+                    detected_at=detected,
+                    confirm=lambda: Confirmation(
+                        outage, detected, tuple(evidence)
+                    ),  # the sandbox's two signals
+                    approve=degrade if kind == "serving-degraded" else None,
+                )
             time.sleep(0.3)
         finally:
             stop_process(client)

@@ -18,7 +18,13 @@ import os
 from pathlib import Path
 
 from lifeboat_dr.runbooks.loader import Loc, Problem, RunbookInvalid, load_runbook
-from lifeboat_dr.runbooks.skytask import line_of, read_task, rewrite_store_refs, strip_location
+from lifeboat_dr.runbooks.skytask import (
+    as_task_problem,
+    line_of,
+    read_task,
+    rewrite_store_refs,
+    strip_location,
+)
 
 
 def check_runbook(path: str | Path, *, catalog: str | None = None):
@@ -57,7 +63,7 @@ def task_problems(
     try:
         config, lines = read_task(task_path, shown)
     except RunbookInvalid as e:
-        return [_as_task(p) for p in e.problems]
+        return [as_task_problem(p) for p in e.problems]
     from lifeboat_dr.providers.compute.memo import fingerprint, remembered
 
     verdict, _ = remembered(
@@ -65,9 +71,9 @@ def task_problems(
         fingerprint(files=[task_path], shown=shown),
         lambda: [_to_json(p) for p in _schema(catalog, config, shown, lines)],
     )
-    problems = [_as_task(Problem(**p)) for p in verdict]
+    problems = [as_task_problem(Problem(**p)) for p in verdict]
     _, _, moved = rewrite_store_refs(config, primary_store, secondary_store, shown=shown, lines=lines)
-    return problems + [_as_task(p) for p in moved]
+    return problems + [as_task_problem(p) for p in moved]
 
 
 def _schema(catalog, config, shown, lines) -> list[Problem]:
@@ -81,11 +87,6 @@ def _schema(catalog, config, shown, lines) -> list[Problem]:
 
 def _to_json(p: Problem) -> dict:
     return {"file": p.file, "line": p.line, "field": p.field, "message": p.message}
-
-
-def _as_task(p: Problem) -> Problem:
-    message = f"{p.field}: {p.message}" if p.field else p.message
-    return Problem(p.file, p.line, "job.task", message)
 
 
 def schema_problems(config: dict, *, shown: str, lines: dict[Loc, int]) -> list[Problem]:

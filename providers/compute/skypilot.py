@@ -30,8 +30,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-import yaml
-
 from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
 from lifeboat_dr.providers.compute.base import (
     ClusterState,
@@ -191,10 +189,7 @@ def adapt_task(job: JobSpec) -> dict[str, Any]:
 
 def task_defaults(task_yaml: Path) -> dict[str, Any]:
     """The `resources:` of a task YAML, for pricing candidates that leave fields to the task."""
-    try:
-        config = yaml.safe_load(Path(task_yaml).read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"{task_yaml}: cannot read the task YAML: {e}") from None
+    config = config_for(task_yaml)  # bounded, as the runbook is read
     res = config.get("resources") or {}
     if "any_of" in res or "ordered" in res or not isinstance(res, dict):
         return {}
@@ -203,11 +198,7 @@ def task_defaults(task_yaml: Path) -> dict[str, Any]:
 
 def task_nodes(task_yaml: Path) -> int:
     """`num_nodes` of a task YAML (1 when absent): prices are per cluster, not per node."""
-    try:
-        config = yaml.safe_load(Path(task_yaml).read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"{task_yaml}: cannot read the task YAML: {e}") from None
-    return int(config.get("num_nodes") or 1)
+    return int(config_for(task_yaml).get("num_nodes") or 1)
 
 
 class SkyPilotCompute:

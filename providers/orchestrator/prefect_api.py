@@ -1,6 +1,8 @@
 """Prefect's API, as Lifeboat uses it: resume or cancel a paused run, read and write its inputs
 (what a gate asks, whether it accepted a decision), cancel pending runs, emit an event, read
-a secret, hold a runbook's failover lock, create the work pool.
+a secret, create the work pools (their job templates locked) and judge existing ones. The
+runbook's failover lock is not Prefect's: anyone who reaches the API could set a concurrency
+slot (`lifeboat_dr.core.lock`).
 The one module that calls these Prefect APIs; it maps Prefect's
 errors once, to Lifeboat's:
 
@@ -12,9 +14,7 @@ errors once, to Lifeboat's:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
-from contextlib import ExitStack, contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -23,7 +23,6 @@ from lifeboat_dr.kernel.errors import (
     NotFound,
     PreconditionFailed,
     ProviderUnavailable,
-    StandDown,
 )
 
 PENDING_STATES = ("SCHEDULED", "PENDING", "PAUSED")  # not started, or waiting for approval
@@ -288,96 +287,101 @@ async def cancel_pending_runs(
     return cancelled
 
 
-@contextmanager
-def runbook_lock(
-    runbook: str, run_id: str | UUID, *, wait_s: float = 2.0, lease_s: float = 60.0, slow_s: float = 30.0
-):
-    """Hold the one slot of the global concurrency limit `lifeboat-failover-<runbook>` for
-    the body: one failover per runbook at a time. The slot is a lease that the holder renews
-    in the background: a worker that crashes lets it lapse after `lease_s` (Prefect's minimum is 60 s),
-    so a re-run can take it. A slot still held after `wait_s` raises `StandDown`; a free slot
-    that a slow server has not granted by then is asked for again, for up to `slow_s` in all
-    (then `ProviderUnavailable`)."""
-    from prefect.client.orchestration import get_client
-    from prefect.concurrency.sync import concurrency
-    from prefect.exceptions import ObjectAlreadyExists
-
-    name = f"lifeboat-failover-{runbook}"
-    with get_client(sync_client=True) as client:
-        try:
-            client.upsert_global_concurrency_limit_by_name(name, 1)
-        except ObjectAlreadyExists:  # created by a racing run between its read and its create
-            pass
-        except (OSError, _http_errors()) as e:
-            raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
-    from prefect.client.schemas.objects import ConcurrencyLeaseHolder
-
-    holder = ConcurrencyLeaseHolder(type="flow_run", id=_run_id(run_id))
-    give_up = time.monotonic() + slow_s
-    with ExitStack() as stack:
-        while True:
-            try:
-                stack.enter_context(
-                    concurrency(
-                        name,
-                        occupy=1,
-                        timeout_seconds=wait_s,
-                        lease_duration=lease_s,
-                        strict=True,
-                        holder=holder,
-                    )
-                )
-                break
-            except TimeoutError:
-                if _slot_held(name):
-                    raise StandDown(
-                        f"another failover of {runbook} holds its lock ({name}): this run changes nothing"
-                    ) from None
-                if time.monotonic() > give_up:
-                    raise ProviderUnavailable(
-                        f"Prefect API: the free lock {name} was not granted within {slow_s:g}s"
-                    ) from None
-        yield
+# The job variables a run must not set: what the worker runs, with which environment, where.
+LOCKED_FIELDS = ("command", "env", "working_dir")
 
 
-def _slot_held(name: str) -> bool:
-    """Whether the global concurrency limit `name` has its slot taken (a failed read: taken)."""
-    from prefect.client.orchestration import get_client
+def locked_job_template() -> dict[str, Any]:
+    """Prefect's process job template without `command`, `env` and `working_dir`: the worker
+    starts Prefect's own engine for the deployment's flow (no command of the run's), with the
+    worker's own environment (no variable of the run's, such as PYTHONPATH: Prefect merges a
+    run's `env` into any env the template fixes, so the template fixes none), in a fresh
+    temporary folder (no folder of the run's, whose modules would shadow Prefect's). A run
+    may still name its process, label it and stream its output. Settings every flow run
+    needs (the flow heartbeat) therefore come from the worker's environment."""
+    from prefect.workers.process import ProcessWorker
 
-    try:
-        with get_client(sync_client=True) as client:
-            return client.read_global_concurrency_limit_by_name(name).active_slots > 0
-    except Exception:  # unreadable: the safe reading is that another run holds it
-        return True
+    template = ProcessWorker.get_default_base_job_template()
+    config = {k: v for k, v in template["job_configuration"].items() if k not in LOCKED_FIELDS}
+    variables = dict(template["variables"])
+    variables["properties"] = {k: v for k, v in variables["properties"].items() if k not in LOCKED_FIELDS}
+    return {"job_configuration": config, "variables": variables}
 
 
-def ensure_process_pool(name: str) -> bool:
-    """Create process work pool `name` (Prefect's default job template) unless it exists;
-    True when it was created. A pool of another type is refused, not changed."""
+def overridable_fields(template: dict[str, Any] | None) -> list[str]:
+    """Which of `command`, `env`, `working_dir` a run's job variables can set in a pool with
+    this base job template: any the template names at all (a `{{ placeholder }}` takes the
+    run's value, and a fixed `env` mapping is merged with the run's)."""
+    config = (template or {}).get("job_configuration") or {}
+    return [f for f in LOCKED_FIELDS if f in config]
+
+
+def ensure_process_pool(name: str) -> str:
+    """Create process work pool `name` with `locked_job_template` unless it exists: "created"
+    or "exists". An existing pool keeps its template (`pool_warnings` says when a run can
+    override it); a pool of another type is refused, not changed."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import WorkPoolCreate
     from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
-    from prefect.workers.process import ProcessWorker
 
     with get_client(sync_client=True) as client:
         try:
             pool = client.read_work_pool(name)
         except ObjectNotFound:
-            pass
+            pool = None
         except (OSError, _http_errors()) as e:
             raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
-        else:
+        if pool is not None:
             if pool.type != "process":
                 raise ConfigError(f"work pool {name!r} exists with type {pool.type!r}, not 'process'")
-            return False
-        template = ProcessWorker.get_default_base_job_template()
+            return "exists"
         try:
-            client.create_work_pool(WorkPoolCreate(name=name, type="process", base_job_template=template))
+            client.create_work_pool(
+                WorkPoolCreate(name=name, type="process", base_job_template=locked_job_template())
+            )
         except ObjectAlreadyExists:  # created by a racing deploy
-            return False
+            return "exists"
         except (OSError, _http_errors()) as e:
             raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
-        return True
+        return "created"
+
+
+def pool_warnings(pools: Iterable[str] | None = None) -> list[str]:
+    """One line per work pool whose job template lets a run set its command, env or working
+    directory (so anyone who can create a run there makes its worker run anything): `pools`,
+    or those every deployment of a Lifeboat flow runs on. A pool that cannot be read is a line
+    too; no Prefect API, no lines."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import get_current_settings
+
+    if not get_current_settings().api.url:
+        return []
+    lines = []
+    try:
+        with get_client(sync_client=True) as client:
+            if pools is None:
+                deployments = client.read_deployments()
+                pools = {
+                    d.work_pool_name
+                    for d in deployments
+                    if d.work_pool_name and (d.entrypoint or "").startswith("lifeboat_dr.flows.")
+                }
+            for name in sorted(set(pools)):
+                try:
+                    pool = client.read_work_pool(name)
+                except ObjectNotFound:
+                    continue
+                if open_fields := overridable_fields(pool.base_job_template):
+                    lines.append(
+                        f"work pool {name!r} lets a run set its {', '.join(open_fields)}: anyone who can "
+                        "create a flow run there makes its worker run any command; recreate it with "
+                        "`lifeboat deploy` (after `prefect work-pool delete`), or fix those fields in its "
+                        "base job template (docs/approvals.md)"
+                    )
+    except (OSError, _http_errors()) as e:
+        lines.append(f"could not read the work pools from Prefect: {type(e).__name__}: {e}")
+    return lines
 
 
 CRASH_AUTOMATION = "lifeboat-failover-crashed"

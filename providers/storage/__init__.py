@@ -17,7 +17,13 @@ _BACKENDS = {
 def open_store(uri: str, *, endpoint_url: str | None = None, deadline_s: float | None = None) -> Store:
     """Build the store for `s3://bucket/prefix`, `gs://bucket/prefix` or `file:///path`.
     `deadline_s` bounds how long a remote store's call may take when its endpoint does not
-    answer (see base.py); a local store has none."""
+    answer (see base.py); a local store has none. A URI or endpoint with credentials in it
+    (`user:password@`) is refused without repeating them: they belong to the SDK's setup."""
+    if "@" in _authority(uri) or (endpoint_url and "@" in _authority(endpoint_url)):
+        raise ConfigError(
+            "a store URI or endpoint_url with credentials in it (user:password@) is refused; "
+            "give them to the SDK's own configuration"
+        )
     parsed = urlparse(uri)
     if parsed.scheme not in _BACKENDS:
         raise ConfigError(
@@ -32,6 +38,13 @@ def open_store(uri: str, *, endpoint_url: str | None = None, deadline_s: float |
 
     backend = getattr(importlib.import_module(module), cls)
     return backend(parsed.netloc, parsed.path.lstrip("/"), endpoint_url=endpoint_url, deadline_s=deadline_s)
+
+
+def _authority(uri: str) -> str:
+    try:
+        return urlparse(uri).netloc
+    except ValueError:  # a malformed authority: judge the text as it is
+        return uri
 
 
 __all__ = ["Capabilities", "ObjectInfo", "Store", "open_store"]

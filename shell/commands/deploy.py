@@ -4,7 +4,9 @@ the automations that re-run a failover whose worker died.
 Two process pools: `lifeboat` (the control plane's workers, at the secondary site or a third)
 runs everything but the second `watch` of each runbook, which runs with `vantage=secondary`
 on `lifeboat-secondary`: a worker at the secondary site, so detection hears the primary from
-two independent places (`flows/deploy.py`).
+two independent places (`flows/deploy.py`). A pool it creates fixes the command, environment
+and working directory of every flow run (no run's job variables can change what the worker
+starts); a pool that exists already is left as it is, with a warning when a run could.
 
 Run with PREFECT_API_URL set, from the folder the workers will run in (a checkout, or any
 folder where the package is installed: runbooks relative to it are written in relative, shipped
@@ -21,6 +23,8 @@ from pathlib import Path
 from lifeboat_dr.kernel.errors import ConfigError, ProviderUnavailable
 from lifeboat_dr.shell.cli import COMMANDS
 
+HEARTBEAT_ENV = "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"
+
 PLAN_FILE = Path(".lifeboat/deploy/prefect.yaml")
 
 
@@ -31,9 +35,11 @@ def register(subparsers) -> None:
         description="Create the `lifeboat` and `lifeboat-secondary` process work pools if missing, "
         "the shared `failover` deployment with its automation, and one set of scheduled "
         "deployments per runbook (watch from the control plane and from the secondary, certify, "
-        "replicate, prestage, drills, audit) with the runbook path written in. Then start "
-        "workers: `prefect worker start --pool lifeboat`, and at the secondary site "
-        "`prefect worker start --pool lifeboat-secondary`.",
+        "replicate, prestage, drills, audit) with the runbook path written in. The pools it creates "
+        "let no flow run set its own command, environment or working directory; it warns about an "
+        "existing pool that does. Then start workers: `PREFECT_FLOWS_HEARTBEAT_FREQUENCY=30 prefect "
+        "worker start --pool lifeboat`, and at the secondary site the same with `--pool "
+        "lifeboat-secondary`.",
     )
     p.add_argument(
         "runbooks",
@@ -60,7 +66,8 @@ def register(subparsers) -> None:
         default=30,
         metavar="SECONDS",
         help="failover runs send a heartbeat this often (>= 30); two missed mark the run Crashed "
-        "and it is scheduled again for another worker (default: 30)",
+        "and it is scheduled again for another worker. Workers set it in their environment "
+        f"({HEARTBEAT_ENV}; the pools fix every run's): deploy prints the line (default: 30)",
     )
     p.set_defaults(handler=run)
 
@@ -78,6 +85,7 @@ def run(args) -> int:
     from lifeboat_dr.providers.orchestrator.prefect_api import (
         ensure_crash_recovery,
         ensure_process_pool,
+        pool_warnings,
         require_api_url,
     )
 
@@ -96,9 +104,10 @@ def run(args) -> int:
     )
     require_api_url()
     pools = pools_of(plan)
-    for pool in pools:
-        created = ensure_process_pool(pool)
-        print(f"work pool {pool!r}: {'created' if created else 'exists'}")
+    for pool in pools:  # created with command, env and working directory fixed (locked_job_template)
+        print(f"work pool {pool!r}: {ensure_process_pool(pool)}")
+    for line in pool_warnings(pools):
+        print(f"lifeboat deploy: warning: {line}", file=sys.stderr)
     PLAN_FILE.parent.mkdir(parents=True, exist_ok=True)
     PLAN_FILE.write_text(yaml.safe_dump(plan, sort_keys=False))
     done = subprocess.run(
@@ -114,10 +123,11 @@ def run(args) -> int:
         print(f"deployment {name}")
     print("automations: failover-on-confirmed-outage, lifeboat-failover-crashed, lifeboat-failover-rerun")
     print(f"{len(plan['deployments'])} deployments on pool(s) {', '.join(pools)}; start workers with:")
-    print(f"  prefect worker start --pool {args.pool}    # control plane: secondary or third site")
+    beat = f"{HEARTBEAT_ENV}={args.heartbeat}"  # from the worker's environment: a run sets none
+    print(f"  {beat} prefect worker start --pool {args.pool}    # control plane: secondary or third site")
     if args.secondary_pool in pools:
         print(
-            f"  prefect worker start --pool {args.secondary_pool}    # at the secondary site "
+            f"  {beat} prefect worker start --pool {args.secondary_pool}    # at the secondary site "
             "(its watch is the second vantage); both with one shared LIFEBOAT_STATE_DIR"
         )
     return 0

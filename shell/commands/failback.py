@@ -22,7 +22,8 @@ def register(subparsers) -> None:
         "--approval",
         choices=("wait", "approve", "reject"),
         default="wait",
-        help="without Slack: wait for the UI or `lifeboat approve` (default), or decide at once",
+        help="without Slack: wait for the UI or `lifeboat approve` (default), or decide at once "
+        "(approve: only a runbook whose every site is on this machine; a flag is not a person)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=run)

@@ -28,7 +28,8 @@ def register(subparsers) -> None:
         choices=("wait", "approve", "reject"),
         default=None,
         help="without Slack: wait for the UI or `lifeboat approve` (default; a dry run approves "
-        "unless told to wait), or decide at once",
+        "unless told to wait), or decide at once (approve: only a dry run or a runbook whose every "
+        "site is on this machine; a flag is not a person)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=run)

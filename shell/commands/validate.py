@@ -15,8 +15,10 @@ def register(subparsers) -> None:
         description="Validate runbook YAML files. Exit 0 when all are valid, 1 otherwise (also when two "
         "of them keep checkpoints on overlapping stores: same bucket, one prefix inside the other). "
         "Also warns (without failing) when the control plane in this environment (PREFECT_API_URL, "
-        "the ledger, the signal state) would go down with the runbook's primary site, and when the "
-        "probes reach fewer independent targets than the quorum (a dark store would be one vote).",
+        "the ledger, the signal state) would go down with the runbook's primary site, when the "
+        "probes reach fewer independent targets than the quorum (a dark store would be one vote), and, "
+        "with PREFECT_API_URL set, when a work pool of Lifeboat's deployments lets a flow run set its "
+        "own command, environment or working directory.",
     )
     p.add_argument(
         "files", nargs="+", metavar="FILE", help="runbook YAML files, or shipped examples by name (demo, …)"
@@ -55,6 +57,11 @@ def run(args) -> int:
     for line in overlapping_runbooks(valid):
         failed = True
         print(line, file=sys.stderr)
+    if os.environ.get("PREFECT_API_URL"):  # the pools Lifeboat's deployments run on, once
+        from lifeboat_dr.providers.orchestrator.prefect_api import pool_warnings
+
+        for warning in pool_warnings():
+            print(f"warning: {warning}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -156,7 +156,9 @@ def test_managed_jobs_are_chosen_in_the_runbook_with_their_recovery_strategy(tmp
     text = (REPO / "runbooks" / "mistral-7b-sft.yaml").read_text()
     assert "managed:" not in text
     path = tmp_path / "rb.yaml"
-    task = (REPO / "runbooks" / "mistral-7b-sft.yaml").parent / "jobs" / "mistral-7b-sft.sky.yaml"
+    (tmp_path / "jobs").mkdir()  # its task beside it: a task file lies in the runbook's repository
+    task = tmp_path / "jobs" / "mistral-7b-sft.sky.yaml"
+    task.write_text((REPO / "runbooks" / "jobs" / "mistral-7b-sft.sky.yaml").read_text())
     text = text.replace(
         "job:\n", "job:\n  managed:\n    strategy: EAGER_NEXT_REGION\n    max_restarts_on_errors: 1\n", 1
     )

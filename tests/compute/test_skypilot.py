@@ -153,7 +153,7 @@ def test_managed_mode_sets_job_recovery(task_yaml):
 
 
 def test_missing_task_yaml_is_a_config_error(tmp_path):
-    with pytest.raises(ConfigError, match="not found"):
+    with pytest.raises(ConfigError, match="job.task: no such file"):
         build_task(JobSpec(name="llm", task_yaml=tmp_path / "nope.yaml"), _opt(0, "aws"))
 
 

@@ -8,11 +8,10 @@ import pytest
 import yaml
 
 from lifeboat_dr.core.fencing import LEASE_KEY, fence_job, read_lease
-from lifeboat_dr.flows.drills.base import amend
+from lifeboat_dr.core.lock import RunbookLock
 from lifeboat_dr.flows.failback import failback
 from lifeboat_dr.flows.sandbox import sandboxed
 from lifeboat_dr.kernel.errors import StopFailover
-from lifeboat_dr.providers.orchestrator.prefect_api import runbook_lock
 from lifeboat_dr.runbooks.loader import load_runbook
 from lifeboat_dr.shell.cli import main
 
@@ -29,15 +28,11 @@ def rb(tmp_path, monkeypatch):
 
 
 def test_failback_while_the_runbook_is_locked_stands_down_and_changes_nothing(prefect_server, rb):
-    # A name of its own: a lock wait that timed out can leave Prefect holding a slot for the
-    # lease's 60 s (seen under load), which would stand the other tests' failbacks down.
-    rb = amend(rb, name="demo-locked")
-    rb.path.write_text(yaml.safe_dump(rb.model_dump(mode="json")))
     secondary, primary = _store(rb.secondary.store), _store(rb.primary.store)
     fence_job(secondary, primary, run_id="failover-1", holder="lifeboat:demo-dr")  # failed over
     before = read_lease(primary)
 
-    with runbook_lock(rb.name, uuid.uuid4()):  # a failover or failback of this runbook is running
+    with RunbookLock(secondary, rb.name, str(uuid.uuid4())):  # a failover of this runbook is running
         result = failback(str(rb.path), approval="approve")
 
     assert result["outcome"] == "stood-down", result

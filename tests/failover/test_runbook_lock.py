@@ -1,74 +1,165 @@
-"""The runbook's failover lock on a real Prefect server: one holder, released on exit, and
-lapsing when its holder dies without releasing it (a worker crash)."""
+"""The runbook's failover lock (`lifeboat_dr.core.lock`) on every store that can hold it: one
+live holder, released on exit, lapsing one lease after its holder stopped renewing it, an
+earlier attempt of the same run waited out, a record written by hand never holding it for
+longer than a lease."""
+
+from __future__ import annotations
 
 import subprocess
 import sys
 import time
-import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from lifeboat_dr.kernel.errors import StandDown
-from lifeboat_dr.providers.orchestrator.prefect_api import runbook_lock
+from lifeboat_dr.core.lock import LOCK_KEY, Holder, RunbookLock
+from lifeboat_dr.kernel.errors import ConfigError, StandDown
+from lifeboat_dr.providers.storage.local import LocalStore
+from lifeboat_dr.testing.memory_store import MemoryStore
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]
+LEASE = 0.6  # S3 reports a write's time in whole seconds: its store gets LEASE_S3
+LEASE_S3 = 2.5
 
 
-def test_one_holder_at_a_time_and_released_on_exit(prefect_server):
-    held = runbook_lock("lock-a", uuid.uuid4())
-    with held, pytest.raises(StandDown, match="another failover of lock-a holds its lock"):  # noqa: SIM117
-        with runbook_lock("lock-a", uuid.uuid4(), wait_s=0.5):
-            pass
-    with runbook_lock("lock-a", uuid.uuid4(), wait_s=0.5):
-        pass  # released: the next run takes it
+@pytest.fixture(params=["local", "memory", "s3-moto"])
+def store(request, tmp_path):
+    if request.param == "local":
+        return LocalStore(tmp_path / "secondary")
+    if request.param == "memory":
+        return MemoryStore()
+    from lifeboat_dr.providers.storage.s3 import S3Store
+    from lifeboat_dr.testing.emulators import new_s3_bucket
+
+    endpoint = request.getfixturevalue("s3_endpoint")
+    return S3Store(new_s3_bucket(endpoint), "jobs/llama", endpoint_url=endpoint)
 
 
-def test_a_crashed_holder_lets_the_lock_lapse(prefect_server_process):
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+def lease_of(store) -> float:
+    return LEASE_S3 if store.uri.startswith("s3://") else LEASE
 
-    crash = (
-        "import os, uuid\n"
-        "from lifeboat_dr.providers.orchestrator.prefect_api import runbook_lock\n"
-        "with runbook_lock('lock-b', uuid.uuid4(), lease_s=60):\n"
-        "    print('held', flush=True)\n"
-        "    os._exit(9)  # the worker dies mid-failover: nothing releases the slot\n"
+
+def lock(store, run_id, **kw) -> RunbookLock:
+    return RunbookLock(store, "llama", run_id, lease_s=kw.pop("lease_s", lease_of(store)), **kw)
+
+
+def test_one_live_holder_at_a_time_and_released_on_exit(store):
+    with lock(store, "run-a") as held:
+        assert held.reclaimed is None
+        time.sleep(2 * lease_of(store))  # renewed meanwhile: still held
+        with pytest.raises(StandDown, match="another failover of llama holds its lock: failover run run-a"):
+            lock(store, "run-b").acquire()
+    with lock(store, "run-b") as next_one:  # released: the next run takes it, nothing reclaimed
+        assert next_one.reclaimed is None
+
+
+def test_a_holder_that_stopped_renewing_lapses_after_its_lease_and_is_named(store):
+    dead = lock(store, "run-dead")
+    dead.acquire()
+    dead._stop.set()  # its worker died: nobody renews it, nobody releases it
+    with pytest.raises(StandDown):
+        lock(store, "run-next").acquire()
+    time.sleep(lease_of(store) + 0.2)
+
+    with lock(store, "run-next") as taken:
+        assert isinstance(taken.reclaimed, Holder) and taken.reclaimed.run_id == "run-dead"
+    dead.release()  # the dead holder, if it ever wakes, frees nothing that is not its own
+    assert dead.lost
+
+
+def test_a_record_written_by_hand_holds_the_lock_one_lease_at_most(store):
+    forever = Holder(
+        "llama",
+        "squatter",
+        "failover",
+        "t",
+        datetime.now(UTC),
+        datetime(2999, 1, 1, tzinfo=UTC),
+        lease_of(store),
     )
-    env = {"PREFECT_API_URL": prefect_server_process, "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", crash], env=env, capture_output=True, text=True, timeout=60)
-    assert "held" in out.stdout, out.stderr[-2000:]
-    with temporary_settings({PREFECT_API_URL: prefect_server_process}):
-        with pytest.raises(StandDown), runbook_lock("lock-b", uuid.uuid4(), wait_s=0.5):
-            pass
-        started, deadline = time.monotonic(), time.monotonic() + 150
-        while True:  # the server's repossessor revokes the expired lease (60 s, Prefect's minimum)
-            try:
-                with runbook_lock("lock-b", uuid.uuid4(), wait_s=1):
-                    break
-            except StandDown:
-                assert time.monotonic() < deadline, "the crashed holder's lease never lapsed"
-                time.sleep(2)
-        assert time.monotonic() - started < 90
+    store.put(LOCK_KEY, forever.to_json())
+    with pytest.raises(StandDown):
+        lock(store, "run-a").acquire()
+    time.sleep(lease_of(store) + 0.2)  # nobody rewrote it for a lease: whatever it claims, it lapsed
+
+    with lock(store, "run-a") as taken:
+        assert taken.reclaimed.run_id == "squatter"
 
 
-def test_a_free_lock_that_a_slow_server_grants_late_is_asked_for_again_not_stood_down(
-    prefect_server, monkeypatch
-):
-    """Under load the server may not grant a free slot within `wait_s` (the torch demo's
-    failover once stood down so, its lock free): the run reads the limit, finds the slot
-    free and asks again."""
-    import prefect.concurrency.sync as sync
+def test_an_unreadable_record_lapses_a_lease_after_its_write(store):
+    store.put(LOCK_KEY, b"{'hand-edited")
+    with pytest.raises(StandDown, match="an unreadable lock record"):
+        lock(store, "run-a").acquire()
+    time.sleep(lease_of(store) + 0.2)
 
-    real, attempts = sync.concurrency, []
+    with lock(store, "run-a") as taken:
+        assert taken.reclaimed is not None
 
-    def slow_once(*args, **kwargs):
-        attempts.append(kwargs["timeout_seconds"])
-        if len(attempts) == 1:
-            raise TimeoutError("the server did not answer in time")
-        return real(*args, **kwargs)
 
-    monkeypatch.setattr(sync, "concurrency", slow_once)
-    with runbook_lock("lock-c", uuid.uuid4(), wait_s=0.5):
-        pass
-    assert len(attempts) == 2
+def test_an_earlier_attempt_of_the_same_run_is_waited_out(store):
+    """The run was scheduled again after its worker died: it waits for the dead attempt's lease."""
+    crashed = lock(store, "run-a")
+    crashed.acquire()
+    crashed._stop.set()
+    started = time.monotonic()
+
+    with lock(store, "run-a") as again:
+        assert again.reclaimed.run_id == "run-a"
+    assert time.monotonic() - started < lease_of(store) + 2
+
+
+def test_an_earlier_attempt_that_still_renews_stands_the_second_down(store):
+    """Someone rescheduled a live failover run through Prefect's API: its second attempt acts on nothing."""
+    with lock(store, "run-a"), pytest.raises(StandDown, match="an earlier attempt of this run"):
+        lock(store, "run-a").acquire()
+
+
+def test_a_store_that_ignores_preconditions_cannot_hold_the_lock():
+    from dataclasses import replace
+
+    store = MemoryStore()
+    store.capabilities = replace(store.capabilities, conditional_writes=False)
+    with pytest.raises(ConfigError, match="does not honour conditional writes"):
+        lock(store, "run-a").acquire()
+
+
+@pytest.mark.processes
+def test_racing_processes_one_takes_it(tmp_path):
+    """Eight processes race for a free lock in one local store: exactly one holds it."""
+    race = (
+        "import pathlib, sys, time\n"
+        "from lifeboat_dr.core.lock import RunbookLock\n"
+        "from lifeboat_dr.kernel.errors import StandDown\n"
+        "from lifeboat_dr.providers.storage.local import LocalStore\n"
+        "go = pathlib.Path(sys.argv[1]) / 'go'\n"
+        "(pathlib.Path(sys.argv[1]) / ('ready-' + sys.argv[2])).touch()\n"
+        "while not go.exists(): time.sleep(0.01)\n"
+        "try:\n"
+        "    with RunbookLock(LocalStore(sys.argv[1] + '/store'), 'llama', sys.argv[2], lease_s=30):\n"
+        "        print('held', flush=True); time.sleep(3)\n"
+        "except StandDown:\n"
+        "    print('stood down', flush=True)\n"
+    )
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", race, str(tmp_path), f"run-{i}"],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(8)
+    ]
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("ready-*"))) < 8 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (tmp_path / "go").touch()  # all imported: they race from here
+    said = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
+    assert said == ["held"] + ["stood down"] * 7, said
+
+
+def test_a_lease_is_bounded(store):
+    with pytest.raises(ConfigError):
+        lock(store, "run-a", lease_s=timedelta(hours=1).total_seconds())

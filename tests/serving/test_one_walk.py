@@ -16,7 +16,7 @@ from tests.failover.test_prefect_runner import _task_runs
 pytestmark = pytest.mark.integration
 
 RUNBOOK = Path(__file__).resolve().parents[2] / "runbooks" / "chat-serving.yaml"
-CALLS = [s.name for s in SERVING_STEPS if s.name not in ("detect", "confirm", "approval")]
+CALLS = [s.name for s in SERVING_STEPS if s.name not in ("detect", "approval")]  # confirm: the quorum
 MILESTONES = ["outage_start", *(s.milestone for s in SERVING_STEPS if s.name != "approval")]
 
 

@@ -1,5 +1,6 @@
 """The `failover` flow on a realtime-serving runbook: the serving path, on a real Prefect server."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,8 @@ def test_a_serving_runbook_that_requires_approval_asks_on_the_flow_and_a_no_move
 
     doc = yaml.safe_load((ROOT / "runbooks" / "chat-serving.yaml").read_text())
     doc["approval"] = {"required": True, "approvers": ["U0ONCALL"], "timeout": "1m"}
-    doc["job"]["task"] = str(ROOT / "runbooks" / doc["job"]["task"])
+    (tmp_path / "jobs").mkdir()  # the task beside the runbook: a task file lies in the runbook's repository
+    shutil.copy(ROOT / "runbooks" / doc["job"]["task"], tmp_path / doc["job"]["task"])
     path = tmp_path / "chat-serving.yaml"
     path.write_text(yaml.safe_dump(doc))
 

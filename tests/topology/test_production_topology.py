@@ -123,6 +123,7 @@ def test_postgres_control_plane_survives_a_serve_replica_and_a_worker_dying(
         "PREFECT_API_URL": api,
         "PREFECT_WORKER_QUERY_SECONDS": "1",
         "PREFECT_WORKER_PREFETCH_SECONDS": "1",
+        "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30",  # as `lifeboat deploy` says to start workers
         "LIFEBOAT_STATE_DIR": f"file://{tmp_path}/shared-state",
         "LIFEBOAT_LEDGER": str(tmp_path / "ledger.jsonl"),
         "LIFEBOAT_ALERTMANAGER_TOKEN": TOKEN,

@@ -68,7 +68,9 @@ def _wait_final(client, run_id, timeout: float = 180.0):
 
 def test_readme_lists_the_deploy_commands_a_new_user_runs():
     commands = readme_deploy_commands()
-    assert [c.split()[0] for c in commands] == ["export", "lifeboat", "prefect", "prefect"]
+    beat = "PREFECT_FLOWS_HEARTBEAT_FREQUENCY=30"  # the workers' own: the pools let no run set env
+    assert [c.split()[0] for c in commands] == ["export", "lifeboat", beat, beat]
+    assert all(c.split()[1:3] == ["prefect", "worker"] for c in commands[2:])
     assert commands[1].startswith("lifeboat deploy ")
     assert commands[2].split()[-2:] == ["--pool", "lifeboat"]
     assert commands[3].split()[-2:] == ["--pool", "lifeboat-secondary"]
@@ -113,7 +115,7 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
         with open(tmp_path / f"worker{i}.log", "w") as out:  # the child keeps its own copy of the file
             workers.append(
                 subprocess.Popen(
-                    shlex.split(worker_cmd),
+                    ["env", *shlex.split(worker_cmd)],  # VAR=value prefect worker start ...
                     cwd=ROOT,
                     env=env,
                     stdout=out,
