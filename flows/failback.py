@@ -15,7 +15,7 @@ from typing import Literal
 
 from prefect import flow
 
-from lifeboat_dr.flows.failover import _secs, execute
+from lifeboat_dr.flows.failover import _secs, execute, lock_wait
 
 
 @flow(name="failback", log_prints=True)
@@ -37,10 +37,10 @@ def failback(runbook: str, approval: Literal["wait", "approve", "reject"] = "wai
     rb = load_runbook(runbook)
     run_id = str(flow_run.id or f"local-{datetime.now(UTC):%Y%m%dT%H%M%S}")
     steps = build_failback_steps(rb, run_id=run_id)
-    ledger = build_ledger(rb, run_id=run_id, kind="failback")
+    ledger = build_ledger(rb, run_id=run_id, kind="failback", reopen=True)  # a re-run goes on from its record
     gate = build_gate(rb, console=approval)
     try:  # the failover's lock: one failover or failback of a runbook at a time
-        with runbook_lock(rb.name, run_id):
+        with runbook_lock(rb.name, run_id, wait_s=lock_wait(ledger)):
             entry = execute(settings_for(rb), steps, ledger, gate, run_id=run_id)
     except StandDown as e:
         ledger.note("stood down", str(e))

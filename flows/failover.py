@@ -153,7 +153,8 @@ def failover(
         print(sky_rehearsal.summary())
     if dry_run:  # the same steps over a sandboxed copy: local stores and compute, a fake registry
         registry = FakeRegistry(sandbox_images(rb))
-        rb = sandboxed(rb, run_id)
+        rerun = bool(flow_run.run_count and flow_run.run_count > 1)  # goes on in the sandbox it made
+        rb = sandboxed(rb, run_id, keep=rerun)
         providers = providers_for(rb, registry=registry)
         evidence, force = evidence or ["dry run: simulated outage"], True
         approval = approval or "approve"
@@ -173,7 +174,8 @@ def failover(
         evidence=evidence,
         force=force,
     )
-    ledger = build_ledger(rb, run_id=run_id, drill=drill or ("dry-run" if dry_run else None))
+    # a re-run of this run id goes on from what its earlier attempt recorded (core/failover/rerun.py)
+    ledger = build_ledger(rb, run_id=run_id, drill=drill or ("dry-run" if dry_run else None), reopen=True)
     if sky_rehearsal is not None:
         ledger.note("skypilot dry run", sky_rehearsal.summary())
     _note_start_up(ledger, flow_run)
@@ -185,7 +187,7 @@ def failover(
             print(f"could not tag the run: {e}")
     rehearsal = bool(drill or dry_run)  # sandboxed: its own stores and cluster, no lock to share
     try:
-        with nullcontext() if rehearsal else runbook_lock(rb.name, run_id):
+        with nullcontext() if rehearsal else runbook_lock(rb.name, run_id, wait_s=lock_wait(ledger)):
             entry = execute(settings_for(rb), steps, ledger, gate, run_id=run_id, drill=rehearsal)
     except StandDown as e:  # another failover of this runbook is running
         ledger.note("stood down", str(e))
@@ -203,6 +205,16 @@ def failover(
             "timeline": str(picture) if picture else None,
         },
     )
+
+
+RERUN_LOCK_WAIT_S = 90.0  # past the lock's 60 s lease that a lost worker leaves held
+
+
+def lock_wait(ledger: RtoLedger) -> float:
+    """How long a run waits for its runbook's lock: a re-run of a run whose worker was lost
+    (an earlier attempt recorded) waits out that worker's lapsing hold instead of standing
+    down; any other run stands down at once (`runbook_lock`'s default)."""
+    return RERUN_LOCK_WAIT_S if ledger.prior is not None else 2.0
 
 
 def _note_start_up(ledger: RtoLedger, flow_run) -> None:
