@@ -62,6 +62,7 @@ def test_the_fence_step_makes_the_secondary_active_on_both_stores_and_the_job_wr
     assert job.env["LIFEBOAT_EPOCH"] == "1" and job.env["LIFEBOAT_STORE"] == providers.secondary.uri
 
 
+@pytest.mark.processes
 def test_a_resume_keeps_the_job_already_running_from_its_checkpoint_and_restarts_one_from_another(world):
     from lifeboat_dr.flows.drills.base import amend
 

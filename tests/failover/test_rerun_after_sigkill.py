@@ -33,7 +33,7 @@ from lifeboat_dr.providers.image_registry import FakeRegistry
 from lifeboat_dr.providers.storage import open_store
 from lifeboat_dr.runbooks.loader import load_runbook
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.processes, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]
 LONG_JOB = "--steps 2000 --step-seconds 0.05"  # still training when the re-run looks at it
 
