@@ -47,6 +47,7 @@ def found_done(entry: LedgerEntry | None) -> dict[str, Any]:
             phases.get("checkpoint_loaded", first), first, chosen.certified.step + 1, kept=True
         )
     if "prove" in done and "parity_passed" in phases:
+        # passed, as the note says ("3 step(s) within 0"); the walker reads no more of it
         found["prove"] = ParityResult(True, 1, entry.notes.get("parity", "passed before the re-run"))
     return found
 

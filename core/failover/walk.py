@@ -373,6 +373,8 @@ def execute(
         if (cluster := walk.cluster()) is not None:
             steps.teardown(cluster)
             walk.done.pop("provision", None)
+            with suppress(WriteFailed):  # a run retried after this finds no job to keep
+                ledger.again(walk.attempt, "provision", "resume", "prove")
         raise
     finally:
         gate.announce()  # a decision's announcement not yet out (the walk ended before the next step)

@@ -25,13 +25,9 @@ class Snapshots:
 
 def first_attempt(parity=(True,)):
     rb, sink = scripted_runbook(), Snapshots()
-    execute(
-        settings_for(rb),
-        ScriptedSteps({}, parity=parity),
-        new_ledger(rb, "run-1", sink=sink),
-        Gate(),
-        run_id="run-1",
-    )
+    steps, ledger = ScriptedSteps({}, parity=parity), new_ledger(rb, "run-1", sink=sink)
+    with suppress(StopFailover):
+        execute(settings_for(rb), steps, ledger, Gate(), run_id="run-1")
     return rb, sink.entries
 
 
@@ -79,3 +75,13 @@ def test_a_re_run_after_a_rollback_resumes_the_older_checkpoint_as_the_second_at
 
     assert [r.first_step for r in steps.resumed] == [201]
     assert entry.outcome == "failed" and entry.attempt == 2, "a second failed proof stops: no third"
+
+
+def test_a_run_retried_after_it_failed_and_gave_its_cluster_back_resumes_anew():
+    rb, entries = first_attempt(parity=(False, False))  # failed twice: paged, cluster torn down
+    failed = entries[-1]
+    assert failed.outcome == "failed" and "resume" not in failed.done
+
+    entry, steps, _ = re_run(rb, failed)
+
+    assert entry.outcome == "completed" and [r.first_step for r in steps.resumed] == [201]
