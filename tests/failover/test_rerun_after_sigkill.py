@@ -150,9 +150,8 @@ def crash_and_rerun(world, flow, flow_name: str, parameters: dict, point: str, c
     left = entry_of(world, run_id)
     chosen = step_of(left.checkpoint) if left is not None else None
     job = job_of(compute, cluster)
-    time.sleep(1.0)  # its job, if it runs, commits checkpoints of its own meanwhile
     scheduled_again(rb, run_id)
-    result = result_of(attempt(world, flow_name, run_id))
+    result = result_of(attempt(world, flow_name, run_id))  # the job commits on meanwhile
     return run_id, result, entry_of(world, run_id), chosen, job
 
 
@@ -180,6 +179,11 @@ def test_a_failover_killed_at_a_step_and_re_run_finds_its_finished_steps_finishe
     assert now_loaded == resumed, "the job runs from the chosen checkpoint"
     if pid is not None:
         assert now_pid == pid, "the healthy job the first attempt resumed was not restarted"
+        assert newest(rb.secondary.store) > resumed, "its own newer checkpoints were there to take"
+
+
+def newest(store_uri: str) -> int:
+    return max(int(p.name.rsplit("-", 1)[1]) for p in Path(store_uri.removeprefix("file://")).glob("step-*"))
 
 
 @pytest.fixture
