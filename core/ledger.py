@@ -6,7 +6,9 @@ outage start to the first healthy step on the secondary (serving: to all traffic
 standby, `traffic_switched`); RPO from the resumed checkpoint's
 write time to the outage start. Either more than 20% over its target flags a root-cause
 analysis. `RtoLedger` records an entry as the flow goes; `LedgerFile` / `LedgerStore`
-keep entries durably as JSON lines (the last line per run wins).
+keep entries durably as JSON lines (the last line per run wins). The entry is also the run's
+record for a re-run under the same run id: the steps it holds done (`done`) and the checkpoint
+it chose (`checkpoint`, `checkpoint_step`), read back by `lifeboat_dr.core.failover.rerun`.
 """
 
 from __future__ import annotations
@@ -87,6 +89,15 @@ class LedgerEntry(BaseModel):
     )
     checkpoint: str | None = Field(None, description="URI of the checkpoint the secondary resumed from.")
     checkpoint_written_at: datetime | None = Field(None, description="Write time of that checkpoint.")
+    checkpoint_step: int | None = Field(
+        None, description="Its step: the checkpoint a re-run of this run resumes from, never chosen anew."
+    )
+    done: list[str] = Field(
+        default_factory=list,
+        description="Steps whose results this entry holds, in the order they ended (a rollback takes "
+        "resume and prove out again): a re-run under the same run id finds them done.",
+    )
+    attempt: int = Field(1, description="Resumes so far: 2 after a rollback to an older checkpoint.")
     failures: list[Failure] = Field(default_factory=list)
     outcome: str = Field("in-progress", description="in-progress, completed, failed or aborted.")
     notes: dict[str, str] = Field(default_factory=dict, description="Who approved, which plan, etc.")
@@ -212,7 +223,10 @@ class RtoLedger:
     caller goes on (the failover's walker notices the next step ending, and the approval gate
     returns, while an fsync or a mirror's store write is under way). Writes keep their order
     and land soon after; a failed one raises at the next save or at `flush()`; `finish()`
-    returns once everything has landed."""
+    returns once everything has landed.
+
+    `prior`: the entry an earlier attempt of this run left (a re-run: `build_ledger(reopen=True)`): the
+    recording goes on in it, first times kept, and `prior` stays as it was read."""
 
     def __init__(
         self,
@@ -226,16 +240,21 @@ class RtoLedger:
         sink: LedgerFile | LedgerStore | None = None,
         clock: Callable[[], datetime] = _utcnow,
         table: str = "training",
+        prior: LedgerEntry | None = None,
     ):
-        self.entry = LedgerEntry(
-            runbook=runbook,
-            run_id=run_id,
-            drill=drill,
-            kind=kind or "failover",
-            table=table,
-            rto_target=rto_target,
-            rpo_target=rpo_target,
-        )
+        self.prior = prior
+        if prior is not None:
+            self.entry = prior.model_copy(deep=True, update={"outcome": "in-progress"})
+        else:
+            self.entry = LedgerEntry(
+                runbook=runbook,
+                run_id=run_id,
+                drill=drill,
+                kind=kind or "failover",
+                table=table,
+                rto_target=rto_target,
+                rpo_target=rpo_target,
+            )
         self.sink, self.clock = sink, clock
         self._batching = 0
         self._dirty = False
@@ -294,8 +313,22 @@ class RtoLedger:
         self._save()
         return when
 
-    def checkpoint(self, uri: str, written_at: datetime) -> None:
+    def checkpoint(self, uri: str, written_at: datetime, step: int | None = None) -> None:
         self.entry.checkpoint, self.entry.checkpoint_written_at = uri, written_at
+        self.entry.checkpoint_step = step
+        self._save()
+
+    def step_done(self, step: str) -> None:
+        """`step`'s result is in this entry: a re-run of the run finds it done."""
+        if step not in self.entry.done:
+            self.entry.done.append(step)
+        self._save()
+
+    def again(self, attempt: int, *steps: str) -> None:
+        """`steps` run again (a rollback resumes anew): their results are no longer this
+        entry's; `attempt` counts the resumes."""
+        self.entry.done = [s for s in self.entry.done if s not in steps]
+        self.entry.attempt = attempt
         self._save()
 
     def client_window(self, window: ClientWindow) -> None:
@@ -368,11 +401,15 @@ class LedgerFile:
 
     def append(self, entry: LedgerEntry) -> None:
         """Append one snapshot; raises `WriteFailed` naming the path (full disk, no access)."""
-        line = entry.model_dump_json() + "\n"
+        line = entry.model_dump_json().encode() + b"\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a") as f:
+            with open(self.path, "a+b") as f:
                 fcntl.flock(f, fcntl.LOCK_EX)  # several flows may share one ledger
+                if f.seek(0, os.SEEK_END):  # a writer killed mid-line left it torn: end it first
+                    f.seek(-1, os.SEEK_END)
+                    if f.read(1) != b"\n":
+                        line = b"\n" + line
                 f.write(line)
                 f.flush()
                 os.fsync(f.fileno())
@@ -394,6 +431,15 @@ class LedgerFile:
         except FileNotFoundError:
             return []
         return latest_per_run(_parse(lines, str(self.path), runbook))
+
+    def entry(self, runbook: str, run_id: str) -> LedgerEntry | None:
+        """The last snapshot of run `run_id`, read back by its re-run; None when there is none.
+        A line a crash tore mid-write is no snapshot: the one before it stands."""
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return None
+        return _last_of(text.splitlines(), runbook, run_id)
 
 
 class LedgerStore:
@@ -418,6 +464,29 @@ class LedgerStore:
             except NotFound:
                 continue
         return latest_per_run(_parse(lines, self.store.uri, runbook))
+
+    def entry(self, runbook: str, run_id: str) -> LedgerEntry | None:
+        """The run's entry (its one object), or None."""
+        try:
+            data = b"".join(self.store.read(f"{self.prefix}/{runbook}/{run_id}.json"))
+        except NotFound:
+            return None
+        return _last_of(data.decode().splitlines(), runbook, run_id)
+
+
+def _last_of(lines: list[str], runbook: str, run_id: str) -> LedgerEntry | None:
+    """The last whole snapshot of `run_id` among `lines`."""
+    needle, found = json.dumps(run_id), None
+    for line in lines:
+        if needle not in line:  # most lines are other runs': not parsed
+            continue
+        try:
+            entry = LedgerEntry.model_validate_json(line)
+        except ValueError:
+            continue
+        if entry.run_id == run_id and entry.runbook == runbook:
+            found = entry
+    return found
 
 
 def _parse(lines: list[str], where: str, runbook: str | None) -> Iterator[LedgerEntry]:

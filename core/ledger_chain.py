@@ -210,6 +210,10 @@ class MirroredLedger:
             entries += [LedgerEntry.model_validate(r.entry) for r in chain]
         return latest_per_run(entries)
 
+    def entry(self, runbook: str, run_id: str) -> LedgerEntry | None:
+        """Run `run_id`'s last snapshot in the trusted chain, or None."""
+        return next((e for e in self.read(runbook) if e.run_id == run_id), None)
+
     def runbooks(self) -> list[str]:
         names: set[str] = set()
         for store in self.stores:
@@ -241,3 +245,8 @@ class TeedLedger:
 
     def read(self, runbook: str | None = None) -> list[LedgerEntry]:
         return self.mirror.read(runbook)
+
+    def entry(self, runbook: str, run_id: str) -> LedgerEntry | None:
+        """The run's last snapshot: this worker's file has it when this worker ran it before,
+        the mirror when another one did (a re-run picked up by another worker)."""
+        return self.file.entry(runbook, run_id) or self.mirror.entry(runbook, run_id)

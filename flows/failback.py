@@ -39,7 +39,7 @@ def failback(runbook: str, approval: Literal["wait", "approve", "reject"] = "wai
     run_id = str(flow_run.id or f"local-{datetime.now(UTC):%Y%m%dT%H%M%S}")
     guard = Guard(rb, run_id, action="failback", approval=approval)  # a parameter is not a person
     steps = build_failback_steps(rb, run_id=run_id)
-    ledger = build_ledger(rb, run_id=run_id, kind="failback")
+    ledger = build_ledger(rb, run_id=run_id, kind="failback", reopen=True)  # a re-run goes on from its record
     gate = build_gate(rb, console=guard.console)
     try:  # the failover's lock: one failover or failback of a runbook at a time
         with guard.acting(ledger, gate.notify):

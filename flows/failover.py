@@ -150,7 +150,8 @@ def failover(
         print(sky_rehearsal.summary())
     if dry_run:  # the same steps over a sandboxed copy: local stores and compute, a fake registry
         registry = FakeRegistry(sandbox_images(rb))
-        rb = sandboxed(rb, run_id)
+        rerun = bool(flow_run.run_count and flow_run.run_count > 1)  # goes on in the sandbox it made
+        rb = sandboxed(rb, run_id, keep=rerun)
         providers = providers_for(rb, registry=registry)
         evidence, force = evidence or ["dry run: simulated outage"], True
         approval = approval or "approve"
@@ -167,7 +168,8 @@ def failover(
         evidence=evidence,
         force=force,
     )
-    ledger = build_ledger(rb, run_id=run_id, drill="dry-run" if dry_run else None)
+    # a re-run of this run id goes on from what its earlier attempt recorded (core/failover/rerun.py)
+    ledger = build_ledger(rb, run_id=run_id, drill="dry-run" if dry_run else None, reopen=True)
     if sky_rehearsal is not None:
         ledger.note("skypilot dry run", sky_rehearsal.summary())
     _note_start_up(ledger, flow_run)

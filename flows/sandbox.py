@@ -58,17 +58,20 @@ def sandboxed(
     root: Path = SANDBOX_ROOT,
     trainer: str = "numpy",
     history: bool = True,
+    keep: bool = False,
 ) -> Runbook:
     """The runbook rewritten into a fresh sandbox folder, with its history already played
     (`history=False`: empty sites, for a caller that plays it). `trainer`: the job, `numpy`
-    or `torch` (lifeboat_dr.standins.trainer.jobs)."""
+    or `torch` (lifeboat_dr.standins.trainer.jobs). `keep`: a re-run of the dry run that made
+    the sandbox goes on in it as it is (its sites, its cluster and the job running there)."""
     job = trainer_job(trainer)
     if why := job.missing():
         raise ConfigError(why)
     box = sandbox_of(name, root)
-    if box.root.exists():
+    kept = keep and box.primary.exists()
+    if box.root.exists() and not kept:
         shutil.rmtree(box.root)
-    box.root.mkdir(parents=True)
+    box.root.mkdir(parents=True, exist_ok=True)
     # checkpoints go to $LIFEBOAT_STORE (the site it resumes on: the secondary, or the primary
     # on a failback), the loss log beside them
     command = job.command(
@@ -78,7 +81,7 @@ def sandboxed(
     weights = []
     for i, uri in enumerate(rb.prestage.weights):
         folder = box.weights / f"w{i}"
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=True)
         (folder / "SOURCE").write_text(f"sandbox stand-in for {uri}\n")
         weights.append(f"file://{folder}")
     doc = rb.model_dump(mode="json", exclude={"job"})
@@ -95,7 +98,7 @@ def sandboxed(
     doc["detection"] = {**doc["detection"], "heartbeat": None}
     sandbox = Runbook.model_validate(doc)
     sandbox._path = box.root / f"{rb.name}.yaml"
-    if history:
+    if history and not kept:
         seed(sandbox, box, job, steps=steps, every=every)
     return sandbox
 

@@ -427,9 +427,12 @@ def build_ledger(
     drill: str | None = None,
     path: str | Path | None = None,
     kind: str | None = None,
+    reopen: bool = False,
 ) -> RtoLedger:
     """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`) and,
-    with LIFEBOAT_LEDGER_MIRROR set, as a hash chain mirrored to stores (`ledger_mirror`)."""
+    with LIFEBOAT_LEDGER_MIRROR set, as a hash chain mirrored to stores (`ledger_mirror`).
+    `reopen` (failover, failback): go on in the entry an earlier attempt of this run id left,
+    when the sink holds one (a re-run after a lost worker; `lifeboat_dr.core.failover.rerun`)."""
     from lifeboat_dr.core.ledger import LedgerFile
 
     sink = LedgerFile(path)
@@ -439,7 +442,8 @@ def build_ledger(
 
         sink = TeedLedger(sink, mirror)
     table = "serving" if rb.serving is not None else "training"
-    return new_ledger(rb, run_id, drill=bool(drill), kind=kind, table=table, sink=sink)
+    prior = sink.entry(rb.name, run_id) if reopen else None
+    return new_ledger(rb, run_id, drill=bool(drill), kind=kind, table=table, sink=sink, prior=prior)
 
 
 def new_ledger(rb: Runbook, run_id: str, **kw) -> RtoLedger:

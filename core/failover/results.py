@@ -70,6 +70,8 @@ class Resumed:
     checkpoint_loaded_at: datetime
     first_step_at: datetime
     first_step: int
+    kept: bool = False  # a re-run found the job already running from the checkpoint: not restarted
+    job: str = ""  # the backend's words for the job (pid, job id), for the ledger
 
 
 class FailoverSteps(Protocol):
@@ -102,7 +104,9 @@ class FailoverSteps(Protocol):
         ...
 
     def resume(self, cluster: Provisioned, checkpoint: CertifyReport) -> Resumed:
-        """(Re)start the job from the report's certified checkpoint and wait for its first healthy step."""
+        """(Re)start the job from the report's certified checkpoint and wait for its first
+        healthy step. A job the cluster already runs from that checkpoint (a re-run whose
+        first attempt started it) is kept, not restarted."""
         ...
 
     def prove(self, cluster: Provisioned, checkpoint: CertifyReport) -> ParityResult:

@@ -21,7 +21,7 @@ from lifeboat_dr.core.failover.results import Confirmation, Fenced, Provisioned,
 from lifeboat_dr.core.prestage import PrestageReadiness
 from lifeboat_dr.core.resume import ParityResult, loss_parity, parse_loaded, parse_losses, wait_first_step
 from lifeboat_dr.kernel.errors import LifeboatError, StandDown, StopFailover
-from lifeboat_dr.providers.compute.base import Compute, JobSpec, PlanOption
+from lifeboat_dr.providers.compute.base import Compute, JobSpec, JobState, PlanOption
 from lifeboat_dr.providers.image_registry import Registry
 from lifeboat_dr.providers.storage.base import Store
 
@@ -249,18 +249,32 @@ class ProviderSteps:
 
     def resume(self, cluster: Provisioned, checkpoint: CertifyReport) -> Resumed:
         started = self.clock()
-        ckpt = checkpoint.certified
-        self.p.compute.run(cluster.cluster, self.job(ckpt.uri))
+        ckpt, compute = checkpoint.certified, self.p.compute
+        kept = self._runs_from(cluster.cluster, ckpt.step)
+        if not kept:
+            compute.run(cluster.cluster, self.job(ckpt.uri))
         first = wait_first_step(
-            lambda: self.p.compute.logs(cluster.cluster),
+            lambda: compute.logs(cluster.cluster),
             ckpt.step,
             timeout_s=self.spec.first_step_timeout_s,
-            job_alive=lambda: not self.p.compute.status(cluster.cluster).job.finished,
+            job_alive=lambda: not compute.status(cluster.cluster).job.finished,
             poll_s=self.poll_s,
         )
-        loaded = parse_loaded(self.p.compute.logs(cluster.cluster))
+        loaded = parse_loaded(compute.logs(cluster.cluster))
         loaded_at = loaded[1] if loaded and loaded[0] == ckpt.step else started
-        return Resumed(max(loaded_at, started), first.at, first.step)
+        if not kept:  # a log line of an earlier job cannot be this one's load
+            loaded_at = max(loaded_at, started)
+        job = compute.status(cluster.cluster).detail
+        return Resumed(loaded_at, first.at, first.step, kept=kept, job=job)
+
+    def _runs_from(self, cluster: str, step: int) -> bool:
+        """Whether the cluster's job resumed from `step` and has not failed: a re-run whose
+        first attempt started it before its record landed. Told by the job's own log line
+        (`{"event": "loaded", "step": N}`, `parse_loaded`); a job that logs none is restarted."""
+        if self.p.compute.status(cluster).job in (JobState.IDLE, JobState.FAILED):
+            return False
+        loaded = parse_loaded(self.p.compute.logs(cluster))
+        return loaded is not None and loaded[0] == step
 
     def job(self, checkpoint_uri: str) -> JobSpec:
         """The job to start, told the epoch it commits under (`LIFEBOAT_EPOCH`) and its store

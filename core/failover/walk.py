@@ -8,6 +8,13 @@ approval gate runs on the walker's own thread (a Prefect pause must), while star
 still this run's (`FailoverSteps.recheck`); a run that is not stands down (`StandDown`):
 outcome `stood-down`, the reason in the ledger, and the (shared) cluster left alone. After each proof the rollback policy decides: done, roll back
 to an older certified checkpoint (resume and prove again), or stop.
+
+Each step's result is handed to the ledger before the steps after it start, and a step that
+acts waits for every record so far to land (`RtoLedger.flush`) before it acts: whatever the
+world holds of this run, its ledger entry holds the decisions it rests on. A re-run under the
+same run id walks from that entry (`lifeboat_dr.core.failover.rerun`): the steps it holds done
+are done (the chosen checkpoint, the approval, the resume, a passed proof), the others run
+again, idempotently where they act.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from lifeboat_dr.core.certify import CertifyReport
-from lifeboat_dr.core.failover import graph
+from lifeboat_dr.core.failover import graph, rerun
 from lifeboat_dr.core.failover.card import approval_card, asked
 from lifeboat_dr.core.failover.results import FailoverSettings, FailoverSteps, Gate, Provisioned
 from lifeboat_dr.core.failover.rollback import ParityDecision, after_proof
@@ -119,7 +126,10 @@ class _Walk:
         self.running: dict[str, tuple[Any, float]] = {}  # step -> (handle, monotonic start)
         self.announce = False  # the gate's announcement of a decision waits for the next step
         self.checkpoint: CertifyReport | None = None
-        self.attempt = 1  # resume attempts: a rollback is the second
+        # a re-run: the steps an earlier attempt of this run finished (step -> result), and
+        # its resume attempts (a rollback is the second)
+        self.found = rerun.found_done(ledger.prior)
+        self.attempt = ledger.prior.attempt if ledger.prior else 1
 
     # -- what each step is called with, and what it leaves in the ledger -------------------
     def args(self, name: str) -> tuple:
@@ -146,11 +156,12 @@ class _Walk:
             )
             led.note("fence", f"epoch {v.epoch} on {', '.join(v.stores)}; {stopped}")
             if v.checkpoint is not None:
-                led.checkpoint(v.checkpoint.certified.uri, v.checkpoint.certified.written_at)
+                c = v.checkpoint.certified
+                led.checkpoint(c.uri, c.written_at, c.step)
             if v.note:
                 led.note("handover", v.note)
         elif name == "certify":
-            led.checkpoint(v.certified.uri, v.certified.written_at)
+            led.checkpoint(v.certified.uri, v.certified.written_at, v.certified.step)
             rejected = [f"step {r.step}: {r.reason} — {r.detail}" for r in v.rejected]
             led.note("certification", "; ".join([f"mode {v.mode}", *rejected]))
             if v.clocks:
@@ -164,12 +175,19 @@ class _Walk:
         elif name == "resume":
             led.mark("checkpoint_loaded", v.checkpoint_loaded_at, again=again)
             led.mark("first_step", v.first_step_at, again=again)  # RTO: to the step that stays
+            kept = ", kept by a re-run (not restarted)" if v.kept else ""
+            where = self.done["provision"].value.cluster
+            led.note(
+                "job", f"{v.job or 'the job'} on {where}, from step {self.checkpoint.certified.step}{kept}"
+            )
+            led.step_done(name)
             return
         elif name == "prove":
             led.note("parity", v.detail)
             if not v.passed or not v.compared:  # 0 compared (parity disabled) is never "passed"
                 return
         led.mark(step.milestone, t.finished)
+        led.step_done(name)
 
     # -- the walk -----------------------------------------------------------------------
     def ready(self) -> list[str]:
@@ -183,6 +201,8 @@ class _Walk:
 
     def run(self) -> LedgerEntry:
         self.done["detect"] = Timed(None, self.clock(), self.clock())  # detection happened before the run
+        if self.ledger.prior is not None:
+            self.ledger.note("re-run found done", rerun.summary(self.found))
         while "prove" not in self.done:
             ready = self.ready()
             self.start_all([n for n in ready if n != "approval"])
@@ -194,13 +214,27 @@ class _Walk:
                 self.collect()
         return self.ledger.finish("completed")
 
+    def found_done(self, name: str) -> bool:
+        """Done from the record when an earlier attempt of this run finished it: its result
+        stands and it does not run again."""
+        if name not in self.found:
+            return False
+        at = self.clock()
+        self.done[name] = Timed(self.found.pop(name), at, at)
+        if name == "certify":
+            self.checkpoint = self.done[name].value
+        return True
+
     def start_all(self, names: list[str]) -> None:
         for name in names:
+            if self.found_done(name):
+                continue
             call = getattr(self.steps, name)
             if name in ACTING:
-                # the job still this run's; and nothing fenced that the ledger could not record
-                checks = (self.ledger.flush,) if name == "fence" else ()
-                call = partial(_checked, (*checks, partial(self.steps.recheck, name)), call)
+                # every record so far landed (a re-run reads what this acts on), and the job
+                # still this run's
+                checks = (self.ledger.flush, partial(self.steps.recheck, name))
+                call = partial(_checked, checks, call)
             self.running[name] = (self.runner.start(name, call, *self.args(name)), time.monotonic())
         if self.announce and names:
             self.announce = False
@@ -224,20 +258,22 @@ class _Walk:
                 self.checkpoint = self.done[name].value
             elif name == "fence" and self.done[name].value.checkpoint is not None:
                 self.checkpoint = self.done[name].value.checkpoint  # a failback's handover
-        # The next steps start before the ledger is written, and it is written behind (a
-        # writer thread, `execute`): its durable writes are not on the critical path, nor is
-        # the walker busy with them when the next step ends.
-        self.start_all([n for n in self.ready() if n != "approval" and "prove" not in self.done])
+        # Recorded before the next steps start, written behind (a writer thread, `execute`):
+        # a step that only reads goes on while it is written, one that acts waits for it.
         for name in names:
             with self.ledger.batch():
                 self.record(name, self.done[name])
-            if name == "prove":
-                self.after_proof(self.done[name].value)
+        self.start_all([n for n in self.ready() if n != "approval" and "prove" not in self.done])
+        if "prove" in names:
+            self.after_proof(self.done["prove"].value)
 
     def approve(self) -> bool:
-        """Ask the gate. The ledger is flushed first: a person is never asked to approve a
-        failover whose ledger cannot record it (a write behind that failed raises its
-        `WriteFailed` here, before any card is posted)."""
+        """Ask the gate (unless an earlier attempt of this run was granted it). The ledger is
+        flushed first: a person is never asked to approve a failover whose ledger cannot
+        record it (a write behind that failed raises its `WriteFailed` here, before any card
+        is posted)."""
+        if self.found_done("approval"):
+            return True
         self.ledger.flush()
         card = approval_card(
             self.s,
@@ -257,6 +293,7 @@ class _Walk:
             self.give_back_early_cluster()
             return False
         self.done["approval"] = Timed(decision, started, self.clock())
+        self.ledger.step_done("approval")
         self.announce = True  # once the fence has begun
         return True
 
@@ -277,8 +314,10 @@ class _Walk:
             f"parity failed from step {failed_step} ({parity.detail}); rolled back to step {older.certified.step}",
         )
         self.checkpoint = older
-        self.ledger.checkpoint(older.certified.uri, older.certified.written_at)
         self.attempt += 1
+        with self.ledger.batch():
+            self.ledger.checkpoint(older.certified.uri, older.certified.written_at, older.certified.step)
+            self.ledger.again(self.attempt, "resume", "prove")
         del self.done["resume"], self.done["prove"]
 
     def cluster(self) -> Provisioned | None:
@@ -335,6 +374,8 @@ def execute(
         if (cluster := walk.cluster()) is not None:
             steps.teardown(cluster)
             walk.done.pop("provision", None)
+            with suppress(WriteFailed):  # a run retried after this finds no job to keep
+                ledger.again(walk.attempt, "provision", "resume", "prove")
         raise
     finally:
         gate.announce()  # a decision's announcement not yet out (the walk ended before the next step)

@@ -60,3 +60,40 @@ def test_the_fence_step_makes_the_secondary_active_on_both_stores_and_the_job_wr
     assert (state.lineage, state.stale, len(fenced.stores)) == ("secondary@1", (), 2)
     job = steps.job("file:///ckpt/step-00000040")
     assert job.env["LIFEBOAT_EPOCH"] == "1" and job.env["LIFEBOAT_STORE"] == providers.secondary.uri
+
+
+@pytest.mark.processes
+def test_a_resume_keeps_the_job_already_running_from_its_checkpoint_and_restarts_one_from_another(world):
+    from lifeboat_dr.flows.drills.base import amend
+
+    rb, providers = world
+    rb = amend(rb, job={"command": rb.job.command.replace("--steps 50", "--steps 2000 --step-seconds 0.05")})
+    first = build_steps(rb, run_id="run-A", providers=providers, evidence=["test: outage"])
+    first.confirm()
+    chosen = first.certify()
+    first.fence()
+    cluster = first.provision(first.plan())
+    started = first.resume(cluster, chosen)
+    pid = providers.compute.status(cluster.cluster).detail
+
+    again = steps_for((rb, providers), "run-A")  # the worker died before the resume was recorded
+    again.fence()
+    kept = again.resume(cluster, chosen)
+    assert (started.kept, kept.kept) == (False, True)
+    assert providers.compute.status(cluster.cluster).detail == pid == kept.job, "not restarted"
+
+    older = again.certify(older_than=chosen.certified.step)  # a rollback: the job must restart
+    assert not again.resume(cluster, older).kept
+    assert providers.compute.status(cluster.cluster).detail != pid
+
+
+def test_a_dry_run_re_run_goes_on_in_the_sandbox_its_first_attempt_made(tmp_path):
+    demo = load_runbook(ROOT / "runbooks" / "demo.yaml")
+    first = sandboxed(demo, "dry-1", root=tmp_path)
+    marker = Path(first.store_uri(first.secondary.store).removeprefix("file://")) / "fenced-by-the-first"
+    marker.write_text("epoch 1")
+
+    again = sandboxed(demo, "dry-1", root=tmp_path, keep=True)
+    assert marker.exists() and again.secondary.store == first.secondary.store
+    sandboxed(demo, "dry-1", root=tmp_path)  # a new dry run under that name starts afresh
+    assert not marker.exists()

@@ -104,3 +104,53 @@ def test_history_table_marks_drills_and_rca(clock):
     assert rows[0]["kind"] == "failover" and rows[0]["RCA"] == "yes" and rows[0]["RTO"] == "37m"
     assert history_markdown([done]).splitlines()[0].startswith("| run | kind |")
     assert history_markdown([]) == "No failovers or drills recorded yet.\n"
+
+
+def test_a_re_run_reads_its_run_back_and_goes_on_in_it_first_times_kept(clock, tmp_path):
+    sink = LedgerFile(tmp_path / "ledger.jsonl")
+    first = _ledger(clock, sink=sink)
+    first.mark("outage_start")
+    first.checkpoint("file:///s/step-00000040", clock(), 40)
+    first.step_done("certify")
+    _ledger(clock, sink=sink, run_id="run-2").mark("outage_start")  # another run's lines between
+
+    prior = sink.entry("llama-pretrain", "run-1")
+    again = _ledger(clock, sink=sink, prior=prior)
+    again.mark("outage_start")
+    assert (prior.checkpoint_step, prior.done) == (40, ["certify"])
+    assert again.entry.phases["outage_start"] == first.entry.phases["outage_start"]
+    assert sink.entry("llama-pretrain", "run-3") is None and sink.entry("other-job", "run-1") is None
+
+
+def test_a_snapshot_torn_by_a_crash_mid_write_is_skipped_and_the_next_one_starts_its_own_line(
+    clock, tmp_path
+):
+    sink = LedgerFile(tmp_path / "ledger.jsonl")
+    ledger = _ledger(clock, sink=sink)
+    ledger.mark("outage_start")
+    with open(sink.path, "a") as f:  # the writer was SIGKILLed half way through its line
+        f.write(ledger.entry.model_dump_json()[:40])
+    assert sink.entry("llama-pretrain", "run-1").phases.keys() == {"outage_start"}
+
+    ledger.mark("detected")
+    assert sink.entry("llama-pretrain", "run-1").phases.keys() == {"outage_start", "detected"}
+    assert len(sink.path.read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("backend", ["file", "store"])
+def test_a_run_reads_back_from_a_store_and_through_the_mirror_too(clock, tmp_path, backend):
+    from lifeboat_dr.core.ledger_chain import MirroredLedger, TeedLedger
+
+    store = LocalStore(tmp_path / "bucket")
+    sink = (
+        LedgerStore(store)
+        if backend == "store"
+        else TeedLedger(LedgerFile(tmp_path / "l"), MirroredLedger([store]))
+    )
+    ledger = _ledger(clock, sink=sink)
+    ledger.mark("outage_start")
+    ledger.step_done("confirm")
+    assert sink.entry("llama-pretrain", "run-1").done == ["confirm"]
+    if backend == "file":  # a re-run on another worker: not in its file, in the mirror
+        other = TeedLedger(LedgerFile(tmp_path / "elsewhere"), MirroredLedger([store]))
+        assert other.entry("llama-pretrain", "run-1").done == ["confirm"]
