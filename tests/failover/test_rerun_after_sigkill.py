@@ -67,6 +67,7 @@ def world(prefect_server, tmp_path):
         **os.environ,
         "PREFECT_API_URL": PREFECT_API_URL.value(),
         "LIFEBOAT_LEDGER": str(tmp_path / "ledger.jsonl"),
+        "LIFEBOAT_LOCK_LEASE": "3",  # the killed attempt's hold on the lock lapses 3 s after its last renewal
         "PYTHONPATH": str(ROOT),
     }
     compute = LocalCompute(tmp_path / ".lifeboat" / "clusters")  # the flows' compute (runbook dir)
@@ -97,14 +98,13 @@ def attempt(world, flow_name: str, run_id: str, point: str | None = None) -> sub
 
 
 def scheduled_again(rb, run_id: str) -> None:
-    """What `lifeboat-failover-rerun` does to a crashed run; and the crashed worker's hold on
-    the runbook's lock let go (its 60 s lease is over by the time a crash is detected)."""
+    """What `lifeboat-failover-rerun` does to a crashed run. The killed attempt's hold on the
+    runbook's lock is left as it was: the re-run (same run id) waits out its lease itself."""
     from prefect.client.orchestration import get_client
     from prefect.states import Scheduled
 
     with get_client(sync_client=True) as client:
         client.set_flow_run_state(run_id, Scheduled(), force=True)
-        client.delete_global_concurrency_limit_by_name(f"lifeboat-failover-{rb.name}")
 
 
 def result_of(done: subprocess.CompletedProcess) -> dict:
