@@ -1,0 +1,383 @@
+"""The ground truth of a history, and the invariants checked against it.
+
+The oracle sees every write and delete that lands on a store (from `FaultyStore`, with the
+object's bytes before and after), every fence and guarded commit (the lease writes among
+them), what each failover certified and what each resumed job loaded. Every object a
+trainer writes is registered with its `Save` (the checkpoint it belongs to), so a copy
+anywhere is known by its bytes. A save's commit *counts* when its guarded commit's lease
+write landed while its epoch was still the newest anywhere — true virtual time, no clock —
+and a save whose commit did not count is a *fenced-out write*.
+
+Invariants (issue #28, item 3), each with the id a violation carries:
+
+- `fenced-out-copied`: no fenced-out write is ever copied to another site;
+- `active-overwritten`: no object of a counted checkpoint of the active lineage on the
+  active site's store is overwritten or deleted by anyone but that lineage's own trainer;
+- `certified-bad` / `resumed-bad`: nothing partial, hybrid, uncommitted or fenced out is
+  certified by a failover or loaded by the job it resumes;
+- `newest-deleted` / `none-certifiable` / `in-use-deleted`: retention never deletes the
+  newest certifiable checkpoint, never leaves none where there was one, and never deletes
+  the checkpoint a running failover resumes from;
+- `second-fence` / `self-fenced` / `restarted` / `torn-down`: a run takes at most one
+  epoch, a fence never fences out the lineage the previous fence made active (two
+  failovers at once), a re-run never restarts or tears down the job an earlier attempt
+  of the same run started;
+- `ledger-negative-rpo` / `ledger-missed` / `ledger-invented` / `ledger-checkpoint`: the
+  ledger of every run that finished records its fence and the checkpoint its job
+  resumed from, nothing that did not happen, and never a negative RPO (clamped to 0);
+- `commit-landed-stopped`: a commit that landed never stops its trainer (a lost reply);
+- `bare-error`: Lifeboat's own actors stop on a `LifeboatError` (one line), never a bare
+  `OSError` or a traceback; `hung`: the history ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
+from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME
+from lifeboat_dr.core.fencing import COMMIT_MARKER, LEASE_KEY, Lease
+from lifeboat_dr.kernel.errors import LifeboatError
+
+if TYPE_CHECKING:
+    from lifeboat_dr.testing.sim.scheduler import Actor
+    from lifeboat_dr.testing.sim.world import Job, World
+
+TRAINERS = ("primary-trainer", "resumed-trainer", "zombie")
+INVARIANTS = (
+    "fenced-out-copied",
+    "active-overwritten",
+    "certified-bad",
+    "resumed-bad",
+    "newest-deleted",
+    "none-certifiable",
+    "in-use-deleted",
+    "second-fence",
+    "self-fenced",
+    "restarted",
+    "torn-down",
+    "ledger-negative-rpo",
+    "ledger-missed",
+    "ledger-invented",
+    "ledger-checkpoint",
+    "commit-landed-stopped",
+    "bare-error",
+    "hung",
+)
+
+
+@dataclass
+class Save:
+    """One checkpoint as its trainer wrote it: every object by relative key."""
+
+    id: int
+    writer: str  # the trainer actor
+    site: str  # the store it wrote to: primary or secondary
+    epoch: int  # the epoch it committed under (LIFEBOAT_EPOCH)
+    step: int
+    prefix: str  # its directory, e.g. step-00000030
+    keys: dict[str, bytes] = field(default_factory=dict)
+    counted: bool | None = None  # None: no guarded commit landed
+    marker_landed: bool = False
+    manifest: bool = False
+
+    @property
+    def lineage(self) -> str:
+        return f"{self.site}@{self.epoch}"
+
+    def describe(self) -> str:
+        state = {None: "uncommitted", True: "counted", False: "fenced out"}[self.counted]
+        return f"{self.prefix} of {self.lineage} ({self.writer}, {state})"
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    message: str
+    at: float  # virtual seconds
+    actor: str
+
+    def line(self) -> str:
+        return f"[{self.invariant}] t={self.at:.2f}s {self.actor}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Fence:
+    epoch: int
+    active: str
+    run_id: str
+    at: float
+
+
+class Oracle:
+    def __init__(self, world: World):
+        self.world = world
+        self.by_bytes: dict[bytes, Save] = {}
+        self.saves: list[Save] = []
+        self.max_epoch = 0
+        self.active = "primary"
+        self.fences: list[Fence] = []
+        self.violations: list[Violation] = []
+        self.in_use: dict[tuple[str, str], str] = {}  # (store role, prefix) -> run id resuming from it
+        self._in_use_lost: list[tuple[str, float, str, str]] = []  # judged at the end: did that run fence?
+        self._seen: set[tuple[str, str]] = set()
+
+    # -- recording ---------------------------------------------------------------------------
+    def violate(
+        self, invariant: str, message: str, *, at: float | None = None, by: str | None = None
+    ) -> None:
+        assert invariant in INVARIANTS, invariant
+        if (invariant, message) in self._seen:
+            return
+        self._seen.add((invariant, message))
+        actor = self.world.sched.current
+        who = by if by is not None else (actor.name if actor else "-")
+        self.violations.append(Violation(invariant, message, self.world.sched.now if at is None else at, who))
+        if at is None:
+            self.world.sched.note(f"VIOLATION {invariant}: {message}")
+
+    @property
+    def lineage(self) -> str:
+        return f"{self.active}@{self.max_epoch}"
+
+    def begin_save(self, actor: Actor, site: str, epoch: int, step: int, prefix: str) -> Save:
+        save = Save(len(self.saves) + 1, actor.name, site, epoch, step, prefix)
+        self.saves.append(save)
+        return save
+
+    def landed(self, role: str, key: str, old: bytes | None, new: bytes | None) -> None:
+        """A write (`new`) or delete (`new` None) landed on `role`'s store over `old`."""
+        actor = self.world.sched.current
+        if key == LEASE_KEY:
+            if new is not None:
+                self._lease(role, new, actor)
+            return
+        mine = getattr(actor, "save", None) if actor is not None and actor.kind in TRAINERS else None
+        if mine is not None and new is not None and key.startswith(mine.prefix + "/"):
+            rel = key[len(mine.prefix) + 1 :]
+            mine.keys[rel] = new
+            self.by_bytes[new] = mine
+            mine.manifest |= rel == MANIFEST_NAME
+            mine.marker_landed |= rel == COMMIT_MARKER
+        written = self.by_bytes.get(new) if new is not None else None
+        before = self.by_bytes.get(old) if old is not None else None
+        own = actor is not None and actor.kind in TRAINERS
+        who = f"{actor.name} ({actor.phase})" if actor else "set-up"
+        if written is not None and not own and written.counted is False and role != written.site:
+            self.violate(
+                "fenced-out-copied", f"{key} of {written.describe()} copied to the {role} store by {who}"
+            )
+        if before is None or written is before:
+            return
+        trainer_of_lineage = own and getattr(actor, "lineage", None) == before.lineage
+        if (
+            before.counted
+            and role == self.active
+            and before.lineage == self.lineage
+            and not trainer_of_lineage
+        ):
+            what = "deleted" if new is None else "overwritten"
+            by = f" with {written.describe()}" if written is not None else ""
+            self.violate(
+                "active-overwritten",
+                f"{key} of the active lineage's {before.describe()} on the {role} store {what}{by} by {who}",
+            )
+        if not own and (role, before.prefix) in self.in_use:
+            run = self.in_use[(role, before.prefix)]
+            self._in_use_lost.append(
+                (
+                    run,
+                    self.world.sched.now,
+                    actor.name if actor else "-",
+                    f"{key} of {before.describe()}, which failover run {run} resumes from, "
+                    f"{'deleted' if new is None else 'overwritten'} by {who}",
+                )
+            )
+        if new is None and actor is not None and actor.phase == "retention":
+            self._retention_delete(role, key, old, before)
+
+    def _lease(self, role: str, body: bytes, actor: Actor | None) -> None:
+        lease = Lease.from_json(body)
+        if lease.epoch > self.max_epoch:
+            previous = self.active
+            earlier = [f for f in self.fences if f.run_id == lease.run_id]
+            if earlier:
+                self.violate(
+                    "second-fence",
+                    f"run {lease.run_id} fenced again (epoch {lease.epoch}; it took epoch {earlier[0].epoch})",
+                )
+            if lease.active == previous:
+                self.violate(
+                    "self-fenced",
+                    f"run {lease.run_id} took epoch {lease.epoch} for the {lease.active}, which was already "
+                    f"active (epoch {self.max_epoch}): it fenced out the lineage {previous}@{self.max_epoch}",
+                )
+            self.fences.append(Fence(lease.epoch, lease.active, lease.run_id, self.world.sched.now))
+            self.max_epoch, self.active = lease.epoch, lease.active
+            self.world.fenced()
+            return
+        save = getattr(actor, "save", None) if actor is not None and actor.kind in TRAINERS else None
+        if save is not None and actor.phase == "commit" and lease.epoch == save.epoch:
+            save.counted = lease.epoch == self.max_epoch
+
+    # -- what a directory holds --------------------------------------------------------------
+    def judge(self, objects: dict[str, bytes], prefix: str) -> tuple[Save | None, str]:
+        """The save a directory holds whole, or None and why not."""
+        found = {
+            k[len(prefix) + 1 :]: v
+            for k, v in objects.items()
+            if k.startswith(prefix + "/") and not k.endswith("/" + RECEIPT_NAME)
+        }
+        if not found:
+            return None, "gone"
+        owners = {id(s): s for s in (self.by_bytes.get(v) for v in found.values()) if s is not None}
+        if len(owners) != 1 or any(self.by_bytes.get(v) is None for v in found.values()):
+            parts = ", ".join(sorted(s.describe() for s in owners.values())) or "unknown bytes"
+            return None, f"a hybrid of {parts}"
+        save = next(iter(owners.values()))
+        if save.counted is not True:
+            return None, save.describe()
+        missing = [rel for rel, data in save.keys.items() if found.get(rel) != data]
+        if missing or not save.manifest:
+            return None, f"partial: {save.describe()} lacks {', '.join(sorted(missing)) or MANIFEST_NAME}"
+        return save, ""
+
+    def good(self, objects: dict[str, bytes]) -> list[Save]:
+        """The whole, counted checkpoints among `objects`, newest step first."""
+        dirs = sorted({k.split("/", 1)[0] for k in objects if "/" in k and k.startswith("step-")})
+        good = [s for s in (self.judge(objects, d)[0] for d in dirs) if s is not None]
+        return sorted(good, key=lambda s: s.step, reverse=True)
+
+    def _retention_delete(self, role: str, key: str, old: bytes, before: Save | None) -> None:
+        after = self.world.inner(role).snapshot()
+        prior = dict(after) | {key: old}
+        was, now = self.good(prior), self.good(after)
+        if was and before is was[0] and was[0] not in now:
+            self.violate(
+                "newest-deleted",
+                f"retention deleted {key} of the newest certifiable checkpoint on the {role} store, "
+                f"{before.describe()}",
+            )
+        if was and not now:
+            self.violate(
+                "none-certifiable", f"retention left no certifiable checkpoint on the {role} store ({key})"
+            )
+
+    # -- the failover's own checks -------------------------------------------------------------
+    def certified(self, run_id: str, uri: str, what: str) -> None:
+        role, prefix = self.world.locate(uri)
+        save, why = self.judge(self.world.inner(role).snapshot(prefix + "/"), prefix)
+        self.in_use = {k: v for k, v in self.in_use.items() if v != run_id}  # it resumes from this one now
+        if save is None:
+            self.violate("certified-bad", f"run {run_id} {what} {uri}: {why}")
+            return
+        self.in_use[(role, prefix)] = run_id
+
+    def loaded(self, job: Job, role: str, prefix: str, read: dict[str, bytes]) -> None:
+        owners = {id(s): s for s in (self.by_bytes.get(v) for v in read.values()) if s is not None}
+        uri = f"{self.world.inner(role).uri}/{prefix}"
+        save = next(iter(owners.values())) if len(owners) == 1 else None
+        if save is None or any(self.by_bytes.get(v) is None for v in read.values()):
+            parts = ", ".join(sorted(s.describe() for s in owners.values())) or "unknown bytes"
+            self.violate("resumed-bad", f"the job of run {job.run_id} loaded {uri}: a hybrid of {parts}")
+        elif save.counted is not True:
+            self.violate("resumed-bad", f"the job of run {job.run_id} loaded {uri}: {save.describe()}")
+        elif {r for r in save.keys if r != MANIFEST_NAME} - set(read):
+            self.violate(
+                "resumed-bad", f"the job of run {job.run_id} loaded {uri}: partial {save.describe()}"
+            )
+        self.in_use = {k: v for k, v in self.in_use.items() if v != job.run_id}
+
+    def run_ended(self, run_id: str) -> None:
+        self.in_use = {k: v for k, v in self.in_use.items() if v != run_id}
+
+    def job_started(self, job: Job, jobs: list[Job]) -> None:
+        for other in jobs:
+            if (
+                other is not job
+                and other.run_id == job.run_id
+                and other.attempt != job.attempt
+                and other.rc is None
+            ):
+                self.violate(
+                    "restarted",
+                    f"attempt {job.attempt} of run {job.run_id} started a job from {job.checkpoint} while "
+                    f"attempt {other.attempt}'s job from {other.checkpoint} runs",
+                )
+
+    def torn_down(self, job: Job, run_id: str | None, attempt: int | None) -> None:
+        if job.rc is not None or run_id is None or job.run_id != run_id or attempt == job.attempt:
+            return
+        if job.lineage == self.lineage:
+            self.violate(
+                "torn-down",
+                f"attempt {attempt} of run {run_id} tore down the healthy job its attempt {job.attempt} "
+                f"started ({job.lineage}, from {job.checkpoint})",
+            )
+
+    # -- after the history -----------------------------------------------------------------------
+    def finish(self) -> None:
+        world = self.world
+        fenced = {f.run_id for f in self.fences}
+        for run, at, by, message in self._in_use_lost:  # harm only if that run took the job
+            if run in fenced:
+                self.violate("in-use-deleted", message, at=at, by=by)
+        if world.sched.hung:
+            self.violate("hung", f"every live actor waited forever: {', '.join(world.sched.hung)}")
+        for actor in world.sched.actors:
+            error = actor.error
+            if error is None:
+                continue
+            if actor.kind in TRAINERS:
+                save = getattr(actor, "save", None)
+                if actor.phase == "commit" and save is not None and save.marker_landed:
+                    self.violate(
+                        "commit-landed-stopped",
+                        f"{actor.name} stopped on {type(error).__name__}: {error} though its commit of "
+                        f"{save.prefix} landed",
+                    )
+            elif not isinstance(error, LifeboatError):
+                line = str(error).splitlines()[0] if str(error) else ""
+                self.violate(
+                    "bare-error", f"{actor.name} ({actor.phase}) died of {type(error).__name__}: {line}"
+                )
+        self._ledgers()
+
+    def _ledgers(self) -> None:
+        world = self.world
+        for run in world.runs.values():
+            if not run.finished:
+                continue
+            entry = world.ledger_entry(run)
+            if entry is None:
+                continue
+            start = entry.phases.get("fenced" if entry.kind == "failback" else "outage_start")
+            written = entry.checkpoint_written_at
+            if start is not None and written is not None and start - written < timedelta(0):
+                self.violate(
+                    "ledger-negative-rpo",
+                    f"run {run.run_id}: RPO {(start - written).total_seconds():.1f}s "
+                    f"(checkpoint written {written:%H:%M:%S}, after the {'fence' if entry.kind == 'failback' else 'outage'} "
+                    f"at {start:%H:%M:%S}); the ledger reports {entry.rpo}",
+                )
+            fenced = [f for f in self.fences if f.run_id == run.run_id]
+            says = "fenced" in entry.phases or "fence" in entry.notes
+            if fenced and not says:
+                self.violate(
+                    "ledger-missed",
+                    f"run {run.run_id} took epoch {fenced[0].epoch}; its ledger ({entry.outcome}) does not say so",
+                )
+            if says and not fenced:
+                self.violate(
+                    "ledger-invented", f"run {run.run_id}'s ledger records a fence that never landed"
+                )
+            jobs = [j for j in world.jobs if j.run_id == run.run_id]
+            if jobs and entry.checkpoint != jobs[-1].checkpoint:
+                self.violate(
+                    "ledger-checkpoint",
+                    f"run {run.run_id}'s ledger names {entry.checkpoint}; its job resumed from {jobs[-1].checkpoint}",
+                )
+            if entry.outcome == "completed" and not jobs:
+                self.violate("ledger-invented", f"run {run.run_id} completed without starting a job")
