@@ -4,6 +4,7 @@
     --schedule 0,3,0,1         replay one list of choices (a shrunk schedule)
     --scenario NAME            pin a history shape (issue #27's cases: --list-scenarios)
     --no-shrink                report violations without shrinking them
+    --mutant NAME              put a known bug back (mutants.py) and see it found
 
 Exit status 1 when any history violated an invariant.
 """
@@ -14,11 +15,13 @@ import argparse
 import os
 import sys
 
+from lifeboat_dr.testing.sim.mutants import MUTANTS, mutated
 from lifeboat_dr.testing.sim.run import (
     commit,
     coverage_table,
     describe,
-    explore,
+    explore_parallel,
+    parse_schedule,
     reach,
     run_history,
     schedule_lines,
@@ -30,23 +33,37 @@ from lifeboat_dr.testing.sim.scheduler import ListChoices
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.mutant:
+        with mutated(args.mutant) as mutant:
+            print(f"mutant {mutant.name}: {mutant.about}")
+            return _main(args)
+    return _main(args)
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m lifeboat_dr.testing.sim", description=__doc__.splitlines()[0])
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--histories", type=int, default=1)
-    p.add_argument("--schedule", help="comma-separated choices to replay")
+    p.add_argument("--schedule", help="choices to replay: 0,3,0,1 or position:value pairs 1:3,3:1")
+    p.add_argument("--jobs", type=int, default=1, help="processes to run the histories in")
     p.add_argument("--scenario", choices=sorted(SCENARIOS))
     p.add_argument("--list-scenarios", action="store_true")
+    p.add_argument("--mutant", choices=sorted(MUTANTS), help="run with a known bug put back (mutants.py)")
     p.add_argument("--no-shrink", action="store_true")
     p.add_argument("--shrink-budget", type=float, default=90.0, help="wall seconds per violation")
     p.add_argument("--coverage", action="store_true", help="print the fault × actor × step table")
-    args = p.parse_args(argv)
+    return p
+
+
+def _main(args) -> int:
     if args.list_scenarios:
         for name, scenario in sorted(SCENARIOS.items()):
             print(f"{name}: {scenario.about}")
         return 0
     scenario = SCENARIOS.get(args.scenario) if args.scenario else None
     if args.schedule is not None:
-        values = [int(v) for v in args.schedule.replace(" ", "").split(",") if v]
+        values = parse_schedule(args.schedule)
         history = run_history(ListChoices(values), scenario=scenario)
         print(f"replayed {len(values)} choices (commit {commit()}): {len(history.violations)} violation(s)")
         print("\n".join(schedule_lines(history)))
@@ -61,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
 
-    found = explore(args.seed, args.histories, scenario=scenario, progress=progress)
+    found = explore_parallel(args.seed, args.histories, args.jobs, scenario=scenario, progress=progress)
     met, total = reach(found.coverage, found.crashable)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
@@ -77,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     if not found.found:
         print("no invariant violated")
         return 0
-    print(f"violations: {', '.join(f'{k} ×{len(v)}' for k, v in sorted(found.found.items()))}")
+    print(f"violations (histories): {', '.join(f'{k} ×{n}' for k, n in sorted(found.counts.items()))}")
     for invariant, histories in sorted(found.found.items()):
         first = histories[0]
         if args.no_shrink:

@@ -118,7 +118,9 @@ def trainer(world: World, job: Job) -> int:
                 _retrying(world, lambda text=text: store_of(world, job).put(LOSS_LOG, text.encode()))
         job.rc = 0
         return 0
-    except Killed:
+    except Killed:  # SIGKILL: its host died, or it was stopped
+        if job.rc is None:
+            job.rc = 137
         raise
     except BaseException:
         job.rc = 1
@@ -309,7 +311,8 @@ class SimRunner:
 
     def _checked(self, run_id: str, name: str, value) -> None:
         oracle = self.world.oracle
-        if name == "certify":
+        kind = self.world.runs[run_id].kind
+        if name == "certify" and kind == "failover":  # a failback resumes from what its fence certifies
             oracle.certified(run_id, value.certified.uri, "certified")
         elif name == "fence" and getattr(value, "checkpoint", None) is not None:
             oracle.certified(run_id, value.checkpoint.certified.uri, "resumes (failback's hand-back) from")
@@ -448,14 +451,16 @@ def _steps(world: World, run: Run) -> ProviderSteps:
         sleep=sched.sleep,
         monotonic=me.clock.monotonic,
     )
-    outage_at = me.clock() - timedelta(seconds=world.failover_after)
+    if run.outage_started_at is None:  # the flow run's parameters: a re-run keeps them
+        run.outage_started_at = me.clock() - timedelta(seconds=world.failover_after)
+        run.detected_at = me.clock()
     if run.kind == "failover":
         return ProviderSteps(
             _spec(world, failback=False),
             Providers(primary, secondary, world.compute, registry, world.open_store),
             cluster=DR_CLUSTER,
-            outage_started_at=outage_at,
-            detected_at=me.clock(),
+            outage_started_at=run.outage_started_at,
+            detected_at=run.detected_at,
             evidence=("sim: primary region unreachable (provider, checkpoint freshness)",),
             **common,
         )

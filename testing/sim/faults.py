@@ -84,21 +84,35 @@ class Coverage:
         self.requests.update(other.requests)
 
 
-def _fault(world: World, op: str, target: str) -> str | None:
+def _fault(world: World, op: str, site: str | None, key: str) -> str | None:
     """Decide this request's fault (or None) for the current actor; a crash kills it here."""
     actor = world.sched.current
-    choices = FAULTS[op]
-    pick = world.sched.decide(f"fault:{actor.kind}:{op}", len(choices) + 1)
-    fault = choices[pick - 1] if pick else None
-    if fault is None and actor.kind in world.crashable and world.sched.decide(f"crash:{actor.kind}", 2):
-        fault = "crash"
+    if world.scenario.script is not None:
+        fault = _scripted(world, actor, op, site, key)
+    else:
+        choices = FAULTS[op]
+        pick = world.sched.decide(f"fault:{actor.kind}:{op}", len(choices) + 1)
+        fault = choices[pick - 1] if pick else None
+        if fault is None and actor.kind in world.crashable and world.sched.decide(f"crash:{actor.kind}", 2):
+            fault = "crash"
     world.coverage.request(actor.kind, actor.phase, op, fault)
     if fault is not None:
-        world.sched.note(f"{fault}: {op} {target} ({actor.phase})")
+        world.sched.note(f"{fault}: {op} {site + ':' if site else ''}{key} ({actor.phase})")
     if fault == "crash":
         world.crashed(actor)
         raise Killed
     return fault
+
+
+def _scripted(world: World, actor, op: str, site: str | None, key: str) -> str | None:
+    for i, rule in enumerate(world.scenario.script):
+        hits = world.script_hits.get(i, 0)
+        if (not rule.times or hits < rule.times) and rule.matches(actor, op, site, key, world.sched.now):
+            if rule.fault not in FAULTS.get(op, ()) and rule.fault != "crash":
+                continue
+            world.script_hits[i] = hits + 1
+            return rule.fault
+    return None
 
 
 class FaultyStore:
@@ -119,7 +133,7 @@ class FaultyStore:
             world.coverage.request(actor.kind, actor.phase, op, "partition")
             world.sched.sleep(DEADLINE_S)
             raise ProviderUnavailable(f"{self.uri}: connect timeout (partitioned, simulated)")
-        fault = _fault(world, op, f"{self.role}:{key}")
+        fault = _fault(world, op, self.role, key)
         world.sched.advance(LATENCY_S)
         if fault == "error":
             raise ProviderUnavailable(f"{self.uri}/{key}: 503 SlowDown (simulated)")
@@ -208,7 +222,7 @@ class ComputeView:
             world.coverage.request(actor.kind, actor.phase, "compute-act" if acts else "compute", "partition")
             world.sched.sleep(DEADLINE_S)
             raise ProviderUnavailable(f"{infra}: API unreachable (partitioned, simulated)")
-        fault = _fault(world, "compute-act" if acts else "compute", f"{op} {cluster or ''}")
+        fault = _fault(world, "compute-act" if acts else "compute", None, f"{op} {cluster or ''}")
         world.sched.advance(LATENCY_S)
         if fault == "error":
             raise ProviderUnavailable(f"compute {op} {cluster or ''}: 503 (simulated)")
@@ -271,7 +285,7 @@ class LedgerSink:
             where = (
                 self.path.relative_to(world.folder) if self.path.is_relative_to(world.folder) else self.path
             )
-            if _fault(world, "ledger", str(where)) == "full":
+            if _fault(world, "ledger", None, str(where)) == "full":
                 raise WriteFailed(
                     f"cannot write the RTO ledger {self.path}: No space left on device (simulated)"
                 )

@@ -32,6 +32,7 @@ Invariants (issue #28, item 3), each with the id a violation carries:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -111,6 +112,21 @@ class Fence:
     at: float
 
 
+def _hook(method):
+    """An oracle entry point: its own failure is the simulator's bug, kept for `run_history`
+    to raise, never an error the calling actor could swallow as a provider's."""
+
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as e:
+            self.world.broken = self.world.broken or e
+            raise
+
+    return guarded
+
+
 class Oracle:
     def __init__(self, world: World):
         self.world = world
@@ -126,12 +142,14 @@ class Oracle:
 
     # -- recording ---------------------------------------------------------------------------
     def violate(
-        self, invariant: str, message: str, *, at: float | None = None, by: str | None = None
+        self, invariant: str, message: str, *, at: float | None = None, by: str | None = None, once: str = ""
     ) -> None:
+        """Record a violation, once per (invariant, `once` or the message): one per checkpoint,
+        not one per object of it."""
         assert invariant in INVARIANTS, invariant
-        if (invariant, message) in self._seen:
+        if (invariant, once or message) in self._seen:
             return
-        self._seen.add((invariant, message))
+        self._seen.add((invariant, once or message))
         actor = self.world.sched.current
         who = by if by is not None else (actor.name if actor else "-")
         self.violations.append(Violation(invariant, message, self.world.sched.now if at is None else at, who))
@@ -142,11 +160,13 @@ class Oracle:
     def lineage(self) -> str:
         return f"{self.active}@{self.max_epoch}"
 
+    @_hook
     def begin_save(self, actor: Actor, site: str, epoch: int, step: int, prefix: str) -> Save:
         save = Save(len(self.saves) + 1, actor.name, site, epoch, step, prefix)
         self.saves.append(save)
         return save
 
+    @_hook
     def landed(self, role: str, key: str, old: bytes | None, new: bytes | None) -> None:
         """A write (`new`) or delete (`new` None) landed on `role`'s store over `old`."""
         actor = self.world.sched.current
@@ -167,7 +187,9 @@ class Oracle:
         who = f"{actor.name} ({actor.phase})" if actor else "set-up"
         if written is not None and not own and written.counted is False and role != written.site:
             self.violate(
-                "fenced-out-copied", f"{key} of {written.describe()} copied to the {role} store by {who}"
+                "fenced-out-copied",
+                f"{written.describe()} copied to the {role} store by {who} ({key} first)",
+                once=f"{role}:{written.id}",
             )
         if before is None or written is before:
             return
@@ -182,17 +204,23 @@ class Oracle:
             by = f" with {written.describe()}" if written is not None else ""
             self.violate(
                 "active-overwritten",
-                f"{key} of the active lineage's {before.describe()} on the {role} store {what}{by} by {who}",
+                f"the active lineage's {before.describe()} on the {role} store {what}{by} by {who} ({key} first)",
+                once=f"{role}:{before.id}:{what}",
             )
-        if not own and (role, before.prefix) in self.in_use:
+        mine_run = getattr(getattr(actor, "run", None), "run_id", None)
+        if (
+            not own
+            and (role, before.prefix) in self.in_use
+            and self.in_use[(role, before.prefix)] != mine_run
+        ):
             run = self.in_use[(role, before.prefix)]
             self._in_use_lost.append(
                 (
                     run,
                     self.world.sched.now,
                     actor.name if actor else "-",
-                    f"{key} of {before.describe()}, which failover run {run} resumes from, "
-                    f"{'deleted' if new is None else 'overwritten'} by {who}",
+                    f"{before.describe()}, which failover run {run} resumes from, "
+                    f"{'deleted' if new is None else 'overwritten'} by {who} ({key} first)",
                 )
             )
         if new is None and actor is not None and actor.phase == "retention":
@@ -257,24 +285,42 @@ class Oracle:
         if was and before is was[0] and was[0] not in now:
             self.violate(
                 "newest-deleted",
-                f"retention deleted {key} of the newest certifiable checkpoint on the {role} store, "
-                f"{before.describe()}",
+                f"retention deleted the newest certifiable checkpoint on the {role} store, "
+                f"{before.describe()} ({key} first)",
+                once=f"{role}:{before.id}",
             )
         if was and not now:
             self.violate(
-                "none-certifiable", f"retention left no certifiable checkpoint on the {role} store ({key})"
+                "none-certifiable",
+                f"retention left no certifiable checkpoint on the {role} store (deleting {key})",
+                once=role,
             )
 
     # -- the failover's own checks -------------------------------------------------------------
+    @_hook
     def certified(self, run_id: str, uri: str, what: str) -> None:
         role, prefix = self.world.locate(uri)
         save, why = self.judge(self.world.inner(role).snapshot(prefix + "/"), prefix)
         self.in_use = {k: v for k, v in self.in_use.items() if v != run_id}  # it resumes from this one now
+        if save is None and (why == "gone" or why.startswith("partial")):
+            # whole when certification read it, deleted under it since: by another actor, so
+            # judged as a deletion of a checkpoint in use (if this run goes on to fence)
+            self._in_use_lost.append(
+                (
+                    run_id,
+                    self.world.sched.now,
+                    "-",
+                    f"{uri}, which failover run {run_id} certified, was "
+                    f"{'deleted' if why == 'gone' else 'partly deleted'} while it certified it ({why})",
+                )
+            )
+            return
         if save is None:
             self.violate("certified-bad", f"run {run_id} {what} {uri}: {why}")
             return
         self.in_use[(role, prefix)] = run_id
 
+    @_hook
     def loaded(self, job: Job, role: str, prefix: str, read: dict[str, bytes]) -> None:
         owners = {id(s): s for s in (self.by_bytes.get(v) for v in read.values()) if s is not None}
         uri = f"{self.world.inner(role).uri}/{prefix}"
@@ -290,9 +336,11 @@ class Oracle:
             )
         self.in_use = {k: v for k, v in self.in_use.items() if v != job.run_id}
 
+    @_hook
     def run_ended(self, run_id: str) -> None:
         self.in_use = {k: v for k, v in self.in_use.items() if v != run_id}
 
+    @_hook
     def job_started(self, job: Job, jobs: list[Job]) -> None:
         for other in jobs:
             if (
@@ -307,6 +355,7 @@ class Oracle:
                     f"attempt {other.attempt}'s job from {other.checkpoint} runs",
                 )
 
+    @_hook
     def torn_down(self, job: Job, run_id: str | None, attempt: int | None) -> None:
         if job.rc is not None or run_id is None or job.run_id != run_id or attempt == job.attempt:
             return
@@ -323,7 +372,7 @@ class Oracle:
         fenced = {f.run_id for f in self.fences}
         for run, at, by, message in self._in_use_lost:  # harm only if that run took the job
             if run in fenced:
-                self.violate("in-use-deleted", message, at=at, by=by)
+                self.violate("in-use-deleted", message, at=at, by=by, once=message.split(" (")[0])
         if world.sched.hung:
             self.violate("hung", f"every live actor waited forever: {', '.join(world.sched.hung)}")
         for actor in world.sched.actors:

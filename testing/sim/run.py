@@ -26,6 +26,7 @@ from lifeboat_dr.testing.sim.seams import simulated
 from lifeboat_dr.testing.sim.world import Run, Scenario, World
 
 INTENSITIES = (0.0, 0.01, 0.03, 0.06, 0.12)  # a history's chance of a fault per request
+KEEP = 20  # histories kept per invariant violated (the rest are counted)
 
 
 @dataclass
@@ -81,6 +82,8 @@ def run_history(choices: Choices, *, scenario: Scenario | None = None, seed: int
         with simulated(world):
             _populate(world)
             sched.run()
+            if world.broken is not None:
+                raise RuntimeError("the simulator's oracle failed (a bug of the simulator)") from world.broken
             world.oracle.finish()
         outcomes = {}
         for run in world.runs.values():
@@ -143,7 +146,10 @@ class Exploration:
     wall_s: float = 0.0
     points: int = 0
     coverage: Coverage = field(default_factory=Coverage)
-    found: dict[str, list[History]] = field(default_factory=dict)  # invariant -> histories violating it
+    found: dict[str, list[History]] = field(
+        default_factory=dict
+    )  # invariant -> the first histories violating it
+    counts: dict[str, int] = field(default_factory=dict)  # invariant -> histories violating it
     outcomes: dict[str, int] = field(default_factory=dict)  # "fo-1: completed" -> count
     crashable: set[str] = field(default_factory=set)
 
@@ -160,7 +166,23 @@ class Exploration:
             key = f"{run_id}: {outcome}"
             self.outcomes[key] = self.outcomes.get(key, 0) + 1
         for invariant in sorted(history.invariants):
-            self.found.setdefault(invariant, []).append(history)
+            self.counts[invariant] = self.counts.get(invariant, 0) + 1
+            kept = self.found.setdefault(invariant, [])
+            if len(kept) < KEEP:
+                kept.append(history)
+
+    def merge(self, other: Exploration) -> None:
+        self.histories += other.histories
+        self.points += other.points
+        self.coverage.merge(other.coverage)
+        self.crashable |= other.crashable
+        for key, n in other.outcomes.items():
+            self.outcomes[key] = self.outcomes.get(key, 0) + n
+        for invariant, n in other.counts.items():
+            self.counts[invariant] = self.counts.get(invariant, 0) + n
+            kept = self.found.setdefault(invariant, [])
+            kept.extend(other.found[invariant][: KEEP - len(kept)])
+            kept.sort(key=lambda h: h.seed)
 
 
 def explore(
@@ -190,6 +212,49 @@ def explore(
 
 
 # -- shrinking ----------------------------------------------------------------------------------------
+def explore_parallel(seed: int, histories: int, jobs: int, **kw) -> Exploration:
+    """`explore` split over `jobs` processes (forked), each a contiguous range of seeds."""
+    if jobs <= 1 or histories < 2 * jobs:
+        return explore(seed, histories, **kw)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    started = time.perf_counter()
+    share = -(-histories // jobs)
+    ranges = [(seed + i * share, min(share, histories - i * share)) for i in range(jobs)]
+    kw.pop("progress", None)
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        parts = list(pool.map(_explore_range, ranges, [kw] * len(ranges)))
+    found = Exploration(seed)
+    for part in parts:
+        found.merge(part)
+    found.wall_s = time.perf_counter() - started
+    return found
+
+
+def _explore_range(span: tuple[int, int], kw: dict) -> Exploration:
+    return explore(span[0], span[1], **kw)
+
+
+def parse_schedule(text: str) -> list[int]:
+    """A schedule as printed: dense (`0,3,0,1`) or sparse (`1:3,3:1`: position:value, the rest 0)."""
+    text = text.replace(" ", "").strip(",")
+    if not text:
+        return []
+    if ":" not in text:
+        return [int(v) for v in text.split(",")]
+    pairs = [tuple(int(x) for x in item.split(":", 1)) for item in text.split(",")]
+    values = [0] * (max(p for p, _ in pairs) + 1)
+    for position, value in pairs:
+        values[position] = value
+    return values
+
+
+def format_schedule(values: list[int]) -> str:
+    """The sparse form of `parse_schedule`."""
+    return ",".join(f"{i}:{v}" for i, v in enumerate(values) if v) or "0"
+
+
 def still_fails(invariant: str, scenario: Scenario | None = None) -> Callable[[list[int]], History | None]:
     def check(values: list[int]) -> History | None:
         history = run_history(ListChoices(values), scenario=scenario)
@@ -225,6 +290,9 @@ def shrink(
             return True
         return False
 
+    def zeroed(lo: int, hi: int) -> list[int]:
+        return best[:lo] + [0] * (hi - lo) + best[hi:]
+
     improved = True
     while improved and time.perf_counter() < deadline and tries < max_tries:
         improved = False
@@ -232,8 +300,14 @@ def shrink(
         while length > 1 and attempt(best[: length // 2]):
             length = len(best)
             improved = True
-        size = max(1, len(best) // 4)
-        while size >= 1:  # delete chunks
+        size = max(1, len(best) // 2)  # zero blocks, then single choices: positions keep their meaning
+        while size >= 1:
+            for lo in range(0, len(best), size):
+                if any(best[lo : lo + size]) and attempt(zeroed(lo, min(len(best), lo + size))):
+                    improved = True
+            size //= 2
+        size = max(1, len(best) // 4)  # delete chunks: later choices move up
+        while size >= 1:
             i = 0
             while i < len(best):
                 if attempt(best[:i] + best[i + size :]):
@@ -241,11 +315,9 @@ def shrink(
                 else:
                     i += size
             size //= 2
-        for i in range(len(best)):  # calmer values: 0, else half
-            if i >= len(best) or not best[i]:
-                continue
-            calmer = [0] if best[i] == 1 else [0, best[i] // 2]
-            improved |= any(attempt(best[:i] + [v] + best[i + 1 :]) for v in calmer)
+        for i in range(len(best)):  # calmer values: halve what is left
+            if i < len(best) and best[i] > 1 and attempt(best[:i] + [best[i] // 2] + best[i + 1 :]):
+                improved = True
     return best, last
 
 
@@ -297,8 +369,9 @@ def describe(invariant: str, history: History, shrunk: History | None, values: l
     if shrunk is not None and values is not None:
         shown = next(v for v in shrunk.violations if v.invariant == invariant)
         lines += [
-            f"  shrunk to {len(values)} choices ({len(history.choices)} before): "
-            f"make sim SCHEDULE={','.join(map(str, values)) or '0'}",
+            f"  shrunk to {sum(1 for v in values if v)} non-zero of {len(values)} choices "
+            f"({sum(1 for v in history.choices if v)} of {len(history.choices)} before): "
+            f"make sim SCHEDULE={format_schedule(values)}",
             f"  shrunk: {shown.line()}",
             "  schedule (decisions that are not the plain one, faults, violations):",
             *schedule_lines(shrunk),

@@ -15,6 +15,7 @@ does afterwards lands — not its `finally` blocks, not its error handlers' writ
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 from collections.abc import Callable
@@ -189,6 +190,15 @@ class _Worker:
 
 _IDLE: list[_Worker] = []
 _IDLE_LOCK = threading.Lock()
+
+
+def _forget_workers() -> None:  # a forked child has none of its parent's threads
+    global _IDLE_LOCK
+    _IDLE.clear()
+    _IDLE_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_workers)
 
 
 def _worker_for(actor: Actor) -> _Worker:

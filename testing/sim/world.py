@@ -19,6 +19,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,14 +56,41 @@ SKEWS = (  # an actor's clock: (skew, jump at outage + 10 s)
 
 
 @dataclass(frozen=True)
+class Fault:
+    """A scripted fault: the requests it hits, by who makes them and what they touch."""
+
+    fault: str  # one of faults.ALL_FAULTS but partition (a partition is the outage's)
+    actor: str | None = None  # actor kind (replicator, failover, ...) or the start of its name
+    op: str | None = None  # list, read, head, put, delete; compute, compute-act; ledger
+    site: str | None = None  # the store's site: primary or secondary
+    key: str | None = None  # a part of the key (or the compute call)
+    phase: str | None = None  # the actor's step
+    after: float = 0.0  # virtual seconds
+    until: float = float("inf")
+    times: int = 1  # how many matching requests it hits; 0: all
+
+    def matches(self, actor, op: str, site: str | None, key: str, now: float) -> bool:
+        return (
+            (self.actor is None or actor.kind == self.actor or actor.name.startswith(self.actor))
+            and (self.op is None or self.op == op)
+            and (self.site is None or self.site == site)
+            and (self.key is None or self.key in key)
+            and (self.phase is None or self.phase == actor.phase)
+            and self.after <= now < self.until
+        )
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A named history shape: parameters pinned (the rest drawn), fault rates for a seeded
-    exploration of it. `pins` maps a parameter name to the index of its option."""
+    exploration of it. `pins` maps a parameter name to the index of its option. With a
+    `script`, faults are exactly those scripted (a regression test reads like its incident)."""
 
     name: str
     pins: Mapping[str, int] = field(default_factory=dict)
     rates: Mapping[str, float] = field(default_factory=dict)
     about: str = ""
+    script: tuple[Fault, ...] | None = None
 
 
 @dataclass
@@ -97,6 +125,8 @@ class Run:
     attempts: int = 0
     finished: bool = False  # its last attempt ended (not killed)
     rerun_left: int = 2
+    outage_started_at: datetime | None = None  # its parameters, set by the automation at the first attempt
+    detected_at: datetime | None = None
 
 
 class SimLock:
@@ -152,9 +182,9 @@ class SimCompute(FakeCompute):
     def _start(self, cluster, c, job) -> None:
         super()._start(cluster, c, job)
         old = self.jobs.pop(cluster, None)
+        self.jobs[cluster] = self.world.start_job(cluster, c.option.infra, job)  # judged while old runs
         if old is not None:
             self.world.stop_job(old)
-        self.jobs[cluster] = self.world.start_job(cluster, c.option.infra, job)
 
     def status(self, cluster):
         st = super().status(cluster)
@@ -204,6 +234,8 @@ class World:
         self.compute = ComputeView(self, self.compute_api)
         self.jobs: list[Job] = []
         self.runs: dict[str, Run] = {}
+        self.script_hits: dict[int, int] = {}  # scripted fault -> requests it hit
+        self.broken: BaseException | None = None  # the oracle's own error, if it had one
         self.draw_parameters()
         sched.on_switch = self._switched
 
@@ -379,4 +411,4 @@ def _tmp_root() -> str | None:
     return str(shm) if shm.is_dir() else None
 
 
-__all__ = ["TRAINERS", "Job", "Run", "Scenario", "World"]
+__all__ = ["TRAINERS", "Fault", "Job", "Run", "Scenario", "World"]
