@@ -191,11 +191,11 @@ def explore(
     *,
     scenario: Scenario | None = None,
     budget_s: float | None = None,
-    stop_at: Callable[[History], bool] | None = None,
+    stop_on: frozenset[str] = frozenset(),
     progress: Callable[[Exploration], None] | None = None,
 ) -> Exploration:
     """Run histories `seed` … `seed + histories - 1` (or until `budget_s` wall seconds, or
-    until `stop_at(history)`)."""
+    until one violates an invariant in `stop_on`)."""
     found = Exploration(seed)
     started = time.perf_counter()
     for i in range(histories):
@@ -204,7 +204,7 @@ def explore(
         found.wall_s = time.perf_counter() - started
         if progress is not None and found.histories % 100 == 0:
             progress(found)
-        if stop_at is not None and stop_at(history):
+        if history.invariants & stop_on:
             break
         if budget_s is not None and found.wall_s >= budget_s:
             break

@@ -13,6 +13,12 @@ them). What it does not take, and the simulator replaces for the length of a his
 | core.failover.walk  | time                    | virtual monotonic time (step timeouts)          |
 | core.transfer       | time, random, RetryPolicy's sleep | virtual time, a seeded jitter, a virtual sleep |
 
+And one hazard of Python 3.11 itself: `functools.cached_property` holds a lock (one per
+property, shared by every instance) while it computes; a computation that makes a request
+yields with it held, and the next actor reading the property would block the thread the
+scheduler waits on. For a history each such lock in the core is a `SchedulerLock`: an
+actor that finds it taken waits on the scheduler, as a thread would on the lock.
+
 `check()` says which of these no longer exist (a refactor renamed one): the simulator then
 fails loudly instead of silently running a thread it does not schedule.
 """
@@ -23,6 +29,7 @@ import concurrent.futures
 import functools
 import importlib
 import random
+import sys
 import types
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -160,6 +167,42 @@ class SimTime:
         self.world.sched.sleep(seconds)
 
 
+class SchedulerLock:
+    """A re-entrant lock whose waiters wait on the scheduler (see the module docstring)."""
+
+    def __init__(self, world: World):
+        self.world, self.owner, self.depth = world, None, 0
+
+    def __enter__(self):
+        me = self.world.sched.current
+        if self.owner is not None and self.owner is not me:
+            self.world.sched.wait_until(lambda: self.owner is None)
+        self.owner = me
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.depth -= 1
+        if not self.depth:
+            self.owner = None
+
+
+def _cached_properties() -> list[functools.cached_property]:
+    """Every `cached_property` with a lock (Python 3.11) on a class of the loaded core."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith("lifeboat_dr.") or name.startswith("lifeboat_dr.testing"):
+            continue
+        for cls in list(vars(module).values()):
+            if isinstance(cls, type) and cls.__module__ == name:
+                found += [
+                    v
+                    for v in vars(cls).values()
+                    if isinstance(v, functools.cached_property) and hasattr(v, "lock")
+                ]
+    return found
+
+
 def _wait(world: World, fs, timeout=None, return_when="ALL_COMPLETED"):
     fs = list(fs)
 
@@ -202,12 +245,17 @@ def simulated(world: World):
         ("lifeboat_dr.core.failover.walk", "time"): clock,
     }
     saved = {}
+    locks = [(prop, prop.lock) for prop in _cached_properties()]
     try:
         for (module, name), value in replacements.items():
             mod = importlib.import_module(module)
             saved[(module, name)] = getattr(mod, name)
             setattr(mod, name, value)
+        for prop, _ in locks:
+            prop.lock = SchedulerLock(world)
         yield
     finally:
         for (module, name), value in saved.items():
             setattr(importlib.import_module(module), name, value)
+        for prop, lock in locks:
+            prop.lock = lock

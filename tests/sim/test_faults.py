@@ -64,7 +64,9 @@ def test_a_full_store_refuses_a_write_with_a_bare_oserror_as_a_file_store_does_t
 def test_a_partition_cuts_the_primary_store_off_from_all_but_its_own_region(region, reaches):
     world = world_with(outage=0)  # a partition, from outage_at on
     world.inner("primary").put("k", b"v")
-    out = run(world, lambda: b"".join(world.stores["primary"].read("k")), region=region, at=world.outage_at + 1)
+    out = run(
+        world, lambda: b"".join(world.stores["primary"].read("k")), region=region, at=world.outage_at + 1
+    )
     assert (out.get("value") == b"v") is reaches
     assert world.sched.now >= world.outage_at + 1 + (0 if reaches else 5)  # a timeout costs the deadline
 

@@ -42,9 +42,19 @@ def test_a_replicator_that_cannot_read_the_active_stores_lease_copies_nothing_fr
     # primary's old record ("primary is active, epoch 0") and copy the zombie's checkpoints.
     h = history(
         "unanswering-store",
-        Fault("error", actor="replicator", op="read", site="secondary", key="_lifeboat/lease.json",
-              after=181.0, until=200.0, times=0),
-        outage=PARTITION, heal_after=HEAL_AFTER_150_S, failback=NO_FAILBACK,
+        Fault(
+            "error",
+            actor="replicator",
+            op="read",
+            site="secondary",
+            key="_lifeboat/lease.json",
+            after=181.0,
+            until=200.0,
+            times=0,
+        ),
+        outage=PARTITION,
+        heal_after=HEAL_AFTER_150_S,
+        failback=NO_FAILBACK,
     )
     holds(h, "fenced-out-copied", "active-overwritten", "newest-deleted", "none-certifiable")
 
@@ -56,8 +66,15 @@ def test_a_copy_planned_before_the_fence_never_lands_over_the_active_lineage_aft
     # own step 20, and land on the secondary after the heal.
     h = history(
         "copy-in-flight",
-        Fault("timeout", actor="replicator", op="read", site="primary", key="step-00000020/lifeboat-manifest.json"),
-        outage_at=1, replicate_every=1,
+        Fault(
+            "timeout",
+            actor="replicator",
+            op="read",
+            site="primary",
+            key="step-00000020/lifeboat-manifest.json",
+        ),
+        outage_at=1,
+        replicate_every=1,
     )
     holds(h, "active-overwritten")
 
