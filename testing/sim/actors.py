@@ -78,15 +78,16 @@ def settings(world: World) -> ReplicationSettings:
     )
 
 
-def _retrying(world: World, call, tries: int = 3):
-    """A storage client's own retries (a trainer's saves and loads)."""
+def _retrying(world: World, call, tries: int = 5):
+    """A storage client's own retries (a trainer's saves and loads): a job rides out a few
+    failed requests; its guarded commit is not retried (`commit_or_exit` stops on what it raises)."""
     for attempt in range(tries):
         try:
             return call()
         except ProviderUnavailable:
             if attempt == tries - 1:
                 raise
-            world.sched.sleep(1.0)
+            world.sched.sleep(2.0)
     raise AssertionError("unreachable")
 
 

@@ -24,7 +24,8 @@ Invariants (issue #28, item 3), each with the id a violation carries:
   of the same run started;
 - `ledger-negative-rpo` / `ledger-missed` / `ledger-invented` / `ledger-checkpoint`: the
   ledger of every run that finished records its fence and the checkpoint its job
-  resumed from, nothing that did not happen, and never a negative RPO (clamped to 0);
+  resumed from, nothing that did not happen, and never a negative RPO (clamped to 0)
+  where the run truly lost work;
 - `commit-landed-stopped`: a commit that landed never stops its trainer (a lost reply);
 - `bare-error`: Lifeboat's own actors stop on a `LifeboatError` (one line), never a bare
   `OSError` or a traceback; `hung`: the history ends.
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
@@ -81,6 +81,7 @@ class Save:
     prefix: str  # its directory, e.g. step-00000030
     keys: dict[str, bytes] = field(default_factory=dict)
     counted: bool | None = None  # None: no guarded commit landed
+    committed_at: float | None = None  # virtual seconds: when its commit's lease write landed
     marker_landed: bool = False
     manifest: bool = False
 
@@ -138,6 +139,7 @@ class Oracle:
         self.violations: list[Violation] = []
         self.in_use: dict[tuple[str, str], str] = {}  # (store role, prefix) -> run id resuming from it
         self._in_use_lost: list[tuple[str, float, str, str]] = []  # judged at the end: did that run fence?
+        self.resumed_from: dict[str, Save] = {}  # run id -> the save its (last) job loaded
         self._seen: set[tuple[str, str]] = set()
 
     # -- recording ---------------------------------------------------------------------------
@@ -249,6 +251,7 @@ class Oracle:
         save = getattr(actor, "save", None) if actor is not None and actor.kind in TRAINERS else None
         if save is not None and actor.phase == "commit" and lease.epoch == save.epoch:
             save.counted = lease.epoch == self.max_epoch
+            save.committed_at = self.world.sched.now
 
     # -- what a directory holds --------------------------------------------------------------
     def judge(self, objects: dict[str, bytes], prefix: str) -> tuple[Save | None, str]:
@@ -335,6 +338,8 @@ class Oracle:
                 "resumed-bad", f"the job of run {job.run_id} loaded {uri}: partial {save.describe()}"
             )
         self.in_use = {k: v for k, v in self.in_use.items() if v != job.run_id}
+        if save is not None and job.run_id is not None:
+            self.resumed_from[job.run_id] = save
 
     @_hook
     def run_ended(self, run_id: str) -> None:
@@ -394,6 +399,27 @@ class Oracle:
                 )
         self._ledgers()
 
+    def _rpo(self, run, entry, fenced: list[Fence]) -> None:
+        """The ledger's RPO (outage start, or a failback's fence, minus the resumed checkpoint's
+        write time) may not come out negative where the run truly lost work: by the true
+        times of the outage (or the fence) and of the checkpoint's commit."""
+        failback = entry.kind == "failback"
+        start = entry.phases.get("fenced" if failback else "outage_start")
+        written = entry.checkpoint_written_at
+        save = self.resumed_from.get(run.run_id)
+        if start is None or written is None or save is None or save.committed_at is None:
+            return
+        true_start = fenced[0].at if failback and fenced else self.world.outage_at
+        lost = true_start - save.committed_at
+        recorded = (start - written).total_seconds()
+        if recorded < 0 and lost > 1.0:
+            self.violate(
+                "ledger-negative-rpo",
+                f"run {run.run_id}: RPO {recorded:.1f}s (checkpoint written {written:%H:%M:%S}, after the "
+                f"{'fence' if failback else 'outage'} at {start:%H:%M:%S} by the clocks that stamped them); "
+                f"the run lost {lost:.1f}s of work, the ledger reports {entry.rpo}",
+            )
+
     def _ledgers(self) -> None:
         world = self.world
         for run in world.runs.values():
@@ -402,16 +428,8 @@ class Oracle:
             entry = world.ledger_entry(run)
             if entry is None:
                 continue
-            start = entry.phases.get("fenced" if entry.kind == "failback" else "outage_start")
-            written = entry.checkpoint_written_at
-            if start is not None and written is not None and start - written < timedelta(0):
-                self.violate(
-                    "ledger-negative-rpo",
-                    f"run {run.run_id}: RPO {(start - written).total_seconds():.1f}s "
-                    f"(checkpoint written {written:%H:%M:%S}, after the {'fence' if entry.kind == 'failback' else 'outage'} "
-                    f"at {start:%H:%M:%S}); the ledger reports {entry.rpo}",
-                )
             fenced = [f for f in self.fences if f.run_id == run.run_id]
+            self._rpo(run, entry, fenced)
             says = "fenced" in entry.phases or "fence" in entry.notes
             if fenced and not says:
                 self.violate(

@@ -55,9 +55,9 @@ def seeded(seed: int, scenario: Scenario | None = None) -> SeededChoices:
     rate = INTENSITIES[rng.randrange(len(INTENSITIES))]
     rates = {
         "fault": rate,
-        "fault:primary-trainer": rate / 4,
-        "fault:resumed-trainer": rate / 4,
-        "fault:zombie": rate / 4,
+        "fault:primary-trainer": rate / 10,  # a job that dies early leaves no zombie to find
+        "fault:resumed-trainer": rate / 10,
+        "fault:zombie": rate / 10,
         "fault:failover:ledger": rate / 4,
         "fault:failback:ledger": rate / 4,
         "crash": 0.002 if rate else 0.0,
@@ -65,7 +65,7 @@ def seeded(seed: int, scenario: Scenario | None = None) -> SeededChoices:
         "crash:resumed-trainer": 0.0005,
         "crash:zombie": 0.0005,
         "person": 0.08,
-        "param:clock": 0.15,
+        "param:clock": 0.25,
         "actor": 0.35,  # another actor runs first at this yield point
     }
     rates.update(scenario.rates if scenario else {})

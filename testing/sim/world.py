@@ -41,8 +41,8 @@ EVERY = 10  # steps between checkpoints
 LEASE_S = 60.0  # the runbook lock's lease: a dead holder's slot lapses after it
 STEP_S = 1.0  # virtual seconds per training step
 # partition: the region cut off, its job a zombie; dead: region and job gone until the heal;
-# stall: cut off, its job hung until the heal, then back; job-lost: only the job died (its
-# host), the region's store still answers everyone
+# stall: cut off, its job hung (after the save it was in) until the heal, then back; job-lost:
+# only the job died (its host), the region's store still answers everyone
 OUTAGES = ("partition", "dead", "stall", "job-lost")
 SKEWS = (  # an actor's clock: (skew, jump at outage + 10 s)
     (0.0, 0.0),
@@ -307,7 +307,7 @@ class World:
             return True
         inside = getattr(actor, "region", "control") == "primary"
         if role == "primary":
-            return inside and self.outage == "partition"
+            return inside and self.outage in ("partition", "stall")  # the region itself is up
         return not inside
 
     def reaches_infra(self, actor: Actor, infra: str) -> bool:
