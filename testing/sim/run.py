@@ -72,11 +72,16 @@ def seeded(seed: int, scenario: Scenario | None = None) -> SeededChoices:
     return SeededChoices(rng.randrange(2**63), rates)
 
 
-def run_history(choices: Choices, *, scenario: Scenario | None = None, seed: int | None = None) -> History:
-    """Run one history to its end and check it."""
+def run_history(
+    choices: Choices, *, scenario: Scenario | None = None, seed: int | None = None, store_factory=None
+) -> History:
+    """Run one history to its end and check it. `store_factory(name, clock)` makes each
+    site's store (default `MemoryStore(name, clock=clock)`): an out-of-tree backend passes
+    its own, which must answer at memory speed and stamp `updated` with `clock` (virtual
+    time) to keep a history replayable."""
     started = time.perf_counter()
     sched = Scheduler(choices)
-    world = World(sched, scenario)
+    world = World(sched, scenario, store_factory)
     saved_env = os.environ.get("LIFEBOAT_LEDGER")
     try:
         with simulated(world):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lifeboat_dr.core.ledger import LedgerFile
+from lifeboat_dr.kernel.errors import NotFound
 from lifeboat_dr.providers.compute.base import ClusterState, JobState, PlanOption
 from lifeboat_dr.providers.compute.fake import FakeCompute
 from lifeboat_dr.testing.memory_store import MemoryStore
@@ -151,6 +152,37 @@ class SimLock:
             del self.held[server]
 
 
+class Behind:
+    """A site's store as the simulator itself sees it, behind the faults: the store (any
+    `Store`; `MemoryStore` by default) plus `peek` and `snapshot`, from `MemoryStore`'s own
+    helpers where it has them, else by reading (an out-of-tree backend's store)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.uri, self.capabilities = store.uri, store.capabilities
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def peek(self, key: str) -> bytes | None:
+        if hasattr(self.store, "peek"):
+            return self.store.peek(key)
+        try:
+            return b"".join(self.store.read(key))
+        except NotFound:
+            return None
+
+    def snapshot(self, prefix: str = "") -> dict[str, bytes]:
+        if hasattr(self.store, "snapshot"):
+            return self.store.snapshot(prefix)
+        out = {}
+        for info in self.store.list(prefix):
+            data = self.peek(info.key)
+            if data is not None:
+                out[info.key] = data
+        return out
+
+
 class _VirtualSeconds:
     """FakeCompute's clock: virtual seconds; its scripted delays sleep the calling actor."""
 
@@ -210,7 +242,7 @@ class SimCompute(FakeCompute):
 class World:
     """See the module docstring."""
 
-    def __init__(self, sched: Scheduler, scenario: Scenario | None = None):
+    def __init__(self, sched: Scheduler, scenario: Scenario | None = None, store_factory=None):
         self.sched = sched
         self.scenario = scenario or Scenario("random")
         self.coverage = Coverage()
@@ -225,9 +257,9 @@ class World:
             "zombie",
         }
         self.folder = Path(tempfile.mkdtemp(prefix="lifeboat-sim-", dir=_tmp_root()))
+        make = store_factory or (lambda name, clock: MemoryStore(name, clock=clock))
         self._inner = {
-            "primary": MemoryStore("sim-primary", clock=self._true_time),
-            "secondary": MemoryStore("sim-secondary", clock=self._true_time),
+            role: Behind(make(f"sim-{role}", self._true_time)) for role in ("primary", "secondary")
         }
         self.stores = {role: FaultyStore(self, inner, role) for role, inner in self._inner.items()}
         self.compute_api = SimCompute(self)
@@ -280,7 +312,7 @@ class World:
 
         return BASE + timedelta(seconds=self.sched.now)
 
-    def inner(self, role: str) -> MemoryStore:
+    def inner(self, role: str) -> Behind:
         return self._inner[role]
 
     def locate(self, uri: str) -> tuple[str, str]:

@@ -77,3 +77,23 @@ def test_a_crash_kills_the_process_before_its_request_lands():
     assert out == {}  # nothing returned, nothing raised to the body: the process died
     assert world.inner("secondary").peek("x") is None
     assert world.coverage.met[("crash", "replicator", "start")] == 1
+
+
+def test_an_out_of_tree_store_runs_the_same_history_as_the_memory_store():
+    from lifeboat_dr.testing.memory_store import MemoryStore
+    from lifeboat_dr.testing.sim import run_history
+
+    class Backend:  # a store with only the six primitives: no peek, no snapshot
+        def __init__(self, name, clock):
+            self._s = MemoryStore(name, clock=clock)
+            self.uri, self.capabilities = self._s.uri, self._s.capabilities
+
+        def __getattr__(self, name):
+            if name in ("peek", "snapshot", "corrupt"):
+                raise AttributeError(name)
+            return getattr(self._s, name)
+
+    plain = run_history(ListChoices([]))
+    theirs = run_history(ListChoices([]), store_factory=Backend)
+    assert theirs.trace == plain.trace and theirs.outcomes == plain.outcomes
+    assert [v.line() for v in theirs.violations] == [v.line() for v in plain.violations]

@@ -119,3 +119,9 @@ def test_the_shrinker_finds_the_two_choices_that_matter_in_a_long_list():
     assert [i for i, v in enumerate(values) if v] == [41, 89]
     assert values[41] == values[89] == 1
     assert parse_schedule(format_schedule(values)) == values
+
+
+def test_every_seam_the_simulator_takes_over_is_still_there():
+    from lifeboat_dr.testing.sim.seams import check
+
+    assert check() == []  # a renamed pool, clock or wait would run unscheduled: fail here instead
