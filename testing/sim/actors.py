@@ -62,7 +62,7 @@ from lifeboat_dr.testing.sim.world import (
 )
 
 LOSS_LOG = "loss-log.jsonl"  # the runbook's pre-failure loss log, kept in the primary store
-CHUNK = 5  # steps a trainer runs between two turns
+CHUNK = 10  # steps a trainer runs between two turns (a checkpoint interval)
 PASSES_AT_ONCE = 2  # replication passes of one deployment running at once, at most
 JOB_S = 90.0  # a job runs at least this long (virtual seconds) after it started
 RPO_TARGET = timedelta(minutes=1)

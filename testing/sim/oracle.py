@@ -14,7 +14,9 @@ Invariants (issue #28, item 3), each with the id a violation carries:
 - `active-overwritten`: no object of a counted checkpoint of the active lineage on the
   active site's store is overwritten or deleted by anyone but that lineage's own trainer;
 - `certified-bad` / `resumed-bad`: nothing partial, hybrid, uncommitted or fenced out is
-  certified by a failover or loaded by the job it resumes;
+  certified by a failover or loaded by the job it resumes, nor a checkpoint off the chain
+  of the lineage it takes over (a newer checkpoint of a lineage that lineage forked from:
+  a branch it never continued);
 - `newest-deleted` / `none-certifiable` / `in-use-deleted`: retention never deletes the
   newest certifiable checkpoint, never leaves none where there was one, and never deletes
   the checkpoint a running failover resumes from;
@@ -140,6 +142,7 @@ class Oracle:
         self.in_use: dict[tuple[str, str], str] = {}  # (store role, prefix) -> run id resuming from it
         self._in_use_lost: list[tuple[str, float, str, str]] = []  # judged at the end: did that run fence?
         self.resumed_from: dict[str, Save] = {}  # run id -> the save its (last) job loaded
+        self.forks: dict[str, tuple[str, int]] = {}  # lineage -> (lineage, step) its (last) job resumed from
         self._seen: set[tuple[str, str]] = set()
 
     # -- recording ---------------------------------------------------------------------------
@@ -161,6 +164,31 @@ class Oracle:
     @property
     def lineage(self) -> str:
         return f"{self.active}@{self.max_epoch}"
+
+    def before(self, epoch: int) -> str:
+        """The lineage that was active just before `epoch` began (the one it took over)."""
+        previous = next((f.active for f in self.fences if f.epoch == epoch - 1), "primary")
+        return f"{previous}@{epoch - 1}"
+
+    def off_chain(self, save: Save, lineage: str) -> bool:
+        """Whether `save` is not on `lineage`'s chain: neither that lineage's own nor a
+        checkpoint of an ancestor at or before the step the chain resumed from (a newer
+        checkpoint of the lineage a failover left is a branch the job never continued)."""
+        limit = None
+        while True:
+            if save.lineage == lineage:
+                return limit is not None and save.step > limit
+            fork = self.forks.get(lineage)
+            if fork is None:
+                return True
+            lineage, step = fork
+            limit = step if limit is None else min(limit, step)
+
+    def takes_over(self, run_id: str) -> str:
+        """The lineage run `run_id` takes the job from: the one before its fence, or (not
+        fenced yet) the active one."""
+        fence = next((f for f in self.fences if f.run_id == run_id), None)
+        return self.before(fence.epoch) if fence is not None else self.lineage
 
     @_hook
     def begin_save(self, actor: Actor, site: str, epoch: int, step: int, prefix: str) -> Save:
@@ -321,6 +349,12 @@ class Oracle:
         if save is None:
             self.violate("certified-bad", f"run {run_id} {what} {uri}: {why}")
             return
+        if self.off_chain(save, self.takes_over(run_id)):
+            self.violate(
+                "certified-bad",
+                f"run {run_id} {what} {uri}: {save.describe()}, off the chain of {self.takes_over(run_id)} "
+                "(a branch it never continued)",
+            )
         self.in_use[(role, prefix)] = run_id
 
     @_hook
@@ -337,6 +371,14 @@ class Oracle:
             self.violate(
                 "resumed-bad", f"the job of run {job.run_id} loaded {uri}: partial {save.describe()}"
             )
+        elif job.run_id is not None and self.off_chain(save, self.before(job.epoch)):
+            self.violate(
+                "resumed-bad",
+                f"the job of run {job.run_id} loaded {uri}: {save.describe()}, off the chain of "
+                f"{self.before(job.epoch)} (a branch it never continued)",
+            )
+        if save is not None and job.run_id is not None:
+            self.forks[job.lineage] = (save.lineage, save.step)
         self.in_use = {k: v for k, v in self.in_use.items() if v != job.run_id}
         if save is not None and job.run_id is not None:
             self.resumed_from[job.run_id] = save
@@ -347,6 +389,11 @@ class Oracle:
 
     @_hook
     def job_started(self, job: Job, jobs: list[Job]) -> None:
+        if job.checkpoint and job.run_id is not None:  # the fork it means to take (loaded or not)
+            role, prefix = self.world.locate(job.checkpoint)
+            save, _ = self.judge(self.world.inner(role).snapshot(prefix + "/"), prefix)
+            if save is not None:
+                self.forks[job.lineage] = (save.lineage, save.step)
         for other in jobs:
             if (
                 other is not job

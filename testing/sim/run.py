@@ -43,6 +43,12 @@ class History:
     wall_s: float
     outcomes: dict[str, str] = field(default_factory=dict)  # run id -> its ledger's outcome
     crashable: set[str] = field(default_factory=set)
+    # ground truth, for tests to check a scripted history reached what it is about
+    fences: list[tuple[int, str, str]] = field(default_factory=list)  # (epoch, active site, run id)
+    jobs: list[tuple[str | None, int | None, str, str | None]] = field(default_factory=list)
+    # ^ (run id, attempt, lineage, checkpoint) of every job started
+    saves: list[tuple[str, int, bool | None]] = field(default_factory=list)  # (lineage, step, counted)
+    script_hits: list[int] = field(default_factory=list)  # requests each scripted fault hit
 
     @property
     def invariants(self) -> set[str]:
@@ -111,6 +117,10 @@ def run_history(
         wall_s=time.perf_counter() - started,
         outcomes=outcomes,
         crashable=set(world.crashable),
+        fences=[(f.epoch, f.active, f.run_id) for f in world.oracle.fences],
+        jobs=[(j.run_id, j.attempt, j.lineage, j.checkpoint) for j in world.jobs],
+        saves=[(s.lineage, s.step, s.counted) for s in world.oracle.saves],
+        script_hits=[world.script_hits.get(i, 0) for i in range(len(world.scenario.script or ()))],
     )
 
 

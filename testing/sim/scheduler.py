@@ -62,15 +62,19 @@ class SeededChoices(Choices):
         super().__init__()
         self.rng = random.Random(seed)
         self.rates = rates or {}
+        self._rates: dict[str, float | None] = {}
 
     def _rate(self, kind: str) -> float | None:
         """The rate of the longest `:`-separated prefix of `kind` that has one."""
-        parts = kind.split(":")
+        if kind in self._rates:
+            return self._rates[kind]
+        parts, rate = kind.split(":"), None
         for end in range(len(parts), 0, -1):
             rate = self.rates.get(":".join(parts[:end]))
             if rate is not None:
-                return rate
-        return None
+                break
+        self._rates[kind] = rate
+        return rate
 
     def _next(self, kind: str, n: int) -> int:
         rate = self._rate(kind)

@@ -187,8 +187,13 @@ class SchedulerLock:
             self.owner = None
 
 
+_PROPERTIES: dict[int, list[functools.cached_property]] = {}  # by how many modules were loaded
+
+
 def _cached_properties() -> list[functools.cached_property]:
     """Every `cached_property` with a lock (Python 3.11) on a class of the loaded core."""
+    if len(sys.modules) in _PROPERTIES:
+        return _PROPERTIES[len(sys.modules)]
     found = []
     for name, module in list(sys.modules.items()):
         if module is None or not name.startswith("lifeboat_dr.") or name.startswith("lifeboat_dr.testing"):
@@ -200,6 +205,8 @@ def _cached_properties() -> list[functools.cached_property]:
                     for v in vars(cls).values()
                     if isinstance(v, functools.cached_property) and hasattr(v, "lock")
                 ]
+    _PROPERTIES.clear()
+    _PROPERTIES[len(sys.modules)] = found
     return found
 
 

@@ -15,6 +15,7 @@ world too; a `Scenario` pins some of them (issue #27's cases, core/…/scenarios
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -269,6 +270,8 @@ class World:
         self.script_hits: dict[int, int] = {}  # scripted fault -> requests it hit
         self.broken: BaseException | None = None  # the oracle's own error, if it had one
         self.draw_parameters()
+        self._machine: str | None = None
+        self._ledger_files: dict[str, str] = {}
         sched.on_switch = self._switched
 
     # -- parameters -------------------------------------------------------------------------
@@ -352,9 +355,15 @@ class World:
         return self.folder / machine / "ledger.jsonl"
 
     def _switched(self, actor: Actor) -> None:
-        import os
+        if actor.machine != self._machine:  # the local ledger file it sees (retention reads it)
+            self._machine = actor.machine
+            os.environ["LIFEBOAT_LEDGER"] = self._ledger_files.get(actor.machine) or self._ledger_file(
+                actor.machine
+            )
 
-        os.environ["LIFEBOAT_LEDGER"] = str(self.ledger_path(actor.machine))
+    def _ledger_file(self, machine: str) -> str:
+        self._ledger_files[machine] = str(self.ledger_path(machine))
+        return self._ledger_files[machine]
 
     def ledger_entry(self, run: Run) -> LedgerEntry | None:
         entries = [
