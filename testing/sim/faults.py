@@ -33,7 +33,6 @@ from lifeboat_dr.testing.sim.scheduler import Killed
 
 if TYPE_CHECKING:
     from lifeboat_dr.testing.memory_store import MemoryStore
-    from lifeboat_dr.testing.sim.world import World
 
 DEADLINE_S = 5.0  # a store's deadline for one call (LIFEBOAT_STORE_DEADLINE), virtual seconds
 LATENCY_S = 0.02  # what every request costs, virtual seconds
@@ -84,7 +83,7 @@ class Coverage:
         self.requests.update(other.requests)
 
 
-def _fault(world: World, op: str, site: str | None, key: str) -> str | None:
+def _fault(world, op: str, site: str | None, key: str) -> str | None:
     """Decide this request's fault (or None) for the current actor; a crash kills it here."""
     actor = world.sched.current
     if world.scenario.script is not None:
@@ -104,7 +103,7 @@ def _fault(world: World, op: str, site: str | None, key: str) -> str | None:
     return fault
 
 
-def _scripted(world: World, actor, op: str, site: str | None, key: str) -> str | None:
+def _scripted(world, actor, op: str, site: str | None, key: str) -> str | None:
     for i, rule in enumerate(world.scenario.script):
         hits = world.script_hits.get(i, 0)
         if (not rule.times or hits < rule.times) and rule.matches(actor, op, site, key, world.sched.now):
@@ -119,7 +118,7 @@ class FaultyStore:
     """A `MemoryStore` as every actor reaches it: see the module docstring. `role` is the
     site whose store it is ("primary" or "secondary")."""
 
-    def __init__(self, world: World, inner: MemoryStore, role: str):
+    def __init__(self, world, inner: MemoryStore, role: str):
         self.world, self.inner, self.role = world, inner, role
         self.uri, self.capabilities = inner.uri, inner.capabilities
 
@@ -208,7 +207,7 @@ class ComputeView:
     """The compute API (a `SimCompute`) as every actor reaches it: each call a yield point,
     a cluster in a partitioned region unreachable from outside it."""
 
-    def __init__(self, world: World, inner):
+    def __init__(self, world, inner):
         self.world, self.inner = world, inner
 
     def _request(self, op: str, cluster: str | None, infra: str | None = None, acts: bool = False):
@@ -274,7 +273,7 @@ class LedgerSink:
     """A machine's local ledger file (`LedgerFile`) whose appends are yield points, and
     which a full disk refuses (`WriteFailed`, as the real file does)."""
 
-    def __init__(self, world: World, inner):
+    def __init__(self, world, inner):
         self.world, self.inner = world, inner
         self.path = inner.path
 

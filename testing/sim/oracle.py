@@ -46,7 +46,6 @@ from lifeboat_dr.kernel.errors import LifeboatError
 
 if TYPE_CHECKING:
     from lifeboat_dr.testing.sim.scheduler import Actor
-    from lifeboat_dr.testing.sim.world import Job, World
 
 TRAINERS = ("primary-trainer", "resumed-trainer", "zombie")
 INVARIANTS = (
@@ -131,7 +130,7 @@ def _hook(method):
 
 
 class Oracle:
-    def __init__(self, world: World):
+    def __init__(self, world):
         self.world = world
         self.by_bytes: dict[bytes, Save] = {}
         self.saves: list[Save] = []
@@ -358,7 +357,7 @@ class Oracle:
         self.in_use[(role, prefix)] = run_id
 
     @_hook
-    def loaded(self, job: Job, role: str, prefix: str, read: dict[str, bytes]) -> None:
+    def loaded(self, job, role: str, prefix: str, read: dict[str, bytes]) -> None:
         owners = {id(s): s for s in (self.by_bytes.get(v) for v in read.values()) if s is not None}
         uri = f"{self.world.inner(role).uri}/{prefix}"
         save = next(iter(owners.values())) if len(owners) == 1 else None
@@ -388,7 +387,7 @@ class Oracle:
         self.in_use = {k: v for k, v in self.in_use.items() if v != run_id}
 
     @_hook
-    def job_started(self, job: Job, jobs: list[Job]) -> None:
+    def job_started(self, job, jobs: list) -> None:
         if job.checkpoint and job.run_id is not None:  # the fork it means to take (loaded or not)
             role, prefix = self.world.locate(job.checkpoint)
             save, _ = self.judge(self.world.inner(role).snapshot(prefix + "/"), prefix)
@@ -408,7 +407,7 @@ class Oracle:
                 )
 
     @_hook
-    def torn_down(self, job: Job, run_id: str | None, attempt: int | None) -> None:
+    def torn_down(self, job, run_id: str | None, attempt: int | None) -> None:
         if job.rc is not None or run_id is None or job.run_id != run_id or attempt == job.attempt:
             return
         if job.lineage == self.lineage:

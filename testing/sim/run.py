@@ -126,6 +126,7 @@ def run_history(
 
 def _populate(world: World) -> None:
     sched = world.sched
+    world.trainer, world.start_attempt = actors.trainer, actors.start_attempt
     primary = actors.start_primary(world)
     sched.spawn("outage", "world", lambda: actors.outage(world, primary), at=world.outage_at)
     for i in range(1, world.replicators + 1):

@@ -34,12 +34,8 @@ import types
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from lifeboat_dr.testing.sim.scheduler import BASE, Killed
-
-if TYPE_CHECKING:
-    from lifeboat_dr.testing.sim.world import World
 
 SEAMS = (
     ("lifeboat_dr.core.transfer", "ThreadPoolExecutor"),
@@ -114,7 +110,7 @@ class TaskExecutor:
     """The ledger's writer thread: each submitted call is an actor of the caller's process,
     run after the one before it (a single writer keeps order), when the scheduler says."""
 
-    def __init__(self, world: World, max_workers=None, thread_name_prefix: str = "", **_):
+    def __init__(self, world, max_workers=None, thread_name_prefix: str = "", **_):
         self.world, self.last = world, None
 
     def submit(self, fn, *args, **kwargs) -> Future:
@@ -154,7 +150,7 @@ def inherit(child, parent, phase: str) -> None:
 class SimTime:
     """The `time` module as a simulated actor sees it."""
 
-    def __init__(self, world: World):
+    def __init__(self, world):
         self.world = world
 
     def monotonic(self) -> float:
@@ -170,7 +166,7 @@ class SimTime:
 class SchedulerLock:
     """A re-entrant lock whose waiters wait on the scheduler (see the module docstring)."""
 
-    def __init__(self, world: World):
+    def __init__(self, world):
         self.world, self.owner, self.depth = world, None, 0
 
     def __enter__(self):
@@ -210,7 +206,7 @@ def _cached_properties() -> list[functools.cached_property]:
     return found
 
 
-def _wait(world: World, fs, timeout=None, return_when="ALL_COMPLETED"):
+def _wait(world, fs, timeout=None, return_when="ALL_COMPLETED"):
     fs = list(fs)
 
     def ready() -> bool:
@@ -223,7 +219,7 @@ def _wait(world: World, fs, timeout=None, return_when="ALL_COMPLETED"):
 
 
 @contextmanager
-def simulated(world: World):
+def simulated(world):
     """Patch every seam for one history; restore them after."""
     missing = check()
     if missing:

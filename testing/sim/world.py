@@ -269,6 +269,10 @@ class World:
         self.runs: dict[str, Run] = {}
         self.script_hits: dict[int, int] = {}  # scripted fault -> requests it hit
         self.broken: BaseException | None = None  # the oracle's own error, if it had one
+        # what actors.py gives the world (it imports the world, not the other way round): a
+        # job's body, and a run's next attempt
+        self.trainer = None
+        self.start_attempt = None
         self.draw_parameters()
         self._machine: str | None = None
         self._ledger_files: dict[str, str] = {}
@@ -382,8 +386,6 @@ class World:
                 job.actor.kind = "zombie"
 
     def crashed(self, actor: Actor) -> None:
-        from lifeboat_dr.testing.sim.actors import start_attempt
-
         self.sched.kill(actor.process)
         run: Run | None = getattr(actor, "run", None)
         if run is None or not run.rerun_left:
@@ -391,7 +393,7 @@ class World:
         delay = self.draw_rerun()
         if delay is not None:
             run.rerun_left -= 1
-            start_attempt(self, run, at=self.sched.now + delay)
+            self.start_attempt(self, run, at=self.sched.now + delay)
 
     def draw_rerun(self) -> float | None:
         """When the crashed run runs again: the crash automation's 60 s of silence and the
@@ -400,8 +402,6 @@ class World:
 
     # -- jobs ---------------------------------------------------------------------------------------
     def start_job(self, cluster: str, infra: str, spec) -> Job:
-        from lifeboat_dr.testing.sim.actors import trainer
-
         starter = self.sched.current
         run: Run | None = getattr(starter, "run", None)
         env = spec.resume_envs()
@@ -418,7 +418,7 @@ class World:
             process=Process(f"job:{cluster}:{len(self.jobs) + 1}"),
         )
         kind = "resumed-trainer" if spec.checkpoint else "primary-trainer"
-        actor = self.sched.spawn(job.process.name, kind, lambda: trainer(self, job), process=job.process)
+        actor = self.sched.spawn(job.process.name, kind, lambda: self.trainer(self, job), process=job.process)
         actor.region = "primary" if infra == PRIMARY_INFRA else "secondary"
         actor.lineage = job.lineage
         self.clock_for(actor, kind)
