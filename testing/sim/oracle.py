@@ -173,8 +173,9 @@ class Oracle:
         """Whether `save` is not on `lineage`'s chain: neither that lineage's own nor a
         checkpoint of an ancestor at or before the step the chain resumed from (a newer
         checkpoint of the lineage a failover left is a branch the job never continued)."""
-        limit = None
-        while True:
+        limit, seen = None, set()
+        while lineage not in seen:
+            seen.add(lineage)
             if save.lineage == lineage:
                 return limit is not None and save.step > limit
             fork = self.forks.get(lineage)
@@ -182,6 +183,13 @@ class Oracle:
                 return True
             lineage, step = fork
             limit = step if limit is None else min(limit, step)
+        return True
+
+    def own(self, run_id: str) -> str | None:
+        """The lineage run `run_id`'s fence began (its re-run certifying that lineage's own
+        checkpoint is a redo, judged as `restarted` when it starts a job from it)."""
+        fence = next((f for f in self.fences if f.run_id == run_id), None)
+        return f"{fence.active}@{fence.epoch}" if fence is not None else None
 
     def takes_over(self, run_id: str) -> str:
         """The lineage run `run_id` takes the job from: the one before its fence, or (not
@@ -348,7 +356,7 @@ class Oracle:
         if save is None:
             self.violate("certified-bad", f"run {run_id} {what} {uri}: {why}")
             return
-        if self.off_chain(save, self.takes_over(run_id)):
+        if save.lineage != self.own(run_id) and self.off_chain(save, self.takes_over(run_id)):
             self.violate(
                 "certified-bad",
                 f"run {run_id} {what} {uri}: {save.describe()}, off the chain of {self.takes_over(run_id)} "
@@ -370,14 +378,18 @@ class Oracle:
             self.violate(
                 "resumed-bad", f"the job of run {job.run_id} loaded {uri}: partial {save.describe()}"
             )
-        elif job.run_id is not None and self.off_chain(save, self.before(job.epoch)):
+        elif (
+            job.run_id is not None
+            and save.lineage != job.lineage
+            and self.off_chain(save, self.before(job.epoch))
+        ):
             self.violate(
                 "resumed-bad",
                 f"the job of run {job.run_id} loaded {uri}: {save.describe()}, off the chain of "
                 f"{self.before(job.epoch)} (a branch it never continued)",
             )
-        if save is not None and job.run_id is not None:
-            self.forks[job.lineage] = (save.lineage, save.step)
+        if save is not None and job.run_id is not None and save.lineage != job.lineage:
+            self.forks[job.lineage] = (save.lineage, save.step)  # its own checkpoint: no new fork
         self.in_use = {k: v for k, v in self.in_use.items() if v != job.run_id}
         if save is not None and job.run_id is not None:
             self.resumed_from[job.run_id] = save
@@ -391,7 +403,7 @@ class Oracle:
         if job.checkpoint and job.run_id is not None:  # the fork it means to take (loaded or not)
             role, prefix = self.world.locate(job.checkpoint)
             save, _ = self.judge(self.world.inner(role).snapshot(prefix + "/"), prefix)
-            if save is not None:
+            if save is not None and save.lineage != job.lineage:
                 self.forks[job.lineage] = (save.lineage, save.step)
         for other in jobs:
             if (
