@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test-fast haproxy demo test browser-test lint bench clean
+.PHONY: setup test-fast haproxy demo test browser-test lint bench sim clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,21 @@ lint: setup
 
 bench: setup
 	$(BIN)/python -m benchmarks
+
+# The fault simulator (docs/simulation.md): `make sim` runs the CI budget (2,000 histories);
+# `make sim SEED=17` replays history 17 exactly (and shrinks what it violates);
+# `make sim SEED=1 HISTORIES=100000 JOBS=2` a long run; `make sim SCHEDULE=3:1,40:2` replays a
+# shrunk schedule; `SCENARIO=zombie-clock-behind` pins one of issue #27's history shapes.
+ifdef SEED
+HISTORIES ?= 1
+else
+HISTORIES ?= 2000
+SEED := 1
+endif
+JOBS ?= 2
+sim: setup
+	PYTHONHASHSEED=0 $(BIN)/python -m lifeboat_dr.testing.sim --seed $(SEED) --histories $(HISTORIES) \
+	  --jobs $(JOBS) $(if $(SCHEDULE),--schedule $(SCHEDULE)) $(if $(SCENARIO),--scenario $(SCENARIO)) $(SIM_ARGS)
 
 clean:
 	rm -rf $(VENV) .lifeboat .pytest_cache

@@ -125,6 +125,17 @@ class MemoryStore:
             return None
         return self.put(dst_key, source._get(src_key).data)
 
+    def peek(self, key: str) -> bytes | None:
+        """Test helper: an object's bytes behind the API (no outage, no request), or None."""
+        with self._lock:
+            obj = self._objects.get(key)
+        return None if obj is None else obj.data
+
+    def snapshot(self, prefix: str = "") -> dict[str, bytes]:
+        """Test helper: every object's bytes under `prefix`, behind the API, by key."""
+        with self._lock:
+            return {k: o.data for k, o in sorted(self._objects.items()) if k.startswith(prefix)}
+
     def corrupt(self, key: str, data: bytes, *, keep_crc: bool = False) -> None:
         """Test helper: replace an object's bytes behind the API (bit rot, a bad copy)."""
         with self._lock:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Callable
 
 from lifeboat_dr.core.certify import CertifyReport
@@ -145,14 +144,14 @@ class FailbackSteps(ProviderSteps):
     def _stop_at_checkpoint_boundary(self) -> bool:
         """The fenced job exits at its next commit; wait for that, then stop its cluster.
         True when it stopped at a checkpoint boundary on its own."""
-        compute, deadline = self.p.compute, time.monotonic() + self.stop_timeout_s
+        compute, deadline = self.p.compute, self.monotonic() + self.stop_timeout_s
         on_its_own = False
         try:
-            while time.monotonic() < deadline:
+            while self.monotonic() < deadline:
                 if compute.status(self.standby_cluster).job.finished:
                     on_its_own = True
                     break
-                time.sleep(self.poll_s)
+                self.sleep(self.poll_s)
             self.standby_logs = compute.logs(self.standby_cluster)
             self._record_handover(None)
             compute.teardown(self.standby_cluster)

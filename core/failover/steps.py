@@ -107,11 +107,15 @@ class ProviderSteps:
         force: bool = False,
         clock: Callable[[], datetime] = _now,
         poll_s: float = 0.2,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
     ):
         self.spec, self.p = spec, providers
         self.run_id, self.cluster = run_id, cluster
         self.outage_started_at, self.detected_at = outage_started_at, detected_at
         self.evidence, self.force, self.clock, self.poll_s = tuple(evidence or ()), force, clock, poll_s
+        # every wait reads these, and the fence's seal `clock`: a simulation injects them all
+        self.sleep, self.monotonic = sleep, monotonic
         self.expected_epoch: int | None = None  # read by confirm()
         self.epoch: int | None = None  # the epoch the fence took; the resumed job writes under it
 
@@ -175,6 +179,7 @@ class ProviderSteps:
                 active=self.spec.activates,
                 runbook=self.spec.runbook,
                 witness=self.p.witness,
+                clock=self.clock,
             )
         except StopFailover as e:  # another run moved the lease first: it has the job
             raise StandDown(str(e)) from None
@@ -240,7 +245,13 @@ class ProviderSteps:
         from lifeboat_dr.providers.compute.fallback import launch_with_fallback
 
         result = launch_with_fallback(
-            self.p.compute, self.cluster, options, None, budget_s=self.spec.provision_budget_s
+            self.p.compute,
+            self.cluster,
+            options,
+            None,
+            budget_s=self.spec.provision_budget_s,
+            clock=self.monotonic,
+            sleep=self.sleep,
         )
         attempts = tuple(
             f"{a.option.infra}: {'ok' if a.ok else a.error} ({a.seconds:.1f}s)" for a in result.attempts
@@ -258,7 +269,10 @@ class ProviderSteps:
             ckpt.step,
             timeout_s=self.spec.first_step_timeout_s,
             job_alive=lambda: not compute.status(cluster.cluster).job.finished,
+            clock=self.monotonic,
+            sleep=self.sleep,
             poll_s=self.poll_s,
+            now=self.clock,
         )
         loaded = parse_loaded(compute.logs(cluster.cluster))
         loaded_at = loaded[1] if loaded and loaded[0] == ckpt.step else started
@@ -292,13 +306,13 @@ class ProviderSteps:
             return ParityResult(True, 0, "loss parity disabled (parity_steps: 0)")
         pre = parse_losses(s.loss_log() if s.loss_log is not None else "")
         wanted = [n for n in range(step + 1, step + s.parity_steps + 1) if n in pre]
-        deadline = time.monotonic() + s.first_step_timeout_s
+        deadline = self.monotonic() + s.first_step_timeout_s
         while True:  # wait until the resumed job has logged the steps to compare (or stopped)
             resumed = parse_losses(self.p.compute.logs(cluster.cluster))
             finished = self.p.compute.status(cluster.cluster).job.finished
-            if all(n in resumed for n in wanted) or finished or time.monotonic() > deadline:
+            if all(n in resumed for n in wanted) or finished or self.monotonic() > deadline:
                 break
-            time.sleep(self.poll_s)
+            self.sleep(self.poll_s)
         return loss_parity(pre, resumed, step, s.parity_steps, s.parity_tolerance)
 
     def teardown(self, cluster: Provisioned) -> None:
