@@ -377,7 +377,7 @@ def fence_job(
 
     The old site's store goes first: that is where its writers' commits race the fence, so
     the seal's count is exact. When it does not answer (the outage) the seal is the highest
-    commit of that epoch on `to_store`, and `lifeboat_dr.core.sitestate.mirror` writes the
+    commit of that epoch on `to_store`, and `lifeboat_dr.core.sitestate.catch_up` writes the
     lease there once it answers again. The secondary's store must be written (a failback's
     `from_store`), or with a `witness` a majority of the three: otherwise `SiteStateUnknown`
     and nothing is written on `to_store`. Times are `to_store`'s own clock (one small write).
@@ -387,10 +387,10 @@ def fence_job(
     if active not in SITES:
         raise ConfigError(f"active site must be one of {', '.join(SITES)}, not {active!r}")
     mine = read_lease(to_store)
-    if mine is not None and mine[0].run_id == run_id:  # a retried run: finish the mirrors only
+    if mine is not None and mine[0].run_id == run_id:  # a retried run: finish the other stores' copies only
         if witness is not None:
-            _mirror_one(witness, mine[0], run_id)
-        return mine[0], _mirror_one(from_store, mine[0], run_id)
+            _give_lease(witness, mine[0], run_id)
+        return mine[0], _give_lease(from_store, mine[0], run_id)
     floor = mine[0] if mine else None
     _owned(to_store, floor, runbook)
     now = store_time(to_store, clock).at
@@ -432,7 +432,7 @@ def fence_job(
             expect=expect_epoch,
             runbook=runbook,
         )
-    if witness is not None and _mirror_one(witness, taken, run_id, strict=True) is None and on_from is None:
+    if witness is not None and _give_lease(witness, taken, run_id, strict=True) is None and on_from is None:
         raise SiteStateUnknown(
             f"{_uri(from_store)} and the witness {witness.uri} did not answer: a fence must reach a "
             f"majority of the three stores; nothing was fenced on {to_store.uri}, retry"
@@ -452,7 +452,7 @@ def _carry(lease: Lease, current: Lease | None) -> Lease:
     )
 
 
-def _mirror_one(store: Store | None, lease: Lease, run_id: str, *, strict: bool = False) -> Lease | None:
+def _give_lease(store: Store | None, lease: Lease, run_id: str, *, strict: bool = False) -> Lease | None:
     """Write `lease` on `store` too; None when it did not answer (with `strict`, a lost race
     still raises `StopFailover`)."""
     if store is None:

@@ -221,7 +221,7 @@ class RtoLedger:
 
     Inside `writing_behind()` each save is a snapshot handed to one writer thread and the
     caller goes on (the failover's walker notices the next step ending, and the approval gate
-    returns, while an fsync or a mirror's store write is under way). Writes keep their order
+    returns, while an fsync or a chain store write is under way). Writes keep their order
     and land soon after; a failed one raises at the next save or at `flush()`; `finish()`
     returns once everything has landed.
 

@@ -1,4 +1,4 @@
-"""The ledger as a hash chain mirrored to both sites' stores: tamper-evident, and readable
+"""The ledger as a hash chain kept in both sites' stores: tamper-evident, and readable
 from either site while the other is down.
 
 Each snapshot a failover records (`RtoLedger` saves after every change) is one record,
@@ -78,12 +78,12 @@ class ChainReport:
         return not self.problems
 
 
-class MirroredLedger:
+class LedgerChain:
     """A ledger sink (`append`, `read`) over several stores, plus `verify`."""
 
     def __init__(self, stores: Sequence, prefix: str = PREFIX):
         if not stores:
-            raise ValueError("a mirrored ledger needs at least one store")
+            raise ValueError("a ledger chain needs at least one store")
         self.stores, self.prefix = list(stores), prefix.rstrip("/")
         self.down: dict[str, str] = {}  # store uri -> why it was left out
         self._heads: dict[str, tuple[int, str]] = {}  # runbook -> (seq, hash) last written
@@ -227,26 +227,26 @@ class MirroredLedger:
 
 
 class TeedLedger:
-    """The flow's sink when a mirror is configured: every snapshot to the local file (as
-    before) and to the mirrored chain. A mirror with no store reachable does not stop the
+    """The flow's sink when a chain is configured: every snapshot to the local file (as
+    before) and to the ledger chain. A chain with no store reachable does not stop the
     failover: the snapshot stays in the file, the next one (a whole entry) reaches the chain
-    when a site is back, and `mirror_errors` says what was missed."""
+    when a site is back, and `chain_errors` says what was missed."""
 
-    def __init__(self, file, mirror: MirroredLedger):
-        self.file, self.mirror = file, mirror
-        self.mirror_errors: list[str] = []
+    def __init__(self, file, chain: LedgerChain):
+        self.file, self.chain = file, chain
+        self.chain_errors: list[str] = []
 
     def append(self, entry: LedgerEntry) -> None:
         self.file.append(entry)
         try:
-            self.mirror.append(entry)
+            self.chain.append(entry)
         except ProviderUnavailable as e:
-            self.mirror_errors.append(str(e).splitlines()[0])
+            self.chain_errors.append(str(e).splitlines()[0])
 
     def read(self, runbook: str | None = None) -> list[LedgerEntry]:
-        return self.mirror.read(runbook)
+        return self.chain.read(runbook)
 
     def entry(self, runbook: str, run_id: str) -> LedgerEntry | None:
         """The run's last snapshot: this worker's file has it when this worker ran it before,
-        the mirror when another one did (a re-run picked up by another worker)."""
-        return self.file.entry(runbook, run_id) or self.mirror.entry(runbook, run_id)
+        the chain when another one did (a re-run picked up by another worker)."""
+        return self.file.entry(runbook, run_id) or self.chain.entry(runbook, run_id)

@@ -18,7 +18,7 @@ killed mid-way leaves an incomplete checkpoint, never a complete-looking partial
 `retention_for` is the whole pass on the standby: certify, protect, plan, delete. It acts
 only on a conclusive site state of its runbook, reads the checkpoints running failovers
 resume from after certifying (the ledger where the flows write it: the local ledger file
-and the hash-chained mirror `_lifeboat/chain/` in the sites' stores), and checks the site
+and the ledger chain `_lifeboat/chain/` in the sites' stores), and checks the site
 state again before each deletion: a plan made before a fence deletes nothing after it (the
 store it trims may be the active site's now).
 """
@@ -33,7 +33,7 @@ from lifeboat_dr.core.certify import certifiable_prefixes
 from lifeboat_dr.core.checkpoints.inventory import StoredCheckpoint, foreign_checkpoints, stored_checkpoints
 from lifeboat_dr.core.checkpoints.layouts import Discovery, discover
 from lifeboat_dr.core.ledger import LedgerFile, LedgerStore
-from lifeboat_dr.core.ledger_chain import MirroredLedger
+from lifeboat_dr.core.ledger_chain import LedgerChain
 from lifeboat_dr.core.sitestate import RolesFlipped, SiteState, read_site_state, site_stores
 from lifeboat_dr.core.transfer import COMMIT_ORDER, commit_order
 from lifeboat_dr.providers.storage.base import Store
@@ -158,14 +158,14 @@ def failover_checkpoints(
     others: Iterable[Store | None] = (),
 ) -> dict[str, str]:
     """Checkpoints on `secondary` that an in-progress failover of `runbook` resumes from, by
-    the RTO ledger where the flows write it: the local ledger file, the hash-chained mirror
+    the RTO ledger where the flows write it: the local ledger file, the ledger chain
     (`_lifeboat/chain/`) in `secondary` and the `others` sites' stores, and ledger objects
     (`_lifeboat/ledger/`) in `secondary`: prefix -> why. A failover that crashed leaves its
     entry in progress; its checkpoint stays protected until the entry is finished."""
     root = secondary.uri.rstrip("/") + "/"
-    mirror = MirroredLedger([secondary, *(s for s in others if s is not None)])
+    chain = LedgerChain([secondary, *(s for s in others if s is not None)])
     entries = (
-        LedgerFile(ledger_file).read(runbook) + mirror.read(runbook) + LedgerStore(secondary).read(runbook)
+        LedgerFile(ledger_file).read(runbook) + chain.read(runbook) + LedgerStore(secondary).read(runbook)
     )
     found = {}
     for entry in entries:
@@ -180,7 +180,7 @@ def retention_protections(
 ) -> dict[str, str]:
     """Prefix -> why, for checkpoints retention must keep whatever the policy says: those an
     in-progress failover resumes from (`others`: the other sites' stores, whose ledger
-    mirror is read too), and `--protect` ones (a fenced-out lineage's are kept by
+    chain is read too), and `--protect` ones (a fenced-out lineage's are kept by
     `foreign_checkpoints`)."""
     protected = failover_checkpoints(runbook, secondary, others=others)
     protected.update(dict.fromkeys((p.strip("/") for p in protect), "protected: named with --protect"))

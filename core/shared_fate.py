@@ -68,16 +68,16 @@ def shared_fate_warnings(primary: Site, env: Mapping[str, str], *, base_dir: Pat
     warning = _api_warning(primary, api) if api else None
     if warning:
         out.append(warning)
-    mirror = env.get("LIFEBOAT_LEDGER_MIRROR", "").strip()
-    if not mirror:
+    chain = env.get("LIFEBOAT_LEDGER_CHAIN", "").strip()
+    if not chain:
         out.append(
-            "ledger: a local file on each worker (LIFEBOAT_LEDGER); set LIFEBOAT_LEDGER_MIRROR=sites "
+            "ledger: a local file on each worker (LIFEBOAT_LEDGER); set LIFEBOAT_LEDGER_CHAIN=sites "
             "to keep it, hash-chained, in both sites' stores"
         )
-    elif mirror != "sites":
-        uris = [u.strip() for u in mirror.split(",") if u.strip()]
+    elif chain != "sites":
+        uris = [u.strip() for u in chain.split(",") if u.strip()]
         if all(_in_primary_bucket(primary, base_dir, u) for u in uris):
-            out.append("ledger: LIFEBOAT_LEDGER_MIRROR is only in the primary's bucket; add the secondary's")
+            out.append("ledger: LIFEBOAT_LEDGER_CHAIN is only in the primary's bucket; add the secondary's")
     state = env.get("LIFEBOAT_STATE_DIR", "").strip()
     if urlparse(state).scheme not in STORE_SCHEMES:
         out.append(

@@ -15,7 +15,7 @@ fencing and failback all read the site state through it and act only on a conclu
 
 A lease names its runbook: a lease of another runbook on the prefix stops the reader.
 
-`mirror` copies the newest record onto a store that missed a fence (it was down: a zombie
+`catch_up` copies the newest record onto a store that missed a fence (it was down: a zombie
 primary's store) with the same conditional write, and so fences the zombie's writers there.
 
 Everything that writes checkpoints checks it:
@@ -156,7 +156,7 @@ def read_site_state(stores: Mapping[str, Store | None], *, runbook: str = "") ->
     return state
 
 
-def mirror(state: SiteState, stores: Mapping[str, Store | None]) -> list[str]:
+def catch_up(state: SiteState, stores: Mapping[str, Store | None]) -> list[str]:
     """Write the newest record onto each reachable store that missed it (conditional write,
     so a store that moved on meanwhile is left alone). Returns the store URIs written."""
     if state.lease is None:

@@ -14,7 +14,7 @@ from prefect import flow
 from prefect.states import Cancelled
 
 from lifeboat_dr.core.failover import walk
-from lifeboat_dr.core.failover.results import FailoverSettings, FailoverSteps, Gate
+from lifeboat_dr.core.failover.contract import FailoverSettings, FailoverSteps, Gate
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
 from lifeboat_dr.flows.runner import PrefectRunner
 from lifeboat_dr.kernel.errors import LifeboatError, StandDown
@@ -122,11 +122,11 @@ def failover(
     from lifeboat_dr.flows.record import publish
     from lifeboat_dr.flows.sandbox import sandbox_images, sandboxed
     from lifeboat_dr.flows.wiring import build_gate, build_ledger, build_steps, providers_for, settings_for
-    from lifeboat_dr.providers.compute.skycheck import check_runbook
+    from lifeboat_dr.providers.compute.skycheck import load_runbook_and_task
     from lifeboat_dr.providers.image_registry import FakeRegistry
     from lifeboat_dr.providers.orchestrator.prefect_api import tag_run
 
-    rb = check_runbook(runbook)  # the task YAML too: a typo stops here, not after approval
+    rb = load_runbook_and_task(runbook)  # the task YAML too: a typo stops here, not after approval
     run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
     if rb.serving is not None:  # realtime serving: verify the hot standby, move traffic
         from lifeboat_dr.flows.serving import serve_failover

@@ -25,7 +25,7 @@ from lifeboat_dr.providers.storage import open_store
 if TYPE_CHECKING:  # imported where used: a command that only opens stores (replicate,
     # certify) does not load the failover graph, the ledger or the compute providers
     from lifeboat_dr.core.advise.inputs import RunbookFigures
-    from lifeboat_dr.core.failover.results import FailoverSettings
+    from lifeboat_dr.core.failover.contract import FailoverSettings
     from lifeboat_dr.core.failover.steps import Providers, ProviderSteps, StepSpec
     from lifeboat_dr.core.ledger import RtoLedger
     from lifeboat_dr.core.prestage import PrestagePlan
@@ -344,7 +344,7 @@ def probe_deadline() -> float:
 
 # -- the failover ------------------------------------------------------------------------------
 def settings_for(rb: Runbook) -> FailoverSettings:
-    from lifeboat_dr.core.failover.results import FailoverSettings
+    from lifeboat_dr.core.failover.contract import FailoverSettings
 
     f, a = rb.failover, rb.approval
     return FailoverSettings(
@@ -430,17 +430,17 @@ def build_ledger(
     reopen: bool = False,
 ) -> RtoLedger:
     """The run's ledger, kept as JSON lines (`LedgerFile`'s default file unless `path`) and,
-    with LIFEBOAT_LEDGER_MIRROR set, as a hash chain mirrored to stores (`ledger_mirror`).
+    with LIFEBOAT_LEDGER_CHAIN set, as a hash chain in stores (`chained_ledger`).
     `reopen` (failover, failback): go on in the entry an earlier attempt of this run id left,
     when the sink holds one (a re-run after a lost worker; `lifeboat_dr.core.failover.rerun`)."""
     from lifeboat_dr.core.ledger import LedgerFile
 
     sink = LedgerFile(path)
-    mirror = ledger_mirror(rb)
-    if mirror is not None:
+    chain = chained_ledger(rb)
+    if chain is not None:
         from lifeboat_dr.core.ledger_chain import TeedLedger
 
-        sink = TeedLedger(sink, mirror)
+        sink = TeedLedger(sink, chain)
     table = "serving" if rb.serving is not None else "training"
     prior = sink.entry(rb.name, run_id) if reopen else None
     return new_ledger(rb, run_id, drill=bool(drill), kind=kind, table=table, sink=sink, prior=prior)
@@ -454,20 +454,20 @@ def new_ledger(rb: Runbook, run_id: str, **kw) -> RtoLedger:
     return RtoLedger(rb.name, run_id, rto_target=rb.rto_target, rpo_target=rb.rpo_target, **kw)
 
 
-def ledger_mirror(rb: Runbook, where: str | None = None):
-    """The mirrored, hash-chained ledger `where` (default LIFEBOAT_LEDGER_MIRROR) says:
+def chained_ledger(rb: Runbook, where: str | None = None):
+    """The ledger chain `where` (default LIFEBOAT_LEDGER_CHAIN) says:
     `sites` for both sites' checkpoint stores (the secondary first: it outlives a primary
     outage), or comma-separated store URIs. None when neither is given."""
-    where = where if where is not None else os.environ.get("LIFEBOAT_LEDGER_MIRROR", "")
+    where = where if where is not None else os.environ.get("LIFEBOAT_LEDGER_CHAIN", "")
     if not where.strip():
         return None
-    from lifeboat_dr.core.ledger_chain import MirroredLedger
+    from lifeboat_dr.core.ledger_chain import LedgerChain
 
     if where.strip() == "sites":
         primary, secondary = open_sites(rb)
-        return MirroredLedger([secondary, primary])
+        return LedgerChain([secondary, primary])
     opener = store_opener(rb)
-    return MirroredLedger([opener(u.strip()) for u in where.split(",") if u.strip()])
+    return LedgerChain([opener(u.strip()) for u in where.split(",") if u.strip()])
 
 
 # -- failback ----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from lifeboat_dr.core.certify import Certified, CertifyReport
-from lifeboat_dr.core.failover.results import Confirmation, Fenced, Provisioned, Resumed
+from lifeboat_dr.core.failover.contract import Confirmation, Fenced, Provisioned, Resumed
 from lifeboat_dr.core.prestage import PrestageReadiness
 from lifeboat_dr.core.resume import ParityResult
 from lifeboat_dr.kernel.errors import StandDown, StopFailover

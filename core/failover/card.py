@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from lifeboat_dr.core.certify import CertifyReport
-from lifeboat_dr.core.failover.results import Confirmation, FailoverSettings, expected_rto
+from lifeboat_dr.core.failover.contract import Confirmation, FailoverSettings, expected_rto
 from lifeboat_dr.core.prestage import PrestageReadiness
 from lifeboat_dr.providers.chat.base import ApprovalCard
 from lifeboat_dr.providers.compute.base import PlanOption

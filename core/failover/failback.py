@@ -28,7 +28,7 @@ import json
 from collections.abc import Callable
 
 from lifeboat_dr.core.certify import CertifyReport
-from lifeboat_dr.core.failover.results import Confirmation, Fenced
+from lifeboat_dr.core.failover.contract import Confirmation, Fenced
 from lifeboat_dr.core.failover.steps import ProviderSteps
 from lifeboat_dr.core.replication.copying import ReplicationReport
 from lifeboat_dr.kernel.errors import LifeboatError, NotFound, ProviderUnavailable, StopFailover

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from lifeboat_dr.core.certify import Certified, CertifyReport
-from lifeboat_dr.core.failover.results import Resumed
+from lifeboat_dr.core.failover.contract import Resumed
 from lifeboat_dr.core.ledger import LedgerEntry
 from lifeboat_dr.core.resume import ParityResult
 from lifeboat_dr.providers.chat.base import ApprovalDecision

@@ -17,7 +17,7 @@ from functools import cached_property
 
 from lifeboat_dr.core.certify import CertifyReport, certify_replica
 from lifeboat_dr.core.detection.quorum import OutageState, QuorumPolicy, decide
-from lifeboat_dr.core.failover.results import Confirmation, Fenced, Provisioned, Resumed
+from lifeboat_dr.core.failover.contract import Confirmation, Fenced, Provisioned, Resumed
 from lifeboat_dr.core.prestage import PrestageReadiness
 from lifeboat_dr.core.resume import ParityResult, loss_parity, parse_loaded, parse_losses, wait_first_step
 from lifeboat_dr.kernel.errors import LifeboatError, StandDown, StopFailover
@@ -92,7 +92,7 @@ def confirm_outage(
 
 
 class ProviderSteps:
-    """The failover's steps for one runbook, over its providers. See core/failover/results.py."""
+    """The failover's steps for one runbook, over its providers. See core/failover/contract.py."""
 
     def __init__(
         self,

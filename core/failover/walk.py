@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from lifeboat_dr.core.certify import CertifyReport
 from lifeboat_dr.core.failover import graph, rerun
 from lifeboat_dr.core.failover.card import approval_card, asked
-from lifeboat_dr.core.failover.results import FailoverSettings, FailoverSteps, Gate, Provisioned
+from lifeboat_dr.core.failover.contract import FailoverSettings, FailoverSteps, Gate, Provisioned
 from lifeboat_dr.core.failover.rollback import ParityDecision, after_proof
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
 from lifeboat_dr.kernel.errors import ProviderUnavailable, StandDown, StopFailover, WriteFailed

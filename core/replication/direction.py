@@ -27,8 +27,8 @@ from lifeboat_dr.core.retention import RetentionPolicy, plan_retention
 from lifeboat_dr.core.sitestate import (
     RolesFlipped,
     SiteState,
+    catch_up,
     claim,
-    mirror,
     read_site_state,
     require_active,
     site_stores,
@@ -60,7 +60,7 @@ class Direction:
     source: Store
     destination: Store
     state: SiteState
-    mirrored: tuple[str, ...] = ()  # stores that missed a fence and were given the record now
+    caught_up: tuple[str, ...] = ()  # stores that missed a fence and were given the record now
     sites: Mapping[str, Store | None] = field(default_factory=dict)  # the site state's stores, by role
 
     def guard(self, runbook: str, stores: Mapping[str, Store | None] | None = None) -> Callable[[], None]:
@@ -105,7 +105,7 @@ def direction(
     the source site: `RolesFlipped` (one line) when it is not the active one."""
     stores = site_stores(primary, secondary, witness)
     state = read_site_state(stores, runbook=runbook)
-    mirrored = () if dry_run else tuple(mirror(state, stores))  # even when refusing: it fences the zombie
+    caught_up = () if dry_run else tuple(catch_up(state, stores))  # even when refusing: it fences the zombie
     role = state.active if source == "active" else source
     require_active(state, role, runbook)
     if not dry_run:
@@ -115,7 +115,7 @@ def direction(
         raise ProviderUnavailable(
             f"{runbook}: the {role if src is None else 'standby'} store cannot be opened"
         )
-    return Direction(role, src, dst, state, mirrored, stores)
+    return Direction(role, src, dst, state, caught_up, stores)
 
 
 def worth_replicating(policy: RetentionPolicy, sources: Iterable[StoredCheckpoint]) -> list[StoredCheckpoint]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
-from lifeboat_dr.core.failover.results import Confirmation
+from lifeboat_dr.core.failover.contract import Confirmation
 from lifeboat_dr.core.failover.walk import Runner, ThreadRunner, run_step
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
 from lifeboat_dr.core.serving.steps import SERVING_STEPS

@@ -42,7 +42,7 @@ def run_inference_drill(rb, kind: str, drill_id: str, folder: Path) -> tuple[lis
 
 
 def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], str | None]:
-    from lifeboat_dr.core.failover.results import Confirmation
+    from lifeboat_dr.core.failover.contract import Confirmation
     from lifeboat_dr.core.serving.failover import serving_failover
     from lifeboat_dr.flows.guard import Guard
     from lifeboat_dr.flows.serving_sandbox import serving_sandbox

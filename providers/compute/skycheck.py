@@ -1,6 +1,6 @@
 """`lifeboat validate`'s checks of what the runbook hands to SkyPilot, before any incident.
 
-`check_runbook(path)` loads the runbook (`lifeboat_dr.runbooks.loader`), then, for a SkyPilot
+`load_runbook_and_task(path)` loads the runbook (`lifeboat_dr.runbooks.loader`), then, for a SkyPilot
 secondary, reads `job.task` with its lines and reports, as `task-file:line: job.task: ...`:
 - SkyPilot's own verdict on the task (its JSON schema and `sky.Task.from_yaml_config`), e.g.
   `resources.acelerators: Instead of 'acelerators', did you mean 'accelerators'?`;
@@ -27,7 +27,7 @@ from lifeboat_dr.runbooks.skytask import (
 )
 
 
-def check_runbook(path: str | Path, *, catalog: str | None = None):
+def load_runbook_and_task(path: str | Path, *, catalog: str | None = None):
     """The loaded runbook; `RunbookInvalid` listing every problem, the task's included.
     `catalog` (live/snapshot; default the runbook's `plan.catalog`) is the SkyPilot setup
     the caller will plan with: SkyPilot fixes its catalog paths at import."""

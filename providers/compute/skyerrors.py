@@ -24,9 +24,9 @@ from typing import Literal
 from lifeboat_dr.kernel.errors import LifeboatError, ProviderUnavailable, StopFailover
 from lifeboat_dr.providers.compute.base import CapacityError
 
-Verdict = Literal["next", "retry", "stop"]
+NextMove = Literal["next", "retry", "stop"]
 
-LAUNCH_ERRORS: dict[str, Verdict] = {
+LAUNCH_ERRORS: dict[str, NextMove] = {
     "ResourcesUnavailableError": "next",  # no capacity, quota exceeded, zone exhausted
     "KubeAPIUnreachableError": "next",
     "CloudError": "next",  # the cloud's API answered with an error in this region
@@ -59,7 +59,7 @@ LAUNCH_ERRORS: dict[str, Verdict] = {
 }
 
 
-def classify(error: BaseException) -> Verdict:
+def classify(error: BaseException) -> NextMove:
     """The verdict for `error`, by the nearest class in its MRO that the table names."""
     if getattr(error, "no_failover", False):
         return "stop"

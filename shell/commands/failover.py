@@ -37,9 +37,11 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from lifeboat_dr.flows.failover import failover, outcome_of
-    from lifeboat_dr.providers.compute.skycheck import check_runbook
+    from lifeboat_dr.providers.compute.skycheck import load_runbook_and_task
 
-    check_runbook(args.runbook)  # a bad runbook or task YAML is a one-line error, not a failed flow run
+    load_runbook_and_task(
+        args.runbook
+    )  # a bad runbook or task YAML is a one-line error, not a failed flow run
     from lifeboat_dr.core.ledger import LedgerFile
 
     LedgerFile().ensure_writable()  # likewise an unwritable ledger: before anything is fenced

@@ -125,9 +125,9 @@ def _compute_plan(rb, blocked: list[str], catalog: str | None) -> dict:
 
 
 def run(args) -> int:
-    from lifeboat_dr.providers.compute.skycheck import check_runbook
+    from lifeboat_dr.providers.compute.skycheck import load_runbook_and_task
 
-    rb = check_runbook(
+    rb = load_runbook_and_task(
         args.runbook, catalog=args.catalog
     )  # a task SkyPilot would refuse: its line, not a traceback
     try:

@@ -86,7 +86,7 @@ def run(args) -> int:
     gc.freeze()
     guard = way.guard(rb.name)
     print(f"{way.state.describe()}: {way.source.uri} -> {way.destination.uri}")
-    for uri in way.mirrored:
+    for uri in way.caught_up:
         print(
             f"{uri}: had missed a fence; now at epoch {way.state.epoch} (its writers stop at their next commit)"
         )

@@ -1,5 +1,5 @@
-"""`lifeboat report RUNBOOK [--out PNG] [--mirror sites|URI,…] [--verify]`: the failover/drill
-history and a timeline picture; `--verify` checks the mirrored ledger's hash chain."""
+"""`lifeboat report RUNBOOK [--out PNG] [--chain sites|URI,…] [--verify]`: the failover/drill
+history and a timeline picture; `--verify` checks the ledger chain's hashes."""
 
 from __future__ import annotations
 
@@ -25,15 +25,15 @@ def register(subparsers) -> None:
     )
     p.add_argument("--store", default=None, help="read the ledger from this store URI instead of the file")
     p.add_argument(
-        "--mirror",
+        "--chain",
         default=None,
-        help="read the hash-chained ledger mirrored to `sites` (both sites' stores: RUNBOOK must be "
-        "a file) or to these comma-separated store URIs (default with --verify: $LIFEBOAT_LEDGER_MIRROR or sites)",
+        help="read the ledger chain kept in `sites` (both sites' stores: RUNBOOK must be "
+        "a file) or to these comma-separated store URIs (default with --verify: $LIFEBOAT_LEDGER_CHAIN or sites)",
     )
     p.add_argument(
         "--verify",
         action="store_true",
-        help="check the mirrored ledger's hash chain in every store; exit 1 if a record was edited, "
+        help="check the ledger chain's hashes in every store; exit 1 if a record was edited, "
         "lost or disputed",
     )
     p.add_argument("--run", default=None, help="draw this run instead of the latest")
@@ -55,11 +55,11 @@ def run(args) -> int:
     from lifeboat_dr.core.timeline import history_markdown, render_timeline, timeline_path
 
     name = _runbook_name(args.runbook)
-    if args.verify or args.mirror:
-        mirror = _mirror(args)
+    if args.verify or args.chain:
+        chain = _chain(args)
         if args.verify:
-            return _verify(mirror, name)
-        sink = mirror
+            return _verify(chain, name)
+        sink = chain
     elif args.store:
         from lifeboat_dr.providers.storage import open_store
 
@@ -89,26 +89,26 @@ def run(args) -> int:
     return 0
 
 
-def _mirror(args):
+def _chain(args):
     import os
 
-    where = args.mirror or os.environ.get("LIFEBOAT_LEDGER_MIRROR") or "sites"
+    where = args.chain or os.environ.get("LIFEBOAT_LEDGER_CHAIN") or "sites"
     if Path(args.runbook).suffix in (".yaml", ".yml"):
-        from lifeboat_dr.flows.wiring import ledger_mirror
+        from lifeboat_dr.flows.wiring import chained_ledger
         from lifeboat_dr.runbooks.loader import load_runbook
 
-        return ledger_mirror(load_runbook(args.runbook), where)
+        return chained_ledger(load_runbook(args.runbook), where)
     if where.strip() == "sites":
-        raise ConfigError("--mirror sites needs the runbook file (its sites' stores), not its name")
-    from lifeboat_dr.core.ledger_chain import MirroredLedger
+        raise ConfigError("--chain sites needs the runbook file (its sites' stores), not its name")
+    from lifeboat_dr.core.ledger_chain import LedgerChain
     from lifeboat_dr.providers.storage import open_store
 
-    return MirroredLedger([open_store(u.strip()) for u in where.split(",") if u.strip()])
+    return LedgerChain([open_store(u.strip()) for u in where.split(",") if u.strip()])
 
 
-def _verify(mirror, name: str) -> int:
-    report = mirror.verify(name)
-    where = ", ".join(s.uri for s in mirror.stores)
+def _verify(chain, name: str) -> int:
+    report = chain.verify(name)
+    where = ", ".join(s.uri for s in chain.stores)
     for line in report.warnings:
         print(f"warning: {line}")
     for line in report.problems:

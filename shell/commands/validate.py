@@ -30,7 +30,7 @@ def run(args) -> int:
     with quick_start():  # importing the runbook model is most of this command's time
         from lifeboat_dr.core.detection.targets import detection_warnings
         from lifeboat_dr.core.shared_fate import shared_fate_warnings
-        from lifeboat_dr.providers.compute.skycheck import check_runbook
+        from lifeboat_dr.providers.compute.skycheck import load_runbook_and_task
         from lifeboat_dr.runbooks.loader import RunbookInvalid
         from lifeboat_dr.runbooks.overlap import overlapping_runbooks
 
@@ -38,7 +38,7 @@ def run(args) -> int:
     valid = []
     for file in args.files:
         try:
-            rb = check_runbook(file)
+            rb = load_runbook_and_task(file)
         except RunbookInvalid as e:
             failed = True
             for problem in e.problems:

@@ -26,8 +26,8 @@ from lifeboat_dr.core.checkpoints.layouts import discover
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, Manifest, build_manifest, commit_manifest
 from lifeboat_dr.core.detection.quorum import QuorumPolicy
 from lifeboat_dr.core.failover import walk
+from lifeboat_dr.core.failover.contract import FailoverSettings
 from lifeboat_dr.core.failover.failback import FailbackSteps
-from lifeboat_dr.core.failover.results import FailoverSettings
 from lifeboat_dr.core.failover.steps import Providers, ProviderSteps, StepSpec
 from lifeboat_dr.core.fencing import COMMIT_MARKER, guarded_commit
 from lifeboat_dr.core.ledger import LedgerFile, RtoLedger

@@ -11,7 +11,7 @@ import pytest
 
 from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.providers.compute.base import JobSpec, PlanOption
-from lifeboat_dr.providers.compute.skycheck import check_runbook
+from lifeboat_dr.providers.compute.skycheck import load_runbook_and_task
 from lifeboat_dr.providers.compute.skypilot import SkyPilotCompute, build_task
 from lifeboat_dr.runbooks.loader import RunbookInvalid
 from lifeboat_dr.runbooks.skytask import map_store_uri
@@ -118,7 +118,7 @@ def test_store_uris_map_only_when_the_layout_carries_over():
 def test_validate_catches_the_typo_at_its_line_in_skypilots_words(tmp_path, capsys):
     rb = _runbook(tmp_path, PINNED.replace("  accelerators: H100:8", "  acelerators: H100:8"))
     with pytest.raises(RunbookInvalid) as err:
-        check_runbook(rb)
+        load_runbook_and_task(rb)
     (problem,) = err.value.problems
     assert problem.file.endswith("llama-70b.sky.yaml") and problem.line == 5 and problem.field == "job.task"
     assert str(problem).endswith(
@@ -129,17 +129,17 @@ def test_validate_catches_the_typo_at_its_line_in_skypilots_words(tmp_path, caps
 def test_validate_catches_an_unknown_top_level_field_and_a_bad_value(tmp_path):
     rb = _runbook(tmp_path, PINNED + "setpu: pip install -r requirements.txt\n")
     with pytest.raises(RunbookInvalid, match=r"llama-70b.sky.yaml:13: job.task: setpu: .*'setup'"):
-        check_runbook(rb)
+        load_runbook_and_task(rb)
     rb = _runbook(tmp_path, PINNED.replace("num_nodes: 2", "num_nodes: two"))
     with pytest.raises(RunbookInvalid, match=r"llama-70b.sky.yaml:2: job.task: num_nodes: "):
-        check_runbook(rb)
+        load_runbook_and_task(rb)
 
 
 def test_validate_refuses_a_primary_reference_it_cannot_move_naming_the_line(tmp_path):
     task = PINNED.replace("source: s3://acme-ckpt-use1\n", "source: s3://acme-ckpt-use1/tokenizers\n")
     rb = _runbook(tmp_path, task, secondary="gs://acme-dr/other-prefix")
     with pytest.raises(RunbookInvalid) as err:
-        check_runbook(rb)
+        load_runbook_and_task(rb)
     lines = [str(p) for p in err.value.problems]
     assert any(
         ":8: job.task: file_mounts./ckpt.source: s3://acme-ckpt-use1/tokenizers names the primary bucket" in x
@@ -151,11 +151,11 @@ def test_validate_refuses_a_primary_reference_it_cannot_move_naming_the_line(tmp
     with pytest.raises(
         RunbookInvalid, match=r":12: job.task: run: names the primary store's bucket s3://acme-ckpt-use1"
     ):
-        check_runbook(rb)
+        load_runbook_and_task(rb)
 
 
 def test_the_pinned_task_with_the_primary_mount_validates(tmp_path):
-    rb = check_runbook(_runbook(tmp_path, PINNED))
+    rb = load_runbook_and_task(_runbook(tmp_path, PINNED))
     assert rb.name == "llama-70b-pretrain"
 
 
@@ -163,13 +163,13 @@ def test_validate_remembers_skypilots_verdict_by_the_task_content(tmp_path, monk
     from lifeboat_dr.providers.compute import skycheck
 
     rb = _runbook(tmp_path, PINNED)
-    check_runbook(rb)
+    load_runbook_and_task(rb)
     calls = []
     monkeypatch.setattr(skycheck, "schema_problems", lambda *a, **k: calls.append(1) or [])
-    check_runbook(rb)
+    load_runbook_and_task(rb)
     assert calls == []  # same content: SkyPilot not asked again
     (tmp_path / "jobs" / "llama-70b.sky.yaml").write_text(PINNED.replace("H100:8", "acelerators"))
-    check_runbook(rb)
+    load_runbook_and_task(rb)
     assert calls == [1]  # changed content: asked again
 
 

@@ -101,6 +101,7 @@ def no_fd_limit():
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(180)
 def test_800_slow_headers_and_300_stalled_bodies_are_cut_off_and_healthy_requests_still_answered(
     tmp_path, no_fd_limit
@@ -137,6 +138,7 @@ def test_800_slow_headers_and_300_stalled_bodies_are_cut_off_and_healthy_request
         assert "Traceback" not in (tmp_path / "serve.log").read_text()
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(120)
 def test_connections_over_the_cap_are_closed_on_arrival(tmp_path, no_fd_limit):
     with serve(tmp_path, "--max-connections", "50") as (_, port):

@@ -138,19 +138,19 @@ def test_a_snapshot_torn_by_a_crash_mid_write_is_skipped_and_the_next_one_starts
 
 
 @pytest.mark.parametrize("backend", ["file", "store"])
-def test_a_run_reads_back_from_a_store_and_through_the_mirror_too(clock, tmp_path, backend):
-    from lifeboat_dr.core.ledger_chain import MirroredLedger, TeedLedger
+def test_a_run_reads_back_from_a_store_and_through_the_chain_too(clock, tmp_path, backend):
+    from lifeboat_dr.core.ledger_chain import LedgerChain, TeedLedger
 
     store = LocalStore(tmp_path / "bucket")
     sink = (
         LedgerStore(store)
         if backend == "store"
-        else TeedLedger(LedgerFile(tmp_path / "l"), MirroredLedger([store]))
+        else TeedLedger(LedgerFile(tmp_path / "l"), LedgerChain([store]))
     )
     ledger = _ledger(clock, sink=sink)
     ledger.mark("outage_start")
     ledger.step_done("confirm")
     assert sink.entry("llama-pretrain", "run-1").done == ["confirm"]
-    if backend == "file":  # a re-run on another worker: not in its file, in the mirror
-        other = TeedLedger(LedgerFile(tmp_path / "elsewhere"), MirroredLedger([store]))
+    if backend == "file":  # a re-run on another worker: not in its file, in the chain
+        other = TeedLedger(LedgerFile(tmp_path / "elsewhere"), LedgerChain([store]))
         assert other.entry("llama-pretrain", "run-1").done == ["confirm"]

@@ -1,4 +1,4 @@
-"""`lifeboat report RUNBOOK --verify`: the mirrored chain checked from the command line, and
+"""`lifeboat report RUNBOOK --verify`: the ledger chain checked from the command line, and
 the history read from one site while the other is gone."""
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def demo(tmp_path, monkeypatch, clock):
     """The demo runbook in a scratch folder (its sites are folders beside it), one failover
-    recorded by the flow's own ledger with LIFEBOAT_LEDGER_MIRROR=sites."""
+    recorded by the flow's own ledger with LIFEBOAT_LEDGER_CHAIN=sites."""
     (tmp_path / "runbooks").mkdir()
     path = tmp_path / "runbooks" / "demo.yaml"
     shutil.copy(ROOT / "runbooks" / "demo.yaml", path)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("LIFEBOAT_LEDGER_MIRROR", "sites")
+    monkeypatch.setenv("LIFEBOAT_LEDGER_CHAIN", "sites")
     ledger = build_ledger(load_runbook(path), run_id="run-1", path=tmp_path / "ledger.jsonl")
     ledger.clock = clock
     replay_failover(ledger, clock)
@@ -56,7 +56,7 @@ def test_verify_fails_naming_the_edited_record_and_the_site(demo, capsys):
 
 def test_the_history_reads_from_the_secondary_with_the_primary_gone(demo, capsys):
     shutil.rmtree(demo.parents[1] / ".lifeboat/demo/primary")
-    assert lifeboat(["report", str(demo), "--mirror", "sites", "--out", "t.png"]) == 0
+    assert lifeboat(["report", str(demo), "--chain", "sites", "--out", "t.png"]) == 0
     out = capsys.readouterr().out
     assert "1 recorded failover(s)" in out and "run-1" in out
     assert lifeboat(["report", str(demo), "--verify"]) == 0  # behind, not broken
@@ -65,4 +65,4 @@ def test_the_history_reads_from_the_secondary_with_the_primary_gone(demo, capsys
 
 def test_verify_by_name_needs_store_uris_not_sites(demo, capsys):
     assert lifeboat(["report", "demo", "--verify"]) == 1
-    assert "--mirror sites needs the runbook file" in capsys.readouterr().err
+    assert "--chain sites needs the runbook file" in capsys.readouterr().err

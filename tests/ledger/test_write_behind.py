@@ -11,7 +11,7 @@ from lifeboat_dr.kernel.errors import WriteFailed
 
 
 class SlowSink:
-    """A sink whose writes wait for `release` (a slow fsync or a mirror's store write)."""
+    """A sink whose writes wait for `release` (a slow fsync or a chain store write)."""
 
     def __init__(self, fail_on: int | None = None):
         self.release, self.written, self.fail_on = threading.Event(), [], fail_on

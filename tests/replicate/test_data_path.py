@@ -126,7 +126,7 @@ def test_lifeboat_replicate_lists_the_secondary_once_for_the_copy_certification_
     assert "HeadObject" not in calls, calls
     # the secondary listed once, before the copy: each copy starts from it, and certification
     # and retention read it as the copies left it; one listing of each ledger prefix (the
-    # objects' `_lifeboat/ledger/`, the mirror's `_lifeboat/chain/`); none for the receipts
+    # objects' `_lifeboat/ledger/`, the chain's `_lifeboat/chain/`); none for the receipts
     assert calls["ListObjectsV2"] == 1 + 2, calls
     assert calls["PutObject"] == 2 * (3 + 1 + 1)
 

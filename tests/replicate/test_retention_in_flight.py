@@ -1,7 +1,7 @@
 """Retention while a failover runs (#27, medium).
 
 A failover records the checkpoint it resumes from in its ledger entry, written where the
-flows write it: the local `.lifeboat/ledger.jsonl` and, mirrored, `_lifeboat/chain/` in the
+flows write it: the local `.lifeboat/ledger.jsonl` and the chain `_lifeboat/chain/` in the
 sites' stores. Retention must read it there (it read `_lifeboat/ledger/`), and a retention
 pass planned before a fence must check the site state again before it deletes: after the
 fence the store it trims is the active site's.
@@ -16,7 +16,7 @@ import pytest
 from lifeboat_dr.core.commit import commit_checkpoint
 from lifeboat_dr.core.fencing import fence_job
 from lifeboat_dr.core.ledger import RtoLedger
-from lifeboat_dr.core.ledger_chain import MirroredLedger
+from lifeboat_dr.core.ledger_chain import LedgerChain
 from lifeboat_dr.core.replication.copying import replicate_checkpoints
 from lifeboat_dr.core.replication.direction import ReplicationSettings, direction, sources_to_replicate
 from lifeboat_dr.core.retention import RetentionPolicy, retention_for
@@ -44,13 +44,13 @@ def sites(make_store, monkeypatch, tmp_path):
 
 
 def _failover_resumes_from(primary, secondary, checkpoint: str) -> None:
-    """A failover run in progress, its ledger mirrored to both sites as the flows do it."""
+    """A failover run in progress, its ledger chained to both sites as the flows do it."""
     ledger = RtoLedger(
         "trainer",
         "failover-7",
         rto_target=timedelta(minutes=10),
         rpo_target=timedelta(minutes=30),
-        sink=MirroredLedger([secondary, primary]),
+        sink=LedgerChain([secondary, primary]),
     )
     ledger.mark("outage_start")
     ledger.checkpoint(f"{secondary.uri.rstrip('/')}/{checkpoint}", datetime.now(UTC))

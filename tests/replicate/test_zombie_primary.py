@@ -99,7 +99,7 @@ def test_a_zombie_primarys_checkpoints_never_reach_the_active_site_nor_certify(s
 
     # The scheduled replication follows the site state: secondary -> primary.
     way, report = _replicate(settings, primary, secondary)
-    assert way.source_role == "secondary" and way.mirrored == ()
+    assert way.source_role == "secondary" and way.caught_up == ()
     assert _snapshot(secondary) == before and not report.failed
 
     # Even copied behind Lifeboat's back, the zombie's step 30 is never certified...

@@ -138,7 +138,7 @@ def test_credentials_in_a_store_uri_are_refused_by_the_model_and_never_echoed(tm
     "uri", [f"s3://key:{SECRET}@bucket/prefix", f"gs://{SECRET}@bucket/prefix", f"file://me:{SECRET}@/tmp/x"]
 )
 def test_open_store_refuses_a_uri_with_credentials_without_naming_them(uri):
-    """URIs that come from the environment (the ledger mirror, the signal state) too."""
+    """URIs that come from the environment (the ledger chain, the signal state) too."""
     with pytest.raises(ConfigError) as e:
         open_store(uri)
     assert SECRET not in str(e.value) and "credentials" in str(e.value)

@@ -10,7 +10,7 @@ from lifeboat_dr.shell.cli import main as lifeboat
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA = ROOT / "runbooks" / "llama-70b-pretrain.yaml"
-SAFE = {"LIFEBOAT_LEDGER_MIRROR": "sites", "LIFEBOAT_STATE_DIR": "s3://dr-state/lifeboat/detect"}
+SAFE = {"LIFEBOAT_LEDGER_CHAIN": "sites", "LIFEBOAT_STATE_DIR": "s3://dr-state/lifeboat/detect"}
 
 
 def _rb():
@@ -38,7 +38,7 @@ def test_the_prefect_api_in_the_primary_region_is_named():
 def test_signal_state_and_ledger_in_the_primary_bucket_are_named():
     rb = _rb()
     bucket = rb.primary.store.split("/")[2]
-    env = {"LIFEBOAT_LEDGER_MIRROR": f"s3://{bucket}/ledger", "LIFEBOAT_STATE_DIR": f"s3://{bucket}/detect"}
+    env = {"LIFEBOAT_LEDGER_CHAIN": f"s3://{bucket}/ledger", "LIFEBOAT_STATE_DIR": f"s3://{bucket}/detect"}
     warnings = shared_fate_warnings(rb, env)
     assert [w.split(":")[0] for w in warnings] == ["ledger", "signal state"]
     assert "only in the primary's bucket" in warnings[0] and "in the primary's bucket" in warnings[1]
@@ -57,7 +57,7 @@ def test_a_local_primary_folder_holding_the_state_is_named(tmp_path):
 
 
 def test_validate_prints_the_warnings_and_still_exits_zero(monkeypatch, capsys):
-    for var in ("LIFEBOAT_LEDGER_MIRROR", "LIFEBOAT_STATE_DIR", "PREFECT_API_URL"):
+    for var in ("LIFEBOAT_LEDGER_CHAIN", "LIFEBOAT_STATE_DIR", "PREFECT_API_URL"):
         monkeypatch.delenv(var, raising=False)
     assert lifeboat(["validate", str(LLAMA)]) == 0
     err = capsys.readouterr().err
