@@ -201,11 +201,24 @@ def test_every_lifeboat_dr_name_a_doc_gives_exists(dotted):
     pytest.fail(f"{dotted}: no such module")
 
 
-def test_the_step_diagram_in_the_design_doc_is_the_one_graph_draws():
-    design = (ROOT / "docs" / "DESIGN.md").read_text()
-    section = design[design.index("\n## 2.") :]
-    drawn = section.split("```")[1].strip("\n")
-    assert drawn == graph.diagram(), "docs/DESIGN.md §2: paste `python -m lifeboat_dr.core.failover.graph`"
+def blocks(doc: Path) -> list[str]:
+    """The fenced code blocks of a doc, each as its text."""
+    found, block = [], None
+    for text in doc.read_text().splitlines():
+        if FENCE.match(text.strip()):
+            found, block = (found + ["\n".join(block)], None) if block is not None else (found, [])
+        elif block is not None:
+            block.append(text)
+    return found
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/DESIGN.md"])
+def test_the_step_diagram_a_doc_shows_is_the_one_graph_draws(doc):
+    drawn = [b for b in blocks(ROOT / doc) if b.startswith("detect ─► confirm ─┬")]
+    assert drawn == [graph.diagram()], f"{doc}: paste `python -m lifeboat_dr.core.failover.graph`"
+
+
+def test_the_graph_module_shows_the_diagram_it_draws():
     assert "\n".join("    " + line for line in graph.diagram().splitlines()) in graph.__doc__
 
 
