@@ -97,6 +97,24 @@ def test_every_path_a_doc_names_is_in_the_tree(path):
     assert exists(path), f"{path} is not in the repository"
 
 
+def named_tests(text: str, fenced: bool):
+    """(file or None, test name or its start) for each test a doc names: `file.py::test_x`,
+    `test_x`, or either cut short with `…`."""
+    for span in [] if fenced else SPAN.findall(text):
+        if match := re.fullmatch(r"(?:([\w/]+\.py)::)?(test_\w+?)_?(…)?", span):
+            yield match.group(1), match.group(2) + ("…" if match.group(3) else "")
+
+
+@pytest.mark.parametrize("file_test", mentions(named_tests))
+def test_every_test_a_doc_names_is_in_the_suite(file_test):
+    file, name = file_test
+    files = [p for p in (ROOT / "tests").rglob("*.py") if file is None or p.as_posix().endswith(file)]
+    pattern = rf"^\s*(async )?def {re.escape(name.rstrip('…'))}{'' if name.endswith('…') else '[(]'}"
+    assert any(re.search(pattern, p.read_text(), re.M) for p in files), (
+        f"no test {name} in {file or 'tests/'}"
+    )
+
+
 def commands(text: str, fenced: bool):
     """(subcommand, what follows it up to a comment) for each `lifeboat …` a doc writes: in a
     code span, or as a command line of a code block (`$ ` and variables before it allowed)."""
@@ -199,6 +217,25 @@ def test_every_lifeboat_dr_name_a_doc_gives_exists(dotted):
             assert not rest or module.is_file() and defined(module, rest[0]), f"{dotted}: no {rest[0]}"
             return
     pytest.fail(f"{dotted}: no such module")
+
+
+def section_references(text: str, fenced: bool):
+    yield from re.findall(r"DESIGN\.md`?,? *(?:§ *|section )(\d+a?)", text)
+
+
+@cache
+def design_sections() -> set[str]:
+    return set(re.findall(r"^## (\d+a?)\. ", (ROOT / "docs" / "DESIGN.md").read_text(), re.M))
+
+
+@pytest.mark.parametrize("section", mentions(section_references))
+def test_every_design_section_a_doc_points_at_exists(section):
+    assert section in design_sections(), f"docs/DESIGN.md has no section {section}"
+
+
+def test_every_section_the_design_doc_points_at_inside_exists():
+    text = (ROOT / "docs" / "DESIGN.md").read_text()
+    assert set(re.findall(r"§ ?(\d+a?)\b", text)) <= design_sections()
 
 
 def blocks(doc: Path) -> list[str]:
