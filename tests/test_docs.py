@@ -1,13 +1,15 @@
-"""The docs name only what exists: every repository path, `lifeboat` subcommand and flag,
-`make` target, `LIFEBOAT_*` variable and `lifeboat_dr.…` name in README.md and docs/*.md is real,
-and the failover's step diagram in docs/DESIGN.md is the one `core/failover/graph.py` draws.
-A rename that leaves a doc behind fails here, naming the doc and the line."""
+"""The docs name only what exists: every repository path, test, `lifeboat` subcommand and
+flag, `make` target, `LIFEBOAT_*` variable, `lifeboat_dr.…` name and DESIGN.md section that
+README.md and docs/*.md mention is real, and the failover's step diagram they show is the one
+`core/failover/graph.py` draws. A rename that leaves a doc behind fails here, and the failure
+lists each `doc:line: mention` to fix."""
 
 from __future__ import annotations
 
 import argparse
 import ast
 import re
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 
@@ -28,9 +30,10 @@ COMMAND_LINE = re.compile(r"\s*(\$ )?([A-Z_]+=\S+\s+)*lifeboat ")
 # Prefect deployment names (`watch/<runbook>`), SkyPilot locations (`aws/us-east-1`), or
 # files of other projects (`prefect/server/api/server.py`).
 ELSEWHERE = ("_lifeboat/", ".lifeboat/", ".venv", ".git", "../", "/", "~", "$", "prefect/", "sky/")
+PRODUCT = ("kernel", "runbooks", "providers", "core", "standins", "flows", "shell", "demo", "testing")
 
 
-def lines(doc: Path):
+def lines(doc: Path) -> Iterator[tuple[int, str, bool]]:
     """(line number, text, inside a fenced block) for each line of a doc."""
     fenced = False
     for number, text in enumerate(doc.read_text().splitlines(), 1):
@@ -40,21 +43,24 @@ def lines(doc: Path):
         yield number, text, fenced
 
 
-def mentions(kind):
-    """Every (doc:line, mention) the docs make of one kind, for parametrizing."""
-    found = []
-    for doc in DOCS:
-        for number, text, fenced in lines(doc):
-            for mention in kind(text, fenced):
-                found.append(pytest.param(mention, id=f"{doc.relative_to(ROOT)}:{number}: {mention}"))
-    return found
+def wrong(find: Callable[[str, bool], Iterator], ok: Callable) -> list[str]:
+    """`doc:line: mention` for every mention `find` sees in the docs that `ok` refuses."""
+    return [
+        f"{doc.relative_to(ROOT)}:{number}: {mention}"
+        for doc in DOCS
+        for number, text, fenced in lines(doc)
+        for mention in find(text, fenced)
+        if not ok(mention)
+    ]
 
 
 def spans(text: str, fenced: bool) -> list[str]:
+    """Where a doc writes code: its `spans`, or the whole line inside a fenced block."""
     return [text] if fenced else SPAN.findall(text)
 
 
-def paths(text: str, fenced: bool):
+# -- paths and tests ------------------------------------------------------------------------
+def paths(text: str, fenced: bool) -> Iterator[str]:
     for span in [] if fenced else SPAN.findall(text):
         for token in re.sub(r"<[^>]*>|\{[^}]*\}", "*", span).split():
             token = token.strip(",;:()").removeprefix("lifeboat_dr/")
@@ -81,41 +87,43 @@ def tree() -> tuple[str, ...]:
     return tuple(found)
 
 
-def exists(token: str) -> bool:
-    """Whether a named path is in the tree: from the root when its first folder is at the root
-    (or a doc beside the others), else as the end of some path (`failover/graph.py`)."""
-    regex = re.escape(token).replace(r"\*", "[^/]*")
-    folder = "" if token.endswith("/") else "/?"
+def in_the_tree(token: str) -> bool:
+    """From the root when its first folder is at the root (or a doc beside the others), else
+    as the end of some path (`failover/graph.py`); `*` stands for one name."""
     first = token.split("/")[0]
-    rooted = (ROOT / first).exists() or "*" in first
-    here = [rf"{regex}{folder}", rf"docs/{regex}{folder}"] if rooted else [rf"(.*/)?{regex}{folder}"]
-    return any(re.fullmatch(r, p) for r in here for p in tree())
+    if (ROOT / first).exists() or "*" in first:
+        wanted = [rf"{re.escape(token)}", rf"docs/{re.escape(token)}"]
+    else:
+        wanted = [rf"(.*/)?{re.escape(token)}"]
+    folder = "" if token.endswith("/") else "/?"
+    pattern = re.compile("|".join(f"(?:{w}{folder})" for w in wanted).replace(r"\*", "[^/]*"))
+    return any(pattern.fullmatch(p) for p in tree())
 
 
-@pytest.mark.parametrize("path", mentions(paths))
-def test_every_path_a_doc_names_is_in_the_tree(path):
-    assert exists(path), f"{path} is not in the repository"
+def test_every_path_a_doc_names_is_in_the_tree():
+    assert wrong(paths, in_the_tree) == []
 
 
-def named_tests(text: str, fenced: bool):
-    """(file or None, test name or its start) for each test a doc names: `file.py::test_x`,
-    `test_x`, or either cut short with `…`."""
+def named_tests(text: str, fenced: bool) -> Iterator[tuple[str | None, str]]:
+    """(file or None, test name) for `file.py::test_x` or `test_x`, either cut short with `…`."""
     for span in [] if fenced else SPAN.findall(text):
         if match := re.fullmatch(r"(?:([\w/]+\.py)::)?(test_\w+?)_?(…)?", span):
             yield match.group(1), match.group(2) + ("…" if match.group(3) else "")
 
 
-@pytest.mark.parametrize("file_test", mentions(named_tests))
-def test_every_test_a_doc_names_is_in_the_suite(file_test):
+def in_the_suite(file_test: tuple[str | None, str]) -> bool:
     file, name = file_test
     files = [p for p in (ROOT / "tests").rglob("*.py") if file is None or p.as_posix().endswith(file)]
     pattern = rf"^\s*(async )?def {re.escape(name.rstrip('…'))}{'' if name.endswith('…') else '[(]'}"
-    assert any(re.search(pattern, p.read_text(), re.M) for p in files), (
-        f"no test {name} in {file or 'tests/'}"
-    )
+    return any(re.search(pattern, p.read_text(), re.M) for p in files)
 
 
-def commands(text: str, fenced: bool):
+def test_every_test_a_doc_names_is_in_the_suite():
+    assert wrong(named_tests, in_the_suite) == []
+
+
+# -- commands -------------------------------------------------------------------------------
+def commands(text: str, fenced: bool) -> Iterator[tuple[str, str]]:
     """(subcommand, what follows it up to a comment) for each `lifeboat …` a doc writes: in a
     code span, or as a command line of a code block (`$ ` and variables before it allowed)."""
     for span in spans(text, fenced):
@@ -124,16 +132,15 @@ def commands(text: str, fenced: bool):
                 yield match.group(1), match.group(2)
 
 
-def subcommands(text: str, fenced: bool):
+def subcommands(text: str, fenced: bool) -> Iterator[str]:
     yield from (name for name, _ in commands(text, fenced))
 
 
-@pytest.mark.parametrize("command", mentions(subcommands))
-def test_every_lifeboat_command_a_doc_names_is_a_subcommand(command):
-    assert command in COMMANDS, f"`lifeboat {command}` is not one of {', '.join(COMMANDS)}"
+def test_every_lifeboat_command_a_doc_names_is_a_subcommand():
+    assert wrong(subcommands, COMMANDS.__contains__) == []
 
 
-def flags(text: str, fenced: bool):
+def flags(text: str, fenced: bool) -> Iterator[tuple[str, str]]:
     for name, rest in commands(text, fenced):
         if name in COMMANDS:
             yield from ((name, flag) for flag in re.findall(r"(?<![\w-])--[a-z][\w-]*", rest))
@@ -151,45 +158,47 @@ def accepted_flags() -> dict[str, set[str]]:
                 found = found.union(*map(walk, action.choices.values()))
         return found
 
-    (commands,) = (a for a in build_parser(every=True)._actions if isinstance(a, argparse._SubParsersAction))
-    return {name: walk(sub) for name, sub in commands.choices.items()}
+    (subparsers,) = (
+        a for a in build_parser(every=True)._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    return {name: walk(sub) for name, sub in subparsers.choices.items()}
 
 
-@pytest.mark.parametrize("command_flag", mentions(flags))
-def test_every_flag_a_doc_gives_a_lifeboat_command_is_one_it_takes(command_flag):
+def taken(command_flag: tuple[str, str]) -> bool:
     command, flag = command_flag
-    assert flag in accepted_flags()[command], f"`lifeboat {command}` takes no {flag}"
+    return flag in accepted_flags()[command]
 
 
-def make_targets(text: str, fenced: bool):
+def test_every_flag_a_doc_gives_a_lifeboat_command_is_one_it_takes():
+    assert wrong(flags, taken) == []
+
+
+def make_targets(text: str, fenced: bool) -> Iterator[str]:
     for span in spans(text, fenced):
         yield from re.findall(r"(?:^|\s)make ([a-z][\w-]*)", span)
 
 
-@pytest.mark.parametrize("target", mentions(make_targets))
-def test_every_make_target_a_doc_names_is_in_the_makefile(target):
-    assert re.search(rf"^{re.escape(target)}:", (ROOT / "Makefile").read_text(), re.M), target
+def in_the_makefile(target: str) -> bool:
+    return re.search(rf"^{re.escape(target)}:", (ROOT / "Makefile").read_text(), re.M) is not None
 
 
+def test_every_make_target_a_doc_names_is_in_the_makefile():
+    assert wrong(make_targets, in_the_makefile) == []
+
+
+# -- names ----------------------------------------------------------------------------------
 @cache
-def source_text() -> str:
-    folders = ("kernel", "runbooks", "providers", "core", "standins", "flows", "shell", "demo", "testing")
-    files = [p for f in (*folders, "tests", "benchmarks") for p in (ROOT / f).rglob("*.py")]
-    return "\n".join(p.read_text() for p in [*files, ROOT / "Makefile"])
+def variables_in_the_code() -> set[str]:
+    files = [p for f in (*PRODUCT, "tests", "benchmarks") for p in (ROOT / f).rglob("*.py")]
+    return {v for p in [*files, ROOT / "Makefile"] for v in re.findall(r"\bLIFEBOAT_\w+", p.read_text())}
 
 
-def variables(text: str, fenced: bool):
-    yield from re.findall(r"\bLIFEBOAT_[A-Z0-9_]*[A-Z0-9]\b", text)
+def variables(text: str, fenced: bool) -> list[str]:
+    return re.findall(r"\bLIFEBOAT_[A-Z0-9_]*[A-Z0-9]\b", text)
 
 
-@pytest.mark.parametrize("variable", mentions(variables))
-def test_every_lifeboat_variable_a_doc_names_is_read_by_the_code(variable):
-    assert re.search(rf"\b{variable}\b", source_text()), f"no code reads {variable}"
-
-
-def dotted_names(text: str, fenced: bool):
-    for span in spans(text, fenced):
-        yield from re.findall(r"\blifeboat_dr(?:\.\w+)+", span)
+def test_every_lifeboat_variable_a_doc_names_is_read_by_the_code():
+    assert wrong(variables, variables_in_the_code().__contains__) == []
 
 
 def defined(path: Path, name: str) -> bool:
@@ -206,21 +215,25 @@ def defined(path: Path, name: str) -> bool:
     return False
 
 
-@pytest.mark.parametrize("dotted", mentions(dotted_names))
-def test_every_lifeboat_dr_name_a_doc_gives_exists(dotted):
+def in_the_package(dotted: str) -> bool:
+    """`lifeboat_dr.a.b.c`: the longest module it starts with exists, and defines what follows."""
     parts = dotted.split(".")[1:]
     for cut in range(len(parts), 0, -1):
         base = ROOT.joinpath(*parts[:cut])
         module = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
         if module.is_file() or base.is_dir():
             rest = parts[cut:]
-            assert not rest or module.is_file() and defined(module, rest[0]), f"{dotted}: no {rest[0]}"
-            return
-    pytest.fail(f"{dotted}: no such module")
+            return not rest or module.is_file() and defined(module, rest[0])
+    return False
 
 
-def section_references(text: str, fenced: bool):
-    yield from re.findall(r"DESIGN\.md`?,? *(?:§ *|section )(\d+a?)", text)
+def dotted_names(text: str, fenced: bool) -> Iterator[str]:
+    for span in spans(text, fenced):
+        yield from re.findall(r"\blifeboat_dr(?:\.\w+)+", span)
+
+
+def test_every_lifeboat_dr_name_a_doc_gives_exists():
+    assert wrong(dotted_names, in_the_package) == []
 
 
 @cache
@@ -228,16 +241,17 @@ def design_sections() -> set[str]:
     return set(re.findall(r"^## (\d+a?)\. ", (ROOT / "docs" / "DESIGN.md").read_text(), re.M))
 
 
-@pytest.mark.parametrize("section", mentions(section_references))
-def test_every_design_section_a_doc_points_at_exists(section):
-    assert section in design_sections(), f"docs/DESIGN.md has no section {section}"
+def section_pointers(text: str, fenced: bool) -> list[str]:
+    return re.findall(r"DESIGN\.md`?,? *(?:§ *|section )(\d+a?)", text)
 
 
-def test_every_section_the_design_doc_points_at_inside_exists():
-    text = (ROOT / "docs" / "DESIGN.md").read_text()
-    assert set(re.findall(r"§ ?(\d+a?)\b", text)) <= design_sections()
+def test_every_design_section_a_doc_points_at_exists():
+    assert wrong(section_pointers, design_sections().__contains__) == []
+    inside = (ROOT / "docs" / "DESIGN.md").read_text()
+    assert set(re.findall(r"§ ?(\d+a?)\b", inside)) <= design_sections()
 
 
+# -- the step diagram -----------------------------------------------------------------------
 def blocks(doc: Path) -> list[str]:
     """The fenced code blocks of a doc, each as its text."""
     found, block = [], None
