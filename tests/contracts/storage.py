@@ -14,7 +14,7 @@ from lifeboat_dr.kernel.crc32c import crc32c
 from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed
 
 EMULATOR_IGNORES_PRECONDITIONS = (
-    "gcp-storage-emulator ignores ifGenerationMatch (DESIGN.md §5); real GCS honours it and "
+    "gcp-storage-emulator ignores ifGenerationMatch (DESIGN.md §6); real GCS honours it and "
     "MemoryStore stands in for it in the tests that need generation preconditions"
 )
 
