@@ -14,7 +14,8 @@ and when none certifies nothing is deleted at all: retention never leaves zero. 
 checkpoint of a fenced-out lineage (`foreign`) never counts and is never deleted.
 
 `apply_retention` deletes a checkpoint commit marker first, then its data, so a deletion
-killed mid-way leaves an incomplete checkpoint, never a complete-looking partial one.
+killed mid-way leaves an incomplete checkpoint, never a complete-looking partial one. An
+object whose key no store may name is left with one line; it never stops the pass.
 `retention_for` is the whole pass on the standby: certify, protect, plan, delete. It acts
 only on a conclusive site state of its runbook, reads the checkpoints running failovers
 resume from after certifying (the ledger where the flows write it: the local ledger file
@@ -36,6 +37,7 @@ from lifeboat_dr.core.ledger import LedgerFile, LedgerStore
 from lifeboat_dr.core.ledger_chain import LedgerChain
 from lifeboat_dr.core.sitestate import RolesFlipped, SiteState, read_site_state, site_stores
 from lifeboat_dr.core.transfer import COMMIT_ORDER, commit_order
+from lifeboat_dr.kernel.errors import RefusedKey
 from lifeboat_dr.providers.storage.base import Store
 
 
@@ -61,6 +63,7 @@ class RetentionReport:
     deleted: list[str] = field(default_factory=list)  # prefixes removed (or, dry run, to remove)
     objects: int = 0  # objects removed (or to remove)
     bytes: int = 0
+    refused: dict[str, str] = field(default_factory=dict)  # key no store may name -> its one line
 
 
 def plan_retention(
@@ -126,7 +129,9 @@ def apply_retention(
     guard: Callable[[], None] | None = None,
 ) -> RetentionReport:
     """Delete what the verdicts drop (commit markers first); with `dry_run`, only count.
-    `guard()` runs right before each deletion and raises to stop (the site state moved)."""
+    `guard()` runs right before each deletion and raises to stop (the site state moved).
+    An object whose key the store refuses (`RefusedKey`: put there behind Lifeboat, a `..`
+    or empty segment) is left in place, one line in `refused`; the rest is still deleted."""
     report = RetentionReport(verdicts=list(verdicts), dry_run=dry_run)
     for verdict in verdicts:
         if verdict.keep:
@@ -147,7 +152,10 @@ def apply_retention(
             reverse=True,
         )
         for obj in [*marks, *(o for o in objects if o not in marks)]:
-            store.delete(obj.key)
+            try:
+                store.delete(obj.key)
+            except RefusedKey as e:
+                report.refused[obj.key] = f"{e}; left in place: remove it with the store's own tools"
     return report
 
 

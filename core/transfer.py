@@ -20,14 +20,16 @@
 
 Writes are conditional on the destination as planned (create-only where it held nothing,
 if-match on the version listed where it held another object), on stores that honour
-preconditions: a copy planned before another writer (a failover's resumed job on its new
-active site) wrote there never lands over it; the object is reported failed instead.
-`before_commit()` runs before the first write (unmark or data) and again before the
-markers, and raises to stop (replication re-checks the site state there). Markers are
-always written by a conditional PUT. A server-side copy (data only) cannot carry a
-precondition (`Store.server_copy` has none): the one unconditional write, whose window is
-one checkpoint's data phase; the check before the markers then stops the copy, so no marker
-of the old lineage lands, and certification rejects a shard written over by CRC32C.
+preconditions, streamed or server-side alike (`Store.server_copy` takes `put`'s
+precondition: S3 CopyObject / CompleteMultipartUpload `If-None-Match` / `If-Match`, GCS
+rewrite `ifGenerationMatch`, a local create-only link): a copy planned before another writer
+(a failover's resumed job on its new active site) wrote there never lands over it; the
+object is reported failed instead (`PreconditionFailed`: the object changed under the copy,
+not an error of the store, never retried), and no marker follows. `before_commit()` runs
+before the first write (unmark or data) and again before the markers, and raises to stop
+(replication re-checks the site state there). Markers are always written by a conditional
+PUT: the commit point rides on the precondition every S3-compatible store honours, where a
+conditional CopyObject is newer.
 
 Every object is checked against the source's CRC32C twice: over the bytes we read (a flipped
 byte between source and us fails the stream before the destination commits it) and by the
@@ -327,7 +329,7 @@ def copy_prefix(
         # 3. data, in parallel
         def copy_one(item: _Item, marker: bool = False) -> None:
             cond = condition(item.rel)
-            direct = server_side and not (marker and cond)  # a marker's precondition needs a PUT
+            direct = server_side and not (marker and cond)  # a marker: a conditional PUT (see above)
             try:
                 how, info = retry.call(
                     lambda: _copy_object(src, dst, item, join(dst_prefix, item.rel), direct, progress, cond),
@@ -384,16 +386,16 @@ def _copy_object(
     cond: dict | None = None,
 ) -> tuple[str, ObjectInfo]:
     """One attempt at one object; raises ChecksumMismatch / ProviderUnavailable to retry.
-    Returns how it went ("server" or "stream") and what landed. A streamed write carries
-    `cond` (its precondition: `if_none_match` / `if_match`); a landed object that fails its
-    check is deleted, so a retry of it is create-only (`cond` is updated in place).
+    Returns how it went ("server" or "stream") and what landed. The write, server-side or
+    streamed, carries `cond` (its precondition: `if_none_match` / `if_match`); a landed object
+    that fails its check is deleted, so a retry of it is create-only (`cond` is updated in place).
 
     A server-side copy never passes bytes through us; without a source CRC32C it rests on
     the provider's own copy (S3 keeps the source's checksum, GCS rewrite its crc32c)."""
     if server_side and dst.capabilities.server_side_copy:
-        info = dst.server_copy(src, item.src.key, dst_key)
+        info = dst.server_copy(src, item.src.key, dst_key, **(cond or {}))
         if info is not None:
-            _check_landed(dst, dst_key, info, item, item.expected_crc)
+            _check_landed(dst, dst_key, info, item, item.expected_crc, cond)
             if progress:
                 progress.advance(item.src.size)
             return "server", info
@@ -420,13 +422,7 @@ def _copy_object(
             # Larger objects: the store hashes each byte once as it fills its request bodies,
             # and refuses to commit unless the whole equals the source's CRC32C.
             info = dst.put(dst_key, chunks, crc32c=item.expected_crc, size=item.src.size, **(cond or {}))
-        try:
-            _check_landed(dst, dst_key, info, item, item.expected_crc)
-        except ChecksumMismatch:
-            if cond:  # deleted: the object is ours to write again, create-only
-                cond.clear()
-                cond["if_none_match"] = True
-            raise
+        _check_landed(dst, dst_key, info, item, item.expected_crc, cond)
     except BaseException:
         if progress and seen.size:
             progress.advance(-seen.size)  # this attempt's bytes are discarded
@@ -455,8 +451,11 @@ def _counted(chunks: Iterable[bytes], item: _Item, seen: _Seen, progress: Progre
         raise ChecksumMismatch(f"{item.src.key}: read {read} bytes, source has {item.src.size}")
 
 
-def _check_landed(dst: Store, dst_key: str, info: ObjectInfo, item: _Item, crc: int | None) -> None:
-    """The destination's own CRC32C must match what the source holds; otherwise delete."""
+def _check_landed(
+    dst: Store, dst_key: str, info: ObjectInfo, item: _Item, crc: int | None, cond: dict | None = None
+) -> None:
+    """The destination's own CRC32C must match what the source holds; otherwise delete, and
+    the object is ours to write again: its retry is create-only (`cond`, updated in place)."""
     landed = info.crc32c
     if landed is None and dst.capabilities.crc32c_in_head:
         landed = dst.head(dst_key).crc32c
@@ -465,6 +464,9 @@ def _check_landed(dst: Store, dst_key: str, info: ObjectInfo, item: _Item, crc: 
     bad = info.size != item.src.size or (crc is not None and landed is not None and landed != crc)
     if bad:
         dst.delete(dst_key)
+        if cond:
+            cond.clear()
+            cond["if_none_match"] = True
         raise ChecksumMismatch(
             f"{dst_key}: destination holds {info.size} bytes CRC32C {_hex(landed)}, "
             f"source {item.src.size} bytes CRC32C {_hex(crc)}"

@@ -128,6 +128,8 @@ def replicate(
             summary["lag_exceeded"] = record_lag(rb.name, report, lag_log)
     retention = trim_standby(settings, way, protect or [], dry_run, standby_found)
     summary["deleted"] = retention.deleted
+    for refusal in retention.refused.values():  # left in place, named once each
+        print(f"REFUSED {refusal}")
     create_markdown_artifact(key=f"replicate-{rb.name}", markdown=_markdown(summary, dry_run))
     if summary["failed"]:  # after lag and retention: the run fails visibly, a rerun resumes
         raise ProviderUnavailable(f"checkpoints not replicated: {', '.join(summary['failed'])}")

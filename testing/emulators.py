@@ -27,11 +27,13 @@ _AWS_ENV = {
 
 @contextmanager
 def moto_server() -> Iterator[str]:
-    """A moto S3 server on 127.0.0.1 (real HTTP); yields its endpoint URL."""
+    """A moto S3 server on 127.0.0.1 (real HTTP); yields its endpoint URL. It answers
+    destination preconditions on copies as S3 does (`_s3_copy_preconditions`)."""
     from moto.server import ThreadedMotoServer
 
     for k, v in _AWS_ENV.items():
         os.environ.setdefault(k, v)
+    _s3_copy_preconditions()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -39,6 +41,49 @@ def moto_server() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+def _s3_copy_preconditions() -> None:
+    """Teach moto the destination preconditions S3 checks and moto 5.2 does not: `If-None-Match`
+    and `If-Match` on CopyObject, and `If-Match` on CompleteMultipartUpload (botocore's S3
+    model documents both: 412 when the destination exists / holds another ETag). moto checks
+    `If-None-Match` on CompleteMultipartUpload itself. Without this a conditional server-side
+    copy would overwrite on moto where S3 refuses it, and no test could tell them apart."""
+    from moto.s3.exceptions import MissingKey, PreconditionFailed
+    from moto.s3.responses import S3Response
+
+    if getattr(S3Response, "_lifeboat_copy_preconditions", False):
+        return
+
+    def check(self, bucket_name: str, key_name: str, *, none_match: bool) -> None:
+        existing = self.backend.get_object(bucket_name, key_name)
+        if none_match and self.headers.get("If-None-Match") == "*" and existing is not None:
+            raise PreconditionFailed("If-None-Match")
+        if_match = self.headers.get("If-Match")
+        if if_match and existing is None:
+            raise MissingKey(key=key_name)  # as moto's PutObject answers it
+        if if_match and if_match.strip('"') != existing.etag.strip('"'):
+            raise PreconditionFailed("If-Match")
+
+    copy_object, post = S3Response.copy_object, S3Response._key_response_post
+
+    def conditional_copy_object(self):
+        check(self, self.bucket_name, self.parse_key_name(), none_match=True)
+        return copy_object(self)
+
+    def conditional_complete(self, request, body, bucket_name, query, key_name):
+        if query.get("uploadId"):
+            existing = self.backend.get_object(bucket_name, key_name)
+            finished = (
+                existing is not None and existing.multipart and existing.multipart.id == query["uploadId"][0]
+            )
+            if not finished:  # a retry of a completion that landed answers as the first did
+                check(self, bucket_name, key_name, none_match=False)
+        return post(self, request, body, bucket_name, query, key_name)
+
+    S3Response.copy_object = conditional_copy_object
+    S3Response._key_response_post = conditional_complete
+    S3Response._lifeboat_copy_preconditions = True
 
 
 @contextmanager

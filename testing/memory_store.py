@@ -119,11 +119,14 @@ class MemoryStore:
         with self._lock:
             self._objects.pop(key, None)
 
-    def server_copy(self, source, src_key: str, dst_key: str) -> ObjectInfo | None:
+    def server_copy(
+        self, source, src_key: str, dst_key: str, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> ObjectInfo | None:
         checked_key(dst_key, self.uri)
         if not isinstance(source, MemoryStore):
             return None
-        return self.put(dst_key, source._get(src_key).data)
+        data = source._get(src_key).data
+        return self.put(dst_key, data, if_none_match=if_none_match, if_match=if_match)
 
     def peek(self, key: str) -> bytes | None:
         """Test helper: an object's bytes behind the API (no outage, no request), or None."""

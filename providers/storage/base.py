@@ -97,10 +97,22 @@ class Store(Protocol):
         """Remove an object; removing a missing one is not an error."""
         ...
 
-    def server_copy(self, source: Store, src_key: str, dst_key: str) -> ObjectInfo | None:
+    def server_copy(
+        self,
+        source: Store,
+        src_key: str,
+        dst_key: str,
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+    ) -> ObjectInfo | None:
         """Copy `source`'s object into this store without moving its bytes through us
-        (S3 CopyObject/UploadPartCopy, GCS rewrite, local hard link or copy), keeping its
-        CRC32C. Returns None when `source` is on another service: the caller streams."""
+        (S3 CopyObject/UploadPartCopy, GCS rewrite, local copy and rename), keeping its
+        CRC32C. Returns None when `source` is on another service: the caller streams.
+
+        The destination precondition is `put`'s: `if_none_match=True` creates only,
+        `if_match=version` replaces only that version; a lost condition raises
+        `PreconditionFailed` and leaves the destination as the other writer left it."""
         ...
 
 

@@ -4,8 +4,9 @@ This module owns google-cloud-storage (imported lazily). Versions are generation
 create-only is `if_generation_match=0`, if-match is `if_generation_match=<generation>`.
 List reports `crc32c` for every object, so certification against GCS reads no bytes.
 `endpoint_url` (or `STORAGE_EMULATOR_HOST`) points the client at an emulator with
-anonymous credentials. Note: gcp-storage-emulator ignores `ifGenerationMatch`; the
-contract suite marks those tests xfail there and runs them on `MemoryStore`.
+anonymous credentials. A server-side copy (rewrite) takes the same destination precondition.
+Note: gcp-storage-emulator ignores `ifGenerationMatch`; the contract suite marks those tests
+xfail there and runs them on `MemoryStore`.
 """
 
 from __future__ import annotations
@@ -219,11 +220,7 @@ class GcsStore:
         crc32c: int | None = None,
         size: int | None = None,
     ) -> ObjectInfo:
-        cond = {}
-        if if_none_match:
-            cond["if_generation_match"] = 0
-        if if_match is not None:
-            cond["if_generation_match"] = int(if_match)
+        cond = _generation_match(if_none_match, if_match)
         blob = self._bucket().blob(self._key(key))
         if size is not None and size <= UPLOAD_CHUNK and not isinstance(data, bytes | bytearray | memoryview):
             data = b"".join(data)  # small enough for one simple upload instead of a resumable session
@@ -257,19 +254,32 @@ class GcsStore:
         with contextlib.suppress(NotFound):
             self._call("delete", key, lambda: self._bucket().blob(name).delete(**self._rpc))
 
-    def server_copy(self, source, src_key: str, dst_key: str) -> ObjectInfo | None:
+    def server_copy(
+        self, source, src_key: str, dst_key: str, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> ObjectInfo | None:
         dst_name = self._key(dst_key)
         if not isinstance(source, GcsStore) or source.endpoint_url != self.endpoint_url:
             return None
+        cond = _generation_match(if_none_match, if_match)
         src_blob = self._client().bucket(source.bucket_name).blob(source._key(src_key))
         dst_blob = self._bucket().blob(dst_name)
         token = None
         while True:  # rewrite may take several calls for large objects across locations
+            # every call carries the destination's precondition: the object is written by the last
             token, _, _ = self._call(
-                "rewrite", dst_key, lambda t=token: dst_blob.rewrite(src_blob, token=t, **self._rpc)
+                "rewrite",
+                dst_key,
+                lambda t=token: dst_blob.rewrite(src_blob, token=t, **cond, **self._rpc),
             )
             if token is None:
                 return self.head(dst_key)
+
+
+def _generation_match(if_none_match: bool, if_match: str | None) -> dict:
+    """A write's precondition as GCS takes it: generation 0 (none) or the planned one."""
+    if if_match is not None:
+        return {"if_generation_match": int(if_match)}
+    return {"if_generation_match": 0} if if_none_match else {}
 
 
 def _utc(text: str) -> datetime:

@@ -9,7 +9,9 @@ filesystem that changes no metadata at all is for `--deep` or a checksumming fil
 A file name too long to take the sidecar's dot and suffix within NAME_MAX has its sidecar
 named by a hash of it; a sidecar that cannot be read is no checksum, never an error.
 Conditional writes use an exclusive lock file per key and an atomic rename, so racing
-writers in several processes see exactly one winner.
+writers in several processes see exactly one winner; a create-only write links its file into
+place, so it never replaces a file that anyone, Lifeboat or not, wrote there first. A
+server-side copy (local to local) is a copy beside the destination, then the same commit.
 
 A key is the file at `root/key` and no other (`_path`, the one place keys are checked):
 never through a symlinked folder, and read through a symlink only while it stays inside
@@ -20,6 +22,7 @@ file it names, so no write lands in another checkpoint's folder or outside the r
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -95,13 +98,7 @@ class LocalStore:
                     crc = int(stored_crc, 16)
         except (OSError, ValueError):  # none, or unreadable: no checksum (certification streams)
             pass
-        return ObjectInfo(
-            key=key,
-            size=st.st_size,
-            updated=datetime.fromtimestamp(st.st_mtime, UTC),
-            version=f"{st.st_mtime_ns}-{st.st_ino}",
-            crc32c=crc,
-        )
+        return _object_info(key, st, crc)
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         if not self.root.exists():
@@ -180,22 +177,39 @@ class LocalStore:
                 raise ChecksumMismatch(
                     f"{self.uri}/{key}: CRC32C of the bytes is {crc:08x}, expected {crc32c:08x}"
                 )
-            conditional = if_none_match or if_match is not None
-            with self._key_lock(key) if conditional else _nothing():
-                if if_none_match and path.exists():
-                    raise PreconditionFailed(f"{self.uri}/{key} already exists")
+            return self._commit(key, path, tmp, crc, if_none_match, if_match)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def _commit(
+        self, key: str, path: Path, tmp: str, crc: int | None, if_none_match: bool, if_match: str | None
+    ) -> ObjectInfo:
+        """Put the finished file `tmp` in `path`'s place at once, with its CRC32C sidecar, and
+        answer with what was written: the file itself (held open), never whatever holds the
+        name a moment later (another writer's file, which a copy's check would then delete).
+        A conditional write holds the key's lock, so racing conditional writers see one
+        winner; create-only links instead of renaming, so it never replaces a file whoever
+        wrote it (a trainer writing its own files takes no lock of ours)."""
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            with self._key_lock(key) if if_none_match or if_match is not None else _nothing():
                 if if_match is not None:
                     current = self._info(key, path).version if path.exists() else None
                     if current != if_match:
                         raise PreconditionFailed(
                             f"{self.uri}/{key} changed (version {current}, expected {if_match})"
                         )
-                os.replace(tmp, path)
-                self._write_sidecar(path, crc)
+                if if_none_match:
+                    _create(tmp, path, f"{self.uri}/{key}")
+                else:
+                    os.replace(tmp, path)
+                st = os.fstat(fd)  # after the rename or unlink: both change its ctime
+                if crc is not None:
+                    self._sidecar(path).write_text(" ".join([*_stamp(st), f"{crc:08x}"]))
         finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        return self._info(key, path)
+            os.close(fd)
+        return _object_info(key, st, crc)
 
     def delete(self, key: str) -> None:
         path = self._path(key, follow=False)
@@ -203,7 +217,9 @@ class LocalStore:
             with suppress(FileNotFoundError):
                 p.unlink()
 
-    def server_copy(self, source, src_key: str, dst_key: str) -> ObjectInfo | None:
+    def server_copy(
+        self, source, src_key: str, dst_key: str, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> ObjectInfo | None:
         dst = self._path(dst_key, follow=False)
         if not isinstance(source, LocalStore):
             return None
@@ -213,22 +229,44 @@ class LocalStore:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=dst.parent)
         os.close(fd)
         try:
-            shutil.copyfile(src, tmp)
-            os.replace(tmp, dst)
+            shutil.copyfile(src, tmp)  # beside the destination, then in its place as `put` does
+            return self._commit(dst_key, dst, tmp, info.crc32c, if_none_match, if_match)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        if info.crc32c is not None:
-            self._write_sidecar(dst, info.crc32c)
-        return self.head(dst_key)
 
-    def _write_sidecar(self, path: Path, crc: int) -> None:
-        self._sidecar(path).write_text(" ".join([*_stamp(path.stat()), f"{crc:08x}"]))
+
+def _object_info(key: str, st: os.stat_result, crc: int | None) -> ObjectInfo:
+    return ObjectInfo(
+        key=key,
+        size=st.st_size,
+        updated=datetime.fromtimestamp(st.st_mtime, UTC),
+        version=f"{st.st_mtime_ns}-{st.st_ino}",
+        crc32c=crc,
+    )
 
 
 def _stamp(st: os.stat_result) -> list[str]:
     """What binds a sidecar to one version of its file."""
     return [str(st.st_size), str(st.st_mtime_ns), str(st.st_ino), str(st.st_ctime_ns)]
+
+
+def _create(tmp: str, path: Path, where: str) -> None:
+    """Give `tmp` the name `path` only if nothing has it: a hard link fails on any file,
+    link or folder there, atomically. A filesystem without hard links (some FUSE mounts)
+    falls back to a check and a rename, exclusive among Lifeboat's writers by the key lock."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise PreconditionFailed(f"{where} already exists") from None
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        if os.path.lexists(path):
+            raise PreconditionFailed(f"{where} already exists") from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
 
 
 @contextmanager

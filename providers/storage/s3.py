@@ -18,6 +18,11 @@ return checksum values, so `list()` reports `crc32c=None` and `head()` asks for 
 default CRC64NVME, is not comparable: `head()` reports `crc32c=None` ("unverifiable by
 metadata").
 
+Preconditions: create-only is `If-None-Match: *`, if-match is `If-Match: "<ETag>"`, on
+PutObject, on CompleteMultipartUpload (a multipart put or copy: the parts never become the
+object when it is lost) and on CopyObject, which S3 checks against the destination (412;
+409 ConditionalRequestConflict when another write races it, lost the same way).
+
 Memory: objects up to SINGLE_PUT_LIMIT go in one PutObject; larger ones in parts sized per
 object (`part_size`), uploaded concurrently by a small pool; every body in flight is
 reserved from the process's byte budget (providers/storage/buffers.py) first, filled in
@@ -290,11 +295,7 @@ class S3Store:
         size: int | None = None,
     ) -> ObjectInfo:
         self._key(key)  # a refused key fails before a byte of `data` is read
-        cond = {}
-        if if_none_match:
-            cond["IfNoneMatch"] = "*"
-        if if_match is not None:
-            cond["IfMatch"] = f'"{if_match}"'
+        cond = _conditions(if_none_match, if_match)
         if isinstance(data, bytes | bytearray | memoryview):
             return self._put_one(key, data, cond, crc32c)
         if size is not None and size <= SINGLE_PUT_LIMIT:
@@ -440,10 +441,13 @@ class S3Store:
         with contextlib.suppress(NotFound):
             self._call("DeleteObject", key, Bucket=self.bucket, Key=self._key(key))
 
-    def server_copy(self, source, src_key: str, dst_key: str) -> ObjectInfo | None:
+    def server_copy(
+        self, source, src_key: str, dst_key: str, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> ObjectInfo | None:
         dst = self._key(dst_key)
         if not isinstance(source, S3Store) or source.endpoint_url != self.endpoint_url:
             return None
+        cond = _conditions(if_none_match, if_match)
         src = {"Bucket": source.bucket, "Key": source._key(src_key)}
         info = source.head(src_key)
         if info.size <= COPY_LIMIT:
@@ -457,6 +461,7 @@ class S3Store:
                 Key=dst,
                 CopySource=src,
                 **algo,
+                **cond,
             )
             result = r.get("CopyObjectResult", {})
             full = result.get("ChecksumType", "FULL_OBJECT") == "FULL_OBJECT" and "-" not in result.get(
@@ -467,9 +472,12 @@ class S3Store:
                 crc = from_b64(result["ChecksumCRC32C"])
                 return self._info(dst_key, info.size, result["LastModified"], result["ETag"], crc)
             return self.head(dst_key)
-        return self._copy_multipart(source, info, src, dst_key)
+        return self._copy_multipart(info, src, dst_key, cond)
 
-    def _copy_multipart(self, source: S3Store, info: ObjectInfo, src: dict, dst_key: str) -> ObjectInfo:
+    def _copy_multipart(self, info: ObjectInfo, src: dict, dst_key: str, cond: dict) -> ObjectInfo:
+        """UploadPartCopy in COPY_PART_SIZE parts; the destination precondition rides on
+        CompleteMultipartUpload (UploadPartCopy takes none), so parts copied under a lost
+        condition never become the object, and the upload is aborted."""
         k = self._key(dst_key)
         # FULL_OBJECT CRC32C needs the full-object value at completion: only known when the
         # source reports one. Otherwise the copy is COMPOSITE (unverifiable by metadata).
@@ -509,6 +517,7 @@ class S3Store:
                 UploadId=upload_id,
                 MultipartUpload={"Parts": parts},
                 **extra,
+                **cond,
             )
         except BaseException:
             with contextlib.suppress(Exception):
@@ -519,6 +528,17 @@ class S3Store:
 
 class _EmptyRange(Exception):
     pass
+
+
+def _conditions(if_none_match: bool, if_match: str | None) -> dict:
+    """A write's destination precondition as PutObject, CopyObject and
+    CompleteMultipartUpload all take it: create only, or replace only that ETag."""
+    cond = {}
+    if if_none_match:
+        cond["IfNoneMatch"] = "*"
+    if if_match is not None:
+        cond["IfMatch"] = f'"{if_match}"'
+    return cond
 
 
 def part_size(size: int | None) -> int:

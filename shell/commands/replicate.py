@@ -154,6 +154,8 @@ def _retention(settings, way, args, source_found, standby_found) -> None:
         sites=way.sites,
     )
     verb = "would delete" if args.dry_run else "deleted"
+    for refusal in result.refused.values():  # one line per object retention could not name
+        print(f"REFUSED {refusal}", file=sys.stderr)
     for v in result.verdicts:
         if v.keep:
             print(f"keep {v.checkpoint.prefix} (step {v.checkpoint.step}): {v.reason}")

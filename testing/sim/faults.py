@@ -199,7 +199,7 @@ class FaultyStore:
         if fault == "lost-reply":
             self._lost(key)
 
-    def server_copy(self, source, src_key: str, dst_key: str):
+    def server_copy(self, source, src_key: str, dst_key: str, **cond):
         return None  # another provider's store: the caller streams (every byte a request)
 
 

@@ -121,6 +121,36 @@ class StoreContract:
         assert copied.crc32c == other.head("copy/shard").crc32c == crc32c(b"z" * 5000)
         assert b"".join(other.read("copy/shard")) == b"z" * 5000
 
+    def test_a_create_only_server_copy_never_lands_over_an_object_written_since(
+        self, store, make_store, backend, request
+    ):
+        """The copy planned an empty destination; another writer (a failover's resumed job)
+        wrote there first: the copy loses, the writer's bytes stay."""
+        _needs_preconditions(request, backend)
+        other = make_store(backend, prefix="replica")
+        store.put("step_20/shard", b"old lineage" * 100)
+        other.put("step_20/shard", b"active lineage")
+        with pytest.raises(PreconditionFailed):
+            other.server_copy(store, "step_20/shard", "step_20/shard", if_none_match=True)
+        assert b"".join(other.read("step_20/shard")) == b"active lineage"
+        fresh = other.server_copy(store, "step_20/shard", "step_21/shard", if_none_match=True)
+        assert fresh.crc32c == crc32c(b"old lineage" * 100)
+
+    def test_an_if_match_server_copy_replaces_only_the_version_it_planned_against(
+        self, store, make_store, backend, request
+    ):
+        _needs_preconditions(request, backend)
+        other = make_store(backend, prefix="replica")
+        store.put("shard", b"source" * 100)
+        planned = other.put("shard", b"stale replica")
+        since = other.put("shard", b"written since the plan")
+        with pytest.raises(PreconditionFailed):
+            other.server_copy(store, "shard", "shard", if_match=planned.version)
+        assert b"".join(other.read("shard")) == b"written since the plan"
+        copied = other.server_copy(store, "shard", "shard", if_match=since.version)
+        assert copied.version == other.head("shard").version != since.version
+        assert b"".join(other.read("shard")) == b"source" * 100
+
     def test_server_copy_from_another_service_declines(self, store, make_store, backend):
         foreign = make_store("memory" if backend != "memory" else "local")
         foreign.put("shard", b"q")

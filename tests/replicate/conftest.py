@@ -44,7 +44,7 @@ class ProxyStore:
         self._log("delete", key)
         self.inner.delete(key)
 
-    def server_copy(self, source, src_key: str, dst_key: str):
+    def server_copy(self, source, src_key: str, dst_key: str, **cond):
         return None  # force streaming through Lifeboat
 
 
@@ -165,7 +165,8 @@ def runbook_file(tmp_path):
 
 @pytest.fixture
 def make_store(request, tmp_path):
-    """`make_store("local" | "s3" | "gcs", endpoint_url=None)`: a fresh store (new bucket)."""
+    """`make_store("local" | "s3" | "gcs" | "memory", endpoint_url=None)`: a fresh store (new
+    bucket)."""
     from itertools import count
 
     n = count()
@@ -185,6 +186,10 @@ def make_store(request, tmp_path):
 
             url = request.getfixturevalue("gcs_endpoint")
             return GcsStore(new_gcs_bucket(url), "ckpt", endpoint_url=url)
+        if backend == "memory":
+            from lifeboat_dr.testing.memory_store import MemoryStore
+
+            return MemoryStore()
         raise ValueError(backend)
 
     return make

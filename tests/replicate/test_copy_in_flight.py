@@ -7,7 +7,9 @@ marker (the marker would go from epoch 1 back to 0) and not its shards (a hybrid
 its CRC32Cs, so the newest certified falls back). The copy re-checks the site state before
 its commit markers and writes conditionally on what it planned against.
 
-Runs with the secondary on a local folder and on S3 (moto).
+Runs with the secondary on a local folder and on S3 (moto), streamed from a local primary,
+and server-side (local to local, S3 to S3 on one endpoint, memory to memory): a server-side
+copy carries the same destination precondition as a streamed write.
 """
 
 from __future__ import annotations
@@ -45,17 +47,26 @@ class FenceLandsMidCopy:
     """The secondary as the copy writes to it: the failover fences and the resumed job
     commits its own step 20 right before the copy's first write that `when` selects."""
 
-    def __init__(self, inner, primary, when):
+    def __init__(self, inner, primary, when, *, resumed_job_commits=True):
         self.inner, self.primary, self.when = inner, primary, when
+        self.resumed_job_commits = resumed_job_commits
         self.uri, self.capabilities = inner.uri, inner.capabilities
         self.landed = False
+        self.server_side: list[str] = []  # keys the store copied server-side, or refused to
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def server_copy(self, source, src_key, dst_key):
+    def server_copy(self, source, src_key, dst_key, **cond):
         self._maybe_fence(dst_key)
-        return self.inner.server_copy(source, src_key, dst_key)
+        taken = True
+        try:
+            info = self.inner.server_copy(source, src_key, dst_key, **cond)
+            taken = info is not None  # None: another service, the copy streams
+            return info
+        finally:
+            if taken:
+                self.server_side.append(dst_key)
 
     def put(self, key, data, **kw):
         self._maybe_fence(key)
@@ -66,39 +77,35 @@ class FenceLandsMidCopy:
             return
         self.landed = True
         fence_job(self.inner, Partitioned(self.primary), run_id="failover-1", holder="lifeboat:trainer-dr")
-        name = write_checkpoint(self.inner, "manifest", 20, shard_size=300)  # the active lineage's bytes
-        commit_checkpoint(self.inner, name, 20, 1)
+        if self.resumed_job_commits:
+            name = write_checkpoint(self.inner, "manifest", 20, shard_size=300)  # the active lineage's bytes
+            commit_checkpoint(self.inner, name, 20, 1)
 
 
 def _is_marker(key: str) -> bool:
     return key.endswith((COMMIT_MARKER, "lifeboat-manifest.json"))
 
 
-SERVER_COPY_GAP = pytest.mark.xfail(
-    strict=True,
-    reason="a server-side copy (local to local, S3 to S3 on one endpoint) carries no precondition: "
-    "Store.server_copy has none, so a shard the resumed job wrote during the copy's data phase is "
-    "overwritten; the copy still stops before its markers (test below) and certification rejects "
-    "the hybrid by CRC32C",
-)
+def _shards(key: str) -> bool:
+    return not _is_marker(key)
 
 
 @pytest.mark.parametrize(
-    "backend, when",
+    "source, destination, when",
     [
-        pytest.param("local", _is_marker, id="local-fence-before-the-markers"),
-        pytest.param("s3", _is_marker, id="s3-fence-before-the-markers"),
-        pytest.param(
-            "local",
-            lambda key: not _is_marker(key),
-            id="local-fence-before-the-shards",
-            marks=SERVER_COPY_GAP,
-        ),
-        pytest.param("s3", lambda key: not _is_marker(key), id="s3-fence-before-the-shards"),
+        pytest.param("local", "local", _is_marker, id="local-fence-before-the-markers"),
+        pytest.param("local", "s3", _is_marker, id="s3-fence-before-the-markers"),
+        pytest.param("local", "local", _shards, id="local-server-copy-fence-before-the-shards"),
+        pytest.param("local", "s3", _shards, id="s3-fence-before-the-shards"),
+        pytest.param("s3", "s3", _shards, id="s3-server-copy-fence-before-the-shards"),
+        pytest.param("s3", "s3", _is_marker, id="s3-server-copy-fence-before-the-markers"),
+        pytest.param("memory", "memory", _shards, id="memory-server-copy-fence-before-the-shards"),
     ],
 )
-def test_a_copy_planned_before_the_fence_never_lands_over_the_active_lineage(make_store, backend, when):
-    primary, secondary = make_store("local"), make_store(backend)
+def test_a_copy_planned_before_the_fence_never_lands_over_the_active_lineage(
+    make_store, source, destination, when
+):
+    primary, secondary = make_store(source), make_store(destination)
     write_checkpoint(primary, "manifest", 10)
     commit_checkpoint(primary, "step_0000010", 10, 0)
     write_checkpoint(primary, "manifest", 20)
@@ -121,6 +128,7 @@ def test_a_copy_planned_before_the_fence_never_lands_over_the_active_lineage(mak
         stopped = str(e)
 
     assert racing.landed
+    assert bool(racing.server_side) == (source == destination)  # the path under test was taken
     assert stopped, "the copy did not notice the fence"
     _never_over_the_active_marker(secondary)
     report = certify_replica(secondary, None, layout="manifest")
@@ -133,14 +141,15 @@ def _never_over_the_active_marker(secondary) -> None:
     assert (marker["epoch"], marker["lineage"]) == (1, "secondary@1")
 
 
-def test_a_server_side_copy_in_flight_when_the_fence_lands_stops_before_its_markers(make_store):
-    """Where the data goes server-side (local to local), the copy cannot be stopped mid-shard,
-    but it re-checks the site state before its markers: the old lineage's never land."""
+def test_a_fence_during_a_server_side_copy_stops_it_before_its_markers(make_store):
+    """The fence lands during the data phase of a local-to-local copy, before the resumed job
+    writes anything: every shard's create-only copy still lands (nothing was there), but the
+    copy re-checks the site state before its markers, so the old lineage's never land."""
     primary, secondary = make_store("local"), make_store("local")
     write_checkpoint(primary, "manifest", 20)
     commit_checkpoint(primary, "step_0000020", 20, 0)
     way = direction(SETTINGS.runbook, primary, secondary)
-    racing = FenceLandsMidCopy(secondary, primary, lambda key: not _is_marker(key))
+    racing = FenceLandsMidCopy(secondary, primary, _shards, resumed_job_commits=False)
     guard = way.guard(SETTINGS.runbook, {"primary": primary, "secondary": secondary})
 
     with pytest.raises(LifeboatError, match="refusing to replicate trainer"):
@@ -150,9 +159,9 @@ def test_a_server_side_copy_in_flight_when_the_fence_lands_stops_before_its_mark
             sources_to_replicate(SETTINGS, way),
             rpo_target=SETTINGS.rpo_target,
             guard=guard,
-            concurrency=1,  # one shard at a time: the fence lands before the first, the rest follow it
         )
-    _never_over_the_active_marker(secondary)
+    assert racing.landed
+    assert [i.key for i in secondary.list("step_0000020/") if _is_marker(i.key)] == []
 
 
 def test_a_root_pointer_copied_after_the_fence_never_moves_the_active_lineages(make_store):

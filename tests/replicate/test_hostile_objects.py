@@ -140,3 +140,41 @@ def test_a_standby_shard_linked_to_another_step_is_replaced_never_written_throug
     assert not link.is_symlink()
     doc = _certified(runbook, capsys)
     assert doc["certified"]["step"] == 20
+
+
+@pytest.mark.integration
+def test_a_hostile_key_in_an_s3_standby_is_skipped_by_retention_which_trims_the_rest(
+    primary, make_store, write_checkpoint, tmp_path, monkeypatch, capsys
+):
+    """Retention deletes old replicas object by object; one whose key no store may name (it
+    was put there behind Lifeboat) is left with one line, and the rest are still trimmed."""
+    import boto3
+
+    monkeypatch.chdir(tmp_path)
+    standby = make_store("s3")
+    for step in (10, 20, 30):
+        write_checkpoint(primary, f"step-{step:06d}", step)
+    for step in (10, 20):  # replicated by earlier runs
+        write_checkpoint(standby, f"step-{step:06d}", step)
+    s3 = boto3.client("s3", endpoint_url=standby.endpoint_url, region_name="us-east-1")
+    stray = "step-000020//shard-000.bin"  # an empty segment: no store may delete it by that name
+    s3.put_object(Bucket=standby.bucket, Key=f"{standby.prefix}/{stray}", Body=b"stray")
+    path = tmp_path / "hostile.yaml"
+    path.write_text(
+        two_site_runbook(
+            "hostile",
+            primary=primary.uri,
+            secondary={"store": standby.uri, "endpoint_url": standby.endpoint_url},
+            checkpoint={"layout": "manifest", "retention": {"keep_last": 1}},
+        )
+    )
+
+    code = main(["replicate", str(path), "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    refused = [line for line in err.splitlines() if line.startswith("REFUSED")]
+    assert len(refused) == 1 and stray in refused[0] and "\n" not in refused[0], out + err
+    assert "deleted step-000010" in out and "deleted step-000020" in out
+    left = {i.key for i in standby.list() if i.key.startswith("step-")}
+    assert {k.split("/")[0] for k in left} == {"step-000020", "step-000030"}
+    assert [k for k in left if not k.startswith("step-000030/")] == [stray]

@@ -147,6 +147,34 @@ def test_a_byte_flipped_on_the_way_into_the_destination_is_detected(
     assert_replica_matches(primary, secondary)
 
 
+def test_a_server_side_copy_that_lands_wrong_is_deleted_and_retried_create_only(
+    primary, secondary, no_sleep, faults, write_checkpoint
+):
+    """The copy planned to replace a stale replica's shard (if-match on its version); the
+    provider's copy answers with another CRC32C, so it is deleted: the retry must then be
+    create-only, or it would lose its own precondition against nothing."""
+    write_checkpoint(primary, CKPT, 100)
+    secondary.put(SHARDS[0], b"a stale replica's shard")
+    stale = secondary.head(SHARDS[0]).version
+
+    class LandsWrongOnce(faults.Proxy):
+        conditions: list[dict] = []
+
+        def server_copy(self, source, src_key, dst_key, **cond):
+            info = self.inner.server_copy(source, src_key, dst_key, **cond)
+            if dst_key == SHARDS[0]:
+                self.conditions.append(cond)
+                if len(self.conditions) == 1:
+                    return replace(info, crc32c=info.crc32c ^ 1)
+            return info
+
+    watched = LandsWrongOnce(secondary)
+    report = copy_prefix(primary, watched, CKPT, CKPT, retry=no_sleep)
+    assert watched.conditions == [{"if_match": stale}, {"if_none_match": True}]
+    assert report.retries == 1 and SHARDS[0].removeprefix(f"{CKPT}/") in report.server_copied
+    assert_replica_matches(primary, secondary)
+
+
 def _assert_never_complete_but_partial(secondary) -> None:
     """What a reader of the secondary sees: if the manifest is there, so is every shard, whole."""
     try:

@@ -51,3 +51,28 @@ def test_a_key_through_a_symlinked_folder_is_refused(store):
     with pytest.raises(ConfigError, match=r"step_20/shard-0.bin: refused: .*symlink"):
         store.put("step_20/shard-0.bin", b"step 20")
     assert b"".join(store.read("step_10/shard-0.bin")) == b"step 10"
+
+
+def test_create_only_on_a_filesystem_without_hard_links_still_has_one_winner(store, monkeypatch):
+    """Create-only links its file into place; where the filesystem refuses hard links (some
+    FUSE mounts) it checks and renames under the key's lock instead."""
+    import errno
+
+    from lifeboat_dr.kernel.errors import PreconditionFailed
+    from lifeboat_dr.providers.storage import local
+
+    def no_links(src, dst):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(local.os, "link", no_links)
+    written = store.put("step_20/lifeboat-commit.json", b"epoch 1", if_none_match=True)
+    with pytest.raises(PreconditionFailed):
+        store.put("step_20/lifeboat-commit.json", b"epoch 0", if_none_match=True)
+    with pytest.raises(PreconditionFailed):
+        store.server_copy(store, "step_10/shard-0.bin", "step_20/lifeboat-commit.json", if_none_match=True)
+    assert b"".join(store.read("step_20/lifeboat-commit.json")) == b"epoch 1"
+    assert store.head("step_20/lifeboat-commit.json") == written
+    assert sorted(os.listdir(store.root / "step_20")) == [
+        ".lifeboat-commit.json.crc32c",
+        "lifeboat-commit.json",
+    ]

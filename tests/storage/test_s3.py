@@ -4,7 +4,7 @@ checksums S3 cannot compare with GCS, multipart puts and copies."""
 import pytest
 
 from lifeboat_dr.kernel.crc32c import crc32c
-from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
 from lifeboat_dr.providers.storage import s3 as s3mod
 from lifeboat_dr.providers.storage.s3 import S3Store
 from lifeboat_dr.providers.storage.s3_models import lean_loader
@@ -120,6 +120,27 @@ def test_large_server_copy_uses_upload_part_copy_and_keeps_full_object_crc32c(
     copied = dst.server_copy(src, "w", "w")
     assert dst.calls["UploadPartCopy"] == 2
     assert (copied.size, copied.crc32c) == (len(data), crc32c(data))
+
+
+@pytest.mark.parametrize("planned", ["nothing", "a stale version"])
+def test_a_large_server_copy_completes_only_over_what_it_planned_against(
+    s3_endpoint, bucket, monkeypatch, planned
+):
+    """Above CopyObject's ceiling the copy is multipart: its precondition rides on
+    CompleteMultipartUpload, so the parts copied never become the object, and no upload is
+    left behind."""
+    monkeypatch.setattr(s3mod, "COPY_LIMIT", 1 << 20)
+    monkeypatch.setattr(s3mod, "COPY_PART_SIZE", 5 << 20)
+    src = S3Store(bucket, "src", endpoint_url=s3_endpoint)
+    dst = S3Store(new_s3_bucket(s3_endpoint), "dst", endpoint_url=s3_endpoint)
+    src.put("w", b"\x07" * (6 << 20))
+    stale = dst.put("w", b"planned against")
+    dst.put("w", b"written since")  # the active lineage's object
+    cond = {"if_none_match": True} if planned == "nothing" else {"if_match": stale.version}
+    with pytest.raises(PreconditionFailed):
+        dst.server_copy(src, "w", "w", **cond)
+    assert dst.calls["UploadPartCopy"] == 2 and dst.calls["AbortMultipartUpload"] == 1
+    assert b"".join(dst.read("w")) == b"written since"
 
 
 def test_copy_from_another_endpoint_declines(s3_endpoint, bucket):
