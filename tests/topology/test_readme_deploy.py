@@ -159,8 +159,10 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
             assert finished[1].work_pool_name == "lifeboat-secondary"
             assert finished[0].work_pool_name == finished[2].work_pool_name == "lifeboat"
         # both watches wrote their vantage's readings into the one shared signal log
-        logged = json.loads((tmp_path / "detect" / "demo.json").read_text())
-        vantages = {r["evidence"].get("vantage") for r in logged["readings"]}
+        # (JSON lines, appended: core/detection/log.py)
+        lines = (tmp_path / "detect" / "demo.jsonl").read_text().splitlines()
+        readings = [record["reading"] for record in map(json.loads, lines) if "reading" in record]
+        vantages = {r["evidence"].get("vantage") for r in readings}
         assert vantages == {"control-plane", "secondary"}
         entries = LedgerFile(tmp_path / "ledger.jsonl").read("demo")
         by_run = {e.run_id: e for e in entries}
