@@ -160,6 +160,17 @@ def pytest_runtest_protocol(item, nextitem):
         _running[0] = None
 
 
+@pytest.fixture(autouse=True)
+def _lifeboat_env_left_as_found():
+    """A test that leaves a LIFEBOAT_* variable changed fails, naming it: every later test
+    (and every process it starts) would run with it, so which one fails depends on the order."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("LIFEBOAT_")}
+    yield
+    after = {k: v for k, v in os.environ.items() if k.startswith("LIFEBOAT_")}
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"the test left {', '.join(changed)} changed in os.environ (use monkeypatch)"
+
+
 def pytest_runtest_setup(item):
     for mark in item.iter_markers("peer_missing"):
         pytest.fail(f"CI=true and {mark.args[0]}: .ci/run installs it", pytrace=False)
