@@ -28,8 +28,11 @@ haproxy:
 demo: setup haproxy
 	$(BIN)/python -m lifeboat_dr.demo $(DEMO_ARGS)
 
+# On TEST_WORKERS pytest-xdist workers (most tests wait on servers and child processes, so
+# 3 workers on 2 cores): each file on one worker, the longest files first (tests/conftest.py).
+TEST_WORKERS ?= 3
 test: setup haproxy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 	$(BIN)/ruff check .
 
 # The on-call's path in headless Chromium (Debian's chromium + haproxy; `make test` runs it too).

@@ -24,6 +24,8 @@ import tempfile
 
 import pytest
 
+from tests.peers import missing
+
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
@@ -44,12 +46,53 @@ PEERS = (
 PEER_PARAMS = {"s3", "gcs", "s3-moto", "gcs-emulator", "haproxy", "route53"}
 
 
+# `make test` runs the suite on pytest-xdist workers (`-n 3 --dist loadgroup`): these files
+# start first, longest first (each takes a minute or more on CI's 2 cores), then the rest of
+# what starts servers and processes, then the unit tests, which fill the workers' ends.
+START_FIRST = (
+    "tests/topology/test_readme_deploy.py",
+    "tests/topology/test_production_topology.py",
+    "tests/approval/test_cancel_under_a_worker.py",
+    "tests/drills/test_partition_drill.py",
+    "tests/failover/test_rerun_after_sigkill.py",
+    "tests/approval/test_prefect_approval.py",
+    "tests/drills/test_drills.py",
+    "tests/trainer/test_dcp_trainer.py",
+    "tests/approval/test_identity_proxy.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         served = any(isinstance(v, str) and v in PEER_PARAMS for v in params.values())
         if served or any(p in getattr(item, "fixturenames", ()) for p in PEERS):
             item.add_marker(pytest.mark.integration)
+    if getattr(config.option, "dist", "no") == "loadgroup":
+        _one_worker_per_file(items)
+
+
+def _one_worker_per_file(items) -> None:
+    """Each file's tests run on one worker (its module fixtures start once), unless a test
+    names its group (`xdist_group`: tests that share something of the checkout's); groups
+    start in `START_FIRST`'s order, then those that start peers or processes."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    rank: dict[str, int] = {}
+    for item in items:
+        group = _group(item)
+        file = item.nodeid.split("::", 1)[0]
+        heavy = "integration" in item.keywords or "processes" in item.keywords
+        first = START_FIRST.index(file) if file in START_FIRST else len(START_FIRST) + (0 if heavy else 1)
+        rank[group] = min(rank.get(group, first), first)
+    items.sort(key=lambda item: rank[_group(item)])  # stable: a group's tests keep their order
+
+
+def _group(item) -> str:
+    mark = item.get_closest_marker("xdist_group")
+    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
 
 
 _running: list = [None]  # the test being run, for the process guard
@@ -99,6 +142,7 @@ def _console_follows_capture():
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "peer_missing(why): CI=true and a peer is missing (tests/peers.py)")
     subprocess.Popen.__init__, os.fork = _guarded_popen, _guarded_fork
     _console_follows_capture()
 
@@ -114,6 +158,22 @@ def pytest_runtest_protocol(item, nextitem):
         return (yield)
     finally:
         _running[0] = None
+
+
+@pytest.fixture(autouse=True)
+def _lifeboat_env_left_as_found():
+    """A test that leaves a LIFEBOAT_* variable changed fails, naming it: every later test
+    (and every process it starts) would run with it, so which one fails depends on the order."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("LIFEBOAT_")}
+    yield
+    after = {k: v for k, v in os.environ.items() if k.startswith("LIFEBOAT_")}
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"the test left {', '.join(changed)} changed in os.environ (use monkeypatch)"
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("peer_missing"):
+        pytest.fail(f"CI=true and {mark.args[0]}: .ci/run installs it", pytrace=False)
 
 
 def _unit_tier_guard(request) -> None:
@@ -157,7 +217,7 @@ def postgres_url(request):
         cluster = postgres_cluster()
         url = cluster.__enter__()
     except PostgresMissing as e:
-        pytest.skip(f"no PostgreSQL here: {e}")
+        missing(f"no PostgreSQL here: {e}")
     try:
         yield url
     finally:

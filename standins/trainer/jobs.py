@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
+from lifeboat_dr.core.fencing import COMMIT_MARKER
 from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.standins.trainer.core import newest_committed
 
@@ -99,7 +100,7 @@ TRAINERS = {
     "torch": TrainerJob(
         "torch",
         "dcp",
-        ".metadata",
+        COMMIT_MARKER,  # rank 0's guarded commit, after every rank saved and .metadata
         (
             "-m",
             "lifeboat_dr.standins.trainer.torchrun",

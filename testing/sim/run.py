@@ -10,7 +10,6 @@ zeroed or halved, each try a full history.
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import time
@@ -88,7 +87,6 @@ def run_history(
     started = time.perf_counter()
     sched = Scheduler(choices)
     world = World(sched, scenario, store_factory)
-    saved_env = os.environ.get("LIFEBOAT_LEDGER")
     try:
         with simulated(world):
             _populate(world)
@@ -102,10 +100,6 @@ def run_history(
             outcomes[run.run_id] = entry.outcome if entry is not None else "no ledger"
     finally:
         world.close()
-        if saved_env is None:
-            os.environ.pop("LIFEBOAT_LEDGER", None)
-        else:
-            os.environ["LIFEBOAT_LEDGER"] = saved_env
     return History(
         seed=seed,
         choices=list(choices.taken),

@@ -276,6 +276,7 @@ class World:
         self.draw_parameters()
         self._machine: str | None = None
         self._ledger_files: dict[str, str] = {}
+        self._ledger_before = os.environ.get("LIFEBOAT_LEDGER")  # put back by close()
         sched.on_switch = self._switched
 
     # -- parameters -------------------------------------------------------------------------
@@ -444,7 +445,14 @@ class World:
         return PlanOption(SECONDARY_INFRA, "a3-highgpu-8g", "H100:8", False, None, rank=0)
 
     def close(self) -> None:
+        """Remove the world's files and give the process its own LIFEBOAT_LEDGER back (the
+        world points it at the ledger of whichever machine runs: a later test would write
+        into a folder that is gone)."""
         shutil.rmtree(self.folder, ignore_errors=True)
+        if self._ledger_before is None:
+            os.environ.pop("LIFEBOAT_LEDGER", None)
+        else:
+            os.environ["LIFEBOAT_LEDGER"] = self._ledger_before
 
 
 def _tmp_root() -> str | None:

@@ -14,6 +14,7 @@ import pytest
 from prefect.client.orchestration import get_client
 
 from lifeboat_dr.flows.failover import failover, outcome_of
+from tests.peers import needs
 
 from .conftest import in_thread, wait_until
 from .identity_stack import PEOPLE, identity_stack
@@ -40,7 +41,7 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.browser,
     pytest.mark.timeout(600),
-    pytest.mark.skipif(_why_skip() is not None, reason=_why_skip() or ""),
+    needs(_why_skip()),
 ]
 
 

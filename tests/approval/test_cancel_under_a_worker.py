@@ -14,10 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.checkout import shares_the_checkout
+from tests.flow_run_processes import kill_flow_runs_on
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), shares_the_checkout]
 
 
 def _until(what, fn, timeout, every=0.5):
@@ -84,3 +87,4 @@ def test_cancel_under_a_process_worker_is_a_recorded_rejection(prefect_server_pr
         with contextlib.suppress(ProcessLookupError):
             os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=30)
+        kill_flow_runs_on(api)

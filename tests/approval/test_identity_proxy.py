@@ -21,6 +21,7 @@ from lifeboat_dr.flows.wiring import new_ledger
 from lifeboat_dr.providers.chat.console import ConsoleChat
 from lifeboat_dr.runbooks.model import Runbook
 from lifeboat_dr.shell.cli import main as lifeboat
+from tests.peers import needs
 
 from .conftest import in_thread, make_card, make_runbook, wait_until
 from .identity_stack import PEOPLE, identity_stack
@@ -28,9 +29,7 @@ from .identity_stack import PEOPLE, identity_stack
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.timeout(300),
-    pytest.mark.skipif(
-        shutil.which("haproxy") is None, reason="needs Debian's haproxy (apt-get install haproxy)"
-    ),
+    needs(None if shutil.which("haproxy") else "no haproxy here (apt-get install haproxy)"),
 ]
 
 

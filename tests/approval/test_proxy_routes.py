@@ -16,14 +16,14 @@ from uuid import uuid4
 
 import pytest
 
+from tests.peers import needs
+
 from .identity_stack import PEOPLE, identity_stack
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.timeout(300),
-    pytest.mark.skipif(
-        shutil.which("haproxy") is None, reason="needs Debian's haproxy (apt-get install haproxy)"
-    ),
+    needs(None if shutil.which("haproxy") else "no haproxy here (apt-get install haproxy)"),
 ]
 
 SECRET_VALUE = "s3cr3t-value-nobody-may-read"

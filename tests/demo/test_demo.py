@@ -1,6 +1,7 @@
 """`make demo` end to end: its own Prefect server, a killed trainer, detection, failover."""
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,9 @@ import pytest
 
 from lifeboat_dr.demo import training as demo
 from lifeboat_dr.standins.trainer import jobs
+from tests.checkout import shares_the_checkout
 
+pytestmark = shares_the_checkout
 TORCH_MISSING = jobs.TRAINERS["torch"].missing()
 
 
@@ -53,7 +56,20 @@ def test_torch_demo_resumes_dcp_checkpoints_under_torchrun_bit_for_bit():
     assert "PyTorch, 2 ranks under torchrun, DCP" in done.stdout
     secondary = demo.ROOT / ".lifeboat" / "demo" / "secondary"
     newest = max(secondary.glob("step-*/.metadata")).parent  # the resumed job's own saves
-    assert sorted(p.name for p in newest.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    # one .distcp per rank, DCP's .metadata, then the guarded commit's marker (LocalStore keeps
+    # the marker's CRC32C in its sidecar): the resumed job committed each save under the fence
+    assert sorted(p.name for p in newest.iterdir()) == [
+        ".lifeboat-commit.json.crc32c",
+        ".metadata",
+        "__0_0.distcp",
+        "__1_0.distcp",
+        "lifeboat-commit.json",
+    ]
+    marker = newest / "lifeboat-commit.json"
+    assert marker.stat().st_mtime_ns >= (newest / ".metadata").stat().st_mtime_ns
+    committed = json.loads(marker.read_text())
+    assert committed["step"] == int(newest.name.removeprefix("step-"))
+    assert committed["epoch"] >= 1, committed  # under the failover's epoch, not the primary's 0
     ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout
     left = [line for line in ps.splitlines() if str(demo.ROOT / ".lifeboat" / "demo") in line]
     assert not [line for line in left if not line.lstrip().startswith("Z")], left

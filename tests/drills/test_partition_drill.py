@@ -23,6 +23,7 @@ import pytest
 
 from benchmarks._netns import Sites, leftovers, unavailable
 from benchmarks.partition_drill import DRILL_ENV
+from tests.peers import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 DRILL_TIMEOUT_S = 420  # the whole drill process; it bounds each of its own steps far below
@@ -43,7 +44,7 @@ def _kill_namespace_processes(tag: str) -> None:
 def tag():
     """A namespace prefix unique to this test run; whatever is left of it is removed after."""
     if why := unavailable():
-        pytest.skip(f"network namespaces unavailable: {why}")
+        missing(f"network namespaces unavailable: {why}")
     name = f"lbpt-{uuid.uuid4().hex[:6]}"
     yield name
     _kill_namespace_processes(name)

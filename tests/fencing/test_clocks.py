@@ -30,10 +30,9 @@ from lifeboat_dr.core.replication.direction import ReplicationSettings, directio
 from lifeboat_dr.core.retention import RetentionPolicy, retention_for
 from lifeboat_dr.core.sitestate import read_site_state
 from lifeboat_dr.providers.storage.local import LocalStore
+from tests.peers import needs
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("faketime") is None, reason="libfaketime (faketime) not installed"
-)
+pytestmark = needs(None if shutil.which("faketime") else "no libfaketime here (apt-get install faketime)")
 
 REPO = Path(__file__).resolve().parents[2]
 

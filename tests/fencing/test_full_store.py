@@ -15,6 +15,7 @@ import pytest
 from lifeboat_dr.core.fencing import fence_job, read_lease
 from lifeboat_dr.kernel.errors import ProviderUnavailable
 from lifeboat_dr.providers.storage.local import LocalStore
+from tests.peers import missing
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def full_disk(tmp_path):
         ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True
     )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+        missing(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     filler = where / f"filler-{uuid.uuid4().hex}"
     try:
         fd = os.open(filler, os.O_WRONLY | os.O_CREAT)

@@ -13,7 +13,7 @@ from lifeboat_dr.testing.sim.mutants import MUTANTS, mutated
 from lifeboat_dr.testing.sim.run import explore_parallel, reach
 from tests.sim.known import KNOWN_27
 
-pytestmark = pytest.mark.sim_budget
+pytestmark = [pytest.mark.sim_budget, pytest.mark.processes]  # forks its JOBS workers
 
 HISTORIES = 2000
 BUDGET_S = 180.0

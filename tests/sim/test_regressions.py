@@ -87,7 +87,6 @@ CASES = (
             ),
         ),
         pins={"outage": PARTITION, "heal_after": HEAL_AFTER_150_S, "failback": NO_FAILBACK},
-        open_since="#27: a store that does not answer is read as 'no lease' (critical)",
     ),
     Case(
         "copy-in-flight",
@@ -106,7 +105,6 @@ CASES = (
             ),
         ),
         pins={"outage_at": 1, "replicate_every": 1},
-        open_since="#27: a copy in flight when the fence lands overwrites the active lineage (high)",
     ),
     Case(
         "zombie-clock-behind",
@@ -116,7 +114,6 @@ CASES = (
         ("newest-deleted", "none-certifiable", "certified-bad", "resumed-bad", "fenced-out-copied"),
         lambda h: fenced(h, "fo-1") and zombie_committed(h),
         pins={"outage": PARTITION, "clock:primary-trainer": BEHIND},
-        open_since="#27: the fence sealed by time, the zombie's clock 10 min behind (high)",
     ),
     Case(
         "control-plane-clock-ahead",
@@ -124,7 +121,6 @@ CASES = (
         ("fenced-out-copied", "resumed-bad", "newest-deleted"),
         lambda h: fenced(h, "fo-1") and zombie_committed(h),
         pins={"outage": PARTITION, "clock:cp-a": AHEAD},
-        open_since="#27: a control-plane clock 10 min ahead breaks the seal the same way (high)",
     ),
     Case(
         "primary-clock-ahead",
@@ -132,7 +128,6 @@ CASES = (
         ("ledger-negative-rpo",),
         lambda h: fenced(h, "fo-1") and resumed(h, "fo-1"),
         pins={"outage": DEAD, "clock:primary-trainer": AHEAD},
-        open_since="#27: a primary clock 10 min ahead gives a negative RPO, recorded as 0 (high)",
     ),
     Case(
         "control-plane-clock-behind",
@@ -140,7 +135,6 @@ CASES = (
         ("ledger-negative-rpo",),
         lambda h: fenced(h, "fo-1") and resumed(h, "fo-1"),
         pins={"outage": DEAD, "clock:cp-a": BEHIND},
-        open_since="#27: RPO and ledger times from one machine's clock (high)",
     ),
     Case(
         "lost-commit-reply",
@@ -149,7 +143,6 @@ CASES = (
         hit,
         script=(Fault("lost-reply", actor="primary-trainer", op="put", key="lifeboat-commit.json"),),
         pins={"outage": JOB_LOST},
-        open_since="#27: a dropped reply to the commit marker's PUT crashes the training loop (medium)",
     ),
     Case(
         "full-store-at-fence",
@@ -160,7 +153,6 @@ CASES = (
             Fault("full", actor="failover", op="put", key="_lifeboat/lease.json", phase="fence", times=0),
         ),
         pins={"outage": DEAD},
-        open_since="#27: a full secondary at the fence raises a bare OSError [Errno 28] (low)",
     ),
     Case(
         "retention-elsewhere",
@@ -177,7 +169,9 @@ CASES = (
         "later: it certifies the job's own newer checkpoint and starts the job again from it.",
         ("restarted",),
         lambda h: hit(h) and reran(h, "fo-1"),
-        script=(Fault("crash", actor="fo-1#1", phase="resume", op="compute", key="status"),),
+        # the first poll of the job it launched: the step's first status call comes before the
+        # launch (it looks for a job an earlier attempt started), so a crash there launches nothing
+        script=(Fault("crash", actor="fo-1#1", phase="resume", op="compute", key="logs"),),
         open_since="#27: a failover SIGKILLed and re-run with its run id restarts the job (high)",
     ),
     Case(
@@ -206,7 +200,9 @@ CASES = (
         "down, and its empty entry replaces the first attempt's: the fence and the job are forgotten.",
         ("ledger-missed", "ledger-checkpoint"),
         lambda h: hit(h) and fenced(h, "fo-1") and h.outcomes.get("fo-1") == "stood-down",
-        script=(Fault("crash", actor="fo-1#1", phase="resume", op="compute", key="status"),),
+        # the first poll of the job it launched: the step's first status call comes before the
+        # launch (it looks for a job an earlier attempt started), so a crash there launches nothing
+        script=(Fault("crash", actor="fo-1#1", phase="resume", op="compute", key="logs"),),
         pins={"rerun": RERUN_AFTER_125_S, "failback_after": FAILBACK_AFTER_60_S},
         open_since="#27 d4: a re-run's ledger entry replaces its first attempt's (found by the simulator)",
     ),
@@ -230,7 +226,6 @@ CASES = (
         "count: the failback resumes from one of them, a branch the job never continued.",
         ("fenced-out-copied", "active-overwritten", "certified-bad", "resumed-bad", "newest-deleted"),
         lambda h: fenced(h, "fo-1") and fenced(h, "fb-1"),
-        open_since="#27 d3: epochs sealed by sequence, not clocks (found by the simulator)",
     ),
     # what holds today, and must keep holding
     Case(

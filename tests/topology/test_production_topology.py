@@ -20,6 +20,8 @@ import pytest
 
 from lifeboat_dr.testing.prefect_servers import free_port
 from tests.alertmanager_webhooks import alerting_runbook, two_sources
+from tests.checkout import shares_the_checkout
+from tests.flow_run_processes import flow_run_process, kill_flow_runs_on
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -65,20 +67,6 @@ def _post(port: int, body: dict) -> dict:
         return json.loads(r.read())
 
 
-def _flow_run_process(run_id: str) -> int:
-    """The pid of the process running flow run `run_id` (the process worker passes its id in
-    PREFECT__FLOW_RUN_ID)."""
-    needle = f"PREFECT__FLOW_RUN_ID={run_id}".encode()
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if needle in (proc / "environ").read_bytes().split(b"\0"):
-                    return int(proc.name)
-            except OSError:
-                continue
-    pytest.fail(f"no process runs flow run {run_id}")
-
-
 def _ancestors(pid: int) -> list[int]:
     out = []
     while pid > 1:
@@ -105,6 +93,7 @@ def _until(what: str, check, timeout: float, every: float = 0.5):
     pytest.fail(f"{what}: not within {timeout:.0f}s")
 
 
+@shares_the_checkout
 def test_postgres_control_plane_survives_a_serve_replica_and_a_worker_dying(
     prefect_server_postgres, tmp_path
 ):
@@ -188,7 +177,8 @@ def test_postgres_control_plane_survives_a_serve_replica_and_a_worker_dying(
                 return mine and mine[0].phases.get("fenced")
 
             _until("the failover reaching `fenced`", mid_failover, 120, every=0.2)
-            pid = _flow_run_process(str(run.id))
+            pid = flow_run_process(str(run.id))
+            assert pid is not None, f"no process runs flow run {run.id}"
             victim = next(w for w in workers if w.pid in _ancestors(pid))
             os.kill(pid, signal.SIGKILL)  # the host dies: the worker and the run's process with it
             _kill(victim)
@@ -217,3 +207,4 @@ def test_postgres_control_plane_survives_a_serve_replica_and_a_worker_dying(
     finally:
         for p in replicas + workers:
             _kill(p)
+        kill_flow_runs_on(api)  # the cancelled alert-path run, in a session of its own

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.checkout import shares_the_checkout
+from tests.flow_run_processes import kill_flow_runs_on
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -90,6 +93,7 @@ def test_deploy_refuses_a_runbook_it_cannot_read_in_one_line(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@shares_the_checkout
 def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
     prefect_server_process, tmp_path
 ):
@@ -159,8 +163,10 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
             assert finished[1].work_pool_name == "lifeboat-secondary"
             assert finished[0].work_pool_name == finished[2].work_pool_name == "lifeboat"
         # both watches wrote their vantage's readings into the one shared signal log
-        logged = json.loads((tmp_path / "detect" / "demo.json").read_text())
-        vantages = {r["evidence"].get("vantage") for r in logged["readings"]}
+        # (JSON lines, appended: core/detection/log.py)
+        lines = (tmp_path / "detect" / "demo.jsonl").read_text().splitlines()
+        readings = [record["reading"] for record in map(json.loads, lines) if "reading" in record]
+        vantages = {r["evidence"].get("vantage") for r in readings}
         assert vantages == {"control-plane", "secondary"}
         entries = LedgerFile(tmp_path / "ledger.jsonl").read("demo")
         by_run = {e.run_id: e for e in entries}
@@ -179,6 +185,7 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
             except subprocess.TimeoutExpired:
                 os.killpg(worker.pid, signal.SIGKILL)
                 worker.wait()
+        kill_flow_runs_on(prefect_server_process)  # a failover the automation started, waiting for a person
         with (
             temporary_settings({PREFECT_API_URL: prefect_server_process}),
             get_client(sync_client=True) as client,

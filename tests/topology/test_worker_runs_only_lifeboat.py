@@ -18,6 +18,7 @@ import pytest
 
 from lifeboat_dr.providers.orchestrator.prefect_api import ensure_process_pool
 from lifeboat_dr.shell.cli import main
+from tests.flow_run_processes import kill_flow_runs_on
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +71,7 @@ def worker(api: str, pool: str, log: Path):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
+        kill_flow_runs_on(api)
 
 
 def final_state(client, run_id, pwned: Path, what: str, timeout: float = 240):

@@ -8,8 +8,15 @@ from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.standins.trainer.jobs import TRAINERS, trainer_job
 
 
-def test_the_newest_committed_dcp_checkpoint_ignores_a_save_without_metadata(tmp_path):
-    for step, files in ((5, [".metadata", "__0_0.distcp"]), (10, ["__0_0.distcp", "__1_0.distcp"])):
+def test_the_newest_committed_dcp_checkpoint_is_the_newest_with_the_guarded_commits_marker(tmp_path):
+    # step 10: killed between DCP's .metadata and the marker (certification after the fence
+    # refuses it: no marker); step 15: killed mid-save
+    saves = (
+        (5, [".metadata", "__0_0.distcp", "lifeboat-commit.json"]),
+        (10, [".metadata", "__0_0.distcp", "__1_0.distcp"]),
+        (15, ["__0_0.distcp", "__1_0.distcp"]),
+    )
+    for step, files in saves:
         folder = tmp_path / f"step-{step:08d}"
         folder.mkdir()
         for name in files:
