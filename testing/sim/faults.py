@@ -240,6 +240,7 @@ class ComputeView:
     def launch(self, cluster, option, job=None):
         fault = self._request("launch", cluster, option.infra, acts=True)
         status = self.inner.launch(cluster, option, job)
+        self.world.oracle.acted(f"launched {cluster}")
         if fault == "lost-reply":
             self._lost("launch")
         return status
@@ -247,6 +248,7 @@ class ComputeView:
     def run(self, cluster, job):
         fault = self._request("run", cluster, acts=True)
         status = self.inner.run(cluster, job)
+        self.world.oracle.acted(f"ran a job on {cluster}")
         if fault == "lost-reply":
             self._lost("run")
         return status
@@ -262,6 +264,7 @@ class ComputeView:
     def teardown(self, cluster):
         fault = self._request("teardown", cluster, acts=True)
         self.inner.teardown(cluster)
+        self.world.oracle.acted(f"tore down {cluster}")
         if fault == "lost-reply":
             self._lost("teardown")
 
@@ -292,3 +295,7 @@ class LedgerSink:
 
     def read(self, runbook=None):
         return self.inner.read(runbook)
+
+    def entry(self, runbook, run_id):
+        """The run's last entry, read back by its re-run (a local file: no fault)."""
+        return self.inner.entry(runbook, run_id)

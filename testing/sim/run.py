@@ -139,12 +139,12 @@ def _populate(world: World) -> None:
         )
         driver.machine = machine
     at = world.outage_at + world.failover_after
-    _run(world, Run("fo-1", "failover", "cp-a", "prefect-a"), at)
-    if world.second is not None:
-        server = "prefect-a" if world.second == "same-server" else "prefect-b"
-        _run(world, Run("fo-2", "failover", "cp-b", server), at + 1.5)
+    _run(world, Run("fo-1", "failover", "cp-a"), at)
+    if world.second is not None:  # a second automation's run (a second Prefect server, a person)
+        machine = "cp-a" if world.second == "same-worker" else "cp-b"
+        _run(world, Run("fo-2", "failover", machine), at + 1.5)
     if world.failback_at is not None:
-        _run(world, Run("fb-1", "failback", "cp-a", "prefect-a"), world.failback_at)
+        _run(world, Run("fb-1", "failback", "cp-a"), world.failback_at)
 
 
 def _run(world: World, run: Run, at: float) -> None:

@@ -8,7 +8,7 @@ primary job commits a checkpoint every 10 steps through the guarded commit. At
 (`partition`: a zombie), dies (`dead`), or stalls and comes back after the heal (`stall`);
 or only the job dies and the store answers on (`job-lost`).
 Replicators run every few seconds; a control plane starts the failover a few seconds after
-the outage, maybe a second one on another Prefect server, and after a heal maybe a
+the outage, maybe a second one (on another worker, or the same), and after a heal maybe a
 failback. Every drawn parameter is a `decide("param:…")`, so shrinking simplifies the
 world too; a `Scenario` pins some of them (issue #27's cases, core/…/scenarios.py).
 """
@@ -40,7 +40,6 @@ RUNBOOK = "lb"
 PRIMARY_INFRA, SECONDARY_INFRA = "aws/us-east-1", "gcp/us-central1"
 PRIMARY_CLUSTER, DR_CLUSTER = "lb-primary", "lb-dr"
 EVERY = 10  # steps between checkpoints
-LEASE_S = 60.0  # the runbook lock's lease: a dead holder's slot lapses after it
 STEP_S = 1.0  # virtual seconds per training step
 # partition: the region cut off, its job a zombie; dead: region and job gone until the heal;
 # stall: cut off, its job hung (after the save it was in) until the heal, then back; job-lost:
@@ -123,34 +122,11 @@ class Run:
     run_id: str
     kind: str  # failover | failback
     machine: str
-    server: str  # the Prefect server whose lock it takes
     attempts: int = 0
     finished: bool = False  # its last attempt ended (not killed)
     rerun_left: int = 2
     outage_started_at: datetime | None = None  # its parameters, set by the automation at the first attempt
     detected_at: datetime | None = None
-
-
-class SimLock:
-    """`runbook_lock`: one slot per runbook on each Prefect server, a lease that lapses
-    60 s after its holder died."""
-
-    def __init__(self, sched: Scheduler):
-        self.sched = sched
-        self.held: dict[str, tuple[str, Process]] = {}  # server -> (run id, holder process)
-
-    def take(self, server: str, run_id: str, process: Process) -> bool:
-        holder = self.held.get(server)
-        if holder is not None:
-            alive = not holder[1].killed
-            if alive or self.sched.now - holder[1].killed_at < LEASE_S:
-                return False
-        self.held[server] = (run_id, process)
-        return True
-
-    def give(self, server: str, process: Process) -> None:
-        if self.held.get(server, (None, None))[1] is process:
-            del self.held[server]
 
 
 class Behind:
@@ -248,7 +224,6 @@ class World:
         self.scenario = scenario or Scenario("random")
         self.coverage = Coverage()
         self.oracle = Oracle(self)
-        self.lock = SimLock(sched)
         self.crashable = {
             "failover",
             "failback",
@@ -295,11 +270,12 @@ class World:
             self.heal_at + self.draw("failback_after", (20.0, 5.0, 60.0)) if self.failback else None
         )
         self.failover_after = self.draw("detect_after", (6.0, 2.0, 15.0))
-        self.second = self.draw("second_control_plane", (None, "other-server", "same-server"))
+        self.second = self.draw("second_control_plane", (None, "another-worker", "same-worker"))
         self.replicators = self.draw("replicators", (1, 2))
         self.period = self.draw("replicate_every", (12.0, 5.0, 20.0))
         self.colocated = self.draw("replicator_machine", (True, False))
         self.keep_last = self.draw("keep_last", (2, 1))
+        self.ledger = self.draw("ledger", ("file", "chain"))  # LIFEBOAT_LEDGER_CHAIN unset, or sites
         self.skews = {  # mostly true (the seed's rates make a skew rare)
             role: self.draw(f"clock:{role}", SKEWS)
             for role in ("primary-trainer", "resumed-trainer", "cp-a", "cp-b", "worker")

@@ -25,6 +25,7 @@ BEHIND, AHEAD = SKEWS.index((-600.0, 0.0)), SKEWS.index((600.0, 0.0))
 HEAL_AFTER_150_S, HEAL_AFTER_40_S = 3, 2
 NO_FAILBACK, FAILBACK_AFTER_60_S = 1, 2
 RERUN_AFTER_125_S = 1
+CHAIN = 1  # LIFEBOAT_LEDGER_CHAIN=sites
 
 
 @dataclass(frozen=True)
@@ -164,11 +165,18 @@ CASES = (
     ),
     Case(
         "retention-elsewhere",
-        "Two replicators, each on its own worker: neither sees the failover's ledger file, and "
-        "the pass that trims the standby deletes the checkpoint being resumed.",
+        "Two replicators, each on its own worker: neither sees the failover's ledger file, but "
+        "the ledger chain in the stores says which checkpoint the failover resumes from, so the "
+        "pass that trims the standby after the heal keeps it.",
         ("in-use-deleted",),
-        lambda h: fenced(h, "fo-1"),
-        pins={"outage_at": 1, "heal_after": HEAL_AFTER_40_S, "replicators": 1, "replicator_machine": 1},
+        lambda h: fenced(h, "fo-1") and h.outcomes.get("fo-1") == "completed",
+        pins={
+            "outage_at": 1,
+            "heal_after": HEAL_AFTER_40_S,
+            "replicators": 1,
+            "replicator_machine": 1,
+            "ledger": CHAIN,
+        },
         open_since="#27: 'in use by a failover' reads a local ledger file (medium)",
     ),
     Case(
@@ -177,7 +185,7 @@ CASES = (
         "later: it certifies the job's own newer checkpoint and starts the job again from it.",
         ("restarted",),
         lambda h: hit(h) and reran(h, "fo-1"),
-        script=(Fault("crash", actor="fo-1#1", phase="resume", op="compute", key="status"),),
+        script=(Fault("crash", actor="fo-1#1", phase="resume", op="compute", key="logs"),),
         open_since="#27: a failover SIGKILLed and re-run with its run id restarts the job (high)",
     ),
     Case(
@@ -206,7 +214,7 @@ CASES = (
         "down, and its empty entry replaces the first attempt's: the fence and the job are forgotten.",
         ("ledger-missed", "ledger-checkpoint"),
         lambda h: hit(h) and fenced(h, "fo-1") and h.outcomes.get("fo-1") == "stood-down",
-        script=(Fault("crash", actor="fo-1#1", phase="resume", op="compute", key="status"),),
+        script=(Fault("crash", actor="fo-1#1", phase="resume", op="compute", key="logs"),),
         pins={"rerun": RERUN_AFTER_125_S, "failback_after": FAILBACK_AFTER_60_S},
         open_since="#27 d4: a re-run's ledger entry replaces its first attempt's (found by the simulator)",
     ),
