@@ -72,6 +72,7 @@ class ChainReport:
     head: str = GENESIS
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)  # stores not read whole (they did not answer)
 
     @property
     def ok(self) -> bool:
@@ -127,6 +128,8 @@ class LedgerChain:
                     claimed = True
             except ProviderUnavailable as e:
                 self.down[store.uri] = str(e).splitlines()[0]
+            except OSError as e:  # a full file:// store: down for this writer, like one that fails
+                self.down[store.uri] = f"cannot write: {e.strerror or e}"
         if not claimed:
             raise ProviderUnavailable(f"ledger {runbook}: no store took the record ({self.down})")
         return True
@@ -143,30 +146,37 @@ class LedgerChain:
         chain, _ = self._merge(runbook)
         return (chain[-1].seq, chain[-1].hash) if chain else (0, GENESIS)
 
-    def _copies(self, runbook: str, report: ChainReport) -> dict[int, dict[str, Record]]:
+    def _copies(self, runbook: str, report: ChainReport) -> tuple[dict[int, dict[str, Record]], int]:
+        """Each seq's record as each store holds it, and the highest seq any store listed (a
+        record listed but not read, its store failing mid-way, is a gap, not the chain's end)."""
         copies: dict[int, dict[str, Record]] = {}
+        listed = 0
         for store in self.stores:
             try:
                 infos = list(store.list(f"{self.prefix}/{runbook}/"))
+                seqs = []
                 for info in infos:
                     name = info.key.rsplit("/", 1)[1]
-                    if not name.endswith(".json") or not name[:-5].isdigit():
-                        continue
-                    record = self._get(store, runbook, int(name[:-5]))
+                    if name.endswith(".json") and name[:-5].isdigit():
+                        seqs.append(int(name[:-5]))
+                listed = max([listed, *seqs])
+                for seq in seqs:
+                    record = self._get(store, runbook, seq)
                     if record is not None:
-                        copies.setdefault(int(name[:-5]), {})[store.uri] = record
+                        copies.setdefault(seq, {})[store.uri] = record
             except ProviderUnavailable as e:
+                report.unread.append(store.uri)
                 report.warnings.append(f"{store.uri}: unreachable, read from the other store(s): {e}")
-        return copies
+        return copies, listed
 
     def _merge(self, runbook: str) -> tuple[list[Record], ChainReport]:
         """The chain as the stores agree on it, stopping at the first record that cannot be
         trusted; the report says why."""
         report = ChainReport(runbook)
-        copies = self._copies(runbook, report)
+        copies, listed = self._copies(runbook, report)
         chain: list[Record] = []
         prev = GENESIS
-        for seq in range(1, max(copies, default=0) + 1):
+        for seq in range(1, max(listed, max(copies, default=0)) + 1):
             here = copies.get(seq, {})
             if not here:
                 report.problems.append(f"seq {seq}: missing from every store (gap)")
@@ -201,12 +211,18 @@ class LedgerChain:
     def verify(self, runbook: str) -> ChainReport:
         return self._merge(runbook)[1]
 
-    def read(self, runbook: str | None = None) -> list[LedgerEntry]:
-        """The last snapshot per run from the trusted part of the chain (see `verify`)."""
+    def read(self, runbook: str | None = None, *, whole: bool = False) -> list[LedgerEntry]:
+        """The last snapshot per run from the trusted part of the chain (see `verify`).
+        `whole`: for a reader that deletes by it (retention): `ProviderUnavailable` unless
+        every store answered and the chain has no problem, since a chain read in part may end
+        before the records that matter (a failover's checkpoint in use)."""
         names = [runbook] if runbook else self.runbooks()
         entries: list[LedgerEntry] = []
         for name in names:
-            chain, _ = self._merge(name)
+            chain, report = self._merge(name)
+            if whole and (report.unread or report.problems):
+                why = "; ".join([*(f"{u} did not answer" for u in report.unread), *report.problems])
+                raise ProviderUnavailable(f"the ledger chain of {name} was not read whole: {why}")
             entries += [LedgerEntry.model_validate(r.entry) for r in chain]
         return latest_per_run(entries)
 

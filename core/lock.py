@@ -10,19 +10,23 @@ Nobody who only reaches Prefect's API can take, squat or leak it: it is not Pref
   `RunbookLock.reclaimed`). Of two racing takers the store lets exactly one win.
 - Holding it: the holder renews the record every third of its lease by an if-match write;
   a holder that dies (its worker, its host) stops renewing, and the lock lapses one lease
-  later. A record lapses at the earlier of what it says (`expires_at`, the holder's clock)
-  and its last write's time plus its lease (the store's clock, capped at `MAX_LEASE_S`), so
-  a record written by hand cannot hold the lock for longer than a lease either.
+  later. A record lapses one lease (its `lease_s`, capped at `MAX_LEASE_S`) after its last
+  write, by the store's own clock: the write's time against the store's time now (read by
+  a small write, `lifeboat_dr.core.clocks`). No worker's clock decides, so a taker whose
+  clock runs ahead (or stepped) never reclaims a live holder's lock, and a record written by
+  hand cannot hold the lock for longer than a lease either; `expires_at` is for people.
 - Someone else holds it: `StandDown` at once; the run changes nothing.
 - An earlier attempt of this very run holds it (a worker lost mid-failover, the run
   scheduled again under the same id): it waits for that lease to lapse; if the earlier
   attempt renews it meanwhile it is still alive, and this attempt stands down.
 - Releasing: an if-match write marking it released, so a holder whose lease lapsed never
   frees the lock a later run took.
+- A write whose answer is lost (a reset after it landed) is read back: a record carrying
+  this acquisition's token is ours, so a lost reply neither fails the take nor makes the
+  holder believe it lost the lock (and stop renewing it).
 
 The lock only stops a second run early; what keeps two runs from both acting is the fence's
-epoch (`expect_epoch`), which a run that lost its lock still meets. Clocks of the workers and
-the store should agree within a few seconds (NTP): they bound how early a lapse is seen.
+epoch (`expect_epoch`), which a run that lost its lock still meets.
 """
 
 from __future__ import annotations
@@ -93,10 +97,9 @@ class Holder:
         )
 
     def lapses_at(self, written: ObjectInfo) -> datetime:
-        """When this record stops holding the lock: what it says, or one lease after it was
-        last written, whichever comes first."""
-        lease = timedelta(seconds=min(max(self.lease_s, 0.0), MAX_LEASE_S))
-        return min(self.expires_at, written.updated + lease)
+        """When this record stops holding the lock, on the store's clock: one lease after it
+        was last written (`written.updated`)."""
+        return written.updated + timedelta(seconds=min(max(self.lease_s, 0.0), MAX_LEASE_S))
 
     def describe(self) -> str:
         return f"{self.action} run {self.run_id} (since {self.acquired_at:%Y-%m-%d %H:%M:%S}Z)"
@@ -161,7 +164,7 @@ class RunbookLock:
                 if isinstance(holder, Holder) and holder.released:
                     self._take(info.version, None)
                     return
-                if self.clock() >= self._lapses_at(holder, info):
+                if self._store_now() >= self._lapses_at(holder, info):
                     self._take(info.version, holder)
                     return
                 if isinstance(holder, Holder) and holder.run_id == self.run_id:
@@ -182,9 +185,15 @@ class RunbookLock:
             return holder.lapses_at(info)
         return info.updated + timedelta(seconds=self.lease_s)
 
+    def _store_now(self) -> datetime:
+        """The store's time now (one small write): what a record's lapse is judged by."""
+        from lifeboat_dr.core.clocks import store_time
+
+        return store_time(self.store, self.clock).at
+
     def _outlive(self, earlier: Holder, info: ObjectInfo) -> None:
         """Wait for an earlier attempt of this run to lose its lease; stand down if it renews."""
-        wait = (earlier.lapses_at(info) - self.clock()).total_seconds()
+        wait = (earlier.lapses_at(info) - self._store_now()).total_seconds()
         self.sleep(max(wait, 0.0) + 0.5)
         again = self._read()
         if again is None or again[1].version == info.version:
@@ -249,9 +258,38 @@ class RunbookLock:
 
     # -- the record -------------------------------------------------------------------------
     def _write(self, holder: Holder, version: str | None) -> None:
-        condition = {"if_match": version} if version is not None else {"if_none_match": True}
-        info = self.store.put(LOCK_KEY, holder.to_json(), **condition)
-        self._mine, self._version = holder, info.version
+        for _ in range(2):
+            condition = {"if_match": version} if version is not None else {"if_none_match": True}
+            try:
+                info = self.store.put(LOCK_KEY, holder.to_json(), **condition)
+            except OSError as e:  # a full file:// store: one line, retryable, like a store that fails
+                raise ProviderUnavailable(
+                    f"{self.store.uri}/{LOCK_KEY}: cannot write: {e.strerror or e}"
+                ) from None
+            except ProviderUnavailable:
+                info = self._reread(lambda found: found == holder)  # a lost reply: did it land?
+                if info is None:
+                    raise
+            except PreconditionFailed:
+                # our own earlier write landed though its answer was lost: write again over it
+                mine = self._reread(lambda found: found.token == self.token and not found.released)
+                if mine is None:
+                    raise
+                version = mine.version
+                continue
+            self._mine, self._version = holder, info.version
+            return
+        raise PreconditionFailed(f"{self.store.uri}/{LOCK_KEY}: changed twice while writing it")
+
+    def _reread(self, ours: Callable[[Holder], bool]) -> ObjectInfo | None:
+        """The record's metadata when it reads back as `ours` (None: not, or unreadable)."""
+        try:
+            current = self._read()
+        except LifeboatError:
+            return None
+        if current is None or not isinstance(current[0], Holder) or not ours(current[0]):
+            return None
+        return current[1]
 
     def _read(self) -> tuple[Holder | _Unreadable, ObjectInfo] | None:
         """The record and the version it was read at (re-headed: a record rewritten while

@@ -165,7 +165,9 @@ def failover_checkpoints(
     root = secondary.uri.rstrip("/") + "/"
     chain = LedgerChain([secondary, *(s for s in others if s is not None)])
     entries = (
-        LedgerFile(ledger_file).read(runbook) + chain.read(runbook) + LedgerStore(secondary).read(runbook)
+        LedgerFile(ledger_file).read(runbook)
+        + chain.read(runbook, whole=True)  # a chain read in part could hide the entry in progress
+        + LedgerStore(secondary).read(runbook)
     )
     found = {}
     for entry in entries:
@@ -199,6 +201,7 @@ def retention_for(
     primary_found: Discovery | None = None,
     secondary_found: Discovery | None = None,
     sites: Mapping[str, Store | None] | None = None,
+    planned: SiteState | None = None,
 ) -> RetentionReport:
     """Apply `runbook`'s retention `policy` to the secondary store: keep the newest
     `keep_last` checkpoints that certify (against `primary`, or its manifests when None),
@@ -210,9 +213,14 @@ def retention_for(
     `ReplicationReport.destination_found`); the primary not at all when `primary_found` (its
     discovery from this run) is given. The site state (`sites`, the stores by role; by
     default `secondary` the secondary's and `primary` the primary's) is read once for both,
-    must be conclusive, and is read again before each deletion (`apply_retention`'s guard)."""
+    must be conclusive, and is read again before each deletion (`apply_retention`'s guard).
+    `planned`: the site state the caller chose `secondary` as the standby under (a replication
+    pass's `Direction.state`): when a fence moved it since, nothing is deleted (`RolesFlipped`):
+    the store may be the active site's now."""
     sites = sites if sites is not None else site_stores(primary, secondary)
     state = read_site_state(sites, runbook=runbook)
+    if planned is not None:
+        _same(planned, state, secondary)
     found = secondary_found or discover(secondary, layout)
     present = stored_checkpoints(secondary, layout, found)
     lease = state.lease
@@ -246,13 +254,12 @@ def _unchanged(
 ) -> Callable[[], None]:
     """The guard before each deletion of a plan made under `planned`: `RolesFlipped` when the
     site state moved since (a fence: the store may be the active site's now)."""
+    return lambda: _same(planned, read_site_state(sites, runbook=runbook), store)
 
-    def check() -> None:
-        now = read_site_state(sites, runbook=runbook)
-        if (now.epoch, now.active) != (planned.epoch, planned.active):
-            raise RolesFlipped(
-                f"retention on {store.uri} stops: the site state changed since it was planned "
-                f"({planned.describe()}; now {now.describe()}); nothing more is deleted"
-            )
 
-    return check
+def _same(planned: SiteState, now: SiteState, store: Store) -> None:
+    if (now.epoch, now.active) != (planned.epoch, planned.active):
+        raise RolesFlipped(
+            f"retention on {store.uri} stops: the site state changed since it was planned "
+            f"({planned.describe()}; now {now.describe()}); nothing more is deleted"
+        )

@@ -83,6 +83,7 @@ def trim_standby(
         dry_run=dry_run,
         secondary_found=standby_found,
         sites=way.sites,
+        planned=way.state,  # a fence since the pass chose its direction: nothing is deleted
     )
 
 

@@ -152,6 +152,7 @@ def _retention(settings, way, args, source_found, standby_found) -> None:
         primary_found=source_found,
         secondary_found=standby_found,
         sites=way.sites,
+        planned=way.state,
     )
     verb = "would delete" if args.dry_run else "deleted"
     for v in result.verdicts:

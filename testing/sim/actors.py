@@ -240,6 +240,8 @@ def replicate_pass(world: World) -> None:
         layout=s.layout,
         policy=s.retention,
         secondary_found=report.destination_found,
+        sites=way.sites,
+        planned=way.state,
     )
 
 
