@@ -128,8 +128,6 @@ class LedgerChain:
                     claimed = True
             except ProviderUnavailable as e:
                 self.down[store.uri] = str(e).splitlines()[0]
-            except OSError as e:  # a full file:// store: down for this writer, like one that fails
-                self.down[store.uri] = f"cannot write: {e.strerror or e}"
         if not claimed:
             raise ProviderUnavailable(f"ledger {runbook}: no store took the record ({self.down})")
         return True

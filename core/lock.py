@@ -262,10 +262,6 @@ class RunbookLock:
             condition = {"if_match": version} if version is not None else {"if_none_match": True}
             try:
                 info = self.store.put(LOCK_KEY, holder.to_json(), **condition)
-            except OSError as e:  # a full file:// store: one line, retryable, like a store that fails
-                raise ProviderUnavailable(
-                    f"{self.store.uri}/{LOCK_KEY}: cannot write: {e.strerror or e}"
-                ) from None
             except ProviderUnavailable:
                 info = self._reread(lambda found: found == holder)  # a lost reply: did it land?
                 if info is None:

@@ -13,7 +13,7 @@ or meet one fault:
 | lost-reply | the write or delete landed, then `ProviderUnavailable` after the deadline |
 | latency    | the request waits 1-8 s (other actors run meanwhile), then answers       |
 | partial    | a read or list yields part of its answer, then the connection resets    |
-| full       | a write raises `OSError(ENOSPC)`, as a full `file://` store does today  |
+| full       | a write is refused: `ProviderUnavailable` naming the object, as a full `file://` store does |
 | crash      | the caller's process is killed here (SIGKILL): nothing more it does lands |
 
 Compute calls (`ComputeView`) meet error, lost-reply (launch, run, teardown), latency and
@@ -23,7 +23,6 @@ request can meet is `FAULTS`; every one met is counted in the `Coverage`.
 
 from __future__ import annotations
 
-import errno
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -141,8 +140,8 @@ class FaultyStore:
             raise ProviderUnavailable(f"{self.uri}/{key}: read timeout (simulated)")
         if fault == "latency":
             world.sched.sleep(SLOW_S[world.sched.decide("slow", len(SLOW_S))])
-        if fault == "full":
-            raise OSError(errno.ENOSPC, f"No space left on device (simulated): {self.uri}/{key}")
+        if fault == "full":  # what a full file:// store raises (LocalStore.put)
+            raise ProviderUnavailable(f"{self.uri}/{key}: cannot write: No space left on device (simulated)")
         return fault
 
     def _lost(self, key: str) -> None:
