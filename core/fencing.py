@@ -85,6 +85,7 @@ class Seal:
     # it (exact); "replicated": the writers' store was unreachable, the highest commit of
     # the epoch the taking-over store held
     counter: str = ""  # the lease counter those commits were counted on ("": any, a seal from before)
+    run_id: str = ""  # the run that took the epoch this seal ends ("": the original primary, or older)
 
     def to_dict(self) -> dict:
         return {
@@ -94,6 +95,7 @@ class Seal:
             "commits": self.commits,
             "basis": self.basis,
             "counter": self.counter,
+            "run_id": self.run_id,
         }
 
     @classmethod
@@ -106,6 +108,7 @@ class Seal:
             None if commits is None else int(commits),
             str(doc.get("basis", "fence")),
             str(doc.get("counter", "")),
+            str(doc.get("run_id", "")),
         )
 
 
@@ -131,6 +134,13 @@ class Lease:
 
     def seal(self, epoch: int) -> Seal | None:
         return next((s for s in self.history if s.epoch == epoch), None)
+
+    def ended_for(self, run_id: str) -> Seal | None:
+        """The seal of an epoch `run_id` took and a later fence ended (None: it took none, or
+        it holds this lease)."""
+        if not run_id or self.run_id == run_id:
+            return None
+        return next((s for s in self.history if s.run_id == run_id), None)
 
     def to_json(self) -> bytes:
         doc = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {
@@ -309,10 +319,10 @@ def _next(
         )
     ending = old if old.epoch == top or floor is None else floor
     if exact and old.epoch == top:
-        ended = Seal(top, ending.active, now, old.commits, "fence", old.counter)
+        ended = Seal(top, ending.active, now, old.commits, "fence", old.counter, ending.run_id)
     else:
         commits, counter = replicated(top) if replicated else (0, "")
-        ended = Seal(top, ending.active, now, commits, "replicated", counter)
+        ended = Seal(top, ending.active, now, commits, "replicated", counter, ending.run_id)
     history = merge_history(old.history, floor.history if floor else (), (ended,))
     named = runbook or old.runbook or (floor.runbook if floor else "")
     return Lease(top + 1, holder, run_id, now, active, 0, history, named, counter=new_counter())

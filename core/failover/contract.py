@@ -115,6 +115,12 @@ class FailoverSteps(Protocol):
 
     def teardown(self, cluster: Provisioned) -> None: ...
 
+    def fenced_epoch(self) -> int | None:
+        """The epoch of a lease this run took, read back from the stores (None: none holds one
+        of this run's, or they did not answer): after a fence step that failed, whether its
+        lease landed anyway, so that the ledger records the fence."""
+        ...
+
     def recheck(self, step: str) -> None:
         """Before a step that acts (fence, provision, resume): raise `StandDown` when another
         failover of this runbook has taken the job over since this run confirmed."""

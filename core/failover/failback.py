@@ -75,6 +75,7 @@ class FailbackSteps(ProviderSteps):
 
     def confirm(self) -> Confirmation:
         state = self.site_state()
+        self.superseded(state)
         lease = state.lease
         self.rerun = state.active == "primary" and lease is not None and lease.run_id == self.run_id
         if state.active != "secondary" and not self.rerun:

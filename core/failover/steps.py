@@ -132,10 +132,21 @@ class ProviderSteps:
 
         return read_site_state(self.sites(), runbook=self.spec.runbook)
 
+    def superseded(self, state) -> None:
+        """`StandDown` when this run's fence was already ended by a later one (a failback, say):
+        a re-run of it, however late, must not fence again and take the job back."""
+        ended = state.lease.ended_for(self.run_id) if state.lease is not None else None
+        if ended is not None:
+            raise StandDown(
+                f"this run's fence (epoch {ended.epoch}, {ended.active} active) was ended by a later "
+                f"one: {state.describe()}; nothing to do"
+            )
+
     def confirm(self) -> Confirmation:
         # The epoch seen at confirmation: if another failover fences first, ours stops
         # instead of fencing *it* out.
         state = self.site_state()
+        self.superseded(state)
         self.expected_epoch = state.epoch
         lease = state.lease
         already = (
@@ -193,6 +204,19 @@ class ProviderSteps:
             except LifeboatError:
                 stopped = False  # unreachable: the lease keeps it from committing
         return Fenced(lease.epoch, stores, stopped)
+
+    def fenced_epoch(self) -> int | None:
+        from lifeboat_dr.core.fencing import peek_lease
+
+        epochs = []
+        for store in self.sites().values():
+            try:
+                lease = peek_lease(store) if store is not None else None
+            except LifeboatError:
+                continue
+            if lease is not None and lease.run_id == self.run_id:
+                epochs.append(lease.epoch)
+        return max(epochs, default=None)
 
     @cached_property
     def clocks(self):

@@ -130,6 +130,7 @@ class _Walk:
         # its resume attempts (a rollback is the second)
         self.found = rerun.found_done(ledger.prior)
         self.attempt = ledger.prior.attempt if ledger.prior else 1
+        self.fence_started = False  # its lease may have landed even if the step fails
 
     # -- what each step is called with, and what it leaves in the ledger -------------------
     def args(self, name: str) -> tuple:
@@ -230,6 +231,7 @@ class _Walk:
             if self.found_done(name):
                 continue
             call = getattr(self.steps, name)
+            self.fence_started |= name == "fence"
             if name in ACTING:
                 # every record so far landed (a re-run reads what this acts on), and the job
                 # still this run's
@@ -320,6 +322,21 @@ class _Walk:
             self.ledger.again(self.attempt, "resume", "prove")
         del self.done["resume"], self.done["prove"]
 
+    def fence_landed(self, error: BaseException) -> None:
+        """The walk failed after its fence step started but before it recorded the fence: the
+        lease may have landed all the same (the step failed after its write, or the write's
+        answer was lost). Read back, it is recorded: the ledger holds every action taken."""
+        if not self.fence_started or "fenced" in self.ledger.entry.phases:
+            return
+        epoch = self.steps.fenced_epoch()
+        if epoch is None:
+            return
+        with self.ledger.batch():
+            self.ledger.mark("fenced")
+            self.ledger.note(
+                "fence", f"epoch {epoch}: the lease landed, though the fence step failed ({error})"
+            )
+
     def cluster(self) -> Provisioned | None:
         """The cluster provisioned so far, also one still being provisioned when asked."""
         if "provision" in self.done:
@@ -367,8 +384,10 @@ def execute(
         walk.running.pop("provision", None)
         return ledger.finish("stood-down")
     except BaseException as e:
-        heading = next((m for m in graph.MILESTONES if m not in ledger.entry.phases), graph.MILESTONES[-1])
         with suppress(WriteFailed):  # an unwritable ledger: its own error is what we raise
+            walk.fence_landed(e)
+        heading = next((m for m in graph.MILESTONES if m not in ledger.entry.phases), graph.MILESTONES[-1])
+        with suppress(WriteFailed):
             ledger.fail(heading, e)
         gate.notify(f"Lifeboat failover of {settings.runbook} failed before {heading}: {e}")
         if (cluster := walk.cluster()) is not None:

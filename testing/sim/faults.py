@@ -287,10 +287,12 @@ class LedgerSink:
                 self.path.relative_to(world.folder) if self.path.is_relative_to(world.folder) else self.path
             )
             if _fault(world, "ledger", None, str(where)) == "full":
+                world.unwritten[entry.run_id] = True  # its entry as it stands is not the run's last
                 raise WriteFailed(
                     f"cannot write the RTO ledger {self.path}: No space left on device (simulated)"
                 )
         self.inner.append(entry)
+        world.unwritten.pop(entry.run_id, None)
 
     def read(self, runbook=None):
         return self.inner.read(runbook)

@@ -546,8 +546,8 @@ class Oracle:
     def _ledgers(self) -> None:
         world = self.world
         for run in world.runs.values():
-            if not run.finished:
-                continue
+            if not run.finished or run.run_id in world.unwritten:
+                continue  # unfinished, or its last write refused (a full disk: the run said so, in one line)
             entry = world.ledger_entry(run)
             if entry is None:
                 continue

@@ -243,6 +243,7 @@ class World:
         self.jobs: list[Job] = []
         self.runs: dict[str, Run] = {}
         self.script_hits: dict[int, int] = {}  # scripted fault -> requests it hit
+        self.unwritten: dict[str, bool] = {}  # run id -> its last ledger write was refused (a full disk)
         self.broken: BaseException | None = None  # the oracle's own error, if it had one
         # what actors.py gives the world (it imports the world, not the other way round): a
         # job's body, and a run's next attempt
