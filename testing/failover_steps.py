@@ -132,8 +132,8 @@ class ScriptedSteps:
         passed = self.parity.pop(0) if self.parity else True
         return ParityResult(passed, 5, "5 steps identical" if passed else "step 301: 2.31 vs 2.29")
 
-    def fenced_epoch(self) -> int | None:
-        return self._epoch or None
+    def fence_read_back(self) -> str | None:
+        return f"epoch {self._epoch} on memory://secondary" if self._epoch else None
 
     def recheck(self, step: str) -> None:
         with self._lock:

@@ -115,9 +115,9 @@ class FailoverSteps(Protocol):
 
     def teardown(self, cluster: Provisioned) -> None: ...
 
-    def fenced_epoch(self) -> int | None:
-        """The epoch of a lease this run took, read back from the stores (None: none holds one
-        of this run's, or they did not answer): after a fence step that failed, whether its
+    def fence_read_back(self) -> str | None:
+        """Where a lease this run took is, read back from the stores ("epoch 1 on s3://…";
+        None: no store answering holds one): after a fence step that failed, whether its
         lease landed anyway, so that the ledger records the fence."""
         ...
 

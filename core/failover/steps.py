@@ -205,18 +205,20 @@ class ProviderSteps:
                 stopped = False  # unreachable: the lease keeps it from committing
         return Fenced(lease.epoch, stores, stopped)
 
-    def fenced_epoch(self) -> int | None:
+    def fence_read_back(self, tries: int = 3) -> str | None:
         from lifeboat_dr.core.fencing import peek_lease
 
-        epochs = []
-        for store in self.sites().values():
-            try:
-                lease = peek_lease(store) if store is not None else None
-            except LifeboatError:
-                continue
-            if lease is not None and lease.run_id == self.run_id:
-                epochs.append(lease.epoch)
-        return max(epochs, default=None)
+        found = []
+        for store in (s for s in self.sites().values() if s is not None):
+            for _ in range(tries):  # the step just failed on these stores: a few tries each
+                try:
+                    lease = peek_lease(store)
+                except LifeboatError:
+                    continue
+                if lease is not None and lease.run_id == self.run_id:
+                    found.append(f"epoch {lease.epoch} on {store.uri}")
+                break
+        return ", ".join(found) or None
 
     @cached_property
     def clocks(self):

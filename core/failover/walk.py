@@ -328,14 +328,9 @@ class _Walk:
         answer was lost). Read back, it is recorded: the ledger holds every action taken."""
         if not self.fence_started or "fenced" in self.ledger.entry.phases:
             return
-        epoch = self.steps.fenced_epoch()
-        if epoch is None:
-            return
-        with self.ledger.batch():
-            self.ledger.mark("fenced")
-            self.ledger.note(
-                "fence", f"epoch {epoch}: the lease landed, though the fence step failed ({error})"
-            )
+        landed = self.steps.fence_read_back()
+        if landed is not None:
+            self.ledger.note("fence", f"{landed}: the lease landed, though the fence step failed ({error})")
 
     def cluster(self) -> Provisioned | None:
         """The cluster provisioned so far, also one still being provisioned when asked."""
