@@ -332,6 +332,13 @@ class _Walk:
         if landed is not None:
             self.ledger.note("fence", f"{landed}: the lease landed, though the fence step failed ({error})")
 
+    def inherited(self, cluster: Provisioned) -> bool:
+        """Whether an earlier attempt of this run provisioned `cluster` (its entry holds the
+        provision done) and this one has not started a job there: a re-run that fails must not
+        tear down the job that attempt may have resumed (the only one training now)."""
+        prior = self.ledger.prior
+        return prior is not None and "provision" in prior.done and "resume" not in self.done
+
     def cluster(self) -> Provisioned | None:
         """The cluster provisioned so far, also one still being provisioned when asked."""
         if "provision" in self.done:
@@ -385,7 +392,14 @@ def execute(
         with suppress(WriteFailed):
             ledger.fail(heading, e)
         gate.notify(f"Lifeboat failover of {settings.runbook} failed before {heading}: {e}")
-        if (cluster := walk.cluster()) is not None:
+        if (cluster := walk.cluster()) is not None and walk.inherited(cluster):
+            with suppress(WriteFailed):
+                ledger.note(
+                    "cluster",
+                    f"{cluster.cluster} left as an earlier attempt of this run left it: its job may be "
+                    "the recovered one (tear it down by hand if it is not running)",
+                )
+        elif cluster is not None:
             steps.teardown(cluster)
             walk.done.pop("provision", None)
             with suppress(WriteFailed):  # a run retried after this finds no job to keep

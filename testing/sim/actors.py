@@ -308,6 +308,8 @@ class SimRunner:
                     future.set_exception(e)
                     return
                 self._checked(parent.run.run_id, name, value)
+                if name == "prove":
+                    self.world.oracle.proved(parent.run.run_id, getattr(parent, "attempt", None))
                 future.set_result(walk.Timed(value, started, me.clock()))
                 return
 

@@ -160,9 +160,9 @@ class Oracle:
         self.resumed_from: dict[str, Save] = {}  # run id -> the save its (last) job loaded
         self.forks: dict[str, tuple[str, int]] = {}  # lineage -> (lineage, step) its (last) job resumed from
         self._seen: set[tuple[str, str]] = set()
-        self.acting: dict[
-            str, tuple[object, float, str]
-        ] = {}  # run id -> (its attempt's process, since, what)
+        # run id -> (its acting attempt's process, since when, its first act)
+        self.acting: dict[str, tuple[object, float, str]] = {}
+        self._proved: set[tuple[str, int | None]] = set()  # (run id, attempt) that proved parity
 
     # -- recording ---------------------------------------------------------------------------
     def violate(
@@ -484,8 +484,15 @@ class Oracle:
                 )
 
     @_hook
+    def proved(self, run_id: str, attempt: int | None) -> None:
+        """An attempt of `run_id` proved loss parity on the job it runs (kept or started)."""
+        self._proved.add((run_id, attempt))
+
+    @_hook
     def torn_down(self, job, run_id: str | None, attempt: int | None) -> None:
         if job.rc is not None or run_id is None or job.run_id != run_id or attempt == job.attempt:
+            return
+        if (run_id, attempt) in self._proved:  # it kept the job and judged it: the proof's policy
             return
         if job.lineage == self.lineage:
             self.violate(
