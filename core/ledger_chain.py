@@ -7,7 +7,9 @@ record's hash; its own hash covers all three. A record is created only (`if_none
 so two writers never both take one number: the loser re-reads the head and takes the next.
 Every record goes to every store, in order; a store that fails is left out for the rest of
 this writer's life (a hung site must not stall each step of the failover) and is *behind*
-until `verify` sees it catch up. Reading merges the stores' copies seq by seq.
+until `verify` sees it catch up, but for the first store (the secondary's, which outlives
+a primary outage): the records it missed are written to it before the next one. Reading
+merges the stores' copies seq by seq.
 
 `verify` says what is wrong, per store and per record:
 
@@ -87,6 +89,7 @@ class LedgerChain:
             raise ValueError("a ledger chain needs at least one store")
         self.stores, self.prefix = list(stores), prefix.rstrip("/")
         self.down: dict[str, str] = {}  # store uri -> why it was left out
+        self.behind: list[tuple[str, Record]] = []  # (runbook, record) the first store missed
         self._heads: dict[str, tuple[int, str]] = {}  # runbook -> (seq, hash) last written
 
     def _key(self, runbook: str, seq: int) -> str:
@@ -112,10 +115,16 @@ class LedgerChain:
 
     def _claim(self, runbook: str, record: Record) -> bool:
         """Write `record` create-only to each store up. False if a store already holds a
-        different record at its seq (the first store that answers decides)."""
-        claimed = False
+        different record at its seq (the first store that answers decides).
+
+        The first store (the secondary's: it outlives a primary outage, and retention and a
+        re-run on another worker read it) is never left out for a failed write: the records it
+        missed are written to it, in order, before the next one, so its copy has no gap."""
+        claimed, first_missed = False, False
         for store in self._up():
             try:
+                if store is self.stores[0] and not self._catch_up(store):
+                    continue  # left out: it holds another record where it missed ours
                 store.put(self._key(runbook, record.seq), record.to_bytes(), if_none_match=True)
                 claimed = True
             except PreconditionFailed:
@@ -127,9 +136,29 @@ class LedgerChain:
                 else:
                     claimed = True
             except ProviderUnavailable as e:
-                self.down[store.uri] = str(e).splitlines()[0]
+                if store is self.stores[0]:
+                    first_missed = True
+                else:
+                    self.down[store.uri] = str(e).splitlines()[0]
         if not claimed:
             raise ProviderUnavailable(f"ledger {runbook}: no store took the record ({self.down})")
+        if first_missed:
+            self.behind.append((runbook, record))
+        return True
+
+    def _catch_up(self, store) -> bool:
+        """Write the records `store` missed (create-only, in order); `ProviderUnavailable` when
+        it still fails. False (it is left out) when it holds another record at a seq it missed."""
+        while self.behind:
+            runbook, record = self.behind[0]
+            try:
+                store.put(self._key(runbook, record.seq), record.to_bytes(), if_none_match=True)
+            except PreconditionFailed:
+                theirs = self._get(store, runbook, record.seq)
+                if theirs is None or theirs.hash != record.hash:
+                    self.down[store.uri] = f"holds another record at seq {record.seq}"
+                    return False
+            self.behind.pop(0)
         return True
 
     def _get(self, store, runbook: str, seq: int) -> Record | None:

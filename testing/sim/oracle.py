@@ -571,7 +571,9 @@ class Oracle:
                     "ledger-invented", f"run {run.run_id}'s ledger records a fence that never landed"
                 )
             jobs = [j for j in world.jobs if j.run_id == run.run_id]
-            if jobs and entry.checkpoint != jobs[-1].checkpoint:
+            # a rollback chose an older checkpoint, and the run failed before a job ran from it
+            chose_anew = "rollback" in entry.notes and entry.outcome != "completed"
+            if jobs and entry.checkpoint != jobs[-1].checkpoint and not chose_anew:
                 self.violate(
                     "ledger-checkpoint",
                     f"run {run.run_id}'s ledger names {entry.checkpoint}; its job resumed from {jobs[-1].checkpoint}",
