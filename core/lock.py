@@ -313,3 +313,18 @@ def read_holder(store: Store) -> Holder | None:
         return None
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def holder_now(
+    store: Store, runbook: str, clock: Callable[[], datetime] = _utcnow
+) -> Holder | _Unreadable | None:
+    """Who holds `runbook`'s lock now: its record, unless released or lapsed by the store's
+    clock (None: nobody). For a reader that must not act while a failover does (retention)."""
+    reader = RunbookLock(store, runbook, "reader", clock=clock)
+    current = reader._read()
+    if current is None:
+        return None
+    holder, info = current
+    if isinstance(holder, Holder) and holder.released:
+        return None
+    return None if reader._store_now() >= reader._lapses_at(holder, info) else holder

@@ -20,7 +20,9 @@ only on a conclusive site state of its runbook, reads the checkpoints running fa
 resume from after certifying (the ledger where the flows write it: the local ledger file
 and the ledger chain `_lifeboat/chain/` in the sites' stores), and checks the site
 state again before each deletion: a plan made before a fence deletes nothing after it (the
-store it trims may be the active site's now).
+store it trims may be the active site's now). While a failover or failback holds the
+runbook's lock nothing is deleted (`apply_retention`'s `busy`): the ledger says what a
+failover resumes from only once it has certified, the lock says one runs from its start.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class RetentionReport:
     deleted: list[str] = field(default_factory=list)  # prefixes removed (or, dry run, to remove)
     objects: int = 0  # objects removed (or to remove)
     bytes: int = 0
+    paused: str = ""  # why it stopped before the end: a failover of the runbook began
 
 
 def plan_retention(
@@ -124,15 +127,25 @@ def apply_retention(
     dry_run: bool = False,
     markers: tuple[str, ...] = COMMIT_ORDER,
     guard: Callable[[], None] | None = None,
+    busy: Callable[[], str | None] | None = None,
 ) -> RetentionReport:
     """Delete what the verdicts drop (commit markers first); with `dry_run`, only count.
-    `guard()` runs right before each deletion and raises to stop (the site state moved)."""
+    `guard()` runs right before each deletion and raises to stop (the site state moved).
+
+    `busy()` says why not to delete now (a failover of the runbook holds its lock: it may be
+    certifying the very checkpoint), or None. It is asked before each checkpoint and again
+    after its first commit marker is gone: a failover that took its lock after the first
+    question certifies after that marker went, so it never chooses this checkpoint; one that
+    took it before stops the deletion there, the checkpoint's data whole (`paused`)."""
     report = RetentionReport(verdicts=list(verdicts), dry_run=dry_run)
     for verdict in verdicts:
         if verdict.keep:
             continue
         if guard is not None and not dry_run:
             guard()
+        if busy is not None and not dry_run and (why := busy()):
+            report.paused = why
+            return report
         prefix = verdict.checkpoint.prefix.strip("/") + "/"
         objects = list(store.list(prefix))
         report.deleted.append(verdict.checkpoint.prefix)
@@ -146,8 +159,11 @@ def apply_retention(
             key=lambda o: commit_order(o.key, markers),
             reverse=True,
         )
-        for obj in [*marks, *(o for o in objects if o not in marks)]:
+        for n, obj in enumerate([*marks, *(o for o in objects if o not in marks)]):
             store.delete(obj.key)
+            if n == 0 and busy is not None and (why := busy()):
+                report.paused = f"{why}; {verdict.checkpoint.prefix} lost its first marker, its data is whole"
+                return report
     return report
 
 
@@ -246,7 +262,22 @@ def retention_for(
         foreign=foreign_checkpoints(secondary, primary, layout, found, lease),
     )
     guard = _unchanged(state, sites, runbook, secondary)
-    return apply_retention(secondary, verdicts, dry_run=dry_run, guard=guard)
+    return apply_retention(
+        secondary, verdicts, dry_run=dry_run, guard=guard, busy=_failover_running(sites, runbook)
+    )
+
+
+def _failover_running(sites: Mapping[str, Store | None], runbook: str) -> Callable[[], str | None]:
+    """Why not to delete now: a failover or failback of `runbook` holds its lock (in the
+    secondary's store, `lifeboat_dr.core.lock`)."""
+    from lifeboat_dr.core.lock import holder_now
+
+    def busy() -> str | None:
+        store = sites.get("secondary")
+        holder = holder_now(store, runbook) if store is not None else None
+        return f"retention waits: {holder.describe()} holds the lock of {runbook}" if holder else None
+
+    return busy
 
 
 def _unchanged(

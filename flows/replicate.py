@@ -129,6 +129,9 @@ def replicate(
             summary["lag_exceeded"] = record_lag(rb.name, report, lag_log)
     retention = trim_standby(settings, way, protect or [], dry_run, standby_found)
     summary["deleted"] = retention.deleted
+    if retention.paused:
+        print(retention.paused)
+        summary["retention_paused"] = retention.paused
     create_markdown_artifact(key=f"replicate-{rb.name}", markdown=_markdown(summary, dry_run))
     if summary["failed"]:  # after lag and retention: the run fails visibly, a rerun resumes
         raise ProviderUnavailable(f"checkpoints not replicated: {', '.join(summary['failed'])}")

@@ -155,6 +155,8 @@ def _retention(settings, way, args, source_found, standby_found) -> None:
         planned=way.state,
     )
     verb = "would delete" if args.dry_run else "deleted"
+    if result.paused:
+        print(result.paused)
     for v in result.verdicts:
         if v.keep:
             print(f"keep {v.checkpoint.prefix} (step {v.checkpoint.step}): {v.reason}")

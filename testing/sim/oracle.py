@@ -300,8 +300,10 @@ class Oracle:
                 once=f"{role}:{before.id}:{what}",
             )
         mine_run = getattr(getattr(actor, "run", None), "run_id", None)
+        loaded = not key.endswith("/" + COMMIT_MARKER)  # what a job loads: the manifest and shards
         if (
-            not own
+            loaded
+            and not own
             and (role, before.prefix) in self.in_use
             and self.in_use[(role, before.prefix)] != mine_run
             and self._knows(actor, self.in_use[(role, before.prefix)])
@@ -404,6 +406,8 @@ class Oracle:
         role, prefix = self.world.locate(uri)
         save, why = self.judge(self.world.inner(role).snapshot(prefix + "/"), prefix)
         self.in_use = {k: v for k, v in self.in_use.items() if v != run_id}  # it resumes from this one now
+        if save is None and why.startswith("partial") and why.endswith(f"lacks {COMMIT_MARKER}"):
+            save = self._whole_but_marker(role, prefix)  # retention's first deletion: the data is whole
         if save is None and (why == "gone" or why.startswith("partial")):
             # whole when certification read it, deleted under it since: by another actor, so
             # judged as a deletion of a checkpoint in use (if this run goes on to fence)
@@ -427,6 +431,16 @@ class Oracle:
                 "(a branch it never continued)",
             )
         self.in_use[(role, prefix)] = run_id
+
+    def _whole_but_marker(self, role: str, prefix: str) -> Save | None:
+        objects = self.world.inner(role).snapshot(prefix + "/")
+        found = {k[len(prefix) + 1 :]: v for k, v in objects.items()}
+        owners = {id(s): s for s in (self.by_bytes.get(v) for v in found.values()) if s is not None}
+        save = next(iter(owners.values())) if len(owners) == 1 else None
+        if save is None or not save.counted or not save.manifest:
+            return None
+        whole = all(found.get(rel) == data for rel, data in save.keys.items() if rel != COMMIT_MARKER)
+        return save if whole else None
 
     @_hook
     def loaded(self, job, role: str, prefix: str, read: dict[str, bytes]) -> None:
