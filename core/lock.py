@@ -36,7 +36,8 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -51,6 +52,7 @@ from lifeboat_dr.kernel.errors import (
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
 LOCK_KEY = "_lifeboat/lock.json"
+REPLICATION_LOCK_KEY = "_lifeboat/replication-lock.json"  # one replication pass of a runbook at a time
 DEFAULT_LEASE_S = 60.0
 MAX_LEASE_S = 600.0  # the longest any record may claim, whatever it says
 _TRIES = 20  # conditional writes lost to other takers before giving up
@@ -127,10 +129,12 @@ class RunbookLock:
         lease_s: float = DEFAULT_LEASE_S,
         clock: Callable[[], datetime] = _utcnow,
         sleep: Callable[[float], None] = time.sleep,
+        key: str = LOCK_KEY,
     ):
         if not 0 < lease_s <= MAX_LEASE_S:
             raise ConfigError(f"a lock lease is more than 0 and at most {MAX_LEASE_S:g}s, not {lease_s:g}s")
         self.store, self.runbook, self.run_id, self.action = store, runbook, str(run_id), action
+        self.key = key  # the failover lock, or another one-at-a-time lock (REPLICATION_LOCK_KEY)
         self.lease_s, self.clock, self.sleep = lease_s, clock, sleep
         self.token = secrets.token_hex(8)
         self.reclaimed: Holder | _Unreadable | None = None
@@ -171,19 +175,23 @@ class RunbookLock:
                     self._outlive(holder, info)
                     continue  # lapsed: take it on the next pass
                 raise StandDown(
-                    f"another failover of {self.runbook} holds its lock: {holder.describe()}, held "
+                    f"another {self._what} of {self.runbook} holds its lock: {holder.describe()}, held "
                     f"until {self._lapses_at(holder, info):%H:%M:%S}Z unless renewed; this run changes nothing"
                 )
             except PreconditionFailed:  # another taker wrote first: read again
                 continue
         raise ProviderUnavailable(
-            f"{self.store.uri}/{LOCK_KEY}: {_TRIES} tries to take it lost to other runs"
+            f"{self.store.uri}/{self.key}: {_TRIES} tries to take it lost to other runs"
         )
 
     def _lapses_at(self, holder: Holder | _Unreadable, info: ObjectInfo) -> datetime:
         if isinstance(holder, Holder):
             return holder.lapses_at(info)
         return info.updated + timedelta(seconds=self.lease_s)
+
+    @property
+    def _what(self) -> str:
+        return "replication pass" if self.key == REPLICATION_LOCK_KEY else "failover"
 
     def _store_now(self) -> datetime:
         """The store's time now (one small write): what a record's lapse is judged by."""
@@ -261,7 +269,7 @@ class RunbookLock:
         for _ in range(2):
             condition = {"if_match": version} if version is not None else {"if_none_match": True}
             try:
-                info = self.store.put(LOCK_KEY, holder.to_json(), **condition)
+                info = self.store.put(self.key, holder.to_json(), **condition)
             except ProviderUnavailable:
                 info = self._reread(lambda found: found == holder)  # a lost reply: did it land?
                 if info is None:
@@ -275,7 +283,7 @@ class RunbookLock:
                 continue
             self._mine, self._version = holder, info.version
             return
-        raise PreconditionFailed(f"{self.store.uri}/{LOCK_KEY}: changed twice while writing it")
+        raise PreconditionFailed(f"{self.store.uri}/{self.key}: changed twice while writing it")
 
     def _reread(self, ours: Callable[[Holder], bool]) -> ObjectInfo | None:
         """The record's metadata when it reads back as `ours` (None: not, or unreadable)."""
@@ -292,9 +300,9 @@ class RunbookLock:
         we read it is read again), or None when there is none."""
         for _ in range(10):
             try:
-                info = self.store.head(LOCK_KEY)
-                data = b"".join(self.store.read(LOCK_KEY))
-                if self.store.head(LOCK_KEY).version != info.version:
+                info = self.store.head(self.key)
+                data = b"".join(self.store.read(self.key))
+                if self.store.head(self.key).version != info.version:
                     continue
             except NotFound:
                 return None
@@ -302,7 +310,7 @@ class RunbookLock:
                 return Holder.from_json(data), info
             except (ValueError, KeyError, TypeError):
                 return _Unreadable(), info
-        raise ProviderUnavailable(f"{self.store.uri}/{LOCK_KEY} keeps changing while we read it")
+        raise ProviderUnavailable(f"{self.store.uri}/{self.key} keeps changing while we read it")
 
 
 def read_holder(store: Store) -> Holder | None:
@@ -316,11 +324,11 @@ def read_holder(store: Store) -> Holder | None:
 
 
 def holder_now(
-    store: Store, runbook: str, clock: Callable[[], datetime] = _utcnow
+    store: Store, runbook: str, clock: Callable[[], datetime] = _utcnow, key: str = LOCK_KEY
 ) -> Holder | _Unreadable | None:
     """Who holds `runbook`'s lock now: its record, unless released or lapsed by the store's
     clock (None: nobody). For a reader that must not act while a failover does (retention)."""
-    reader = RunbookLock(store, runbook, "reader", clock=clock)
+    reader = RunbookLock(store, runbook, "reader", clock=clock, key=key)
     current = reader._read()
     if current is None:
         return None
@@ -328,3 +336,28 @@ def holder_now(
     if isinstance(holder, Holder) and holder.released:
         return None
     return None if reader._store_now() >= reader._lapses_at(holder, info) else holder
+
+
+@contextmanager
+def one_replication_pass(
+    store: Store | None,
+    runbook: str,
+    run_id: str,
+    *,
+    dry_run: bool = False,
+    clock: Callable[[], datetime] = _utcnow,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[RunbookLock | None]:
+    """Hold `runbook`'s replication lock (`REPLICATION_LOCK_KEY` in `store`, the secondary's)
+    for one pass: two passes at once (a scheduled one outlasting its interval, a `lifeboat
+    replicate` by hand) plan against each other's half-done copies, and one's retention can
+    delete what the other just unmarked. Another live pass: `StandDown`. A dry run, or a store
+    that cannot hold a lock (no conditional writes), takes none."""
+    if dry_run or store is None or not store.capabilities.conditional_writes:
+        yield None
+        return
+    lock = RunbookLock(
+        store, runbook, run_id, action="replicate", key=REPLICATION_LOCK_KEY, clock=clock, sleep=sleep
+    )
+    with lock:
+        yield lock

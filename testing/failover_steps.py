@@ -85,7 +85,7 @@ class ScriptedSteps:
             self.outage_started_at, detected, ("scripted: provider unreachable", "scripted: stall")
         )
 
-    def fence(self) -> Fenced:
+    def fence(self, checkpoint: CertifyReport | None = None) -> Fenced:
         self._run("fence")
         self._epoch = self._epoch or 2
         return Fenced(self._epoch, ("memory://secondary",), primary_stopped=True)

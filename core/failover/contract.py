@@ -81,8 +81,9 @@ class FailoverSteps(Protocol):
         """Re-check the outage against the detection quorum; raise StopFailover if not confirmed."""
         ...
 
-    def fence(self) -> Fenced:
-        """Bump the lease epoch (idempotent per run) and stop the primary job where reachable."""
+    def fence(self, checkpoint: CertifyReport | None = None) -> Fenced:
+        """Bump the lease epoch (idempotent per run) and stop the primary job where reachable;
+        the old epoch sealed at `checkpoint`'s commit, the one the run resumes from."""
         ...
 
     def certify(self, older_than: int | None = None) -> CertifyReport:

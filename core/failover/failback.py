@@ -93,7 +93,9 @@ class FailbackSteps(ProviderSteps):
             self.catch_up()  # the secondary still writes until the fence: take its newest
         return super().certify(older_than)
 
-    def fence(self) -> Fenced:
+    def fence(self, checkpoint: CertifyReport | None = None) -> Fenced:
+        # the standby's job commits until it stops at its boundary: the seal counts them all,
+        # and the resume seals again at the checkpoint the hand-back leaves newest
         fenced = super().fence()
         handed = self._handover_record()  # a re-run: what the crashed attempt kept
         if handed is not None and handed["step"] is not None:  # it even handed back: resume there

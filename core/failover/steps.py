@@ -177,7 +177,8 @@ class ProviderSteps:
                 f"{lease.holder}) after this run confirmed at epoch {self.expected_epoch}"
             )
 
-    def fence(self) -> Fenced:
+    def fence(self, checkpoint: CertifyReport | None = None) -> Fenced:
+        """`checkpoint`: the one the run resumes from; the old epoch is sealed at its commit."""
         from lifeboat_dr.core.fencing import fence_job
 
         try:
@@ -191,6 +192,7 @@ class ProviderSteps:
                 runbook=self.spec.runbook,
                 witness=self.p.witness,
                 clock=self.clock,
+                resumes=self._commit_of(checkpoint) if checkpoint is not None else None,
             )
         except StopFailover as e:  # another run moved the lease first: it has the job
             raise StandDown(str(e)) from None
@@ -284,9 +286,37 @@ class ProviderSteps:
         )
         return Provisioned(self.cluster, result.cluster.option, attempts)
 
+    def _commit_of(self, checkpoint: CertifyReport) -> tuple[int, int, str] | None:
+        """(epoch, seq, counter) of the checkpoint's guarded commit (None: it has no marker
+        with a sequence, a layout without guarded commits)."""
+        import json
+
+        from lifeboat_dr.core.sitestate import read_marker
+
+        root = self.p.secondary.uri.rstrip("/") + "/"
+        uri = checkpoint.certified.uri
+        if not uri.startswith(root):
+            return None
+        marker = read_marker(self.p.secondary, uri[len(root) :].strip("/"))
+        try:
+            doc = json.loads(marker) if marker is not None else {}
+            return int(doc["epoch"]), int(doc["seq"]), str(doc.get("counter", ""))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def seal_at(self, checkpoint: CertifyReport) -> None:
+        """Before the job resumes from `checkpoint`: the epoch it belongs to is sealed at its
+        commit (a rollback's older checkpoint, a re-run's), in the stores holding this run's lease."""
+        from lifeboat_dr.core.fencing import seal_at_resume
+
+        commit = self._commit_of(checkpoint)
+        if commit is not None:
+            seal_at_resume(self.sites().values(), self.run_id, commit, required=self.p.secondary)
+
     def resume(self, cluster: Provisioned, checkpoint: CertifyReport) -> Resumed:
         started = self.clock()
         ckpt, compute = checkpoint.certified, self.p.compute
+        self.seal_at(checkpoint)
         kept = self._runs_from(cluster.cluster, ckpt.step)
         if not kept:
             compute.run(cluster.cluster, self.job(ckpt.uri))

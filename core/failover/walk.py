@@ -138,6 +138,8 @@ class _Walk:
             return (self.done["plan"].value,)
         if name in ("resume", "prove"):
             return (self.done["provision"].value, self.checkpoint)
+        if name == "fence":
+            return (self.checkpoint,)
         return ()
 
     def record(self, name: str, t: Timed) -> None:

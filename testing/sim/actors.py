@@ -33,7 +33,7 @@ from lifeboat_dr.core.failover.steps import Providers, ProviderSteps, StepSpec
 from lifeboat_dr.core.fencing import COMMIT_MARKER, guarded_commit
 from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
 from lifeboat_dr.core.ledger_chain import LedgerChain, TeedLedger
-from lifeboat_dr.core.lock import DEFAULT_LEASE_S, RunbookLock
+from lifeboat_dr.core.lock import DEFAULT_LEASE_S, RunbookLock, one_replication_pass
 from lifeboat_dr.core.prestage import PrestageReadiness
 from lifeboat_dr.core.replication.copying import replicate_checkpoints
 from lifeboat_dr.core.replication.direction import (
@@ -205,7 +205,19 @@ def replicator(world: World, index: int, machine: str) -> None:
 
 
 def replicate_pass(world: World) -> None:
-    """The `replicate` flow's body over the two stores (flows/replicate.py)."""
+    """The `replicate` flow over the two stores (flows/replicate.py): one pass at a time."""
+    me = world.sched.current
+    me.phase = "lock"
+    try:
+        with one_replication_pass(
+            world.stores["secondary"], RUNBOOK, me.name, clock=me.clock, sleep=world.sched.sleep
+        ):
+            _one_pass(world)
+    except StandDown:
+        return  # another pass runs: this one changes nothing
+
+
+def _one_pass(world: World) -> None:
     me, s = world.sched.current, settings(world)
     primary, secondary = world.stores["primary"], world.stores["secondary"]
     me.phase = "direction"

@@ -46,7 +46,7 @@ from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME
 from lifeboat_dr.core.clocks import CLOCK_KEY
 from lifeboat_dr.core.fencing import COMMIT_MARKER, LEASE_KEY, Lease
 from lifeboat_dr.core.ledger_chain import PREFIX as CHAIN_PREFIX
-from lifeboat_dr.core.lock import LOCK_KEY
+from lifeboat_dr.core.lock import LOCK_KEY, REPLICATION_LOCK_KEY
 from lifeboat_dr.kernel.errors import LifeboatError
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ class Oracle:
     def landed(self, role: str, key: str, old: bytes | None, new: bytes | None) -> None:
         """A write (`new`) or delete (`new` None) landed on `role`'s store over `old`."""
         actor = self.world.sched.current
-        if key not in (LOCK_KEY, CLOCK_KEY) and not key.startswith(CHAIN_PREFIX + "/"):
+        if key not in (LOCK_KEY, REPLICATION_LOCK_KEY, CLOCK_KEY) and not key.startswith(CHAIN_PREFIX + "/"):
             self.acted(f"{'wrote' if new is not None else 'deleted'} {role}:{key}")
         if key == LEASE_KEY:
             if new is not None:
