@@ -56,6 +56,7 @@ REPLICATION_LOCK_KEY = "_lifeboat/replication-lock.json"  # one replication pass
 DEFAULT_LEASE_S = 60.0
 MAX_LEASE_S = 600.0  # the longest any record may claim, whatever it says
 _TRIES = 20  # conditional writes lost to other takers before giving up
+_ANSWER_TRIES, _ANSWER_WAIT_S = 3, 2.0  # a store failing requests while the lock is taken
 
 log = logging.getLogger("lifeboat.lock")
 
@@ -153,11 +154,23 @@ class RunbookLock:
 
     # -- taking it ------------------------------------------------------------------------
     def acquire(self) -> None:
+        """Take the lock (see the module docstring). A store that fails a request is asked
+        again a few times (`_ANSWER_TRIES`, `_ANSWER_WAIT_S` apart): a failover must not fail
+        to start on one 503."""
         if not self.store.capabilities.conditional_writes:
             raise ConfigError(
                 f"{self.store.uri}: this store does not honour conditional writes; it cannot hold "
                 f"the failover lock of {self.runbook}"
             )
+        for attempt in range(_ANSWER_TRIES):
+            try:
+                return self._acquire()
+            except ProviderUnavailable:
+                if attempt == _ANSWER_TRIES - 1:
+                    raise
+                self.sleep(_ANSWER_WAIT_S)
+
+    def _acquire(self) -> None:
         for _ in range(_TRIES):
             current = self._read()
             try:
@@ -167,6 +180,10 @@ class RunbookLock:
                 holder, info = current
                 if isinstance(holder, Holder) and holder.released:
                     self._take(info.version, None)
+                    return
+                if isinstance(holder, Holder) and holder.token == self.token:
+                    self._mine, self._version = holder, info.version  # our take landed, its answer lost
+                    self._hold()
                     return
                 if self._store_now() >= self._lapses_at(holder, info):
                     self._take(info.version, holder)
@@ -228,6 +245,9 @@ class RunbookLock:
         self.reclaimed = lapsed
         if lapsed is not None:
             log.warning("reclaimed the lock of %s from %s: its lease lapsed", self.runbook, lapsed.describe())
+        self._hold()
+
+    def _hold(self) -> None:
         self._renewer = threading.Thread(target=self._renew, daemon=True, name=f"lock-{self.runbook}")
         self._renewer.start()
 

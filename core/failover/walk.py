@@ -325,10 +325,12 @@ class _Walk:
         del self.done["resume"], self.done["prove"]
 
     def fence_landed(self, error: BaseException) -> None:
-        """The walk failed after its fence step started but before it recorded the fence: the
-        lease may have landed all the same (the step failed after its write, or the write's
-        answer was lost). Read back, it is recorded: the ledger holds every action taken."""
-        if not self.fence_started or "fenced" in self.ledger.entry.phases:
+        """The walk failed after its fence step started (or in a re-run) but before it recorded
+        the fence: the lease may have landed all the same (the step failed after its write, the
+        write's answer was lost, an earlier attempt was killed before its record). Read back,
+        it is recorded: the ledger holds every action taken."""
+        rerun = self.ledger.prior is not None  # an earlier attempt may have fenced, then died
+        if not (self.fence_started or rerun) or "fenced" in self.ledger.entry.phases:
             return
         landed = self.steps.fence_read_back()
         if landed is not None:
