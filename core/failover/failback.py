@@ -113,6 +113,7 @@ class FailbackSteps(ProviderSteps):
             failed = f"; failed: {', '.join(report.failed)}" if report.failed else ""
         except LifeboatError as e:
             copied, failed = "nothing copied", f"; failed: {e}"
+        self.__dict__.pop("clocks", None)  # the RPO runs to the fence: the skew as it is now
         checkpoint = self.certify()
         self._record_handover(checkpoint.certified.step)
         note = (

@@ -146,6 +146,7 @@ class ProviderSteps:
         # The epoch seen at confirmation: if another failover fences first, ours stops
         # instead of fencing *it* out.
         state = self.site_state()
+        self.clocks  # noqa: B018 - read now: the skew as it was when the outage was stamped
         self.superseded(state)
         self.expected_epoch = state.epoch
         lease = state.lease
@@ -224,7 +225,9 @@ class ProviderSteps:
 
     @cached_property
     def clocks(self):
-        """The secondary store's clock against ours, read once per run (None: unreadable)."""
+        """The secondary store's clock against ours, read once per run (None: unreadable):
+        at confirmation, next to the outage's start it converts store times against (our
+        clock may step later in the run, an NTP correction)."""
         from lifeboat_dr.core.clocks import store_time
 
         try:

@@ -473,6 +473,17 @@ class Oracle:
             self.resumed_from[job.run_id] = save
 
     @_hook
+    def attempt_killed(self, run_id: str, entry) -> None:
+        """An attempt of `run_id` was killed: what it certified stays in use only if its ledger
+        entry names it (its re-run takes the checkpoint from there, never certifying anew)."""
+        named = entry.checkpoint if entry is not None and "certify" in entry.done else None
+        self.in_use = {
+            k: v
+            for k, v in self.in_use.items()
+            if v != run_id or (named and named.rstrip("/").endswith("/" + k[1]))
+        }
+
+    @_hook
     def run_ended(self, run_id: str) -> None:
         self.in_use = {k: v for k, v in self.in_use.items() if v != run_id}
 
@@ -556,7 +567,7 @@ class Oracle:
         true_start = fenced[0].at if failback and fenced else self.world.outage_at
         lost = true_start - save.committed_at
         recorded = (start - written).total_seconds()
-        if recorded < 0 and lost > 1.0:
+        if recorded < 0 and lost > 2.0 and entry.rpo is not None:  # unknown (None) says so
             self.violate(
                 "ledger-negative-rpo",
                 f"run {run.run_id}: RPO {recorded:.1f}s (checkpoint written {written:%H:%M:%S}, after the "

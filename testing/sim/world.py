@@ -365,6 +365,8 @@ class World:
     def crashed(self, actor: Actor) -> None:
         self.sched.kill(actor.process)
         run: Run | None = getattr(actor, "run", None)
+        if run is not None:
+            self.oracle.attempt_killed(run.run_id, self.ledger_entry(run))
         if run is None or not run.rerun_left:
             return
         delay = self.draw_rerun()
