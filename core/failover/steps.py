@@ -275,6 +275,9 @@ class ProviderSteps:
     def provision(self, options: Sequence[PlanOption]) -> Provisioned:
         from lifeboat_dr.providers.compute.fallback import launch_with_fallback
 
+        up = self._already_up(options)
+        if up is not None:  # an earlier attempt's (a re-run): kept, never relaunched nor torn down
+            return Provisioned(self.cluster, up.option, (f"{up.option.infra}: already up, kept",))
         result = launch_with_fallback(
             self.p.compute,
             self.cluster,
@@ -315,6 +318,20 @@ class ProviderSteps:
         commit = self._commit_of(checkpoint)
         if commit is not None:
             seal_at_resume(self.sites().values(), self.run_id, commit, required=self.p.secondary)
+
+    def _already_up(self, options: Sequence[PlanOption]):
+        """The cluster, when it is up already on one of `options`' infra (None: it is not, or
+        does not exist). A failed launch is torn down by the fallback: a re-run must not
+        relaunch the cluster its first attempt's job runs on, where one 503 would tear it down."""
+        from lifeboat_dr.kernel.errors import NotFound
+        from lifeboat_dr.providers.compute.base import ClusterState
+
+        try:
+            status = self.p.compute.status(self.cluster)
+        except NotFound:
+            return None
+        infra = {o.infra for o in options}
+        return status if status.state is ClusterState.UP and status.option.infra in infra else None
 
     def resume(self, cluster: Provisioned, checkpoint: CertifyReport) -> Resumed:
         started = self.clock()

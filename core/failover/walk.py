@@ -325,16 +325,9 @@ class _Walk:
         del self.done["resume"], self.done["prove"]
 
     def fence_landed(self, error: BaseException) -> None:
-        """The walk failed after its fence step started (or in a re-run) but before it recorded
-        the fence: the lease may have landed all the same (the step failed after its write, the
-        write's answer was lost, an earlier attempt was killed before its record). Read back,
-        it is recorded: the ledger holds every action taken."""
-        rerun = self.ledger.prior is not None  # an earlier attempt may have fenced, then died
-        if not (self.fence_started or rerun) or "fenced" in self.ledger.entry.phases:
-            return
-        landed = self.steps.fence_read_back()
-        if landed is not None:
-            self.ledger.note("fence", f"{landed}: the lease landed, though the fence step failed ({error})")
+        """The walk failed after its fence step started (or in a re-run): see `fence_read_back`."""
+        if self.fence_started or self.ledger.prior is not None:
+            fence_read_back(self.steps, self.ledger, f"the run failed ({error})")
 
     def inherited(self, cluster: Provisioned) -> bool:
         """Whether an earlier attempt of this run provisioned `cluster` (its entry holds the
@@ -361,6 +354,18 @@ class _Walk:
             self.done.pop("provision", None)
 
 
+def fence_read_back(steps: FailoverSteps, ledger: RtoLedger, why: str) -> None:
+    """A run that stops without having recorded its fence (its fence step failed after the
+    write, the write's answer was lost, an earlier attempt was killed before its record, a
+    re-run stood down): its lease may have landed all the same. Read back, it is recorded in
+    a note: the ledger holds every action taken."""
+    if "fenced" in ledger.entry.phases or "fence" in ledger.entry.notes:
+        return
+    landed = steps.fence_read_back()
+    if landed is not None:
+        ledger.note("fence", f"{landed}: the lease landed, though {why}")
+
+
 def execute(
     settings: FailoverSettings,
     steps: FailoverSteps,
@@ -385,6 +390,8 @@ def execute(
     except StandDown as e:
         # The cluster's name is the runbook's: what this run provisioned is the other run's
         # cluster too, so it is left alone.
+        if ledger.prior is not None:
+            fence_read_back(steps, ledger, "this re-run stood down")
         ledger.note("stood down", str(e))
         walk.done.pop("provision", None)
         walk.running.pop("provision", None)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import timedelta
 
 from lifeboat_dr.core.checkpoints.layouts import discover
@@ -45,7 +45,14 @@ from lifeboat_dr.core.replication.direction import (
 )
 from lifeboat_dr.core.retention import RetentionPolicy, retention_for
 from lifeboat_dr.core.transfer import RetryPolicy
-from lifeboat_dr.kernel.errors import LifeboatError, NotFound, ProviderUnavailable, StandDown, StopFailover
+from lifeboat_dr.kernel.errors import (
+    LifeboatError,
+    NotFound,
+    ProviderUnavailable,
+    StandDown,
+    StopFailover,
+    WriteFailed,
+)
 from lifeboat_dr.providers.chat.base import ApprovalDecision
 from lifeboat_dr.providers.compute.base import JobSpec
 from lifeboat_dr.providers.image_registry import FakeRegistry
@@ -442,12 +449,17 @@ def control_plane(world: World, run: Run, attempt: int) -> None:
                 runner=SimRunner(world, settings_),
                 clock=me.clock,
             )
-    except StandDown as e:
+    except StandDown as e:  # as the flows: a re-run reads back an earlier attempt's fence
+        if ledger.prior is not None:
+            walk.fence_read_back(steps, ledger, "this re-run stood down")
         ledger.note("stood down", str(e))
         ledger.finish("stood-down")
     except Killed:
         raise
-    except BaseException:
+    except BaseException as e:
+        if isinstance(e, LifeboatError) and ledger.prior is not None:  # as the flows do
+            with suppress(WriteFailed):
+                walk.fence_read_back(steps, ledger, f"this re-run failed ({e})")
         run.finished = True
         world.oracle.run_ended(run.run_id)
         raise

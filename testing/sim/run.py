@@ -42,6 +42,7 @@ class History:
     virtual_s: float
     wall_s: float
     outcomes: dict[str, str] = field(default_factory=dict)  # run id -> its ledger's outcome
+    notes: dict[str, dict[str, str]] = field(default_factory=dict)  # run id -> its ledger's notes
     crashable: set[str] = field(default_factory=set)
     # ground truth, for tests to check a scripted history reached what it is about
     fences: list[tuple[int, str, str]] = field(default_factory=list)  # (epoch, active site, run id)
@@ -96,10 +97,11 @@ def run_history(
             if world.broken is not None:
                 raise RuntimeError("the simulator's oracle failed (a bug of the simulator)") from world.broken
             world.oracle.finish()
-        outcomes = {}
+        outcomes, notes = {}, {}
         for run in world.runs.values():
             entry = world.ledger_entry(run)
             outcomes[run.run_id] = entry.outcome if entry is not None else "no ledger"
+            notes[run.run_id] = dict(entry.notes) if entry is not None else {}
     finally:
         world.close()
         if saved_env is None:
@@ -116,6 +118,7 @@ def run_history(
         virtual_s=sched.now,
         wall_s=time.perf_counter() - started,
         outcomes=outcomes,
+        notes=notes,
         crashable=set(world.crashable),
         fences=[(f.epoch, f.active, f.run_id) for f in world.oracle.fences],
         jobs=[(j.run_id, j.attempt, j.lineage, j.checkpoint) for j in world.jobs],
