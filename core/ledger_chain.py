@@ -150,7 +150,8 @@ class LedgerChain:
         """Write the records `store` missed (create-only, in order); `ProviderUnavailable` when
         it still fails. False (it is left out) when it holds another record at a seq it missed."""
         while self.behind:
-            runbook, record = self.behind[0]
+            item = self.behind[0]
+            runbook, record = item
             try:
                 store.put(self._key(runbook, record.seq), record.to_bytes(), if_none_match=True)
             except PreconditionFailed:
@@ -158,7 +159,8 @@ class LedgerChain:
                 if theirs is None or theirs.hash != record.hash:
                     self.down[store.uri] = f"holds another record at seq {record.seq}"
                     return False
-            self.behind.pop(0)
+            if self.behind and self.behind[0] is item:  # another thread's append may have caught up too
+                self.behind.pop(0)
         return True
 
     def _get(self, store, runbook: str, seq: int) -> Record | None:

@@ -15,6 +15,7 @@ or meet one fault:
 | partial    | a read or list yields part of its answer, then the connection resets    |
 | full       | a write is refused: `ProviderUnavailable` naming the object, as a full `file://` store does |
 | crash      | the caller's process is killed here (SIGKILL): nothing more it does lands |
+| throttled  | one hot key (the lease, the lock, the ledger chain) answers 503 to everyone for a window of the history (S3 SlowDown is per prefix): correlated, not per request |
 
 Compute calls (`ComputeView`) meet error, lost-reply (launch, run, teardown), latency and
 crash; the ledger file (`LedgerSink`) full (`WriteFailed`) and crash. Which faults each
@@ -49,7 +50,17 @@ FAULTS: dict[str, tuple[str, ...]] = {
     "compute-act": ("error", "lost-reply", "latency"),
     "ledger": ("full",),
 }
-ALL_FAULTS = ("error", "timeout", "lost-reply", "latency", "partial", "full", "crash", "partition")
+ALL_FAULTS = (
+    "error",
+    "timeout",
+    "lost-reply",
+    "latency",
+    "partial",
+    "full",
+    "crash",
+    "partition",
+    "throttled",
+)
 
 
 class Coverage:
@@ -59,9 +70,12 @@ class Coverage:
     def __init__(self) -> None:
         self.met: Counter[tuple[str, str, str]] = Counter()
         self.requests: Counter[tuple[str, str, str]] = Counter()  # (actor kind, step, op) -> requests
+        self.hot: set[tuple[str, str]] = set()  # (actor kind, step) that asked for a hot key
 
-    def request(self, kind: str, phase: str, op: str, fault: str | None) -> None:
+    def request(self, kind: str, phase: str, op: str, fault: str | None, hot: bool = False) -> None:
         self.requests[(kind, phase, op)] += 1
+        if hot:
+            self.hot.add((kind, phase))
         if fault:
             self.met[(fault, kind, phase)] += 1
 
@@ -73,6 +87,8 @@ class Coverage:
             faults.update(FAULTS[op])
             if op not in ("ledger",):
                 faults.add("partition")
+            if (kind, phase) in self.hot:
+                faults.add("throttled")
             if kind in crashable:
                 faults.add("crash")
         return out
@@ -80,6 +96,7 @@ class Coverage:
     def merge(self, other: Coverage) -> None:
         self.met.update(other.met)
         self.requests.update(other.requests)
+        self.hot |= other.hot
 
 
 def _fault(world, op: str, site: str | None, key: str) -> str | None:
@@ -93,7 +110,7 @@ def _fault(world, op: str, site: str | None, key: str) -> str | None:
         fault = choices[pick - 1] if pick else None
         if fault is None and actor.kind in world.crashable and world.sched.decide(f"crash:{actor.kind}", 2):
             fault = "crash"
-    world.coverage.request(actor.kind, actor.phase, op, fault)
+    world.coverage.request(actor.kind, actor.phase, op, fault, hot=site is not None and world.hot_key(key))
     if fault is not None:
         world.sched.note(f"{fault}: {op} {site + ':' if site else ''}{key} ({actor.phase})")
     if fault == "crash":
@@ -131,6 +148,10 @@ class FaultyStore:
             world.coverage.request(actor.kind, actor.phase, op, "partition")
             world.sched.sleep(DEADLINE_S)
             raise ProviderUnavailable(f"{self.uri}: connect timeout (partitioned, simulated)")
+        if world.throttled(self.role, key):  # a hot key: 503 SlowDown for everyone, a while
+            world.coverage.request(actor.kind, actor.phase, op, "throttled", hot=True)
+            world.sched.advance(LATENCY_S)
+            raise ProviderUnavailable(f"{self.uri}/{key}: 503 SlowDown (throttled, simulated)")
         fault = _fault(world, op, self.role, key)
         world.sched.advance(LATENCY_S)
         if fault == "error":
@@ -160,8 +181,16 @@ class FaultyStore:
         self._request("head", key)
         return self.inner.head(key)
 
+    def _shard(self, key: str) -> None:
+        """A big shard takes a while to move between regions (a replicator's copy; a job
+        writes its own region's store fast): other actors run meanwhile."""
+        actor = self.world.sched.current
+        if self.world.shard_s and "/shard-" in key and actor is not None and actor.kind == "replicator":
+            self.world.sched.sleep(self.world.shard_s)
+
     def read(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         fault = self._request("read", key)
+        self._shard(key)
         data = b"".join(self.inner.read(key, start, end))
         if fault == "partial":
             yield data[: len(data) // 2]
@@ -180,6 +209,7 @@ class FaultyStore:
     ):
         body = bytes(data) if isinstance(data, bytes | bytearray | memoryview) else b"".join(data)
         fault = self._request("put", key)
+        self._shard(key)
         old = self.inner.peek(key)
         info = self.inner.put(
             key, body, if_none_match=if_none_match, if_match=if_match, crc32c=crc32c, size=size

@@ -3,7 +3,7 @@
 | mutant                  | the bug                                                     |
 |-------------------------|-------------------------------------------------------------|
 | `partial-site-state`    | the site state read from the one store that answered (a view without the secondary's store taken as conclusive) |
-| `no-recheck-before-commit` | a copy checks the site state before its first write, never again before its commit markers |
+| `no-recheck-before-commit` | a copy checks the site state before its first write, never again before its commit markers, and writes without preconditions (the copy in flight of #27) |
 | `seal-by-writer-clock`  | a sealed epoch's markers judged by the writer's own clock (`written_at` against the seal's time), not by commit sequence |
 
 `mutated(name)` patches the running core for the length of the block. Each mutant puts its
@@ -11,7 +11,9 @@ bug back into today's code at the one place that decides it, rather than restori
 code: `partial-site-state` makes `SiteState.conclusive` true for any store that answered
 (`read_site_state` then acts on the primary's old record when the secondary's store does
 not answer); `no-recheck-before-commit` hands `copy_prefix` a `before_commit` that runs
-only before the first write (the markers land on whatever the site state became);
+only before the first write and a destination without preconditions (the markers land on
+whatever the site state became: the conditional writes alone would stop them, which the
+simulator shows; the re-check is what stops a server-side copy's unconditional data);
 `seal-by-writer-clock` replaces `marker_is_fenced_out` wherever it is imported. When a
 refactor moves the decision elsewhere, the mutant must follow it: its test fails (the
 mutant no longer bites) instead of passing quietly.
@@ -19,6 +21,7 @@ mutant no longer bites) instead of passing quietly.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -54,14 +57,26 @@ def _partial_site_state():
     return [(SiteState, "conclusive", property(lambda self: bool(self.answered)))]
 
 
+class _Unconditional:
+    """A store as a copy without preconditions writes to it (a server-side copy's data, a
+    store that ignores them): every write lands, whatever the destination holds now."""
+
+    def __init__(self, store):
+        self.store = store
+        self.capabilities = dataclasses.replace(store.capabilities, conditional_writes=False)
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
 def _no_recheck():
     from lifeboat_dr.core import transfer
 
     real = transfer.copy_prefix
 
-    def copy_prefix(*args, before_commit=None, **kwargs):
+    def copy_prefix(src, dst, *args, before_commit=None, **kwargs):
         if before_commit is None:
-            return real(*args, **kwargs)
+            return real(src, dst, *args, **kwargs)
         calls = [0]
 
         def first_only() -> None:  # the bug: the state read before the data is trusted to the end
@@ -69,7 +84,7 @@ def _no_recheck():
             if calls[0] == 1:
                 before_commit()
 
-        return real(*args, before_commit=first_only, **kwargs)
+        return real(src, _Unconditional(dst), *args, before_commit=first_only, **kwargs)
 
     return [(owner, attr, copy_prefix) for owner, attr in _everywhere(real)]
 

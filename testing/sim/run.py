@@ -73,6 +73,8 @@ def seeded(seed: int, scenario: Scenario | None = None) -> SeededChoices:
         "crash:zombie": 0.0005,
         "person": 0.08,
         "param:clock": 0.25,
+        "param:throttle": 0.3,
+        "param:big_shards": 0.4,
         "actor": 0.35,  # another actor runs first at this yield point
     }
     rates.update(scenario.rates if scenario else {})

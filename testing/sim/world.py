@@ -45,6 +45,13 @@ STEP_S = 1.0  # virtual seconds per training step
 # stall: cut off, its job hung (after the save it was in) until the heal, then back; job-lost:
 # only the job died (its host), the region's store still answers everyone
 OUTAGES = ("partition", "dead", "stall", "job-lost")
+THROTTLED = (  # (store, key prefix) answering 503 to everyone for a window
+    None,
+    ("secondary", "_lifeboat/lease.json"),
+    ("primary", "_lifeboat/lease.json"),
+    ("secondary", "_lifeboat/lock.json"),
+    ("secondary", "_lifeboat/chain/"),
+)
 SKEWS = (  # an actor's clock: (skew, jump at outage + 10 s)
     (0.0, 0.0),
     (0.5, 0.0),
@@ -262,8 +269,12 @@ class World:
         return options[index]
 
     def draw_parameters(self) -> None:
+        # big checkpoints: each shard a replicator reads or writes takes seconds, so copies are
+        # in flight across fences and commits (the window of a real multi-GB cross-region copy);
+        # the outage then comes a minute later, when replicas had time to land
+        self.shard_s = self.draw("big_shards", (0.0, 8.0))
         self.outage = self.draw("outage", OUTAGES)
-        self.outage_at = self.draw("outage_at", (31.0, 25.0, 37.0, 44.0))
+        self.outage_at = self.draw("outage_at", (31.0, 25.0, 37.0, 44.0)) + (60.0 if self.shard_s else 0.0)
         heal = self.draw("heal_after", (90.0, None, 40.0, 150.0))
         self.heal_at = None if heal is None else self.outage_at + heal
         self.failback = self.heal_at is not None and self.draw("failback", (True, False))
@@ -277,6 +288,12 @@ class World:
         self.colocated = self.draw("replicator_machine", (True, False))
         self.keep_last = self.draw("keep_last", (2, 1))
         self.ledger = self.draw("ledger", ("file", "chain"))  # LIFEBOAT_LEDGER_CHAIN unset, or sites
+        # one hot key throttled for a while (S3's SlowDown is per prefix): correlated faults
+        self.throttle = self.draw("throttle", THROTTLED)
+        self.throttle_window = (0.0, 0.0)
+        if self.throttle is not None:
+            start = self.draw("throttle_at", (self.heal_at or self.outage_at + 30.0, self.outage_at + 10.0))
+            self.throttle_window = (start, start + self.draw("throttle_for", (120.0, 30.0, 300.0)))
         self.skews = {  # mostly true (the seed's rates make a skew rare)
             role: self.draw(f"clock:{role}", SKEWS)
             for role in ("primary-trainer", "resumed-trainer", "cp-a", "cp-b", "worker")
@@ -317,6 +334,17 @@ class World:
         if self.outage == "job-lost":
             return False
         return self.outage_at <= self.sched.now and (self.heal_at is None or self.sched.now < self.heal_at)
+
+    @staticmethod
+    def hot_key(key: str) -> bool:
+        """Whether `key` is one a throttle can hit (the lease, the lock, the ledger chain)."""
+        return any(t is not None and key.startswith(t[1]) for t in THROTTLED)
+
+    def throttled(self, role: str, key: str) -> bool:
+        """Whether a request for `key` on `role`'s store is refused as throttled now."""
+        if self.throttle is None or self.throttle[0] != role or not key.startswith(self.throttle[1]):
+            return False
+        return self.throttle_window[0] <= self.sched.now < self.throttle_window[1]
 
     def reachable(self, actor: Actor, role: str) -> bool:
         if not self.cut_off():

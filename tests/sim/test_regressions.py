@@ -73,7 +73,7 @@ CASES = (
     Case(
         "unanswering-store",
         "The fence reached the secondary alone (the primary was cut off); after the heal the "
-        "secondary answers its lease GET with 503 for a minute: replication must not act on the "
+        "secondary answers its lease GET with 503 for two minutes: replication must not act on the "
         "primary's old record ('primary is active, epoch 0') and copy the zombie's checkpoints.",
         ("fenced-out-copied", "active-overwritten", "newest-deleted", "none-certifiable"),
         lambda h: hit(h) and fenced(h, "fo-1") and zombie_committed(h),
@@ -85,7 +85,7 @@ CASES = (
                 site="secondary",
                 key="_lifeboat/lease.json",
                 after=181.0,
-                until=240.0,
+                until=300.0,
                 times=0,
             ),
         ),
