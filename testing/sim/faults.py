@@ -71,11 +71,16 @@ class Coverage:
         self.met: Counter[tuple[str, str, str]] = Counter()
         self.requests: Counter[tuple[str, str, str]] = Counter()  # (actor kind, step, op) -> requests
         self.hot: set[tuple[str, str]] = set()  # (actor kind, step) that asked for a hot key
+        self.crossing: set[tuple[str, str]] = set()  # (actor kind, step) that asked across a cut
 
-    def request(self, kind: str, phase: str, op: str, fault: str | None, hot: bool = False) -> None:
+    def request(
+        self, kind: str, phase: str, op: str, fault: str | None, hot: bool = False, crossing: bool = False
+    ) -> None:
         self.requests[(kind, phase, op)] += 1
         if hot:
             self.hot.add((kind, phase))
+        if crossing:
+            self.crossing.add((kind, phase))
         if fault:
             self.met[(fault, kind, phase)] += 1
 
@@ -85,7 +90,7 @@ class Coverage:
         for kind, phase, op in self.requests:
             faults = out.setdefault((kind, phase), set())
             faults.update(FAULTS[op])
-            if op not in ("ledger",):
+            if (kind, phase) in self.crossing:  # asked across the primary region's cut-off
                 faults.add("partition")
             if (kind, phase) in self.hot:
                 faults.add("throttled")
@@ -97,6 +102,7 @@ class Coverage:
         self.met.update(other.met)
         self.requests.update(other.requests)
         self.hot |= other.hot
+        self.crossing |= other.crossing
 
 
 def _fault(world, op: str, site: str | None, key: str) -> str | None:
@@ -110,7 +116,14 @@ def _fault(world, op: str, site: str | None, key: str) -> str | None:
         fault = choices[pick - 1] if pick else None
         if fault is None and actor.kind in world.crashable and world.sched.decide(f"crash:{actor.kind}", 2):
             fault = "crash"
-    world.coverage.request(actor.kind, actor.phase, op, fault, hot=site is not None and world.hot_key(key))
+    world.coverage.request(
+        actor.kind,
+        actor.phase,
+        op,
+        fault,
+        hot=site is not None and world.hot_key(key),
+        crossing=world.crosses(actor, site, key),
+    )
     if fault is not None:
         world.sched.note(f"{fault}: {op} {site + ':' if site else ''}{key} ({actor.phase})")
     if fault == "crash":
@@ -145,7 +158,7 @@ class FaultyStore:
             return None
         world.sched.point(f"{self.role}.{op} {key}")
         if not world.reachable(actor, self.role):
-            world.coverage.request(actor.kind, actor.phase, op, "partition")
+            world.coverage.request(actor.kind, actor.phase, op, "partition", crossing=True)
             world.sched.sleep(DEADLINE_S)
             raise ProviderUnavailable(f"{self.uri}: connect timeout (partitioned, simulated)")
         if world.throttled(self.role, key):  # a hot key: 503 SlowDown for everyone, a while
@@ -247,7 +260,9 @@ class ComputeView:
         world.sched.point(f"compute.{op} {cluster or ''}")
         infra = infra or (self.inner.infra_of(cluster) if cluster else None)
         if infra is not None and not world.reaches_infra(actor, infra):
-            world.coverage.request(actor.kind, actor.phase, "compute-act" if acts else "compute", "partition")
+            world.coverage.request(
+                actor.kind, actor.phase, "compute-act" if acts else "compute", "partition", crossing=True
+            )
             world.sched.sleep(DEADLINE_S)
             raise ProviderUnavailable(f"{infra}: API unreachable (partitioned, simulated)")
         fault = _fault(world, "compute-act" if acts else "compute", None, f"{op} {cluster or ''}")

@@ -354,6 +354,16 @@ class World:
             return inside and self.outage in ("partition", "stall")  # the region itself is up
         return not inside
 
+    def crosses(self, actor: Actor, site: str | None, what: str) -> bool:
+        """Whether a request goes across the primary region's border (a partition could cut
+        it): to the primary's store or compute from outside, to the secondary's from inside."""
+        inside = getattr(actor, "region", "control") == "primary"
+        if site is not None:
+            return (site == "primary") != inside
+        cluster = what.split()[-1] if what.split() else ""
+        infra = self.compute_api.infra_of(cluster) if cluster else None
+        return infra is not None and (infra == PRIMARY_INFRA) != inside
+
     def reaches_infra(self, actor: Actor, infra: str) -> bool:
         if not self.cut_off():
             return True
