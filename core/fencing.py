@@ -83,8 +83,10 @@ class Seal:
     # written before seals were counted (cut by a clock): nothing proves any of its commits
     basis: str = "fence"  # "fence": the count read on the writers' store as the fence took
     # it (exact); "replicated": the writers' store was unreachable, the highest commit of
-    # the epoch the taking-over store held
+    # the epoch the taking-over store held; "resumed": the commit the next lineage resumed
+    # from (its later commits, landed before the fence or not, are a branch it never continued)
     counter: str = ""  # the lease counter those commits were counted on ("": any, a seal from before)
+    run_id: str = ""  # the run that took the epoch this seal ends ("": the original primary, or older)
 
     def to_dict(self) -> dict:
         return {
@@ -94,6 +96,7 @@ class Seal:
             "commits": self.commits,
             "basis": self.basis,
             "counter": self.counter,
+            "run_id": self.run_id,
         }
 
     @classmethod
@@ -106,6 +109,7 @@ class Seal:
             None if commits is None else int(commits),
             str(doc.get("basis", "fence")),
             str(doc.get("counter", "")),
+            str(doc.get("run_id", "")),
         )
 
 
@@ -132,6 +136,13 @@ class Lease:
     def seal(self, epoch: int) -> Seal | None:
         return next((s for s in self.history if s.epoch == epoch), None)
 
+    def ended_for(self, run_id: str) -> Seal | None:
+        """The seal of an epoch `run_id` took and a later fence ended (None: it took none, or
+        it holds this lease)."""
+        if not run_id or self.run_id == run_id:
+            return None
+        return next((s for s in self.history if s.run_id == run_id), None)
+
     def to_json(self) -> bytes:
         doc = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {
             "acquired_at": self.acquired_at.isoformat(),
@@ -156,7 +167,7 @@ class Lease:
         )
 
 
-_BASIS_RANK = {"fence": 2, "replicated": 1}  # a legacy seal (no count) ranks lowest
+_BASIS_RANK = {"resumed": 3, "fence": 2, "replicated": 1}  # a legacy seal (no count) ranks lowest
 
 
 def new_counter() -> str:
@@ -173,7 +184,9 @@ def merge_history(*histories: Iterable[Seal]) -> tuple[Seal, ...]:
         return 0 if seal.commits is None else _BASIS_RANK.get(seal.basis, 0)
 
     for seal in (s for h in histories for s in h):
-        if seal.epoch not in best or rank(seal) > rank(best[seal.epoch]):
+        held = best.get(seal.epoch)
+        lower = held is not None and rank(seal) == rank(held) == 3 and seal.commits < held.commits
+        if held is None or rank(seal) > rank(held) or lower:  # a rollback resumed from an older one
             best[seal.epoch] = seal
     return tuple(best[e] for e in sorted(best))
 
@@ -295,6 +308,7 @@ def _next(
     replicated: Callable[[int], int] | None = None,
     expect: int | None = None,
     runbook: str = "",
+    resumes: tuple[int, int, str] | None = None,
 ) -> Lease:
     """The lease after the current epoch ends. `lease` is what this store holds, `floor` what
     the other store holds; the newest epoch of the two is the one that ends. Its seal counts
@@ -309,10 +323,12 @@ def _next(
         )
     ending = old if old.epoch == top or floor is None else floor
     if exact and old.epoch == top:
-        ended = Seal(top, ending.active, now, old.commits, "fence", old.counter)
+        ended = Seal(top, ending.active, now, old.commits, "fence", old.counter, ending.run_id)
     else:
         commits, counter = replicated(top) if replicated else (0, "")
-        ended = Seal(top, ending.active, now, commits, "replicated", counter)
+        ended = Seal(top, ending.active, now, commits, "replicated", counter, ending.run_id)
+    if resumes is not None and resumes[0] == top:  # what counts: up to the commit resumed from
+        ended = dataclasses.replace(ended, commits=resumes[1], basis="resumed", counter=resumes[2])
     history = merge_history(old.history, floor.history if floor else (), (ended,))
     named = runbook or old.runbook or (floor.runbook if floor else "")
     return Lease(top + 1, holder, run_id, now, active, 0, history, named, counter=new_counter())
@@ -370,6 +386,7 @@ def fence_job(
     runbook: str = "",
     witness: Store | None = None,
     clock: Clock = _utcnow,
+    resumes: tuple[int, int, str] | None = None,
 ) -> tuple[Lease, Lease | None]:
     """Make `active` the active site: fence the store its writers used until now
     (`from_store`) when it answers, then the optional `witness`, then the store of the site
@@ -381,6 +398,9 @@ def fence_job(
     lease there once it answers again. The secondary's store must be written (a failback's
     `from_store`), or with a `witness` a majority of the three: otherwise `SiteStateUnknown`
     and nothing is written on `to_store`. Times are `to_store`'s own clock (one small write).
+    `resumes`: (epoch, seq, counter) of the guarded commit of the checkpoint the run resumes
+    from: the old epoch is sealed there ("resumed"), so its later commits, landed before the
+    fence or not, never count (see `seal_at_resume`).
     Returns both leases (the second None when `from_store` did not answer)."""
     from lifeboat_dr.core.clocks import store_time
 
@@ -408,6 +428,7 @@ def fence_job(
                 floor=floor,
                 expect=expect_epoch,
                 runbook=runbook,
+                resumes=resumes,
             )
 
         try:
@@ -431,6 +452,7 @@ def fence_job(
             replicated=lambda epoch: highest_commit(to_store, epoch),
             expect=expect_epoch,
             runbook=runbook,
+            resumes=resumes,
         )
     if witness is not None and _give_lease(witness, taken, run_id, strict=True) is None and on_from is None:
         raise SiteStateUnknown(
@@ -465,6 +487,39 @@ def _give_lease(store: Store | None, lease: Lease, run_id: str, *, strict: bool 
         if strict:
             raise
         return None
+
+
+def seal_at_resume(
+    stores: Iterable[Store | None], run_id: str, resumes: tuple[int, int, str], *, required: Store
+) -> None:
+    """Seal epoch `resumes[0]` at the commit the run's job resumes from, on each store whose
+    lease is run `run_id`'s (a rollback resumes from an older checkpoint than its fence was
+    sealed at; a re-run seals what its first attempt did not): the later commits of that
+    epoch are a branch the job never continued. `required` must take it (the store every
+    reader trusts: `ProviderUnavailable` otherwise); the others as they answer."""
+    epoch, seq, counter = resumes
+    for store in (s for s in stores if s is not None):
+        try:
+            for _ in range(COMMIT_TRIES):
+                current = read_lease(store)
+                if current is None or current[0].run_id != run_id:
+                    break
+                lease, version = current
+                held = lease.seal(epoch)
+                if held is None or (
+                    held.basis == "resumed" and held.commits is not None and held.commits <= seq
+                ):
+                    break
+                sealed = dataclasses.replace(held, commits=seq, basis="resumed", counter=counter)
+                history = tuple(sealed if s.epoch == epoch else s for s in lease.history)
+                try:
+                    put_lease(store, dataclasses.replace(lease, history=history), version)
+                    break
+                except PreconditionFailed:
+                    continue  # the resumed job committed meanwhile: read again
+        except ProviderUnavailable:
+            if store is required:
+                raise
 
 
 def check_lease(store: Store, my_epoch: int) -> Lease | None:

@@ -34,6 +34,7 @@ from lifeboat_dr.kernel.errors import ConfigError, LifeboatError, NotFound, Writ
 PHASES = MILESTONES + SERVING_ONLY
 
 RCA_THRESHOLD = 1.2  # more than 20% over a target calls for a root-cause analysis
+CLOCKS_DISAGREE = timedelta(seconds=2)  # a write "after" the outage by more: clocks that disagree
 
 DEFAULT_LEDGER = Path(".lifeboat/ledger.jsonl")
 
@@ -148,11 +149,20 @@ class LedgerEntry(BaseModel):
     @property
     def rpo(self) -> timedelta | None:
         """Work lost: outage start minus the resumed checkpoint's write time. A failback's
-        job stops at its fence, not at the request: the fence minus that write time."""
+        job stops at its fence, not at the request: the fence minus that write time. None
+        when unknown, and when the checkpoint looks written more than `CLOCKS_DISAGREE` after
+        the outage: the two times come from clocks that disagree (one stepped mid-run), and
+        0 would hide the work lost (`rca_reasons` says so)."""
+        lost = self._rpo_read()
+        if lost is None or lost < -CLOCKS_DISAGREE:
+            return None
+        return max(timedelta(0), lost)
+
+    def _rpo_read(self) -> timedelta | None:
         start = self.phases.get("fenced" if self.kind == "failback" else "outage_start")
         if start is None or self.checkpoint_written_at is None:
             return None
-        return max(timedelta(0), start - self.checkpoint_written_at)
+        return start - self.checkpoint_written_at
 
     @property
     def rto_ratio(self) -> float | None:
@@ -179,6 +189,12 @@ class LedgerEntry(BaseModel):
         if ratio is not None and ratio > RCA_THRESHOLD:
             reasons.append(
                 f"client-visible error window {format_duration(window)} is {ratio - 1:.0%} over the RTO target {format_duration(self.rto_target)}"
+            )
+        lost = self._rpo_read()
+        if lost is not None and lost < -CLOCKS_DISAGREE:
+            reasons.append(
+                f"RPO unknown: the checkpoint looks written {format_duration(-lost)} after the "
+                f"{'fence' if self.kind == 'failback' else 'outage'}: their clocks disagree (one stepped?)"
             )
         reasons += [f"failed at {f.phase}: {f.error}" for f in self.failures]
         return reasons

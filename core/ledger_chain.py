@@ -7,7 +7,9 @@ record's hash; its own hash covers all three. A record is created only (`if_none
 so two writers never both take one number: the loser re-reads the head and takes the next.
 Every record goes to every store, in order; a store that fails is left out for the rest of
 this writer's life (a hung site must not stall each step of the failover) and is *behind*
-until `verify` sees it catch up. Reading merges the stores' copies seq by seq.
+until `verify` sees it catch up, but for the first store (the secondary's, which outlives
+a primary outage): the records it missed are written to it before the next one. Reading
+merges the stores' copies seq by seq.
 
 `verify` says what is wrong, per store and per record:
 
@@ -72,6 +74,7 @@ class ChainReport:
     head: str = GENESIS
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)  # stores not read whole (they did not answer)
 
     @property
     def ok(self) -> bool:
@@ -86,6 +89,7 @@ class LedgerChain:
             raise ValueError("a ledger chain needs at least one store")
         self.stores, self.prefix = list(stores), prefix.rstrip("/")
         self.down: dict[str, str] = {}  # store uri -> why it was left out
+        self.behind: list[tuple[str, Record]] = []  # (runbook, record) the first store missed
         self._heads: dict[str, tuple[int, str]] = {}  # runbook -> (seq, hash) last written
 
     def _key(self, runbook: str, seq: int) -> str:
@@ -111,10 +115,16 @@ class LedgerChain:
 
     def _claim(self, runbook: str, record: Record) -> bool:
         """Write `record` create-only to each store up. False if a store already holds a
-        different record at its seq (the first store that answers decides)."""
-        claimed = False
+        different record at its seq (the first store that answers decides).
+
+        The first store (the secondary's: it outlives a primary outage, and retention and a
+        re-run on another worker read it) is never left out for a failed write: the records it
+        missed are written to it, in order, before the next one, so its copy has no gap."""
+        claimed, first_missed = False, False
         for store in self._up():
             try:
+                if store is self.stores[0] and not self._catch_up(store):
+                    continue  # left out: it holds another record where it missed ours
                 store.put(self._key(runbook, record.seq), record.to_bytes(), if_none_match=True)
                 claimed = True
             except PreconditionFailed:
@@ -126,9 +136,31 @@ class LedgerChain:
                 else:
                     claimed = True
             except ProviderUnavailable as e:
-                self.down[store.uri] = str(e).splitlines()[0]
+                if store is self.stores[0]:
+                    first_missed = True
+                else:
+                    self.down[store.uri] = str(e).splitlines()[0]
         if not claimed:
             raise ProviderUnavailable(f"ledger {runbook}: no store took the record ({self.down})")
+        if first_missed:
+            self.behind.append((runbook, record))
+        return True
+
+    def _catch_up(self, store) -> bool:
+        """Write the records `store` missed (create-only, in order); `ProviderUnavailable` when
+        it still fails. False (it is left out) when it holds another record at a seq it missed."""
+        while self.behind:
+            item = self.behind[0]
+            runbook, record = item
+            try:
+                store.put(self._key(runbook, record.seq), record.to_bytes(), if_none_match=True)
+            except PreconditionFailed:
+                theirs = self._get(store, runbook, record.seq)
+                if theirs is None or theirs.hash != record.hash:
+                    self.down[store.uri] = f"holds another record at seq {record.seq}"
+                    return False
+            if self.behind and self.behind[0] is item:  # another thread's append may have caught up too
+                self.behind.pop(0)
         return True
 
     def _get(self, store, runbook: str, seq: int) -> Record | None:
@@ -143,30 +175,37 @@ class LedgerChain:
         chain, _ = self._merge(runbook)
         return (chain[-1].seq, chain[-1].hash) if chain else (0, GENESIS)
 
-    def _copies(self, runbook: str, report: ChainReport) -> dict[int, dict[str, Record]]:
+    def _copies(self, runbook: str, report: ChainReport) -> tuple[dict[int, dict[str, Record]], int]:
+        """Each seq's record as each store holds it, and the highest seq any store listed (a
+        record listed but not read, its store failing mid-way, is a gap, not the chain's end)."""
         copies: dict[int, dict[str, Record]] = {}
+        listed = 0
         for store in self.stores:
             try:
                 infos = list(store.list(f"{self.prefix}/{runbook}/"))
+                seqs = []
                 for info in infos:
                     name = info.key.rsplit("/", 1)[1]
-                    if not name.endswith(".json") or not name[:-5].isdigit():
-                        continue
-                    record = self._get(store, runbook, int(name[:-5]))
+                    if name.endswith(".json") and name[:-5].isdigit():
+                        seqs.append(int(name[:-5]))
+                listed = max([listed, *seqs])
+                for seq in seqs:
+                    record = self._get(store, runbook, seq)
                     if record is not None:
-                        copies.setdefault(int(name[:-5]), {})[store.uri] = record
+                        copies.setdefault(seq, {})[store.uri] = record
             except ProviderUnavailable as e:
+                report.unread.append(store.uri)
                 report.warnings.append(f"{store.uri}: unreachable, read from the other store(s): {e}")
-        return copies
+        return copies, listed
 
     def _merge(self, runbook: str) -> tuple[list[Record], ChainReport]:
         """The chain as the stores agree on it, stopping at the first record that cannot be
         trusted; the report says why."""
         report = ChainReport(runbook)
-        copies = self._copies(runbook, report)
+        copies, listed = self._copies(runbook, report)
         chain: list[Record] = []
         prev = GENESIS
-        for seq in range(1, max(copies, default=0) + 1):
+        for seq in range(1, max(listed, max(copies, default=0)) + 1):
             here = copies.get(seq, {})
             if not here:
                 report.problems.append(f"seq {seq}: missing from every store (gap)")
@@ -201,12 +240,18 @@ class LedgerChain:
     def verify(self, runbook: str) -> ChainReport:
         return self._merge(runbook)[1]
 
-    def read(self, runbook: str | None = None) -> list[LedgerEntry]:
-        """The last snapshot per run from the trusted part of the chain (see `verify`)."""
+    def read(self, runbook: str | None = None, *, whole: bool = False) -> list[LedgerEntry]:
+        """The last snapshot per run from the trusted part of the chain (see `verify`).
+        `whole`: for a reader that deletes by it (retention): `ProviderUnavailable` unless
+        every store answered and the chain has no problem, since a chain read in part may end
+        before the records that matter (a failover's checkpoint in use)."""
         names = [runbook] if runbook else self.runbooks()
         entries: list[LedgerEntry] = []
         for name in names:
-            chain, _ = self._merge(name)
+            chain, report = self._merge(name)
+            if whole and (report.unread or report.problems):
+                why = "; ".join([*(f"{u} did not answer" for u in report.unread), *report.problems])
+                raise ProviderUnavailable(f"the ledger chain of {name} was not read whole: {why}")
             entries += [LedgerEntry.model_validate(r.entry) for r in chain]
         return latest_per_run(entries)
 

@@ -10,19 +10,23 @@ Nobody who only reaches Prefect's API can take, squat or leak it: it is not Pref
   `RunbookLock.reclaimed`). Of two racing takers the store lets exactly one win.
 - Holding it: the holder renews the record every third of its lease by an if-match write;
   a holder that dies (its worker, its host) stops renewing, and the lock lapses one lease
-  later. A record lapses at the earlier of what it says (`expires_at`, the holder's clock)
-  and its last write's time plus its lease (the store's clock, capped at `MAX_LEASE_S`), so
-  a record written by hand cannot hold the lock for longer than a lease either.
+  later. A record lapses one lease (its `lease_s`, capped at `MAX_LEASE_S`) after its last
+  write, by the store's own clock: the write's time against the store's time now (read by
+  a small write, `lifeboat_dr.core.clocks`). No worker's clock decides, so a taker whose
+  clock runs ahead (or stepped) never reclaims a live holder's lock, and a record written by
+  hand cannot hold the lock for longer than a lease either; `expires_at` is for people.
 - Someone else holds it: `StandDown` at once; the run changes nothing.
 - An earlier attempt of this very run holds it (a worker lost mid-failover, the run
   scheduled again under the same id): it waits for that lease to lapse; if the earlier
   attempt renews it meanwhile it is still alive, and this attempt stands down.
 - Releasing: an if-match write marking it released, so a holder whose lease lapsed never
   frees the lock a later run took.
+- A write whose answer is lost (a reset after it landed) is read back: a record carrying
+  this acquisition's token is ours, so a lost reply neither fails the take nor makes the
+  holder believe it lost the lock (and stop renewing it).
 
 The lock only stops a second run early; what keeps two runs from both acting is the fence's
-epoch (`expect_epoch`), which a run that lost its lock still meets. Clocks of the workers and
-the store should agree within a few seconds (NTP): they bound how early a lapse is seen.
+epoch (`expect_epoch`), which a run that lost its lock still meets.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -47,9 +52,11 @@ from lifeboat_dr.kernel.errors import (
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
 LOCK_KEY = "_lifeboat/lock.json"
+REPLICATION_LOCK_KEY = "_lifeboat/replication-lock.json"  # one replication pass of a runbook at a time
 DEFAULT_LEASE_S = 60.0
 MAX_LEASE_S = 600.0  # the longest any record may claim, whatever it says
 _TRIES = 20  # conditional writes lost to other takers before giving up
+_ANSWER_TRIES, _ANSWER_WAIT_S = 3, 2.0  # a store failing requests while the lock is taken
 
 log = logging.getLogger("lifeboat.lock")
 
@@ -93,10 +100,9 @@ class Holder:
         )
 
     def lapses_at(self, written: ObjectInfo) -> datetime:
-        """When this record stops holding the lock: what it says, or one lease after it was
-        last written, whichever comes first."""
-        lease = timedelta(seconds=min(max(self.lease_s, 0.0), MAX_LEASE_S))
-        return min(self.expires_at, written.updated + lease)
+        """When this record stops holding the lock, on the store's clock: one lease after it
+        was last written (`written.updated`)."""
+        return written.updated + timedelta(seconds=min(max(self.lease_s, 0.0), MAX_LEASE_S))
 
     def describe(self) -> str:
         return f"{self.action} run {self.run_id} (since {self.acquired_at:%Y-%m-%d %H:%M:%S}Z)"
@@ -124,10 +130,12 @@ class RunbookLock:
         lease_s: float = DEFAULT_LEASE_S,
         clock: Callable[[], datetime] = _utcnow,
         sleep: Callable[[float], None] = time.sleep,
+        key: str = LOCK_KEY,
     ):
         if not 0 < lease_s <= MAX_LEASE_S:
             raise ConfigError(f"a lock lease is more than 0 and at most {MAX_LEASE_S:g}s, not {lease_s:g}s")
         self.store, self.runbook, self.run_id, self.action = store, runbook, str(run_id), action
+        self.key = key  # the failover lock, or another one-at-a-time lock (REPLICATION_LOCK_KEY)
         self.lease_s, self.clock, self.sleep = lease_s, clock, sleep
         self.token = secrets.token_hex(8)
         self.reclaimed: Holder | _Unreadable | None = None
@@ -146,11 +154,23 @@ class RunbookLock:
 
     # -- taking it ------------------------------------------------------------------------
     def acquire(self) -> None:
+        """Take the lock (see the module docstring). A store that fails a request is asked
+        again a few times (`_ANSWER_TRIES`, `_ANSWER_WAIT_S` apart): a failover must not fail
+        to start on one 503."""
         if not self.store.capabilities.conditional_writes:
             raise ConfigError(
                 f"{self.store.uri}: this store does not honour conditional writes; it cannot hold "
                 f"the failover lock of {self.runbook}"
             )
+        for attempt in range(_ANSWER_TRIES):
+            try:
+                return self._acquire()
+            except ProviderUnavailable:
+                if attempt == _ANSWER_TRIES - 1:
+                    raise
+                self.sleep(_ANSWER_WAIT_S)
+
+    def _acquire(self) -> None:
         for _ in range(_TRIES):
             current = self._read()
             try:
@@ -161,20 +181,24 @@ class RunbookLock:
                 if isinstance(holder, Holder) and holder.released:
                     self._take(info.version, None)
                     return
-                if self.clock() >= self._lapses_at(holder, info):
+                if isinstance(holder, Holder) and holder.token == self.token:
+                    self._mine, self._version = holder, info.version  # our take landed, its answer lost
+                    self._hold()
+                    return
+                if self._store_now() >= self._lapses_at(holder, info):
                     self._take(info.version, holder)
                     return
                 if isinstance(holder, Holder) and holder.run_id == self.run_id:
                     self._outlive(holder, info)
                     continue  # lapsed: take it on the next pass
                 raise StandDown(
-                    f"another failover of {self.runbook} holds its lock: {holder.describe()}, held "
+                    f"another {self._what} of {self.runbook} holds its lock: {holder.describe()}, held "
                     f"until {self._lapses_at(holder, info):%H:%M:%S}Z unless renewed; this run changes nothing"
                 )
             except PreconditionFailed:  # another taker wrote first: read again
                 continue
         raise ProviderUnavailable(
-            f"{self.store.uri}/{LOCK_KEY}: {_TRIES} tries to take it lost to other runs"
+            f"{self.store.uri}/{self.key}: {_TRIES} tries to take it lost to other runs"
         )
 
     def _lapses_at(self, holder: Holder | _Unreadable, info: ObjectInfo) -> datetime:
@@ -182,9 +206,19 @@ class RunbookLock:
             return holder.lapses_at(info)
         return info.updated + timedelta(seconds=self.lease_s)
 
+    @property
+    def _what(self) -> str:
+        return "replication pass" if self.key == REPLICATION_LOCK_KEY else "failover"
+
+    def _store_now(self) -> datetime:
+        """The store's time now (one small write): what a record's lapse is judged by."""
+        from lifeboat_dr.core.clocks import store_time
+
+        return store_time(self.store, self.clock).at
+
     def _outlive(self, earlier: Holder, info: ObjectInfo) -> None:
         """Wait for an earlier attempt of this run to lose its lease; stand down if it renews."""
-        wait = (earlier.lapses_at(info) - self.clock()).total_seconds()
+        wait = (earlier.lapses_at(info) - self._store_now()).total_seconds()
         self.sleep(max(wait, 0.0) + 0.5)
         again = self._read()
         if again is None or again[1].version == info.version:
@@ -211,6 +245,9 @@ class RunbookLock:
         self.reclaimed = lapsed
         if lapsed is not None:
             log.warning("reclaimed the lock of %s from %s: its lease lapsed", self.runbook, lapsed.describe())
+        self._hold()
+
+    def _hold(self) -> None:
         self._renewer = threading.Thread(target=self._renew, daemon=True, name=f"lock-{self.runbook}")
         self._renewer.start()
 
@@ -249,18 +286,43 @@ class RunbookLock:
 
     # -- the record -------------------------------------------------------------------------
     def _write(self, holder: Holder, version: str | None) -> None:
-        condition = {"if_match": version} if version is not None else {"if_none_match": True}
-        info = self.store.put(LOCK_KEY, holder.to_json(), **condition)
-        self._mine, self._version = holder, info.version
+        for _ in range(2):
+            condition = {"if_match": version} if version is not None else {"if_none_match": True}
+            try:
+                info = self.store.put(self.key, holder.to_json(), **condition)
+            except ProviderUnavailable:
+                info = self._reread(lambda found: found == holder)  # a lost reply: did it land?
+                if info is None:
+                    raise
+            except PreconditionFailed:
+                # our own earlier write landed though its answer was lost: write again over it
+                mine = self._reread(lambda found: found.token == self.token and not found.released)
+                if mine is None:
+                    raise
+                version = mine.version
+                continue
+            self._mine, self._version = holder, info.version
+            return
+        raise PreconditionFailed(f"{self.store.uri}/{self.key}: changed twice while writing it")
+
+    def _reread(self, ours: Callable[[Holder], bool]) -> ObjectInfo | None:
+        """The record's metadata when it reads back as `ours` (None: not, or unreadable)."""
+        try:
+            current = self._read()
+        except LifeboatError:
+            return None
+        if current is None or not isinstance(current[0], Holder) or not ours(current[0]):
+            return None
+        return current[1]
 
     def _read(self) -> tuple[Holder | _Unreadable, ObjectInfo] | None:
         """The record and the version it was read at (re-headed: a record rewritten while
         we read it is read again), or None when there is none."""
         for _ in range(10):
             try:
-                info = self.store.head(LOCK_KEY)
-                data = b"".join(self.store.read(LOCK_KEY))
-                if self.store.head(LOCK_KEY).version != info.version:
+                info = self.store.head(self.key)
+                data = b"".join(self.store.read(self.key))
+                if self.store.head(self.key).version != info.version:
                     continue
             except NotFound:
                 return None
@@ -268,7 +330,7 @@ class RunbookLock:
                 return Holder.from_json(data), info
             except (ValueError, KeyError, TypeError):
                 return _Unreadable(), info
-        raise ProviderUnavailable(f"{self.store.uri}/{LOCK_KEY} keeps changing while we read it")
+        raise ProviderUnavailable(f"{self.store.uri}/{self.key} keeps changing while we read it")
 
 
 def read_holder(store: Store) -> Holder | None:
@@ -279,3 +341,43 @@ def read_holder(store: Store) -> Holder | None:
         return None
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def holder_now(
+    store: Store, runbook: str, clock: Callable[[], datetime] = _utcnow, key: str = LOCK_KEY
+) -> Holder | _Unreadable | None:
+    """Who holds `runbook`'s lock now: its record, unless released or lapsed by the store's
+    clock (None: nobody). For a reader that must not act while a failover does (retention)."""
+    reader = RunbookLock(store, runbook, "reader", clock=clock, key=key)
+    current = reader._read()
+    if current is None:
+        return None
+    holder, info = current
+    if isinstance(holder, Holder) and holder.released:
+        return None
+    return None if reader._store_now() >= reader._lapses_at(holder, info) else holder
+
+
+@contextmanager
+def one_replication_pass(
+    store: Store | None,
+    runbook: str,
+    run_id: str,
+    *,
+    dry_run: bool = False,
+    clock: Callable[[], datetime] = _utcnow,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[RunbookLock | None]:
+    """Hold `runbook`'s replication lock (`REPLICATION_LOCK_KEY` in `store`, the secondary's)
+    for one pass: two passes at once (a scheduled one outlasting its interval, a `lifeboat
+    replicate` by hand) plan against each other's half-done copies, and one's retention can
+    delete what the other just unmarked. Another live pass: `StandDown`. A dry run, or a store
+    that cannot hold a lock (no conditional writes), takes none."""
+    if dry_run or store is None or not store.capabilities.conditional_writes:
+        yield None
+        return
+    lock = RunbookLock(
+        store, runbook, run_id, action="replicate", key=REPLICATION_LOCK_KEY, clock=clock, sleep=sleep
+    )
+    with lock:
+        yield lock

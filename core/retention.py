@@ -21,7 +21,9 @@ only on a conclusive site state of its runbook, reads the checkpoints running fa
 resume from after certifying (the ledger where the flows write it: the local ledger file
 and the ledger chain `_lifeboat/chain/` in the sites' stores), and checks the site
 state again before each deletion: a plan made before a fence deletes nothing after it (the
-store it trims may be the active site's now).
+store it trims may be the active site's now). While a failover or failback holds the
+runbook's lock nothing is deleted (`apply_retention`'s `busy`): the ledger says what a
+failover resumes from only once it has certified, the lock says one runs from its start.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class RetentionReport:
     objects: int = 0  # objects removed (or to remove)
     bytes: int = 0
     refused: dict[str, str] = field(default_factory=dict)  # key no store may name -> its one line
+    paused: str = ""  # why it stopped before the end: a failover of the runbook began
 
 
 def plan_retention(
@@ -127,17 +130,27 @@ def apply_retention(
     dry_run: bool = False,
     markers: tuple[str, ...] = COMMIT_ORDER,
     guard: Callable[[], None] | None = None,
+    busy: Callable[[], str | None] | None = None,
 ) -> RetentionReport:
     """Delete what the verdicts drop (commit markers first); with `dry_run`, only count.
     `guard()` runs right before each deletion and raises to stop (the site state moved).
     An object whose key the store refuses (`RefusedKey`: put there behind Lifeboat, a `..`
-    or empty segment) is left in place, one line in `refused`; the rest is still deleted."""
+    or empty segment) is left in place, one line in `refused`; the rest is still deleted.
+
+    `busy()` says why not to delete now (a failover of the runbook holds its lock: it may be
+    certifying the very checkpoint), or None. It is asked before each checkpoint and again
+    after its first commit marker is gone: a failover that took its lock after the first
+    question certifies after that marker went, so it never chooses this checkpoint; one that
+    took it before stops the deletion there, the checkpoint's data whole (`paused`)."""
     report = RetentionReport(verdicts=list(verdicts), dry_run=dry_run)
     for verdict in verdicts:
         if verdict.keep:
             continue
         if guard is not None and not dry_run:
             guard()
+        if busy is not None and not dry_run and (why := busy()):
+            report.paused = why
+            return report
         prefix = verdict.checkpoint.prefix.strip("/") + "/"
         objects = list(store.list(prefix))
         report.deleted.append(verdict.checkpoint.prefix)
@@ -151,11 +164,15 @@ def apply_retention(
             key=lambda o: commit_order(o.key, markers),
             reverse=True,
         )
-        for obj in [*marks, *(o for o in objects if o not in marks)]:
+        for n, obj in enumerate([*marks, *(o for o in objects if o not in marks)]):
             try:
                 store.delete(obj.key)
             except RefusedKey as e:
                 report.refused[obj.key] = f"{e}; left in place: remove it with the store's own tools"
+                continue
+            if n == 0 and busy is not None and (why := busy()):
+                report.paused = f"{why}; {verdict.checkpoint.prefix} lost its first marker, its data is whole"
+                return report
     return report
 
 
@@ -173,7 +190,9 @@ def failover_checkpoints(
     root = secondary.uri.rstrip("/") + "/"
     chain = LedgerChain([secondary, *(s for s in others if s is not None)])
     entries = (
-        LedgerFile(ledger_file).read(runbook) + chain.read(runbook) + LedgerStore(secondary).read(runbook)
+        LedgerFile(ledger_file).read(runbook)
+        + chain.read(runbook, whole=True)  # a chain read in part could hide the entry in progress
+        + LedgerStore(secondary).read(runbook)
     )
     found = {}
     for entry in entries:
@@ -207,6 +226,7 @@ def retention_for(
     primary_found: Discovery | None = None,
     secondary_found: Discovery | None = None,
     sites: Mapping[str, Store | None] | None = None,
+    planned: SiteState | None = None,
 ) -> RetentionReport:
     """Apply `runbook`'s retention `policy` to the secondary store: keep the newest
     `keep_last` checkpoints that certify (against `primary`, or its manifests when None),
@@ -218,9 +238,14 @@ def retention_for(
     `ReplicationReport.destination_found`); the primary not at all when `primary_found` (its
     discovery from this run) is given. The site state (`sites`, the stores by role; by
     default `secondary` the secondary's and `primary` the primary's) is read once for both,
-    must be conclusive, and is read again before each deletion (`apply_retention`'s guard)."""
+    must be conclusive, and is read again before each deletion (`apply_retention`'s guard).
+    `planned`: the site state the caller chose `secondary` as the standby under (a replication
+    pass's `Direction.state`): when a fence moved it since, nothing is deleted (`RolesFlipped`):
+    the store may be the active site's now."""
     sites = sites if sites is not None else site_stores(primary, secondary)
     state = read_site_state(sites, runbook=runbook)
+    if planned is not None:
+        _same(planned, state, secondary)
     found = secondary_found or discover(secondary, layout)
     present = stored_checkpoints(secondary, layout, found)
     lease = state.lease
@@ -246,7 +271,22 @@ def retention_for(
         foreign=foreign_checkpoints(secondary, primary, layout, found, lease),
     )
     guard = _unchanged(state, sites, runbook, secondary)
-    return apply_retention(secondary, verdicts, dry_run=dry_run, guard=guard)
+    return apply_retention(
+        secondary, verdicts, dry_run=dry_run, guard=guard, busy=_failover_running(sites, runbook)
+    )
+
+
+def _failover_running(sites: Mapping[str, Store | None], runbook: str) -> Callable[[], str | None]:
+    """Why not to delete now: a failover or failback of `runbook` holds its lock (in the
+    secondary's store, `lifeboat_dr.core.lock`)."""
+    from lifeboat_dr.core.lock import holder_now
+
+    def busy() -> str | None:
+        store = sites.get("secondary")
+        holder = holder_now(store, runbook) if store is not None else None
+        return f"retention waits: {holder.describe()} holds the lock of {runbook}" if holder else None
+
+    return busy
 
 
 def _unchanged(
@@ -254,13 +294,12 @@ def _unchanged(
 ) -> Callable[[], None]:
     """The guard before each deletion of a plan made under `planned`: `RolesFlipped` when the
     site state moved since (a fence: the store may be the active site's now)."""
+    return lambda: _same(planned, read_site_state(sites, runbook=runbook), store)
 
-    def check() -> None:
-        now = read_site_state(sites, runbook=runbook)
-        if (now.epoch, now.active) != (planned.epoch, planned.active):
-            raise RolesFlipped(
-                f"retention on {store.uri} stops: the site state changed since it was planned "
-                f"({planned.describe()}; now {now.describe()}); nothing more is deleted"
-            )
 
-    return check
+def _same(planned: SiteState, now: SiteState, store: Store) -> None:
+    if (now.epoch, now.active) != (planned.epoch, planned.active):
+        raise RolesFlipped(
+            f"retention on {store.uri} stops: the site state changed since it was planned "
+            f"({planned.describe()}; now {now.describe()}); nothing more is deleted"
+        )

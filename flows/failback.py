@@ -10,11 +10,13 @@ secondary job's log. The ledger entry's kind is `failback`.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Literal
 
 from prefect import flow
 
+from lifeboat_dr.core.failover.walk import fence_read_back
 from lifeboat_dr.flows.failover import _secs, execute
 
 
@@ -32,7 +34,7 @@ def failback(runbook: str, approval: Literal["wait", "approve", "reject"] = "wai
     from lifeboat_dr.flows.guard import Guard
     from lifeboat_dr.flows.record import publish
     from lifeboat_dr.flows.wiring import build_failback_steps, build_gate, build_ledger, settings_for
-    from lifeboat_dr.kernel.errors import StandDown
+    from lifeboat_dr.kernel.errors import LifeboatError, StandDown, WriteFailed
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
@@ -44,9 +46,16 @@ def failback(runbook: str, approval: Literal["wait", "approve", "reject"] = "wai
     try:  # the failover's lock: one failover or failback of a runbook at a time
         with guard.acting(ledger, gate.notify):
             entry = execute(settings_for(rb), steps, ledger, gate, run_id=run_id)
-    except StandDown as e:
+    except StandDown as e:  # another run holds the lock (a re-run: an earlier attempt may have fenced)
+        if ledger.prior is not None:
+            fence_read_back(steps, ledger, "this re-run stood down")
         ledger.note("stood down", str(e))
         entry = ledger.finish("stood-down")
+    except LifeboatError as e:  # a re-run that could not even take the lock: did an earlier attempt fence?
+        if ledger.prior is not None:
+            with suppress(WriteFailed):
+                fence_read_back(steps, ledger, f"this re-run failed ({e})")
+        raise
     finally:
         picture = publish(ledger.entry)
     return {

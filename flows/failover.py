@@ -6,6 +6,7 @@ and the gate from the runbook (loaded once), `lifeboat_dr.core.failover.walk` wa
 
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -15,9 +16,10 @@ from prefect.states import Cancelled
 
 from lifeboat_dr.core.failover import walk
 from lifeboat_dr.core.failover.contract import FailoverSettings, FailoverSteps, Gate
+from lifeboat_dr.core.failover.walk import fence_read_back
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
 from lifeboat_dr.flows.runner import PrefectRunner
-from lifeboat_dr.kernel.errors import LifeboatError, StandDown
+from lifeboat_dr.kernel.errors import LifeboatError, StandDown, WriteFailed
 
 
 def _now() -> datetime:
@@ -182,9 +184,16 @@ def failover(
     try:
         with guard.acting(ledger, gate.notify, store=steps.p.secondary):
             entry = execute(settings_for(rb), steps, ledger, gate, run_id=run_id, drill=dry_run)
-    except StandDown as e:  # another failover of this runbook is running
+    except StandDown as e:  # another run holds the lock (a re-run: an earlier attempt may have fenced)
+        if ledger.prior is not None:
+            fence_read_back(steps, ledger, "this re-run stood down")
         ledger.note("stood down", str(e))
         entry = ledger.finish("stood-down")
+    except LifeboatError as e:  # a re-run that could not even take the lock: did an earlier attempt fence?
+        if ledger.prior is not None:
+            with suppress(WriteFailed):
+                fence_read_back(steps, ledger, f"this re-run failed ({e})")
+        raise
     finally:
         picture = publish(ledger.entry)
     return final_state(

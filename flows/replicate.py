@@ -23,7 +23,7 @@ from lifeboat_dr.core.replication.direction import (
 from lifeboat_dr.core.replication.lag import LAG_EVENT, LagLog, default_lag_log
 from lifeboat_dr.core.retention import retention_for
 from lifeboat_dr.flows.wiring import open_sites, open_witness, replication_settings
-from lifeboat_dr.kernel.errors import ProviderUnavailable
+from lifeboat_dr.kernel.errors import ProviderUnavailable, StandDown
 from lifeboat_dr.providers.orchestrator.prefect_api import emit as emit_event
 from lifeboat_dr.runbooks.loader import load_runbook
 
@@ -83,6 +83,7 @@ def trim_standby(
         dry_run=dry_run,
         secondary_found=standby_found,
         sites=way.sites,
+        planned=way.state,  # a fence since the pass chose its direction: nothing is deleted
     )
 
 
@@ -96,7 +97,8 @@ def replicate(
 ) -> dict:
     """Replicate a runbook's checkpoints from its active site to the standby, then apply
     retention there. The site state decides the direction: after a failover, secondary to
-    primary; a source that stops being active mid-run stops the copy.
+    primary; a source that stops being active mid-run stops the copy. One pass of a runbook
+    at a time (its replication lock in the secondary's store): a second one changes nothing.
 
     Args:
         runbook: Path of the runbook YAML on the worker.
@@ -106,9 +108,22 @@ def replicate(
             those in-progress failovers resume from (found in the RTO ledger).
         lag_log: Where to append the per-checkpoint replication lag (JSON lines).
     """
+    from prefect.runtime import flow_run
+
+    from lifeboat_dr.core.lock import one_replication_pass
+
     rb = load_runbook(runbook)
-    settings = replication_settings(rb)
     primary, secondary = open_sites(rb)
+    try:
+        with one_replication_pass(secondary, rb.name, str(flow_run.id or "local"), dry_run=dry_run):
+            return _one_pass(rb, primary, secondary, dry_run, retention_only, protect, lag_log)
+    except StandDown as e:  # another pass of this runbook is running: this one changes nothing
+        print(e)
+        return {"runbook": rb.name, "skipped": str(e)}
+
+
+def _one_pass(rb, primary, secondary, dry_run, retention_only, protect, lag_log) -> dict:
+    settings = replication_settings(rb)
     way = find_direction(settings, primary, secondary, dry_run, open_witness(rb))
     guard = way.guard(rb.name)
     print(f"{way.state.describe()}: replicating {way.source.uri} -> {way.destination.uri}")
@@ -130,6 +145,9 @@ def replicate(
     summary["deleted"] = retention.deleted
     for refusal in retention.refused.values():  # left in place, named once each
         print(f"REFUSED {refusal}")
+    if retention.paused:
+        print(retention.paused)
+        summary["retention_paused"] = retention.paused
     create_markdown_artifact(key=f"replicate-{rb.name}", markdown=_markdown(summary, dry_run))
     if summary["failed"]:  # after lag and retention: the run fails visibly, a rerun resumes
         raise ProviderUnavailable(f"checkpoints not replicated: {', '.join(summary['failed'])}")

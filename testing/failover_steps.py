@@ -85,7 +85,7 @@ class ScriptedSteps:
             self.outage_started_at, detected, ("scripted: provider unreachable", "scripted: stall")
         )
 
-    def fence(self) -> Fenced:
+    def fence(self, checkpoint: CertifyReport | None = None) -> Fenced:
         self._run("fence")
         self._epoch = self._epoch or 2
         return Fenced(self._epoch, ("memory://secondary",), primary_stopped=True)
@@ -131,6 +131,9 @@ class ScriptedSteps:
         self._run("prove")
         passed = self.parity.pop(0) if self.parity else True
         return ParityResult(passed, 5, "5 steps identical" if passed else "step 301: 2.31 vs 2.29")
+
+    def fence_read_back(self) -> str | None:
+        return f"epoch {self._epoch} on memory://secondary" if self._epoch else None
 
     def recheck(self, step: str) -> None:
         with self._lock:

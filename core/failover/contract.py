@@ -81,8 +81,9 @@ class FailoverSteps(Protocol):
         """Re-check the outage against the detection quorum; raise StopFailover if not confirmed."""
         ...
 
-    def fence(self) -> Fenced:
-        """Bump the lease epoch (idempotent per run) and stop the primary job where reachable."""
+    def fence(self, checkpoint: CertifyReport | None = None) -> Fenced:
+        """Bump the lease epoch (idempotent per run) and stop the primary job where reachable;
+        the old epoch sealed at `checkpoint`'s commit, the one the run resumes from."""
         ...
 
     def certify(self, older_than: int | None = None) -> CertifyReport:
@@ -114,6 +115,12 @@ class FailoverSteps(Protocol):
         ...
 
     def teardown(self, cluster: Provisioned) -> None: ...
+
+    def fence_read_back(self) -> str | None:
+        """Where a lease this run took is, read back from the stores ("epoch 1 on s3://…";
+        None: no store answering holds one): after a fence step that failed, whether its
+        lease landed anyway, so that the ledger records the fence."""
+        ...
 
     def recheck(self, step: str) -> None:
         """Before a step that acts (fence, provision, resume): raise `StandDown` when another

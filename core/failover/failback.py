@@ -75,6 +75,7 @@ class FailbackSteps(ProviderSteps):
 
     def confirm(self) -> Confirmation:
         state = self.site_state()
+        self.superseded(state)
         lease = state.lease
         self.rerun = state.active == "primary" and lease is not None and lease.run_id == self.run_id
         if state.active != "secondary" and not self.rerun:
@@ -92,7 +93,9 @@ class FailbackSteps(ProviderSteps):
             self.catch_up()  # the secondary still writes until the fence: take its newest
         return super().certify(older_than)
 
-    def fence(self) -> Fenced:
+    def fence(self, checkpoint: CertifyReport | None = None) -> Fenced:
+        # the standby's job commits until it stops at its boundary: the seal counts them all,
+        # and the resume seals again at the checkpoint the hand-back leaves newest
         fenced = super().fence()
         handed = self._handover_record()  # a re-run: what the crashed attempt kept
         if handed is not None and handed["step"] is not None:  # it even handed back: resume there
@@ -110,6 +113,7 @@ class FailbackSteps(ProviderSteps):
             failed = f"; failed: {', '.join(report.failed)}" if report.failed else ""
         except LifeboatError as e:
             copied, failed = "nothing copied", f"; failed: {e}"
+        self.__dict__.pop("clocks", None)  # the RPO runs to the fence: the skew as it is now
         checkpoint = self.certify()
         self._record_handover(checkpoint.certified.step)
         note = (

@@ -132,10 +132,22 @@ class ProviderSteps:
 
         return read_site_state(self.sites(), runbook=self.spec.runbook)
 
+    def superseded(self, state) -> None:
+        """`StandDown` when this run's fence was already ended by a later one (a failback, say):
+        a re-run of it, however late, must not fence again and take the job back."""
+        ended = state.lease.ended_for(self.run_id) if state.lease is not None else None
+        if ended is not None:
+            raise StandDown(
+                f"this run's fence (epoch {ended.epoch}, {ended.active} active) was ended by a later "
+                f"one: {state.describe()}; nothing to do"
+            )
+
     def confirm(self) -> Confirmation:
         # The epoch seen at confirmation: if another failover fences first, ours stops
         # instead of fencing *it* out.
         state = self.site_state()
+        self.clocks  # noqa: B018 - read now: the skew as it was when the outage was stamped
+        self.superseded(state)
         self.expected_epoch = state.epoch
         lease = state.lease
         already = (
@@ -166,7 +178,8 @@ class ProviderSteps:
                 f"{lease.holder}) after this run confirmed at epoch {self.expected_epoch}"
             )
 
-    def fence(self) -> Fenced:
+    def fence(self, checkpoint: CertifyReport | None = None) -> Fenced:
+        """`checkpoint`: the one the run resumes from; the old epoch is sealed at its commit."""
         from lifeboat_dr.core.fencing import fence_job
 
         try:
@@ -180,6 +193,7 @@ class ProviderSteps:
                 runbook=self.spec.runbook,
                 witness=self.p.witness,
                 clock=self.clock,
+                resumes=self._commit_of(checkpoint) if checkpoint is not None else None,
             )
         except StopFailover as e:  # another run moved the lease first: it has the job
             raise StandDown(str(e)) from None
@@ -194,9 +208,26 @@ class ProviderSteps:
                 stopped = False  # unreachable: the lease keeps it from committing
         return Fenced(lease.epoch, stores, stopped)
 
+    def fence_read_back(self, tries: int = 3) -> str | None:
+        from lifeboat_dr.core.fencing import peek_lease
+
+        found = []
+        for store in (s for s in self.sites().values() if s is not None):
+            for _ in range(tries):  # the step just failed on these stores: a few tries each
+                try:
+                    lease = peek_lease(store)
+                except LifeboatError:
+                    continue
+                if lease is not None and lease.run_id == self.run_id:
+                    found.append(f"epoch {lease.epoch} on {store.uri}")
+                break
+        return ", ".join(found) or None
+
     @cached_property
     def clocks(self):
-        """The secondary store's clock against ours, read once per run (None: unreadable)."""
+        """The secondary store's clock against ours, read once per run (None: unreadable):
+        at confirmation, next to the outage's start it converts store times against (our
+        clock may step later in the run, an NTP correction)."""
         from lifeboat_dr.core.clocks import store_time
 
         try:
@@ -244,6 +275,9 @@ class ProviderSteps:
     def provision(self, options: Sequence[PlanOption]) -> Provisioned:
         from lifeboat_dr.providers.compute.fallback import launch_with_fallback
 
+        up = self._already_up(options)
+        if up is not None:  # an earlier attempt's (a re-run): kept, never relaunched nor torn down
+            return Provisioned(self.cluster, up.option, (f"{up.option.infra}: already up, kept",))
         result = launch_with_fallback(
             self.p.compute,
             self.cluster,
@@ -258,9 +292,51 @@ class ProviderSteps:
         )
         return Provisioned(self.cluster, result.cluster.option, attempts)
 
+    def _commit_of(self, checkpoint: CertifyReport) -> tuple[int, int, str] | None:
+        """(epoch, seq, counter) of the checkpoint's guarded commit (None: it has no marker
+        with a sequence, a layout without guarded commits)."""
+        import json
+
+        from lifeboat_dr.core.sitestate import read_marker
+
+        root = self.p.secondary.uri.rstrip("/") + "/"
+        uri = checkpoint.certified.uri
+        if not uri.startswith(root):
+            return None
+        marker = read_marker(self.p.secondary, uri[len(root) :].strip("/"))
+        try:
+            doc = json.loads(marker) if marker is not None else {}
+            return int(doc["epoch"]), int(doc["seq"]), str(doc.get("counter", ""))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def seal_at(self, checkpoint: CertifyReport) -> None:
+        """Before the job resumes from `checkpoint`: the epoch it belongs to is sealed at its
+        commit (a rollback's older checkpoint, a re-run's), in the stores holding this run's lease."""
+        from lifeboat_dr.core.fencing import seal_at_resume
+
+        commit = self._commit_of(checkpoint)
+        if commit is not None:
+            seal_at_resume(self.sites().values(), self.run_id, commit, required=self.p.secondary)
+
+    def _already_up(self, options: Sequence[PlanOption]):
+        """The cluster, when it is up already on one of `options`' infra (None: it is not, or
+        does not exist). A failed launch is torn down by the fallback: a re-run must not
+        relaunch the cluster its first attempt's job runs on, where one 503 would tear it down."""
+        from lifeboat_dr.kernel.errors import NotFound
+        from lifeboat_dr.providers.compute.base import ClusterState
+
+        try:
+            status = self.p.compute.status(self.cluster)
+        except NotFound:
+            return None
+        infra = {o.infra for o in options}
+        return status if status.state is ClusterState.UP and status.option.infra in infra else None
+
     def resume(self, cluster: Provisioned, checkpoint: CertifyReport) -> Resumed:
         started = self.clock()
         ckpt, compute = checkpoint.certified, self.p.compute
+        self.seal_at(checkpoint)
         kept = self._runs_from(cluster.cluster, ckpt.step)
         if not kept:
             compute.run(cluster.cluster, self.job(ckpt.uri))

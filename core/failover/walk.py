@@ -130,6 +130,7 @@ class _Walk:
         # its resume attempts (a rollback is the second)
         self.found = rerun.found_done(ledger.prior)
         self.attempt = ledger.prior.attempt if ledger.prior else 1
+        self.fence_started = False  # its lease may have landed even if the step fails
 
     # -- what each step is called with, and what it leaves in the ledger -------------------
     def args(self, name: str) -> tuple:
@@ -137,6 +138,8 @@ class _Walk:
             return (self.done["plan"].value,)
         if name in ("resume", "prove"):
             return (self.done["provision"].value, self.checkpoint)
+        if name == "fence":
+            return (self.checkpoint,)
         return ()
 
     def record(self, name: str, t: Timed) -> None:
@@ -230,6 +233,7 @@ class _Walk:
             if self.found_done(name):
                 continue
             call = getattr(self.steps, name)
+            self.fence_started |= name == "fence"
             if name in ACTING:
                 # every record so far landed (a re-run reads what this acts on), and the job
                 # still this run's
@@ -320,6 +324,18 @@ class _Walk:
             self.ledger.again(self.attempt, "resume", "prove")
         del self.done["resume"], self.done["prove"]
 
+    def fence_landed(self, error: BaseException) -> None:
+        """The walk failed after its fence step started (or in a re-run): see `fence_read_back`."""
+        if self.fence_started or self.ledger.prior is not None:
+            fence_read_back(self.steps, self.ledger, f"the run failed ({error})")
+
+    def inherited(self, cluster: Provisioned) -> bool:
+        """Whether an earlier attempt of this run provisioned `cluster` (its entry holds the
+        provision done) and this one has not started a job there: a re-run that fails must not
+        tear down the job that attempt may have resumed (the only one training now)."""
+        prior = self.ledger.prior
+        return prior is not None and "provision" in prior.done and "resume" not in self.done
+
     def cluster(self) -> Provisioned | None:
         """The cluster provisioned so far, also one still being provisioned when asked."""
         if "provision" in self.done:
@@ -336,6 +352,18 @@ class _Walk:
         if (cluster := self.cluster()) is not None:
             self.steps.teardown(cluster)  # provisioned while waiting: cheap to give back
             self.done.pop("provision", None)
+
+
+def fence_read_back(steps: FailoverSteps, ledger: RtoLedger, why: str) -> None:
+    """A run that stops without having recorded its fence (its fence step failed after the
+    write, the write's answer was lost, an earlier attempt was killed before its record, a
+    re-run stood down): its lease may have landed all the same. Read back, it is recorded in
+    a note: the ledger holds every action taken."""
+    if "fenced" in ledger.entry.phases or "fence" in ledger.entry.notes:
+        return
+    landed = steps.fence_read_back()
+    if landed is not None:
+        ledger.note("fence", f"{landed}: the lease landed, though {why}")
 
 
 def execute(
@@ -362,16 +390,27 @@ def execute(
     except StandDown as e:
         # The cluster's name is the runbook's: what this run provisioned is the other run's
         # cluster too, so it is left alone.
+        if ledger.prior is not None:
+            fence_read_back(steps, ledger, "this re-run stood down")
         ledger.note("stood down", str(e))
         walk.done.pop("provision", None)
         walk.running.pop("provision", None)
         return ledger.finish("stood-down")
     except BaseException as e:
-        heading = next((m for m in graph.MILESTONES if m not in ledger.entry.phases), graph.MILESTONES[-1])
         with suppress(WriteFailed):  # an unwritable ledger: its own error is what we raise
+            walk.fence_landed(e)
+        heading = next((m for m in graph.MILESTONES if m not in ledger.entry.phases), graph.MILESTONES[-1])
+        with suppress(WriteFailed):
             ledger.fail(heading, e)
         gate.notify(f"Lifeboat failover of {settings.runbook} failed before {heading}: {e}")
-        if (cluster := walk.cluster()) is not None:
+        if (cluster := walk.cluster()) is not None and walk.inherited(cluster):
+            with suppress(WriteFailed):
+                ledger.note(
+                    "cluster",
+                    f"{cluster.cluster} left as an earlier attempt of this run left it: its job may be "
+                    "the recovered one (tear it down by hand if it is not running)",
+                )
+        elif cluster is not None:
             steps.teardown(cluster)
             walk.done.pop("provision", None)
             with suppress(WriteFailed):  # a run retried after this finds no job to keep

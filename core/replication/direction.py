@@ -66,15 +66,12 @@ class Direction:
     def guard(self, runbook: str, stores: Mapping[str, Store | None] | None = None) -> Callable[[], None]:
         """A check to run before each checkpoint (and its markers, and the pointers): the
         site state (`stores`, default `sites`) is still conclusive, at the epoch the copy was
-        planned under, with the source active. The first call trusts `state`, read by
-        `direction` just before; later ones read the site state again."""
-        fresh = [True]
+        planned under, with the source active. Every call reads the site state again: the
+        first one too, since a copy retried after a failed attempt (the task's retries, 30 s
+        apart) must not trust a reading from before a fence that landed meanwhile."""
         stores = stores if stores is not None else self.sites
 
         def check() -> None:
-            if fresh[0]:
-                fresh[0] = False
-                return
             now = read_site_state(stores, runbook=runbook)
             require_active(now, self.source_role, runbook)
             if now.epoch != self.state.epoch:

@@ -35,7 +35,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lifeboat_dr.kernel.crc32c import crc32c as _crc32c
-from lifeboat_dr.kernel.errors import ChecksumMismatch, NotFound, PreconditionFailed, RefusedKey
+from lifeboat_dr.kernel.errors import (
+    ChecksumMismatch,
+    NotFound,
+    PreconditionFailed,
+    ProviderUnavailable,
+    RefusedKey,
+)
 from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, checked_key
 
 CHUNK = 1 << 20
@@ -164,6 +170,15 @@ class LocalStore:
         size: int | None = None,
     ) -> ObjectInfo:
         path = self._path(key, follow=False)
+        try:
+            return self._put(key, path, data, if_none_match, if_match, crc32c)
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # a full disk: one line naming the object, retryable once space is freed
+            raise ProviderUnavailable(f"{self.uri}/{key}: cannot write: {e.strerror or e}") from None
+
+    def _put(self, key, path, data, if_none_match, if_match, crc32c) -> ObjectInfo:
         path.parent.mkdir(parents=True, exist_ok=True)
         chunks = [data] if isinstance(data, bytes | bytearray | memoryview) else data
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from pathlib import Path
 
@@ -66,18 +67,30 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from lifeboat_dr.core.replication.copying import replicate_checkpoints
-    from lifeboat_dr.core.replication.direction import direction, sources_to_replicate
-    from lifeboat_dr.core.replication.lag import LagLog, default_lag_log
-    from lifeboat_dr.flows.wiring import open_sites, open_witness, replication_settings
-    from lifeboat_dr.kernel.errors import ConfigError
+    from lifeboat_dr.core.lock import one_replication_pass
+    from lifeboat_dr.flows.wiring import open_sites
+    from lifeboat_dr.kernel.errors import ConfigError, StandDown
     from lifeboat_dr.runbooks.loader import load_runbook
 
     if args.concurrency < 1:
         raise ConfigError(f"--concurrency must be at least 1, not {args.concurrency}")
     rb = load_runbook(args.runbook)
-    settings = replication_settings(rb)
     primary, secondary = open_sites(rb)
+    try:
+        with one_replication_pass(secondary, rb.name, f"cli-{os.getpid()}", dry_run=args.dry_run):
+            return _one_pass(args, rb, primary, secondary)
+    except StandDown as e:  # another pass of this runbook is running: this one changes nothing
+        print(e, file=sys.stderr)
+        return 0
+
+
+def _one_pass(args, rb, primary, secondary) -> int:
+    from lifeboat_dr.core.replication.copying import replicate_checkpoints
+    from lifeboat_dr.core.replication.direction import direction, sources_to_replicate
+    from lifeboat_dr.core.replication.lag import LagLog, default_lag_log
+    from lifeboat_dr.flows.wiring import open_witness, replication_settings
+
+    settings = replication_settings(rb)
     way = direction(
         rb.name, primary, secondary, source=args.source, dry_run=args.dry_run, witness=open_witness(rb)
     )
@@ -152,10 +165,13 @@ def _retention(settings, way, args, source_found, standby_found) -> None:
         primary_found=source_found,
         secondary_found=standby_found,
         sites=way.sites,
+        planned=way.state,
     )
     verb = "would delete" if args.dry_run else "deleted"
     for refusal in result.refused.values():  # one line per object retention could not name
         print(f"REFUSED {refusal}", file=sys.stderr)
+    if result.paused:
+        print(result.paused)
     for v in result.verdicts:
         if v.keep:
             print(f"keep {v.checkpoint.prefix} (step {v.checkpoint.step}): {v.reason}")

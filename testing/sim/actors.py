@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from contextlib import contextmanager, suppress
 from datetime import timedelta
 
 from lifeboat_dr.core.checkpoints.layouts import discover
@@ -31,6 +32,8 @@ from lifeboat_dr.core.failover.failback import FailbackSteps
 from lifeboat_dr.core.failover.steps import Providers, ProviderSteps, StepSpec
 from lifeboat_dr.core.fencing import COMMIT_MARKER, guarded_commit
 from lifeboat_dr.core.ledger import LedgerFile, RtoLedger
+from lifeboat_dr.core.ledger_chain import LedgerChain, TeedLedger
+from lifeboat_dr.core.lock import DEFAULT_LEASE_S, RunbookLock, one_replication_pass
 from lifeboat_dr.core.prestage import PrestageReadiness
 from lifeboat_dr.core.replication.copying import replicate_checkpoints
 from lifeboat_dr.core.replication.direction import (
@@ -42,7 +45,14 @@ from lifeboat_dr.core.replication.direction import (
 )
 from lifeboat_dr.core.retention import RetentionPolicy, retention_for
 from lifeboat_dr.core.transfer import RetryPolicy
-from lifeboat_dr.kernel.errors import NotFound, ProviderUnavailable, StandDown, StopFailover
+from lifeboat_dr.kernel.errors import (
+    LifeboatError,
+    NotFound,
+    ProviderUnavailable,
+    StandDown,
+    StopFailover,
+    WriteFailed,
+)
 from lifeboat_dr.providers.chat.base import ApprovalDecision
 from lifeboat_dr.providers.compute.base import JobSpec
 from lifeboat_dr.providers.image_registry import FakeRegistry
@@ -202,7 +212,19 @@ def replicator(world: World, index: int, machine: str) -> None:
 
 
 def replicate_pass(world: World) -> None:
-    """The `replicate` flow's body over the two stores (flows/replicate.py)."""
+    """The `replicate` flow over the two stores (flows/replicate.py): one pass at a time."""
+    me = world.sched.current
+    me.phase = "lock"
+    try:
+        with one_replication_pass(
+            world.stores["secondary"], RUNBOOK, me.name, clock=me.clock, sleep=world.sched.sleep
+        ):
+            _one_pass(world)
+    except StandDown:
+        return  # another pass runs: this one changes nothing
+
+
+def _one_pass(world: World) -> None:
     me, s = world.sched.current, settings(world)
     primary, secondary = world.stores["primary"], world.stores["secondary"]
     me.phase = "direction"
@@ -237,6 +259,8 @@ def replicate_pass(world: World) -> None:
         layout=s.layout,
         policy=s.retention,
         secondary_found=report.destination_found,
+        sites=way.sites,
+        planned=way.state,
     )
 
 
@@ -303,6 +327,8 @@ class SimRunner:
                     future.set_exception(e)
                     return
                 self._checked(parent.run.run_id, name, value)
+                if name == "prove":
+                    self.world.oracle.proved(parent.run.run_id, getattr(parent, "attempt", None))
                 future.set_result(walk.Timed(value, started, me.clock()))
                 return
 
@@ -393,41 +419,47 @@ def start_attempt(world: World, run: Run, at: float) -> None:
 
 
 def control_plane(world: World, run: Run, attempt: int) -> None:
+    """One attempt of the flow run, as flows/failover.py and flows/failback.py run it: the
+    ledger reopened on the run's entry (a re-run goes on from it), the runbook's lock held
+    around the walk as `Guard.acting` holds it (flows/guard.py), a stand-down recorded."""
     me = world.sched.current
     me.phase = "start"
     settings_ = failover_settings()
+    sink = _sink(world, run)
     ledger = RtoLedger(
         RUNBOOK,
         run.run_id,
         rto_target=settings_.rto_target,
         rpo_target=settings_.rpo_target,
         kind=run.kind,
-        sink=_sink(world, run),
+        sink=sink,
         clock=me.clock,
+        prior=sink.entry(RUNBOOK, run.run_id),  # build_ledger(reopen=True)
     )
     steps = _steps(world, run)
+    gate = SimGate(world)
     try:
-        if not world.lock.take(run.server, run.run_id, me.process):
-            raise StandDown(f"another failover of {RUNBOOK} holds its lock: this run changes nothing")
-        try:
+        with _acting(world, run, ledger, gate):
             walk.execute(
                 settings_,
                 steps,
                 ledger,
-                SimGate(world),
+                gate,
                 run_id=run.run_id,
                 runner=SimRunner(world, settings_),
                 clock=me.clock,
             )
-        finally:
-            if not me.process.killed:
-                world.lock.give(run.server, me.process)
-    except StandDown as e:
+    except StandDown as e:  # as the flows: a re-run reads back an earlier attempt's fence
+        if ledger.prior is not None:
+            walk.fence_read_back(steps, ledger, "this re-run stood down")
         ledger.note("stood down", str(e))
         ledger.finish("stood-down")
     except Killed:
         raise
-    except BaseException:
+    except BaseException as e:
+        if isinstance(e, LifeboatError) and ledger.prior is not None:  # as the flows do
+            with suppress(WriteFailed):
+                walk.fence_read_back(steps, ledger, f"this re-run failed ({e})")
         run.finished = True
         world.oracle.run_ended(run.run_id)
         raise
@@ -435,10 +467,49 @@ def control_plane(world: World, run: Run, attempt: int) -> None:
     world.oracle.run_ended(run.run_id)
 
 
+@contextmanager
+def _acting(world: World, run: Run, ledger: RtoLedger, gate: SimGate):
+    """`Guard.acting`: the runbook's lock (core/lock.py) in the secondary store, for the walk."""
+    me = world.sched.current
+    lock = RunbookLock(
+        world.stores["secondary"],
+        RUNBOOK,
+        run.run_id,
+        action=run.kind,
+        lease_s=DEFAULT_LEASE_S,
+        clock=me.clock,
+        sleep=world.sched.sleep,
+    )
+    me.phase = "lock"
+    try:
+        lock.acquire()
+    except StandDown:
+        raise
+    except LifeboatError as e:  # the store did not answer: nothing acted
+        ledger.fail("confirmed", f"could not take the runbook's lock: {e}")
+        raise
+    try:
+        if lock.reclaimed is not None:
+            text = f"took the failover lock of {RUNBOOK} from {lock.reclaimed.describe()}"
+            ledger.note("lock reclaimed", text)
+            gate.notify(text)
+        me.phase = "walk"
+        yield
+    finally:
+        world.oracle.done_acting(run.run_id)
+        me.phase = "unlock"
+        lock.release()
+
+
 def _sink(world: World, run: Run):
+    """`build_ledger`'s sink: the machine's ledger file and, with `LIFEBOAT_LEDGER_CHAIN=sites`,
+    the ledger chain in both sites' stores (the secondary first)."""
     from lifeboat_dr.testing.sim.faults import LedgerSink
 
-    return LedgerSink(world, LedgerFile(world.ledger_path(run.machine)))
+    file = LedgerSink(world, LedgerFile(world.ledger_path(run.machine)))
+    if world.ledger != "chain":
+        return file
+    return TeedLedger(file, LedgerChain([world.stores["secondary"], world.stores["primary"]]))
 
 
 def _steps(world: World, run: Run) -> ProviderSteps:

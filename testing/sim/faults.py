@@ -13,8 +13,9 @@ or meet one fault:
 | lost-reply | the write or delete landed, then `ProviderUnavailable` after the deadline |
 | latency    | the request waits 1-8 s (other actors run meanwhile), then answers       |
 | partial    | a read or list yields part of its answer, then the connection resets    |
-| full       | a write raises `OSError(ENOSPC)`, as a full `file://` store does today  |
+| full       | a write is refused: `ProviderUnavailable` naming the object, as a full `file://` store does |
 | crash      | the caller's process is killed here (SIGKILL): nothing more it does lands |
+| throttled  | one hot key (the lease, the lock, the ledger chain) answers 503 to everyone for a window of the history (S3 SlowDown is per prefix): correlated, not per request |
 
 Compute calls (`ComputeView`) meet error, lost-reply (launch, run, teardown), latency and
 crash; the ledger file (`LedgerSink`) full (`WriteFailed`) and crash. Which faults each
@@ -23,7 +24,6 @@ request can meet is `FAULTS`; every one met is counted in the `Coverage`.
 
 from __future__ import annotations
 
-import errno
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -50,7 +50,17 @@ FAULTS: dict[str, tuple[str, ...]] = {
     "compute-act": ("error", "lost-reply", "latency"),
     "ledger": ("full",),
 }
-ALL_FAULTS = ("error", "timeout", "lost-reply", "latency", "partial", "full", "crash", "partition")
+ALL_FAULTS = (
+    "error",
+    "timeout",
+    "lost-reply",
+    "latency",
+    "partial",
+    "full",
+    "crash",
+    "partition",
+    "throttled",
+)
 
 
 class Coverage:
@@ -60,9 +70,17 @@ class Coverage:
     def __init__(self) -> None:
         self.met: Counter[tuple[str, str, str]] = Counter()
         self.requests: Counter[tuple[str, str, str]] = Counter()  # (actor kind, step, op) -> requests
+        self.hot: set[tuple[str, str]] = set()  # (actor kind, step) that asked for a hot key
+        self.crossing: set[tuple[str, str]] = set()  # (actor kind, step) that asked across a cut
 
-    def request(self, kind: str, phase: str, op: str, fault: str | None) -> None:
+    def request(
+        self, kind: str, phase: str, op: str, fault: str | None, hot: bool = False, crossing: bool = False
+    ) -> None:
         self.requests[(kind, phase, op)] += 1
+        if hot:
+            self.hot.add((kind, phase))
+        if crossing:
+            self.crossing.add((kind, phase))
         if fault:
             self.met[(fault, kind, phase)] += 1
 
@@ -72,8 +90,10 @@ class Coverage:
         for kind, phase, op in self.requests:
             faults = out.setdefault((kind, phase), set())
             faults.update(FAULTS[op])
-            if op not in ("ledger",):
+            if (kind, phase) in self.crossing:  # asked across the primary region's cut-off
                 faults.add("partition")
+            if (kind, phase) in self.hot:
+                faults.add("throttled")
             if kind in crashable:
                 faults.add("crash")
         return out
@@ -81,6 +101,8 @@ class Coverage:
     def merge(self, other: Coverage) -> None:
         self.met.update(other.met)
         self.requests.update(other.requests)
+        self.hot |= other.hot
+        self.crossing |= other.crossing
 
 
 def _fault(world, op: str, site: str | None, key: str) -> str | None:
@@ -94,7 +116,14 @@ def _fault(world, op: str, site: str | None, key: str) -> str | None:
         fault = choices[pick - 1] if pick else None
         if fault is None and actor.kind in world.crashable and world.sched.decide(f"crash:{actor.kind}", 2):
             fault = "crash"
-    world.coverage.request(actor.kind, actor.phase, op, fault)
+    world.coverage.request(
+        actor.kind,
+        actor.phase,
+        op,
+        fault,
+        hot=site is not None and world.hot_key(key),
+        crossing=world.crosses(actor, site, key),
+    )
     if fault is not None:
         world.sched.note(f"{fault}: {op} {site + ':' if site else ''}{key} ({actor.phase})")
     if fault == "crash":
@@ -129,9 +158,13 @@ class FaultyStore:
             return None
         world.sched.point(f"{self.role}.{op} {key}")
         if not world.reachable(actor, self.role):
-            world.coverage.request(actor.kind, actor.phase, op, "partition")
+            world.coverage.request(actor.kind, actor.phase, op, "partition", crossing=True)
             world.sched.sleep(DEADLINE_S)
             raise ProviderUnavailable(f"{self.uri}: connect timeout (partitioned, simulated)")
+        if world.throttled(self.role, key):  # a hot key: 503 SlowDown for everyone, a while
+            world.coverage.request(actor.kind, actor.phase, op, "throttled", hot=True)
+            world.sched.advance(LATENCY_S)
+            raise ProviderUnavailable(f"{self.uri}/{key}: 503 SlowDown (throttled, simulated)")
         fault = _fault(world, op, self.role, key)
         world.sched.advance(LATENCY_S)
         if fault == "error":
@@ -141,8 +174,8 @@ class FaultyStore:
             raise ProviderUnavailable(f"{self.uri}/{key}: read timeout (simulated)")
         if fault == "latency":
             world.sched.sleep(SLOW_S[world.sched.decide("slow", len(SLOW_S))])
-        if fault == "full":
-            raise OSError(errno.ENOSPC, f"No space left on device (simulated): {self.uri}/{key}")
+        if fault == "full":  # what a full file:// store raises (LocalStore.put)
+            raise ProviderUnavailable(f"{self.uri}/{key}: cannot write: No space left on device (simulated)")
         return fault
 
     def _lost(self, key: str) -> None:
@@ -161,8 +194,16 @@ class FaultyStore:
         self._request("head", key)
         return self.inner.head(key)
 
+    def _shard(self, key: str) -> None:
+        """A big shard takes a while to move between regions (a replicator's copy; a job
+        writes its own region's store fast): other actors run meanwhile."""
+        actor = self.world.sched.current
+        if self.world.shard_s and "/shard-" in key and actor is not None and actor.kind == "replicator":
+            self.world.sched.sleep(self.world.shard_s)
+
     def read(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         fault = self._request("read", key)
+        self._shard(key)
         data = b"".join(self.inner.read(key, start, end))
         if fault == "partial":
             yield data[: len(data) // 2]
@@ -181,6 +222,7 @@ class FaultyStore:
     ):
         body = bytes(data) if isinstance(data, bytes | bytearray | memoryview) else b"".join(data)
         fault = self._request("put", key)
+        self._shard(key)
         old = self.inner.peek(key)
         info = self.inner.put(
             key, body, if_none_match=if_none_match, if_match=if_match, crc32c=crc32c, size=size
@@ -218,7 +260,9 @@ class ComputeView:
         world.sched.point(f"compute.{op} {cluster or ''}")
         infra = infra or (self.inner.infra_of(cluster) if cluster else None)
         if infra is not None and not world.reaches_infra(actor, infra):
-            world.coverage.request(actor.kind, actor.phase, "compute-act" if acts else "compute", "partition")
+            world.coverage.request(
+                actor.kind, actor.phase, "compute-act" if acts else "compute", "partition", crossing=True
+            )
             world.sched.sleep(DEADLINE_S)
             raise ProviderUnavailable(f"{infra}: API unreachable (partitioned, simulated)")
         fault = _fault(world, "compute-act" if acts else "compute", None, f"{op} {cluster or ''}")
@@ -240,6 +284,7 @@ class ComputeView:
     def launch(self, cluster, option, job=None):
         fault = self._request("launch", cluster, option.infra, acts=True)
         status = self.inner.launch(cluster, option, job)
+        self.world.oracle.acted(f"launched {cluster}")
         if fault == "lost-reply":
             self._lost("launch")
         return status
@@ -247,6 +292,7 @@ class ComputeView:
     def run(self, cluster, job):
         fault = self._request("run", cluster, acts=True)
         status = self.inner.run(cluster, job)
+        self.world.oracle.acted(f"ran a job on {cluster}")
         if fault == "lost-reply":
             self._lost("run")
         return status
@@ -262,6 +308,7 @@ class ComputeView:
     def teardown(self, cluster):
         fault = self._request("teardown", cluster, acts=True)
         self.inner.teardown(cluster)
+        self.world.oracle.acted(f"tore down {cluster}")
         if fault == "lost-reply":
             self._lost("teardown")
 
@@ -285,10 +332,16 @@ class LedgerSink:
                 self.path.relative_to(world.folder) if self.path.is_relative_to(world.folder) else self.path
             )
             if _fault(world, "ledger", None, str(where)) == "full":
+                world.unwritten[entry.run_id] = True  # its entry as it stands is not the run's last
                 raise WriteFailed(
                     f"cannot write the RTO ledger {self.path}: No space left on device (simulated)"
                 )
         self.inner.append(entry)
+        world.unwritten.pop(entry.run_id, None)
 
     def read(self, runbook=None):
         return self.inner.read(runbook)
+
+    def entry(self, runbook, run_id):
+        """The run's last entry, read back by its re-run (a local file: no fault)."""
+        return self.inner.entry(runbook, run_id)

@@ -2,31 +2,32 @@
 
 | mutant                  | the bug                                                     |
 |-------------------------|-------------------------------------------------------------|
-| `partial-site-state`    | the site state read from the stores that answered (one store down is "no lease") |
-| `no-recheck-before-commit` | a copy trusts the site state it planned with until its last marker lands |
-| `seal-by-writer-clock`  | a sealed epoch's markers judged by the writer's own clock (`written_at`), not by sequence |
+| `partial-site-state`    | the site state read from the one store that answered (a view without the secondary's store taken as conclusive) |
+| `no-recheck-before-commit` | a copy checks the site state before its first write, never again before its commit markers, and writes without preconditions (the copy in flight of #27) |
+| `seal-by-writer-clock`  | a sealed epoch's markers judged by the writer's own clock (`written_at` against the seal's time), not by commit sequence |
 
-`mutated(name)` patches the running core for the length of the block. Each mutant wraps
-the code that exists (whatever shape the fix of issue #27 gave it) rather than replacing
-it with a copy of the old code: `partial-site-state` hands the real `read_site_state` only
-the stores that answered; `no-recheck-before-commit` makes `Direction.guard` trust its
-first reading and drops any keyword `copy_prefix` did not take before the fix (a re-check
-passed in that way); `seal-by-writer-clock` replaces `marker_is_fenced_out`. When a fix
-moves the behaviour elsewhere, the mutant must follow it (its test fails: the mutant no
-longer bites).
+`mutated(name)` patches the running core for the length of the block. Each mutant puts its
+bug back into today's code at the one place that decides it, rather than restoring old
+code: `partial-site-state` makes `SiteState.conclusive` true for any store that answered
+(`read_site_state` then acts on the primary's old record when the secondary's store does
+not answer); `no-recheck-before-commit` hands `copy_prefix` a `before_commit` that runs
+only before the first write and a destination without preconditions (the markers land on
+whatever the site state became: the conditional writes alone would stop them, which the
+simulator shows; the re-check is what stops a server-side copy's unconditional data);
+`seal-by-writer-clock` replaces `marker_is_fenced_out` wherever it is imported. When a
+refactor moves the decision elsewhere, the mutant must follow it: its test fails (the
+mutant no longer bites) instead of passing quietly.
 """
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-
-from lifeboat_dr.kernel.errors import ProviderUnavailable
 
 
 @dataclass(frozen=True)
@@ -50,66 +51,42 @@ def _everywhere(original) -> list[tuple[object, str]]:
 
 
 def _partial_site_state():
-    from lifeboat_dr.core import sitestate
-    from lifeboat_dr.core.fencing import peek_lease
+    from lifeboat_dr.core.sitestate import SiteState
 
-    real = sitestate.read_site_state
-    # after #27 a view without every store (or a majority) is refused unless asked for as
-    # `partial` (for display): the bug is acting on it
-    partial = {"partial": True} if "partial" in inspect.signature(real).parameters else {}
-
-    def read_site_state(stores, *args, **kwargs):
-        answering = {}
-        for role, store in stores.items():
-            if store is None:
-                continue
-            try:
-                peek_lease(store)
-            except ProviderUnavailable:
-                continue  # the bug: a store that does not answer is left out, not "unknown"
-            answering[role] = store
-        if not answering:
-            raise ProviderUnavailable("no store answered")
-        return real(answering, *args, **{**kwargs, **partial})
-
-    return [(owner, attr, read_site_state) for owner, attr in _everywhere(real)]
+    # the bug: whichever store answered decides, as if a missing lease there were "no lease"
+    return [(SiteState, "conclusive", property(lambda self: bool(self.answered)))]
 
 
-_COPY_PREFIX_BEFORE_27 = frozenset(
-    {
-        "src",
-        "dst",
-        "src_prefix",
-        "dst_prefix",
-        "concurrency",
-        "progress",
-        "retry",
-        "markers",
-        "server_side",
-        "dry_run",
-        "trust_committed",
-        "sources",
-        "present",
-    }
-)
+class _Unconditional:
+    """A store as a copy without preconditions writes to it (a server-side copy's data, a
+    store that ignores them): every write lands, whatever the destination holds now."""
+
+    def __init__(self, store):
+        self.store = store
+        self.capabilities = dataclasses.replace(store.capabilities, conditional_writes=False)
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
 
 
 def _no_recheck():
     from lifeboat_dr.core import transfer
-    from lifeboat_dr.core.replication.direction import Direction
 
-    real_copy = transfer.copy_prefix
-    known = set(inspect.signature(real_copy).parameters)
+    real = transfer.copy_prefix
 
-    def copy_prefix(*args, **kwargs):
-        kwargs = {k: v for k, v in kwargs.items() if k in _COPY_PREFIX_BEFORE_27 or k not in known}
-        return real_copy(*args, **kwargs)
+    def copy_prefix(src, dst, *args, before_commit=None, **kwargs):
+        if before_commit is None:
+            return real(src, dst, *args, **kwargs)
+        calls = [0]
 
-    def guard(self, runbook, stores):  # the planning-time state, trusted to the end
-        return lambda: None
+        def first_only() -> None:  # the bug: the state read before the data is trusted to the end
+            calls[0] += 1
+            if calls[0] == 1:
+                before_commit()
 
-    patches = [(owner, attr, copy_prefix) for owner, attr in _everywhere(real_copy)]
-    return [*patches, (Direction, "guard", guard)]
+        return real(src, _Unconditional(dst), *args, before_commit=first_only, **kwargs)
+
+    return [(owner, attr, copy_prefix) for owner, attr in _everywhere(real)]
 
 
 def _seal_by_writer_clock():

@@ -20,10 +20,12 @@ Invariants (issue #28, item 3), each with the id a violation carries:
 - `newest-deleted` / `none-certifiable` / `in-use-deleted`: retention never deletes the
   newest certifiable checkpoint, never leaves none where there was one, and never deletes
   the checkpoint a running failover resumes from;
-- `second-fence` / `self-fenced` / `restarted` / `torn-down`: a run takes at most one
-  epoch, a fence never fences out the lineage the previous fence made active (two
-  failovers at once), a re-run never restarts or tears down the job an earlier attempt
-  of the same run started;
+- `two-acting` / `second-fence` / `self-fenced` / `restarted` / `torn-down`: one failover
+  or failback of the runbook acts at a time (no run changes a store or a cluster while an
+  attempt of another run that already did is still going), a run takes at most one epoch,
+  a fence never fences out the lineage the previous fence made active (two failovers at
+  once), a re-run never restarts or tears down the job an earlier attempt of the same run
+  started;
 - `ledger-negative-rpo` / `ledger-missed` / `ledger-invented` / `ledger-checkpoint`: the
   ledger of every run that finished records its fence and the checkpoint its job
   resumed from, nothing that did not happen, and never a negative RPO (clamped to 0)
@@ -41,7 +43,10 @@ from typing import TYPE_CHECKING
 
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
 from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME
+from lifeboat_dr.core.clocks import CLOCK_KEY
 from lifeboat_dr.core.fencing import COMMIT_MARKER, LEASE_KEY, Lease
+from lifeboat_dr.core.ledger_chain import PREFIX as CHAIN_PREFIX
+from lifeboat_dr.core.lock import LOCK_KEY, REPLICATION_LOCK_KEY
 from lifeboat_dr.kernel.errors import LifeboatError
 
 if TYPE_CHECKING:
@@ -56,6 +61,7 @@ INVARIANTS = (
     "newest-deleted",
     "none-certifiable",
     "in-use-deleted",
+    "two-acting",
     "second-fence",
     "self-fenced",
     "restarted",
@@ -114,6 +120,17 @@ class Fence:
     at: float
 
 
+def _older(checkpoint: str | None, than: str | None) -> bool:
+    """Whether checkpoint URI `checkpoint` is of an older step than `than` (`…/step-00000020`)."""
+
+    def step(uri: str | None) -> int | None:
+        tail = (uri or "").rstrip("/").rsplit("/", 1)[-1]
+        return int(tail[5:]) if tail.startswith("step-") and tail[5:].isdigit() else None
+
+    a, b = step(checkpoint), step(than)
+    return a is not None and b is not None and a < b
+
+
 def _hook(method):
     """An oracle entry point: its own failure is the simulator's bug, kept for `run_history`
     to raise, never an error the calling actor could swallow as a provider's."""
@@ -143,6 +160,9 @@ class Oracle:
         self.resumed_from: dict[str, Save] = {}  # run id -> the save its (last) job loaded
         self.forks: dict[str, tuple[str, int]] = {}  # lineage -> (lineage, step) its (last) job resumed from
         self._seen: set[tuple[str, str]] = set()
+        # run id -> (its acting attempt's process, since when, its first act)
+        self.acting: dict[str, tuple[object, float, str]] = {}
+        self._proved: set[tuple[str, int | None]] = set()  # (run id, attempt) that proved parity
 
     # -- recording ---------------------------------------------------------------------------
     def violate(
@@ -179,8 +199,12 @@ class Oracle:
             if save.lineage == lineage:
                 return limit is not None and save.step > limit
             fork = self.forks.get(lineage)
-            if fork is None:
-                return True
+            if fork is None:  # no job of it resumed anything yet: it goes on from the lineage it fenced
+                epoch = int(lineage.rsplit("@", 1)[1])
+                if epoch == 0:
+                    return True
+                lineage = self.before(epoch)
+                continue
             lineage, step = fork
             limit = step if limit is None else min(limit, step)
         return True
@@ -204,9 +228,40 @@ class Oracle:
         return save
 
     @_hook
+    def acted(self, what: str) -> None:
+        """A control plane changed the world (a store write or delete that is not its lock or
+        its clock probe, a compute launch, run or teardown): no other run's attempt that
+        acted before may still be going (one failover or failback at a time)."""
+        actor = self.world.sched.current
+        run = getattr(actor, "run", None)
+        if run is None:
+            return
+        for other, (process, since, first) in list(self.acting.items()):
+            if other == run.run_id:
+                continue
+            if process.killed:
+                del self.acting[other]
+                continue
+            self.violate(
+                "two-acting",
+                f"run {run.run_id} ({what}) acts while run {other}, acting since t={since:.2f}s "
+                f"({first}), is still going",
+                once=f"{run.run_id}:{other}",
+            )
+        if run.run_id not in self.acting or self.acting[run.run_id][0] is not actor.process:
+            self.acting[run.run_id] = (actor.process, self.world.sched.now, what)
+
+    @_hook
+    def done_acting(self, run_id: str) -> None:
+        """An attempt of `run_id` stopped acting (it is about to give its lock back)."""
+        self.acting.pop(run_id, None)
+
+    @_hook
     def landed(self, role: str, key: str, old: bytes | None, new: bytes | None) -> None:
         """A write (`new`) or delete (`new` None) landed on `role`'s store over `old`."""
         actor = self.world.sched.current
+        if key not in (LOCK_KEY, REPLICATION_LOCK_KEY, CLOCK_KEY) and not key.startswith(CHAIN_PREFIX + "/"):
+            self.acted(f"{'wrote' if new is not None else 'deleted'} {role}:{key}")
         if key == LEASE_KEY:
             if new is not None:
                 self._lease(role, new, actor)
@@ -245,10 +300,13 @@ class Oracle:
                 once=f"{role}:{before.id}:{what}",
             )
         mine_run = getattr(getattr(actor, "run", None), "run_id", None)
+        loaded = not key.endswith("/" + COMMIT_MARKER)  # what a job loads: the manifest and shards
         if (
-            not own
+            loaded
+            and not own
             and (role, before.prefix) in self.in_use
             and self.in_use[(role, before.prefix)] != mine_run
+            and self._knows(actor, self.in_use[(role, before.prefix)])
         ):
             run = self.in_use[(role, before.prefix)]
             self._in_use_lost.append(
@@ -262,6 +320,14 @@ class Oracle:
             )
         if new is None and actor is not None and actor.phase == "retention":
             self._retention_delete(role, key, old, before)
+
+    def _knows(self, actor: Actor | None, run_id: str) -> bool:
+        """Whether `actor` can know what run `run_id` resumes from: the run's ledger is where
+        it reads (the same machine's file, or the ledger chain in the stores). A replicator on
+        another worker with only local ledger files cannot (`lifeboat validate` warns: set
+        LIFEBOAT_LEDGER_CHAIN=sites), so its deletion is that deployment's, not a bug."""
+        run = self.world.runs.get(run_id)
+        return self.world.ledger == "chain" or actor is None or run is None or actor.machine == run.machine
 
     def _lease(self, role: str, body: bytes, actor: Actor | None) -> None:
         lease = Lease.from_json(body)
@@ -340,6 +406,8 @@ class Oracle:
         role, prefix = self.world.locate(uri)
         save, why = self.judge(self.world.inner(role).snapshot(prefix + "/"), prefix)
         self.in_use = {k: v for k, v in self.in_use.items() if v != run_id}  # it resumes from this one now
+        if save is None and why.startswith("partial") and why.endswith(f"lacks {COMMIT_MARKER}"):
+            save = self._whole_but_marker(role, prefix)  # retention's first deletion: the data is whole
         if save is None and (why == "gone" or why.startswith("partial")):
             # whole when certification read it, deleted under it since: by another actor, so
             # judged as a deletion of a checkpoint in use (if this run goes on to fence)
@@ -363,6 +431,16 @@ class Oracle:
                 "(a branch it never continued)",
             )
         self.in_use[(role, prefix)] = run_id
+
+    def _whole_but_marker(self, role: str, prefix: str) -> Save | None:
+        objects = self.world.inner(role).snapshot(prefix + "/")
+        found = {k[len(prefix) + 1 :]: v for k, v in objects.items()}
+        owners = {id(s): s for s in (self.by_bytes.get(v) for v in found.values()) if s is not None}
+        save = next(iter(owners.values())) if len(owners) == 1 else None
+        if save is None or not save.counted or not save.manifest:
+            return None
+        whole = all(found.get(rel) == data for rel, data in save.keys.items() if rel != COMMIT_MARKER)
+        return save if whole else None
 
     @_hook
     def loaded(self, job, role: str, prefix: str, read: dict[str, bytes]) -> None:
@@ -395,6 +473,17 @@ class Oracle:
             self.resumed_from[job.run_id] = save
 
     @_hook
+    def attempt_killed(self, run_id: str, entry) -> None:
+        """An attempt of `run_id` was killed: what it certified stays in use only if its ledger
+        entry names it (its re-run takes the checkpoint from there, never certifying anew)."""
+        named = entry.checkpoint if entry is not None and "certify" in entry.done else None
+        self.in_use = {
+            k: v
+            for k, v in self.in_use.items()
+            if v != run_id or (named and named.rstrip("/").endswith("/" + k[1]))
+        }
+
+    @_hook
     def run_ended(self, run_id: str) -> None:
         self.in_use = {k: v for k, v in self.in_use.items() if v != run_id}
 
@@ -411,6 +500,7 @@ class Oracle:
                 and other.run_id == job.run_id
                 and other.attempt != job.attempt
                 and other.rc is None
+                and not _older(job.checkpoint, other.checkpoint)  # a rollback resumes anew from older
             ):
                 self.violate(
                     "restarted",
@@ -419,8 +509,15 @@ class Oracle:
                 )
 
     @_hook
+    def proved(self, run_id: str, attempt: int | None) -> None:
+        """An attempt of `run_id` proved loss parity on the job it runs (kept or started)."""
+        self._proved.add((run_id, attempt))
+
+    @_hook
     def torn_down(self, job, run_id: str | None, attempt: int | None) -> None:
         if job.rc is not None or run_id is None or job.run_id != run_id or attempt == job.attempt:
+            return
+        if (run_id, attempt) in self._proved:  # it kept the job and judged it: the proof's policy
             return
         if job.lineage == self.lineage:
             self.violate(
@@ -470,7 +567,7 @@ class Oracle:
         true_start = fenced[0].at if failback and fenced else self.world.outage_at
         lost = true_start - save.committed_at
         recorded = (start - written).total_seconds()
-        if recorded < 0 and lost > 1.0:
+        if recorded < 0 and lost > 2.0 and entry.rpo is not None:  # unknown (None) says so
             self.violate(
                 "ledger-negative-rpo",
                 f"run {run.run_id}: RPO {recorded:.1f}s (checkpoint written {written:%H:%M:%S}, after the "
@@ -481,8 +578,8 @@ class Oracle:
     def _ledgers(self) -> None:
         world = self.world
         for run in world.runs.values():
-            if not run.finished:
-                continue
+            if not run.finished or run.run_id in world.unwritten:
+                continue  # unfinished, or its last write refused (a full disk: the run said so, in one line)
             entry = world.ledger_entry(run)
             if entry is None:
                 continue
@@ -499,7 +596,9 @@ class Oracle:
                     "ledger-invented", f"run {run.run_id}'s ledger records a fence that never landed"
                 )
             jobs = [j for j in world.jobs if j.run_id == run.run_id]
-            if jobs and entry.checkpoint != jobs[-1].checkpoint:
+            # a rollback chose an older checkpoint, and the run failed before a job ran from it
+            chose_anew = "rollback" in entry.notes and entry.outcome != "completed"
+            if jobs and entry.checkpoint != jobs[-1].checkpoint and not chose_anew:
                 self.violate(
                     "ledger-checkpoint",
                     f"run {run.run_id}'s ledger names {entry.checkpoint}; its job resumed from {jobs[-1].checkpoint}",

@@ -41,6 +41,7 @@ class History:
     virtual_s: float
     wall_s: float
     outcomes: dict[str, str] = field(default_factory=dict)  # run id -> its ledger's outcome
+    notes: dict[str, dict[str, str]] = field(default_factory=dict)  # run id -> its ledger's notes
     crashable: set[str] = field(default_factory=set)
     # ground truth, for tests to check a scripted history reached what it is about
     fences: list[tuple[int, str, str]] = field(default_factory=list)  # (epoch, active site, run id)
@@ -71,6 +72,8 @@ def seeded(seed: int, scenario: Scenario | None = None) -> SeededChoices:
         "crash:zombie": 0.0005,
         "person": 0.08,
         "param:clock": 0.25,
+        "param:throttle": 0.3,
+        "param:big_shards": 0.4,
         "actor": 0.35,  # another actor runs first at this yield point
     }
     rates.update(scenario.rates if scenario else {})
@@ -94,10 +97,11 @@ def run_history(
             if world.broken is not None:
                 raise RuntimeError("the simulator's oracle failed (a bug of the simulator)") from world.broken
             world.oracle.finish()
-        outcomes = {}
+        outcomes, notes = {}, {}
         for run in world.runs.values():
             entry = world.ledger_entry(run)
             outcomes[run.run_id] = entry.outcome if entry is not None else "no ledger"
+            notes[run.run_id] = dict(entry.notes) if entry is not None else {}
     finally:
         world.close()
     return History(
@@ -110,6 +114,7 @@ def run_history(
         virtual_s=sched.now,
         wall_s=time.perf_counter() - started,
         outcomes=outcomes,
+        notes=notes,
         crashable=set(world.crashable),
         fences=[(f.epoch, f.active, f.run_id) for f in world.oracle.fences],
         jobs=[(j.run_id, j.attempt, j.lineage, j.checkpoint) for j in world.jobs],
@@ -133,12 +138,12 @@ def _populate(world: World) -> None:
         )
         driver.machine = machine
     at = world.outage_at + world.failover_after
-    _run(world, Run("fo-1", "failover", "cp-a", "prefect-a"), at)
-    if world.second is not None:
-        server = "prefect-a" if world.second == "same-server" else "prefect-b"
-        _run(world, Run("fo-2", "failover", "cp-b", server), at + 1.5)
+    _run(world, Run("fo-1", "failover", "cp-a"), at)
+    if world.second is not None:  # a second automation's run (a second Prefect server, a person)
+        machine = "cp-a" if world.second == "same-worker" else "cp-b"
+        _run(world, Run("fo-2", "failover", machine), at + 1.5)
     if world.failback_at is not None:
-        _run(world, Run("fb-1", "failback", "cp-a", "prefect-a"), world.failback_at)
+        _run(world, Run("fb-1", "failback", "cp-a"), world.failback_at)
 
 
 def _run(world: World, run: Run, at: float) -> None:

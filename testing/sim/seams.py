@@ -12,6 +12,7 @@ them). What it does not take, and the simulator replaces for the length of a his
 | core.failover.walk  | concurrent.futures.wait | waits on the scheduler (virtual timeout)        |
 | core.failover.walk  | time                    | virtual monotonic time (step timeouts)          |
 | core.transfer       | time, random, RetryPolicy's sleep | virtual time, a seeded jitter, a virtual sleep |
+| core.lock           | threading (the renewer) | the lock's renewer: a scheduled actor of the holder's process; its stop event waits on the scheduler |
 
 And one hazard of Python 3.11 itself: `functools.cached_property` holds a lock (one per
 property, shared by every instance) while it computes; a computation that makes a request
@@ -28,6 +29,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import importlib
+import logging
 import random
 import sys
 import types
@@ -47,6 +49,7 @@ SEAMS = (
     ("lifeboat_dr.core.ledger", "ThreadPoolExecutor"),
     ("lifeboat_dr.core.failover.walk", "concurrent"),
     ("lifeboat_dr.core.failover.walk", "time"),
+    ("lifeboat_dr.core.lock", "threading"),
 )
 
 
@@ -145,6 +148,50 @@ def inherit(child, parent, phase: str) -> None:
     for name in ("run", "attempt", "region"):
         if hasattr(parent, name):
             setattr(child, name, getattr(parent, name))
+
+
+class SimEvent:
+    """`threading.Event` whose `wait` waits on the scheduler (virtual timeout)."""
+
+    def __init__(self, world):
+        self.world, self.flag = world, False
+
+    def set(self) -> None:
+        self.flag = True
+
+    def is_set(self) -> bool:
+        return self.flag
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.world.sched.wait_until(self.is_set, timeout)
+
+
+class SimThread:
+    """`threading.Thread` started as an actor of the starter's process (a thread dies with
+    its process); `join` waits on the scheduler."""
+
+    def __init__(self, world, target=None, name: str = "thread", daemon=None, args=(), kwargs=None):
+        self.world, self.target, self.name = world, target, name
+        self.args, self.kwargs = args, kwargs or {}
+        self.actor = None
+
+    def start(self) -> None:
+        sched = self.world.sched
+        parent = sched.current
+        self.actor = sched.spawn(
+            f"{parent.name}/{self.name}",
+            parent.kind,
+            lambda: self.target(*self.args, **self.kwargs),
+            process=parent.process,
+        )
+        inherit(self.actor, parent, self.name.split("-")[0])
+
+    def join(self, timeout: float | None = None) -> None:
+        if self.actor is not None:
+            self.world.sched.wait_until(lambda: self.actor.done, timeout)
+
+    def is_alive(self) -> bool:
+        return self.actor is not None and not self.actor.done
 
 
 class SimTime:
@@ -246,9 +293,15 @@ def simulated(world):
         ("lifeboat_dr.core.ledger", "ThreadPoolExecutor"): functools.partial(TaskExecutor, world),
         ("lifeboat_dr.core.failover.walk", "concurrent"): types.SimpleNamespace(futures=futures),
         ("lifeboat_dr.core.failover.walk", "time"): clock,
+        ("lifeboat_dr.core.lock", "threading"): types.SimpleNamespace(
+            Thread=functools.partial(SimThread, world), Event=functools.partial(SimEvent, world)
+        ),
     }
     saved = {}
     locks = [(prop, prop.lock) for prop in _cached_properties()]
+    quiet = logging.getLogger("lifeboat")  # a history's warnings (a lock reclaimed) are its trace's
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     try:
         for (module, name), value in replacements.items():
             mod = importlib.import_module(module)
@@ -262,3 +315,4 @@ def simulated(world):
             setattr(importlib.import_module(module), name, value)
         for prop, lock in locks:
             prop.lock = lock
+        quiet.setLevel(level)

@@ -8,7 +8,7 @@ primary job commits a checkpoint every 10 steps through the guarded commit. At
 (`partition`: a zombie), dies (`dead`), or stalls and comes back after the heal (`stall`);
 or only the job dies and the store answers on (`job-lost`).
 Replicators run every few seconds; a control plane starts the failover a few seconds after
-the outage, maybe a second one on another Prefect server, and after a heal maybe a
+the outage, maybe a second one (on another worker, or the same), and after a heal maybe a
 failback. Every drawn parameter is a `decide("param:…")`, so shrinking simplifies the
 world too; a `Scenario` pins some of them (issue #27's cases, core/…/scenarios.py).
 """
@@ -40,12 +40,18 @@ RUNBOOK = "lb"
 PRIMARY_INFRA, SECONDARY_INFRA = "aws/us-east-1", "gcp/us-central1"
 PRIMARY_CLUSTER, DR_CLUSTER = "lb-primary", "lb-dr"
 EVERY = 10  # steps between checkpoints
-LEASE_S = 60.0  # the runbook lock's lease: a dead holder's slot lapses after it
 STEP_S = 1.0  # virtual seconds per training step
 # partition: the region cut off, its job a zombie; dead: region and job gone until the heal;
 # stall: cut off, its job hung (after the save it was in) until the heal, then back; job-lost:
 # only the job died (its host), the region's store still answers everyone
 OUTAGES = ("partition", "dead", "stall", "job-lost")
+THROTTLED = (  # (store, key prefix) answering 503 to everyone for a window
+    None,
+    ("secondary", "_lifeboat/lease.json"),
+    ("primary", "_lifeboat/lease.json"),
+    ("secondary", "_lifeboat/lock.json"),
+    ("secondary", "_lifeboat/chain/"),
+)
 SKEWS = (  # an actor's clock: (skew, jump at outage + 10 s)
     (0.0, 0.0),
     (0.5, 0.0),
@@ -123,34 +129,11 @@ class Run:
     run_id: str
     kind: str  # failover | failback
     machine: str
-    server: str  # the Prefect server whose lock it takes
     attempts: int = 0
     finished: bool = False  # its last attempt ended (not killed)
     rerun_left: int = 2
     outage_started_at: datetime | None = None  # its parameters, set by the automation at the first attempt
     detected_at: datetime | None = None
-
-
-class SimLock:
-    """`runbook_lock`: one slot per runbook on each Prefect server, a lease that lapses
-    60 s after its holder died."""
-
-    def __init__(self, sched: Scheduler):
-        self.sched = sched
-        self.held: dict[str, tuple[str, Process]] = {}  # server -> (run id, holder process)
-
-    def take(self, server: str, run_id: str, process: Process) -> bool:
-        holder = self.held.get(server)
-        if holder is not None:
-            alive = not holder[1].killed
-            if alive or self.sched.now - holder[1].killed_at < LEASE_S:
-                return False
-        self.held[server] = (run_id, process)
-        return True
-
-    def give(self, server: str, process: Process) -> None:
-        if self.held.get(server, (None, None))[1] is process:
-            del self.held[server]
 
 
 class Behind:
@@ -248,7 +231,6 @@ class World:
         self.scenario = scenario or Scenario("random")
         self.coverage = Coverage()
         self.oracle = Oracle(self)
-        self.lock = SimLock(sched)
         self.crashable = {
             "failover",
             "failback",
@@ -268,6 +250,7 @@ class World:
         self.jobs: list[Job] = []
         self.runs: dict[str, Run] = {}
         self.script_hits: dict[int, int] = {}  # scripted fault -> requests it hit
+        self.unwritten: dict[str, bool] = {}  # run id -> its last ledger write was refused (a full disk)
         self.broken: BaseException | None = None  # the oracle's own error, if it had one
         # what actors.py gives the world (it imports the world, not the other way round): a
         # job's body, and a run's next attempt
@@ -287,8 +270,12 @@ class World:
         return options[index]
 
     def draw_parameters(self) -> None:
+        # big checkpoints: each shard a replicator reads or writes takes seconds, so copies are
+        # in flight across fences and commits (the window of a real multi-GB cross-region copy);
+        # the outage then comes a minute later, when replicas had time to land
+        self.shard_s = self.draw("big_shards", (0.0, 8.0))
         self.outage = self.draw("outage", OUTAGES)
-        self.outage_at = self.draw("outage_at", (31.0, 25.0, 37.0, 44.0))
+        self.outage_at = self.draw("outage_at", (31.0, 25.0, 37.0, 44.0)) + (60.0 if self.shard_s else 0.0)
         heal = self.draw("heal_after", (90.0, None, 40.0, 150.0))
         self.heal_at = None if heal is None else self.outage_at + heal
         self.failback = self.heal_at is not None and self.draw("failback", (True, False))
@@ -296,11 +283,18 @@ class World:
             self.heal_at + self.draw("failback_after", (20.0, 5.0, 60.0)) if self.failback else None
         )
         self.failover_after = self.draw("detect_after", (6.0, 2.0, 15.0))
-        self.second = self.draw("second_control_plane", (None, "other-server", "same-server"))
+        self.second = self.draw("second_control_plane", (None, "another-worker", "same-worker"))
         self.replicators = self.draw("replicators", (1, 2))
         self.period = self.draw("replicate_every", (12.0, 5.0, 20.0))
         self.colocated = self.draw("replicator_machine", (True, False))
         self.keep_last = self.draw("keep_last", (2, 1))
+        self.ledger = self.draw("ledger", ("file", "chain"))  # LIFEBOAT_LEDGER_CHAIN unset, or sites
+        # one hot key throttled for a while (S3's SlowDown is per prefix): correlated faults
+        self.throttle = self.draw("throttle", THROTTLED)
+        self.throttle_window = (0.0, 0.0)
+        if self.throttle is not None:
+            start = self.draw("throttle_at", (self.heal_at or self.outage_at + 30.0, self.outage_at + 10.0))
+            self.throttle_window = (start, start + self.draw("throttle_for", (120.0, 30.0, 300.0)))
         self.skews = {  # mostly true (the seed's rates make a skew rare)
             role: self.draw(f"clock:{role}", SKEWS)
             for role in ("primary-trainer", "resumed-trainer", "cp-a", "cp-b", "worker")
@@ -342,6 +336,17 @@ class World:
             return False
         return self.outage_at <= self.sched.now and (self.heal_at is None or self.sched.now < self.heal_at)
 
+    @staticmethod
+    def hot_key(key: str) -> bool:
+        """Whether `key` is one a throttle can hit (the lease, the lock, the ledger chain)."""
+        return any(t is not None and key.startswith(t[1]) for t in THROTTLED)
+
+    def throttled(self, role: str, key: str) -> bool:
+        """Whether a request for `key` on `role`'s store is refused as throttled now."""
+        if self.throttle is None or self.throttle[0] != role or not key.startswith(self.throttle[1]):
+            return False
+        return self.throttle_window[0] <= self.sched.now < self.throttle_window[1]
+
     def reachable(self, actor: Actor, role: str) -> bool:
         if not self.cut_off():
             return True
@@ -349,6 +354,16 @@ class World:
         if role == "primary":
             return inside and self.outage in ("partition", "stall")  # the region itself is up
         return not inside
+
+    def crosses(self, actor: Actor, site: str | None, what: str) -> bool:
+        """Whether a request goes across the primary region's border (a partition could cut
+        it): to the primary's store or compute from outside, to the secondary's from inside."""
+        inside = getattr(actor, "region", "control") == "primary"
+        if site is not None:
+            return (site == "primary") != inside
+        cluster = what.split()[-1] if what.split() else ""
+        infra = self.compute_api.infra_of(cluster) if cluster else None
+        return infra is not None and (infra == PRIMARY_INFRA) != inside
 
     def reaches_infra(self, actor: Actor, infra: str) -> bool:
         if not self.cut_off():
@@ -389,6 +404,8 @@ class World:
     def crashed(self, actor: Actor) -> None:
         self.sched.kill(actor.process)
         run: Run | None = getattr(actor, "run", None)
+        if run is not None:
+            self.oracle.attempt_killed(run.run_id, self.ledger_entry(run))
         if run is None or not run.rerun_left:
             return
         delay = self.draw_rerun()

@@ -85,3 +85,21 @@ def test_a_run_retried_after_it_failed_and_gave_its_cluster_back_resumes_anew():
     entry, steps, _ = re_run(rb, failed)
 
     assert entry.outcome == "completed" and [r.first_step for r in steps.resumed] == [201]
+
+
+def test_a_re_run_that_fails_before_its_resume_leaves_the_cluster_its_first_attempt_provisioned():
+    """Found by the fault simulator: the first attempt resumed the job and died before its
+    record; the re-run's resume step then failed (the site state unreadable three times). The
+    job on the cluster may be the only one training: the failed re-run leaves it, and says so."""
+    rb, entries = first_attempt()
+    prior = left_after(entries, "resume")
+    assert "provision" in prior.done
+    steps = ScriptedSteps({}, failing={"load": StopFailover("the site state is unknown")})
+    ledger = new_ledger(rb, "run-1", prior=prior)
+    steps.clusters.add("scripted-dr")  # as the first attempt left it
+
+    with pytest.raises(StopFailover):
+        execute(settings_for(rb), steps, ledger, Gate(), run_id="run-1")
+
+    assert steps.clusters == {"scripted-dr"}, "not torn down"
+    assert "left as an earlier attempt of this run left it" in ledger.entry.notes["cluster"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lifeboat_dr.core.lock import LOCK_KEY, Holder, RunbookLock
-from lifeboat_dr.kernel.errors import ConfigError, StandDown
+from lifeboat_dr.kernel.errors import ConfigError, ProviderUnavailable, StandDown
 from lifeboat_dr.providers.storage.local import LocalStore
 from lifeboat_dr.testing.memory_store import MemoryStore
 
@@ -41,6 +41,12 @@ def lease_of(store) -> float:
     return LEASE_S3 if store.uri.startswith("s3://") else LEASE
 
 
+def past_a_lease(store) -> None:
+    """Sleep until a record written now has lapsed by the store's clock (S3's whole seconds
+    may see it up to a second late)."""
+    time.sleep(lease_of(store) + (1.2 if store.uri.startswith("s3://") else 0.2))
+
+
 def lock(store, run_id, **kw) -> RunbookLock:
     return RunbookLock(store, "llama", run_id, lease_s=kw.pop("lease_s", lease_of(store)), **kw)
 
@@ -61,12 +67,21 @@ def test_a_holder_that_stopped_renewing_lapses_after_its_lease_and_is_named(stor
     dead._stop.set()  # its worker died: nobody renews it, nobody releases it
     with pytest.raises(StandDown):
         lock(store, "run-next").acquire()
-    time.sleep(lease_of(store) + 0.2)
+    past_a_lease(store)
 
     with lock(store, "run-next") as taken:
         assert isinstance(taken.reclaimed, Holder) and taken.reclaimed.run_id == "run-dead"
     dead.release()  # the dead holder, if it ever wakes, frees nothing that is not its own
     assert dead.lost
+
+
+def test_no_workers_clock_lapses_a_live_holders_lock(store):
+    """The holder's clock 10 min behind, the taker's 10 min ahead (no NTP; found by the fault
+    simulator): the store's own clock judges the lease, so the live holder keeps the lock."""
+    behind = lambda: datetime.now(UTC) - timedelta(minutes=10)  # noqa: E731
+    ahead = lambda: datetime.now(UTC) + timedelta(minutes=10)  # noqa: E731
+    with lock(store, "run-a", clock=behind), pytest.raises(StandDown, match="failover run run-a"):
+        lock(store, "run-b", clock=ahead).acquire()
 
 
 def test_a_record_written_by_hand_holds_the_lock_one_lease_at_most(store):
@@ -82,7 +97,7 @@ def test_a_record_written_by_hand_holds_the_lock_one_lease_at_most(store):
     store.put(LOCK_KEY, forever.to_json())
     with pytest.raises(StandDown):
         lock(store, "run-a").acquire()
-    time.sleep(lease_of(store) + 0.2)  # nobody rewrote it for a lease: whatever it claims, it lapsed
+    past_a_lease(store)  # nobody rewrote it for a lease: whatever it claims, it lapsed
 
     with lock(store, "run-a") as taken:
         assert taken.reclaimed.run_id == "squatter"
@@ -92,7 +107,7 @@ def test_an_unreadable_record_lapses_a_lease_after_its_write(store):
     store.put(LOCK_KEY, b"{'hand-edited")
     with pytest.raises(StandDown, match="an unreadable lock record"):
         lock(store, "run-a").acquire()
-    time.sleep(lease_of(store) + 0.2)
+    past_a_lease(store)
 
     with lock(store, "run-a") as taken:
         assert taken.reclaimed is not None
@@ -163,3 +178,31 @@ def test_racing_processes_one_takes_it(tmp_path):
 def test_a_lease_is_bounded(store):
     with pytest.raises(ConfigError):
         lock(store, "run-a", lease_s=timedelta(hours=1).total_seconds())
+
+
+class LosesReplies(MemoryStore):
+    """A store whose answers to the lock's writes are lost though the writes land (a reset
+    after the PUT), the first `lose` of them."""
+
+    def __init__(self, lose: int):
+        super().__init__()
+        self.lose = lose
+
+    def put(self, key, data, **kw):
+        info = super().put(key, data, **kw)
+        if key == LOCK_KEY and self.lose:
+            self.lose -= 1
+            raise ProviderUnavailable(f"{key}: connection reset (the write landed)")
+        return info
+
+
+def test_a_lost_reply_neither_fails_the_take_nor_loses_the_lock():
+    """Found by the fault simulator: the take's answer lost, then a renewal's; the holder read
+    its own record back, so it holds the lock, renews it, and releases it."""
+    store = LosesReplies(lose=2)
+    with lock(store, "run-a") as held:
+        time.sleep(3 * LEASE)  # renewals, the first of them with its reply lost
+        assert not held.lost
+        with pytest.raises(StandDown):
+            lock(store, "run-b").acquire()
+    assert Holder.from_json(store.peek(LOCK_KEY)).released

@@ -1,4 +1,4 @@
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -154,3 +154,24 @@ def test_a_run_reads_back_from_a_store_and_through_the_chain_too(clock, tmp_path
     if backend == "file":  # a re-run on another worker: not in its file, in the chain
         other = TeedLedger(LedgerFile(tmp_path / "elsewhere"), LedgerChain([store]))
         assert other.entry("llama-pretrain", "run-1").done == ["confirm"]
+
+
+def test_a_checkpoint_written_after_the_outage_by_the_clocks_is_an_unknown_rpo_not_zero():
+    """Found by the fault simulator: the control plane's clock stepped 10 min ahead between the
+    outage's stamp and certification; the checkpoint looked written 9.6 min after the outage and
+    the RPO read 0, hiding 15 s of lost work. Now it is unknown, and the RCA says why."""
+    from lifeboat_dr.core.ledger import LedgerEntry
+
+    outage = datetime(2026, 3, 1, 8, 0, 30, tzinfo=UTC)
+    entry = LedgerEntry(
+        runbook="lb",
+        run_id="fo-1",
+        rto_target=timedelta(minutes=10),
+        rpo_target=timedelta(minutes=1),
+        phases={"outage_start": outage},
+        checkpoint_written_at=outage + timedelta(minutes=9, seconds=40),
+    )
+    assert entry.rpo is None
+    assert any("RPO unknown" in r and "clocks disagree" in r for r in entry.rca_reasons)
+    near = entry.model_copy(update={"checkpoint_written_at": outage + timedelta(seconds=1)})
+    assert near.rpo == timedelta(0)  # within a store's whole-second clock: no work lost

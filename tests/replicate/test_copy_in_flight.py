@@ -190,3 +190,26 @@ def test_a_root_pointer_copied_after_the_fence_never_moves_the_active_lineages(m
         )
     assert racing.landed
     assert b"".join(secondary.read("latest")) == b"global_step30"
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_a_copy_retried_after_a_fence_writes_nothing(make_store, backend):
+    """Found by the fault simulator: the copy task's first try failed before writing anything,
+    the fence landed during its 30 s retry delay, and the retry's first check trusted the site
+    state read when the pass planned, deleting the active lineage's markers of step 20 and
+    copying the old primary's over them. Every check reads the site state now."""
+    primary, secondary = make_store("local"), make_store(backend)
+    for step in (10, 20):
+        write_checkpoint(primary, "manifest", step)
+        commit_checkpoint(primary, f"step_00000{step}", step, 0)
+    way = direction(SETTINGS.runbook, primary, secondary)
+    guard = way.guard(SETTINGS.runbook, {"primary": primary, "secondary": secondary})
+    sources = sources_to_replicate(SETTINGS, way)
+    fence_job(secondary, Partitioned(primary), run_id="failover-1", holder="lifeboat:trainer-dr")
+    commit_checkpoint(secondary, write_checkpoint(secondary, "manifest", 20, shard_size=300), 20, 1)
+
+    with pytest.raises(LifeboatError, match="secondary is active|site state changed"):
+        replicate_checkpoints(primary, secondary, sources, rpo_target=SETTINGS.rpo_target, guard=guard)
+
+    _never_over_the_active_marker(secondary)
+    assert [o.key for o in secondary.list() if o.key.startswith("step_0000010/")] == []

@@ -178,6 +178,6 @@ def test_lifeboat_replicate_reads_the_site_state_in_one_request_per_store_per_ch
     fence_job(local, remote, run_id="failover-1", holder="lifeboat:dr", runbook="local-to-s3")
     lease_calls.clear()
     assert main(["replicate", "rb.yaml"]) == 0, capsys.readouterr()
-    # direction; each checkpoint's check before its data (the first trusts direction's read)
-    # and before its markers; retention
-    assert dict(lease_calls) == {"GetObject": 5}, lease_calls
+    # direction; each checkpoint's check before its data and before its markers (the first
+    # too: a copy retried after a fence must not trust direction's read, #28); retention
+    assert dict(lease_calls) == {"GetObject": 6}, lease_calls

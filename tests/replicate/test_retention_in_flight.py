@@ -20,7 +20,7 @@ from lifeboat_dr.core.ledger_chain import LedgerChain
 from lifeboat_dr.core.replication.copying import replicate_checkpoints
 from lifeboat_dr.core.replication.direction import ReplicationSettings, direction, sources_to_replicate
 from lifeboat_dr.core.retention import RetentionPolicy, retention_for
-from lifeboat_dr.kernel.errors import LifeboatError
+from lifeboat_dr.kernel.errors import LifeboatError, ProviderUnavailable
 from lifeboat_dr.standins.checkpoints import write_checkpoint
 
 SETTINGS = ReplicationSettings("trainer", "manifest", timedelta(minutes=30), RetentionPolicy(5))
@@ -103,3 +103,58 @@ def test_retention_planned_before_a_fence_deletes_nothing_after_it(sites):
 
     assert racing.done
     assert deleted == [] and _steps(secondary) == [10, 20, 30]
+
+
+class FailsReading:
+    """A store whose reads of one ledger-chain record fail (a reset mid-listing's reads)."""
+
+    def __init__(self, inner, key_part: str):
+        self.inner, self.key_part = inner, key_part
+        self.uri, self.capabilities = inner.uri, inner.capabilities
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def read(self, key, start=0, end=None):
+        if self.key_part in key:
+            raise ProviderUnavailable(f"{self.uri}/{key}: connection reset (simulated)")
+        return self.inner.read(key, start, end)
+
+
+def test_retention_that_cannot_read_the_ledger_chain_whole_deletes_nothing(sites):
+    """Found by the fault simulator: a read of the chain failing at one record on both sites
+    ended the chain there, before the failover's entry: retention deleted its checkpoint."""
+    primary, secondary = sites
+    _failover_resumes_from(primary, secondary, "step_0000010")
+    first = "_lifeboat/chain/trainer/000000000001.json"  # before the entry naming the checkpoint
+
+    with pytest.raises(ProviderUnavailable, match="not read whole"):
+        retention_for(
+            FailsReading(secondary, first),
+            FailsReading(primary, first),
+            runbook="trainer",
+            layout="manifest",
+            policy=KEEP_ONE,
+        )
+    assert _steps(secondary) == [10, 20, 30]
+
+
+def test_retention_of_a_pass_planned_before_a_fence_deletes_nothing_on_the_store_now_active(sites):
+    """Found by the fault simulator: a replication pass chose its direction (secondary the
+    standby), its copy was retried 30 s later, a fence landed meanwhile, and its retention
+    trimmed the secondary, the active site's store by then."""
+    primary, secondary = sites
+    way = direction(SETTINGS.runbook, primary, secondary)
+    fence_job(secondary, primary, run_id="failover-7", holder="lifeboat:trainer-dr")
+
+    with pytest.raises(LifeboatError, match="site state changed since it was planned"):
+        retention_for(
+            way.destination,
+            way.source,
+            runbook="trainer",
+            layout="manifest",
+            policy=KEEP_ONE,
+            sites=way.sites,
+            planned=way.state,
+        )
+    assert _steps(secondary) == [10, 20, 30]

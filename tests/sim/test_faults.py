@@ -53,10 +53,10 @@ def test_a_partial_read_yields_half_then_resets():
     assert got == [b"01234"] and isinstance(out["error"], ProviderUnavailable)
 
 
-def test_a_full_store_refuses_a_write_with_a_bare_oserror_as_a_file_store_does_today():
+def test_a_full_store_refuses_a_write_in_one_line_as_a_full_file_store_does():
     world = world_with(Fault("full", op="put"))
     out = run(world, lambda: world.stores["secondary"].put("x", b"1"))
-    assert isinstance(out["error"], OSError) and out["error"].errno == 28
+    assert isinstance(out["error"], ProviderUnavailable) and "No space left" in str(out["error"])
     assert world.inner("secondary").peek("x") is None
 
 

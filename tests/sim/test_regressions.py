@@ -4,10 +4,9 @@ Each case pins the world's parameters (the rest are the plain ones) and scripts 
 exactly (`Fault`: who, what request, when); every other decision is the plain one. Two
 tests per case: its *premise* always holds (the history reaches what it is about: the
 fault hit, the fence landed, the re-run ran), so that a change of the simulator that moves
-the history away from it fails loudly; and its *invariants* hold — marked
-`xfail(strict=True)` for the cases today's code still violates (issue #27, and what the
-simulator found beside it): when the fix lands the test passes, strict xfail fails it, and
-the mark comes off.
+the history away from it fails loudly; and its *invariants* hold. A case today's code still
+violates is marked `open_since` (a strict xfail: when its fix lands the test passes, strict
+xfail fails it, and the mark comes off); every case below is fixed (`fixed` says where).
 """
 
 from __future__ import annotations
@@ -25,6 +24,9 @@ BEHIND, AHEAD = SKEWS.index((-600.0, 0.0)), SKEWS.index((600.0, 0.0))
 HEAL_AFTER_150_S, HEAL_AFTER_40_S = 3, 2
 NO_FAILBACK, FAILBACK_AFTER_60_S = 1, 2
 RERUN_AFTER_125_S = 1
+CHAIN = 1  # LIFEBOAT_LEDGER_CHAIN=sites
+KEEP_ONE = 1  # the standby's keep_last: 1
+STEPPED_AHEAD = SKEWS.index((0.0, 600.0))  # a true clock stepped 10 min ahead mid-history
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class Case:
     premise: object  # History -> bool: the history reached what the case is about
     script: tuple[Fault, ...] = ()
     pins: dict | None = None
+    fixed: str = ""  # what the violation was, and where it was fixed
     open_since: str | None = None  # why today's code still violates it (strict xfail)
 
     def run(self) -> History:
@@ -70,7 +73,7 @@ CASES = (
     Case(
         "unanswering-store",
         "The fence reached the secondary alone (the primary was cut off); after the heal the "
-        "secondary answers its lease GET with 503 for 19 s: replication must not act on the "
+        "secondary answers its lease GET with 503 for two minutes: replication must not act on the "
         "primary's old record ('primary is active, epoch 0') and copy the zombie's checkpoints.",
         ("fenced-out-copied", "active-overwritten", "newest-deleted", "none-certifiable"),
         lambda h: hit(h) and fenced(h, "fo-1") and zombie_committed(h),
@@ -82,11 +85,12 @@ CASES = (
                 site="secondary",
                 key="_lifeboat/lease.json",
                 after=181.0,
-                until=200.0,
+                until=300.0,
                 times=0,
             ),
         ),
         pins={"outage": PARTITION, "heal_after": HEAL_AFTER_150_S, "failback": NO_FAILBACK},
+        fixed="#27: a store that does not answer is read as 'no lease' (critical)",
     ),
     Case(
         "copy-in-flight",
@@ -105,6 +109,7 @@ CASES = (
             ),
         ),
         pins={"outage_at": 1, "replicate_every": 1},
+        fixed="#27: a copy in flight when the fence lands overwrites the active lineage (high)",
     ),
     Case(
         "zombie-clock-behind",
@@ -114,6 +119,7 @@ CASES = (
         ("newest-deleted", "none-certifiable", "certified-bad", "resumed-bad", "fenced-out-copied"),
         lambda h: fenced(h, "fo-1") and zombie_committed(h),
         pins={"outage": PARTITION, "clock:primary-trainer": BEHIND},
+        fixed="#27: the fence sealed by time, the zombie's clock 10 min behind (high)",
     ),
     Case(
         "control-plane-clock-ahead",
@@ -121,6 +127,7 @@ CASES = (
         ("fenced-out-copied", "resumed-bad", "newest-deleted"),
         lambda h: fenced(h, "fo-1") and zombie_committed(h),
         pins={"outage": PARTITION, "clock:cp-a": AHEAD},
+        fixed="#27: a control-plane clock 10 min ahead breaks the seal the same way (high)",
     ),
     Case(
         "primary-clock-ahead",
@@ -128,6 +135,7 @@ CASES = (
         ("ledger-negative-rpo",),
         lambda h: fenced(h, "fo-1") and resumed(h, "fo-1"),
         pins={"outage": DEAD, "clock:primary-trainer": AHEAD},
+        fixed="#27: a primary clock 10 min ahead gives a negative RPO, recorded as 0 (high)",
     ),
     Case(
         "control-plane-clock-behind",
@@ -135,6 +143,7 @@ CASES = (
         ("ledger-negative-rpo",),
         lambda h: fenced(h, "fo-1") and resumed(h, "fo-1"),
         pins={"outage": DEAD, "clock:cp-a": BEHIND},
+        fixed="#27: RPO and ledger times from one machine's clock (high)",
     ),
     Case(
         "lost-commit-reply",
@@ -143,6 +152,7 @@ CASES = (
         hit,
         script=(Fault("lost-reply", actor="primary-trainer", op="put", key="lifeboat-commit.json"),),
         pins={"outage": JOB_LOST},
+        fixed="#27: a dropped reply to the commit marker's PUT crashes the training loop (medium)",
     ),
     Case(
         "full-store-at-fence",
@@ -153,15 +163,23 @@ CASES = (
             Fault("full", actor="failover", op="put", key="_lifeboat/lease.json", phase="fence", times=0),
         ),
         pins={"outage": DEAD},
+        fixed="#27: a full secondary at the fence raises a bare OSError [Errno 28] (low)",
     ),
     Case(
         "retention-elsewhere",
-        "Two replicators, each on its own worker: neither sees the failover's ledger file, and "
-        "the pass that trims the standby deletes the checkpoint being resumed.",
+        "Two replicators, each on its own worker: neither sees the failover's ledger file, but "
+        "the ledger chain in the stores says which checkpoint the failover resumes from, so the "
+        "pass that trims the standby after the heal keeps it.",
         ("in-use-deleted",),
-        lambda h: fenced(h, "fo-1"),
-        pins={"outage_at": 1, "heal_after": HEAL_AFTER_40_S, "replicators": 1, "replicator_machine": 1},
-        open_since="#27: 'in use by a failover' reads a local ledger file (medium)",
+        lambda h: fenced(h, "fo-1") and h.outcomes.get("fo-1") == "completed",
+        pins={
+            "outage_at": 1,
+            "heal_after": HEAL_AFTER_40_S,
+            "replicators": 1,
+            "replicator_machine": 1,
+            "ledger": CHAIN,
+        },
+        fixed="#27: 'in use by a failover' reads a local ledger file (medium)",
     ),
     Case(
         "rerun-restarts",
@@ -169,10 +187,8 @@ CASES = (
         "later: it certifies the job's own newer checkpoint and starts the job again from it.",
         ("restarted",),
         lambda h: hit(h) and reran(h, "fo-1"),
-        # the first poll of the job it launched: the step's first status call comes before the
-        # launch (it looks for a job an earlier attempt started), so a crash there launches nothing
         script=(Fault("crash", actor="fo-1#1", phase="resume", op="compute", key="logs"),),
-        open_since="#27: a failover SIGKILLed and re-run with its run id restarts the job (high)",
+        fixed="#27: a failover SIGKILLed and re-run with its run id restarts the job (high)",
     ),
     Case(
         "failback-fence-half-done",
@@ -182,7 +198,7 @@ CASES = (
         lambda h: hit(h) and fenced(h, "fb-1"),
         script=(Fault("error", actor="failback", phase="fence", op="list", site="primary", times=0),),
         pins={"heal_after": HEAL_AFTER_150_S},
-        open_since="the ledger records every action that happened (found by the simulator)",
+        fixed="found by the simulator; fixed by #28: the walk reads this run's lease back when its fence step fails",
     ),
     Case(
         "rerun-after-failback",
@@ -192,7 +208,7 @@ CASES = (
         lambda h: hit(h) and fenced(h, "fb-1") and reran(h, "fo-1"),
         script=(Fault("crash", actor="fo-1#1", phase="prove", op="compute"),),
         pins={"failback_after": FAILBACK_AFTER_60_S, "rerun": RERUN_AFTER_125_S},
-        open_since="#27 d4: re-runs resume, never redo (found by the simulator)",
+        fixed="found by the simulator; fixed by #28: seals name the run that took the epoch, a superseded re-run stands down",
     ),
     Case(
         "rerun-stands-down",
@@ -200,11 +216,9 @@ CASES = (
         "down, and its empty entry replaces the first attempt's: the fence and the job are forgotten.",
         ("ledger-missed", "ledger-checkpoint"),
         lambda h: hit(h) and fenced(h, "fo-1") and h.outcomes.get("fo-1") == "stood-down",
-        # the first poll of the job it launched: the step's first status call comes before the
-        # launch (it looks for a job an earlier attempt started), so a crash there launches nothing
         script=(Fault("crash", actor="fo-1#1", phase="resume", op="compute", key="logs"),),
         pins={"rerun": RERUN_AFTER_125_S, "failback_after": FAILBACK_AFTER_60_S},
-        open_since="#27 d4: a re-run's ledger entry replaces its first attempt's (found by the simulator)",
+        fixed="#27 d4: a re-run's ledger entry replaces its first attempt's (found by the simulator)",
     ),
     Case(
         "rerun-ledger-unwritable",
@@ -217,7 +231,7 @@ CASES = (
             Fault("crash", actor="fo-1#1", phase="prove", op="compute", key="status"),
             Fault("full", actor="fo-1#2", op="ledger"),
         ),
-        open_since="#27 d4: a re-run's ledger entry replaces its first attempt's (found by the simulator)",
+        fixed="#27 d4: a re-run's ledger entry replaces its first attempt's (found by the simulator)",
     ),
     Case(
         "calm",
@@ -226,6 +240,106 @@ CASES = (
         "count: the failback resumes from one of them, a branch the job never continued.",
         ("fenced-out-copied", "active-overwritten", "certified-bad", "resumed-bad", "newest-deleted"),
         lambda h: fenced(h, "fo-1") and fenced(h, "fb-1"),
+        fixed="#27 d3: epochs sealed by sequence, not clocks (found by the simulator)",
+    ),
+    # found by the simulator once #27 and the lock were in (#28), each fixed in the product
+    Case(
+        "pass-retried-across-the-fence",
+        "A replication pass plans with the primary active; its copy fails listing the standby "
+        "just before the fence and is retried 30 s later, after it: the retry must not trust the "
+        "site state it planned with (nor its retention trim the store that is active now).",
+        ("active-overwritten", "fenced-out-copied", "newest-deleted", "none-certifiable"),
+        lambda h: hit(h) and fenced(h, "fo-1"),
+        script=(
+            Fault(
+                "error",
+                actor="replicator",
+                op="list",
+                site="secondary",
+                key="/",
+                phase="copy",
+                after=50.0,
+                until=52.0,
+            ),
+        ),
+        pins={"outage": JOB_LOST, "failback": NO_FAILBACK},
+        fixed="#28: Direction.guard reads the site state at every call; retention_for(planned=…)",
+    ),
+    Case(
+        "chain-read-in-part",
+        "Retention on another worker reads the ledger chain to learn what the failover resumes "
+        "from; reading the chain's first record fails on both stores: a chain read in part "
+        "must not pass for one with no failover in progress.",
+        ("in-use-deleted",),
+        lambda h: hit(h) and fenced(h, "fo-1"),
+        script=(
+            Fault(
+                "error",
+                actor="replicator",
+                op="read",
+                key="_lifeboat/chain/lb/000000000001.json",
+                phase="retention",
+                times=0,
+            ),
+        ),
+        pins={
+            "outage": JOB_LOST,
+            "failback": NO_FAILBACK,
+            "replicator_machine": 1,
+            "ledger": CHAIN,
+            "keep_last": KEEP_ONE,
+        },
+        fixed="#28: retention reads the ledger chain whole or deletes nothing",
+    ),
+    Case(
+        "failback-after-early-resume",
+        "The failover certified step 10 while the primary was cut off and resumed from it; the "
+        "heal let its fence reach the primary, whose job had committed up to step 60 meanwhile. "
+        "The failback must resume from the secondary's lineage, not from the old primary's "
+        "steps 20-60: a branch the job never continued.",
+        ("certified-bad", "resumed-bad"),
+        lambda h: fenced(h, "fo-1") and fenced(h, "fb-1"),
+        pins={
+            "outage_at": 1,
+            "heal_after": HEAL_AFTER_40_S,
+            "replicators": 1,
+            "replicator_machine": 1,
+            "ledger": CHAIN,
+        },
+        fixed="#28: the fence seals the old epoch at the commit the run resumes from (basis 'resumed')",
+    ),
+    Case(
+        "lock-taker-clock-ahead",
+        "A second control plane whose clock runs 10 min ahead finds the first one's lock: a "
+        "live holder's lease, whatever the taker's clock says.",
+        ("two-acting", "second-fence", "self-fenced"),
+        lambda h: "holds its lock" in h.notes.get("fo-2", {}).get("stood down", ""),
+        pins={"second_control_plane": 1, "clock:cp-b": AHEAD, "failback": NO_FAILBACK},
+        fixed="#28: the lock's lapse is judged by the store's clock alone",
+    ),
+    Case(
+        "rerun-fails-before-resume",
+        "Killed while its job starts, the failover is re-run; the re-run's check before its "
+        "resume cannot read the site state (three tries): it fails, and must leave the job its "
+        "first attempt started, the only one training.",
+        ("torn-down", "restarted"),
+        lambda h: hit(h) and reran(h, "fo-1"),
+        script=(
+            Fault("crash", actor="fo-1#1", phase="resume", op="compute", key="logs"),
+            Fault("error", actor="fo-1#2", phase="resume", op="read", key="lease.json", times=0),
+        ),
+        fixed="#28: a re-run that fails before its own resume leaves the cluster its first attempt provisioned",
+    ),
+    Case(
+        "rpo-clock-stepped",
+        "The control plane's clock steps 10 min ahead (NTP) between the outage's stamp and the "
+        "failover's first step (its lock took a timeout): the checkpoint looks written after the "
+        "outage. The RPO is unknown (and says why), never 0.",
+        ("ledger-negative-rpo",),
+        lambda h: hit(h) and fenced(h, "fo-1") and resumed(h, "fo-1"),
+        script=(Fault("timeout", actor="fo-1#1", op="head", key="lock.json"),),
+        pins={"clock:cp-a": STEPPED_AHEAD, "failback": NO_FAILBACK},
+        fixed="#28: skew read at confirmation; an RPO the clocks make negative is unknown",
     ),
     # what holds today, and must keep holding
     Case(
@@ -237,8 +351,8 @@ CASES = (
     ),
     Case(
         "two-control-planes",
-        "Two control planes (two Prefect servers, no shared lock) fail over at once: one fences, "
-        "the other stands down.",
+        "Two control planes (two automations on two workers) fail over at once: one takes the "
+        "runbook's lock in the secondary store, the other stands down.",
         ("second-fence", "self-fenced", "restarted", "torn-down"),
         lambda h: sorted(h.outcomes.values()).count("stood-down") >= 1,
         pins={"second_control_plane": 1, "outage": PARTITION},
