@@ -14,8 +14,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,torch]'
 	touch $(STAMP)
 
-# The quick loop (~25 s of CPU): no servers or emulators, no child Pythons (torchrun, trainers,
-# the CLI) and no HAProxy; `make test` runs those too (tests/conftest.py has the tiers).
+# The quick loop (~70 s of CPU, on 2 workers): no servers or emulators, no child Pythons
+# (torchrun, trainers, the CLI) and no HAProxy; `make test` runs those too (tests/conftest.py has the tiers).
 test-fast: setup
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not integration and not processes"
 
