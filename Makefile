@@ -14,10 +14,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,torch]'
 	touch $(STAMP)
 
-# The quick loop (~25 s of CPU): no servers or emulators, no child Pythons (torchrun, trainers,
-# the CLI) and no HAProxy; `make test` runs those too (tests/conftest.py has the tiers).
+# The quick loop (~70 s of CPU, on 2 workers): no servers or emulators, no child Pythons
+# (torchrun, trainers, the CLI) and no HAProxy; `make test` runs those too (tests/conftest.py has the tiers).
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not integration and not processes"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not integration and not processes"
 
 # HAProxy fronts the serving demo and the traffic tests (Debian's package; root installs it).
 haproxy:
@@ -30,9 +30,12 @@ demo: setup haproxy
 
 # On TEST_WORKERS pytest-xdist workers (most tests wait on servers and child processes, so
 # 3 workers on 2 cores): each file on one worker, the longest files first (tests/conftest.py).
+# Then the fault simulator's CI budget alone: it is a time budget, so it gets the cores to itself.
 TEST_WORKERS ?= 3
+XDIST := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 test: setup haproxy
-	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -rfEs $(XDIST) -m "not sim_budget"
+	$(BIN)/python -m pytest -q -rfEs -m sim_budget
 	$(BIN)/ruff check .
 
 # The on-call's path in headless Chromium (Debian's chromium + haproxy; `make test` runs it too).

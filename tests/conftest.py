@@ -47,18 +47,23 @@ PEER_PARAMS = {"s3", "gcs", "s3-moto", "gcs-emulator", "haproxy", "route53"}
 
 
 # `make test` runs the suite on pytest-xdist workers (`-n 3 --dist loadgroup`): these files
-# start first, longest first (each takes a minute or more on CI's 2 cores), then the rest of
-# what starts servers and processes, then the unit tests, which fill the workers' ends.
+# (and the groups they are in) start first, longest first: each takes a minute or more of a
+# worker on CI's 2 cores. Then the rest of what starts servers and processes, then the unit
+# tests, which fill the workers' ends.
 START_FIRST = (
-    "tests/topology/test_readme_deploy.py",
-    "tests/topology/test_production_topology.py",
-    "tests/approval/test_cancel_under_a_worker.py",
-    "tests/drills/test_partition_drill.py",
+    "tests/topology/test_readme_deploy.py",  # in the checkout group: ~1/5 of the suite, one worker
     "tests/failover/test_rerun_after_sigkill.py",
     "tests/approval/test_prefect_approval.py",
-    "tests/drills/test_drills.py",
     "tests/trainer/test_dcp_trainer.py",
+    "tests/failover/test_lock_attacks.py",
+    "tests/drills/test_partition_drill.py",
+    "tests/detect/test_signal_log_bounds.py",
+    "tests/approval/test_proxy_routes.py",
+    "tests/test_wheel.py",
+    "tests/approval/test_approval_screen.py",
+    "tests/drills/test_drills.py",
     "tests/approval/test_identity_proxy.py",
+    "tests/topology/test_worker_runs_only_lifeboat.py",
 )
 
 

@@ -56,6 +56,9 @@ def _env(api_url: str, tmp_path: Path) -> dict[str, str]:
         "PREFECT_WORKER_PREFETCH_SECONDS": "1",
         "LIFEBOAT_STATE_DIR": str(tmp_path / "detect"),
         "LIFEBOAT_LEDGER": str(tmp_path / "ledger.jsonl"),
+        # the failover the automation may start holds the demo's lock while it waits for a
+        # person; killed at the end, its hold lapses 3 s later, not a minute (tests/checkout.py)
+        "LIFEBOAT_LOCK_LEASE": "3",
     }
 
 
