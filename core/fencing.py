@@ -327,7 +327,13 @@ def _next(
     else:
         commits, counter = replicated(top) if replicated else (0, "")
         ended = Seal(top, ending.active, now, commits, "replicated", counter, ending.run_id)
-    if resumes is not None and resumes[0] == top:  # what counts: up to the commit resumed from
+    if (
+        resumes is not None
+        and resumes[0] == top
+        and ended.commits is not None
+        and resumes[1] <= ended.commits
+    ):
+        # what counts: up to the commit resumed from (never more than the seal counted)
         ended = dataclasses.replace(ended, commits=resumes[1], basis="resumed", counter=resumes[2])
     history = merge_history(old.history, floor.history if floor else (), (ended,))
     named = runbook or old.runbook or (floor.runbook if floor else "")
@@ -506,9 +512,9 @@ def seal_at_resume(
                     break
                 lease, version = current
                 held = lease.seal(epoch)
-                if held is None or (
-                    held.basis == "resumed" and held.commits is not None and held.commits <= seq
-                ):
+                if held is None or held.commits is None or held.commits < seq:
+                    break  # nothing to seal there, or it counts fewer already: never more
+                if held.basis == "resumed" and held.commits == seq:
                     break
                 sealed = dataclasses.replace(held, commits=seq, basis="resumed", counter=counter)
                 history = tuple(sealed if s.epoch == epoch else s for s in lease.history)
