@@ -64,6 +64,7 @@ LEASE_KEY = "_lifeboat/lease.json"
 COMMIT_MARKER = "lifeboat-commit.json"  # the guarded-commit marker inside a checkpoint directory
 SITES = ("primary", "secondary")
 COMMIT_TRIES = 200  # if-match retries of one guarded commit against other writers' commits
+READ_BACK_TRIES = 5  # reads of what a write whose answer was lost left, before "unknown"
 
 Clock = Callable[[], datetime]
 
@@ -327,7 +328,13 @@ def _next(
     else:
         commits, counter = replicated(top) if replicated else (0, "")
         ended = Seal(top, ending.active, now, commits, "replicated", counter, ending.run_id)
-    if resumes is not None and resumes[0] == top:  # what counts: up to the commit resumed from
+    if (
+        resumes is not None
+        and resumes[0] == top
+        and ended.commits is not None
+        and resumes[1] <= ended.commits
+    ):
+        # what counts: up to the commit resumed from (never more than the seal counted)
         ended = dataclasses.replace(ended, commits=resumes[1], basis="resumed", counter=resumes[2])
     history = merge_history(old.history, floor.history if floor else (), (ended,))
     named = runbook or old.runbook or (floor.runbook if floor else "")
@@ -506,9 +513,9 @@ def seal_at_resume(
                     break
                 lease, version = current
                 held = lease.seal(epoch)
-                if held is None or (
-                    held.basis == "resumed" and held.commits is not None and held.commits <= seq
-                ):
+                if held is None or held.commits is None or held.commits < seq:
+                    break  # nothing to seal there, or it counts fewer already: never more
+                if held.basis == "resumed" and held.commits == seq:
                     break
                 sealed = dataclasses.replace(held, commits=seq, basis="resumed", counter=counter)
                 history = tuple(sealed if s.epoch == epoch else s for s in lease.history)
@@ -619,20 +626,26 @@ def _count_commit(store: Store, marker_key: str, my_epoch: int, clock: Clock) ->
 
 def _ours(store: Store, counted: Lease) -> ObjectInfo | None:
     """The lease's metadata when the store holds exactly `counted` (our write landed)."""
-    try:
-        info = store.head(LEASE_KEY)
-        if Lease.from_json(b"".join(store.read(LEASE_KEY))) == counted:
-            return info
-    except (NotFound, ProviderUnavailable, ValueError, KeyError, TypeError):
-        return None
+    for _ in range(READ_BACK_TRIES):
+        try:
+            info = store.head(LEASE_KEY)
+            return info if Lease.from_json(b"".join(store.read(LEASE_KEY))) == counted else None
+        except (NotFound, ValueError, KeyError, TypeError):
+            return None
+        except ProviderUnavailable:
+            continue  # the store that lost our answer may fail the read back too: ask again
     return None
 
 
 def _read_or_none(store: Store, key: str) -> bytes | None:
-    try:
-        return b"".join(store.read(key))
-    except (NotFound, ProviderUnavailable):
-        return None
+    for _ in range(READ_BACK_TRIES):
+        try:
+            return b"".join(store.read(key))
+        except NotFound:
+            return None
+        except ProviderUnavailable:
+            continue
+    return None
 
 
 def marker_is_fenced_out(marker: bytes, lease: Lease | None) -> bool:

@@ -105,6 +105,9 @@ class LedgerEntry(BaseModel):
     client: ClientWindow | None = Field(
         None, description="Serving: the error window a synthetic client saw (drills, the demo)."
     )
+    revision: int = Field(
+        0, description="Snapshots of this entry saved so far: of two copies (file, chain), the newer."
+    )
 
     @property
     def label(self) -> str:
@@ -379,10 +382,12 @@ class RtoLedger:
         if self._batching:
             self._dirty = True
         elif self.sink is not None and self._writing_behind:
+            self.entry.revision += 1
             self._save_behind()
         elif self.sink is not None:
             self._dirty = False
             self.flush()
+            self.entry.revision += 1
             self.sink.append(self.entry)
 
     def _save_behind(self) -> None:

@@ -272,26 +272,30 @@ class LedgerChain:
 
 
 class TeedLedger:
-    """The flow's sink when a chain is configured: every snapshot to the local file (as
-    before) and to the ledger chain. A chain with no store reachable does not stop the
-    failover: the snapshot stays in the file, the next one (a whole entry) reaches the chain
-    when a site is back, and `chain_errors` says what was missed."""
+    """The flow's sink when a chain is configured: every snapshot to the ledger chain, then to
+    the local file (as before). A chain with no store reachable does not stop the failover:
+    the snapshot stays in the file, the next one (a whole entry) reaches the chain when a site
+    is back, and `chain_errors` says what was missed."""
 
     def __init__(self, file, chain: LedgerChain):
         self.file, self.chain = file, chain
         self.chain_errors: list[str] = []
 
     def append(self, entry: LedgerEntry) -> None:
-        self.file.append(entry)
+        # the chain first: what a reader on another worker sees (retention's "in use by a
+        # failover") is never behind this worker's file, even if the worker dies in between
         try:
             self.chain.append(entry)
         except ProviderUnavailable as e:
             self.chain_errors.append(str(e).splitlines()[0])
+        self.file.append(entry)
 
     def read(self, runbook: str | None = None) -> list[LedgerEntry]:
         return self.chain.read(runbook)
 
     def entry(self, runbook: str, run_id: str) -> LedgerEntry | None:
         """The run's last snapshot: this worker's file has it when this worker ran it before,
-        the chain when another one did (a re-run picked up by another worker)."""
-        return self.file.entry(runbook, run_id) or self.chain.entry(runbook, run_id)
+        the chain when another one did (a re-run picked up by another worker); of both, the
+        newer (`revision`: a worker killed between the two writes left one behind)."""
+        found = [e for e in (self.file.entry(runbook, run_id), self.chain.entry(runbook, run_id)) if e]
+        return max(found, key=lambda e: e.revision, default=None)

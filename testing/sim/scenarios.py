@@ -82,7 +82,7 @@ SCENARIOS = {
         Scenario(
             "two-control-planes",
             pins={"second_control_plane": 1, "outage": _outage("partition")},
-            about="two control planes (two Prefect servers, no shared lock) fail over at once",
+            about="two control planes (two automations, two workers) fail over at once: one lock in the secondary store",
         ),
         Scenario(
             "failback",

@@ -71,3 +71,14 @@ def test_only_a_real_refusal_stops_the_trainer(proxied):
     assert fenced.value.code == 75
     with pytest.raises(StopFailover):
         guarded_commit(store, f"step-30/{COMMIT_MARKER}", 0, 30)
+
+
+def test_a_marker_whose_reply_is_lost_and_whose_first_read_back_fails_is_read_back_again(proxied):
+    """Found by the fault simulator (#28): the marker's answer lost, the read back met a
+    timeout too, and the training loop stopped on it though its checkpoint had committed."""
+    proxy, store, direct = proxied
+    store.max_attempts = 1  # each failed request is the caller's: no retry inside the client
+    proxy.inject("drop_reply", f"PUT /{direct.bucket}/ckpt/{MARKER}")
+    proxy.inject("503", f"GET /{direct.bucket}/ckpt/{MARKER}", times=2)
+
+    assert commit_or_exit("step-10", 10, store=store, epoch=0) == 2

@@ -188,3 +188,36 @@ def test_writers_racing_on_one_chain_never_share_a_record(tmp_path, clock):
     one = MemoryStore("one")
     _failover(LedgerChain([one]), clock.__class__())
     assert report.records == 4 * len(_records(one))  # every snapshot of every writer, once
+
+
+def test_a_worker_killed_between_the_chain_and_its_file_leaves_the_chain_ahead(clock, tmp_path):
+    """Found by the fault simulator (#28): the worker died after writing its file and before
+    the chain; retention on another worker read the chain, saw no checkpoint in use, and
+    deleted the one the re-run then took from the file. The chain is written first now, and
+    a re-run reads the newer of the two copies (`revision`)."""
+    from lifeboat_dr.core.ledger import LedgerFile
+    from lifeboat_dr.core.ledger_chain import TeedLedger
+
+    class DiesWritingIt(LedgerFile):
+        def append(self, entry):
+            if entry.checkpoint:
+                raise SystemExit("SIGKILL")  # the worker dies before its file has the record
+            super().append(entry)
+
+    secondary = LocalStore(tmp_path / "secondary")
+    file = DiesWritingIt(tmp_path / "ledger.jsonl")
+    ledger = RtoLedger(
+        "llama",
+        "run-1",
+        rto_target=timedelta(minutes=30),
+        rpo_target=timedelta(minutes=30),
+        sink=TeedLedger(file, LedgerChain([secondary])),
+        clock=clock,
+    )
+    ledger.mark("outage_start")
+    with pytest.raises(SystemExit):
+        ledger.checkpoint(f"{secondary.uri}/step-10", clock(), 10)
+
+    assert LedgerChain([secondary]).entry("llama", "run-1").checkpoint.endswith("step-10")
+    again = TeedLedger(LedgerFile(tmp_path / "ledger.jsonl"), LedgerChain([secondary]))
+    assert again.entry("llama", "run-1").checkpoint.endswith("step-10")  # the newer copy

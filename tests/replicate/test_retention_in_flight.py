@@ -158,3 +158,18 @@ def test_retention_of_a_pass_planned_before_a_fence_deletes_nothing_on_the_store
             planned=way.state,
         )
     assert _steps(secondary) == [10, 20, 30]
+
+
+def test_retention_deletes_nothing_while_a_failover_holds_the_runbooks_lock(sites):
+    """Found by the fault simulator: retention read the ledger (no failover there yet), a
+    failover certified the very checkpoint retention then deleted: the ledger names it only
+    once certified, the lock says a failover runs from its start."""
+    from lifeboat_dr.core.lock import RunbookLock
+
+    primary, secondary = sites
+    with RunbookLock(secondary, "trainer", "failover-7"):
+        result = retention_for(secondary, primary, runbook="trainer", layout="manifest", policy=KEEP_ONE)
+    assert "retention waits: failover run failover-7" in result.paused and "holds the lock" in result.paused
+    assert result.deleted == [] and _steps(secondary) == [10, 20, 30]
+    result = retention_for(secondary, primary, runbook="trainer", layout="manifest", policy=KEEP_ONE)
+    assert not result.paused and _steps(secondary) == [30]
