@@ -8,9 +8,10 @@ Nobody who only reaches Prefect's API can take, squat or leak it: it is not Pref
 - Taking it: create-only when there is none; if-match over a record that was released, or
   whose holder stopped renewing it for a whole lease (reclaimed, and the taker says so:
   `RunbookLock.reclaimed`). Of two racing takers the store lets exactly one win.
-- Holding it: the holder renews the record every third of its lease by an if-match write;
-  a holder that dies (its worker, its host) stops renewing, and the lock lapses one lease
-  later. A record lapses one lease (its `lease_s`, capped at `MAX_LEASE_S`) after its last
+- Holding it: the holder renews the record every third of its lease by an if-match write
+  (a failed renewal is tried again within seconds, so only a store down for a whole lease
+  lets a live holder's lock lapse); a holder that dies (its worker, its host) stops
+  renewing, and the lock lapses one lease later. A record lapses one lease (its `lease_s`, capped at `MAX_LEASE_S`) after its last
   write, by the store's own clock: the write's time against the store's time now (read by
   a small write, `lifeboat_dr.core.clocks`). No worker's clock decides, so a taker whose
   clock runs ahead (or stepped) never reclaims a live holder's lock, and a record written by
@@ -57,6 +58,7 @@ DEFAULT_LEASE_S = 60.0
 MAX_LEASE_S = 600.0  # the longest any record may claim, whatever it says
 _TRIES = 20  # conditional writes lost to other takers before giving up
 _ANSWER_TRIES, _ANSWER_WAIT_S = 3, 2.0  # a store failing requests while the lock is taken
+_RENEW_RETRY_S = 2.0  # a failed renewal is tried again this soon
 
 log = logging.getLogger("lifeboat.lock")
 
@@ -253,17 +255,22 @@ class RunbookLock:
 
     # -- holding and giving it up -----------------------------------------------------------
     def _renew(self) -> None:
-        while not self._stop.wait(self.lease_s / 3):
+        wait = self.lease_s / 3
+        while not self._stop.wait(wait):
             now = self.clock()
             try:
                 self._write(
                     replace(self._mine, expires_at=now + timedelta(seconds=self.lease_s)), self._version
                 )
+                wait = self.lease_s / 3
             except PreconditionFailed:
                 self.lost = True
                 log.warning("lost the lock of %s: another run took it after a lapsed lease", self.runbook)
                 return
-            except (LifeboatError, OSError) as e:  # the next tick tries again; a lease's worth of them
+            except (LifeboatError, OSError) as e:
+                # soon again, not a third of a lease later: only a store down for a whole lease
+                # lets a live holder's lock lapse (retention and other runs trust it)
+                wait = min(self.lease_s / 3, _RENEW_RETRY_S)
                 log.warning("could not renew the lock of %s: %s", self.runbook, e)
 
     def release(self) -> None:

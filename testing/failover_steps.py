@@ -132,6 +132,9 @@ class ScriptedSteps:
         passed = self.parity.pop(0) if self.parity else True
         return ParityResult(passed, 5, "5 steps identical" if passed else "step 301: 2.31 vs 2.29")
 
+    def still_there(self, checkpoint: CertifyReport) -> bool:
+        return True
+
     def fence_read_back(self) -> str | None:
         return f"epoch {self._epoch} on memory://secondary" if self._epoch else None
 

@@ -116,6 +116,11 @@ class FailoverSteps(Protocol):
 
     def teardown(self, cluster: Provisioned) -> None: ...
 
+    def still_there(self, checkpoint: CertifyReport) -> bool:
+        """Whether `checkpoint` (chosen by an earlier attempt of this run) still certifies:
+        retention may have taken it once that attempt's entry stopped saying it is in use."""
+        ...
+
     def fence_read_back(self) -> str | None:
         """Where a lease this run took is, read back from the stores ("epoch 1 on s3://…";
         None: no store answering holds one): after a fence step that failed, whether its

@@ -310,6 +310,13 @@ class ProviderSteps:
         except (ValueError, KeyError, TypeError):
             return None
 
+    def still_there(self, checkpoint: CertifyReport) -> bool:
+        step = checkpoint.certified.step
+        try:  # certified again, no newer than it (a newer one is the resumed job's own)
+            return self.certify(older_than=step + 1).certified.step == step
+        except StopFailover:
+            return False
+
     def seal_at(self, checkpoint: CertifyReport) -> None:
         """Before the job resumes from `checkpoint`: the epoch it belongs to is sealed at its
         commit (a rollback's older checkpoint, a re-run's), in the stores holding this run's lease."""

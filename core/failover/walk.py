@@ -222,6 +222,14 @@ class _Walk:
         stands and it does not run again."""
         if name not in self.found:
             return False
+        if name == "certify" and not self.steps.still_there(self.found["certify"]):
+            # the earlier attempt ended (failed, aborted) and retention took its checkpoint
+            # meanwhile: choose anew, and what rested on the old choice is not done either
+            gone = self.found["certify"].certified.uri
+            for step in ("certify", "resume", "prove"):
+                self.found.pop(step, None)
+            self.ledger.note("re-run", f"{gone}, chosen before the re-run, is gone: certified anew")
+            return False
         at = self.clock()
         self.done[name] = Timed(self.found.pop(name), at, at)
         if name == "certify":

@@ -475,8 +475,14 @@ class Oracle:
     @_hook
     def attempt_killed(self, run_id: str, entry) -> None:
         """An attempt of `run_id` was killed: what it certified stays in use only if its ledger
-        entry names it (its re-run takes the checkpoint from there, never certifying anew)."""
-        named = entry.checkpoint if entry is not None and "certify" in entry.done else None
+        entry names it, in progress (retention keeps what such an entry names, and the re-run
+        takes it from there; an entry that says the run ended protects nothing, and its re-run
+        certifies anew when the checkpoint is gone)."""
+        named = (
+            entry.checkpoint
+            if entry is not None and "certify" in entry.done and entry.outcome == "in-progress"
+            else None
+        )
         self.in_use = {
             k: v
             for k, v in self.in_use.items()

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lifeboat_dr.core.ledger import LedgerFile
+from lifeboat_dr.core.ledger_chain import LedgerChain
 from lifeboat_dr.kernel.errors import NotFound
 from lifeboat_dr.providers.compute.base import ClusterState, JobState, PlanOption
 from lifeboat_dr.providers.compute.fake import FakeCompute
@@ -386,10 +387,15 @@ class World:
         return self._ledger_files[machine]
 
     def ledger_entry(self, run: Run) -> LedgerEntry | None:
+        """The run's entry as its re-run would read it: the machine's file, or with the ledger
+        chain the newer of the file's and the chain's (read behind the faults)."""
         entries = [
             e for e in LedgerFile(self.ledger_path(run.machine)).read(RUNBOOK) if e.run_id == run.run_id
         ]
-        return entries[-1] if entries else None
+        if self.ledger == "chain":
+            chain = LedgerChain([self.inner("secondary"), self.inner("primary")])
+            entries += [e for e in [chain.entry(RUNBOOK, run.run_id)] if e is not None]
+        return max(entries, key=lambda e: e.revision, default=None)
 
     # -- the oracle's hooks ---------------------------------------------------------------------
     def landed(self, role: str, key: str, old: bytes | None, new: bytes | None) -> None:
