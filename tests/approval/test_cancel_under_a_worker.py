@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkout import shares_the_checkout
 from tests.flow_run_processes import kill_flow_runs_on
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), shares_the_checkout]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
 def _until(what, fn, timeout, every=0.5):
