@@ -85,5 +85,9 @@ def test_cancel_under_a_process_worker_is_a_recorded_rejection(prefect_server_pr
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(timeout=30)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a loaded machine: the worker's shutdown is no part of the test
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
         kill_flow_runs_on(api)
