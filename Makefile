@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 # The quick loop (~70 s of CPU, on 2 workers): no servers or emulators, no child Pythons
 # (torchrun, trainers, the CLI) and no HAProxy; `make test` runs those too (tests/conftest.py has the tiers).
 test-fast: setup
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not integration and not processes"
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not integration and not processes"
 
 # HAProxy fronts the serving demo and the traffic tests (Debian's package; root installs it).
 haproxy:
@@ -32,7 +32,7 @@ demo: setup haproxy
 # 3 workers on 2 cores): each file on one worker, the longest files first (tests/conftest.py).
 # Then the fault simulator's CI budget alone: it is a time budget, so it gets the cores to itself.
 TEST_WORKERS ?= 3
-XDIST := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: setup haproxy
 	$(BIN)/python -m pytest -q -rfEs $(XDIST) -m "not sim_budget"
 	$(BIN)/python -m pytest -q -rfEs -m sim_budget

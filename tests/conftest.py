@@ -24,6 +24,7 @@ import tempfile
 
 import pytest
 
+from tests.checkout import group_of
 from tests.peers import missing
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -46,12 +47,13 @@ PEERS = (
 PEER_PARAMS = {"s3", "gcs", "s3-moto", "gcs-emulator", "haproxy", "route53"}
 
 
-# `make test` runs the suite on pytest-xdist workers (`-n 3 --dist loadgroup`): these files
-# (and the groups they are in) start first, longest first: each takes a minute or more of a
-# worker on CI's 2 cores. Then the rest of what starts servers and processes, then the unit
-# tests, which fill the workers' ends.
+# `make test` runs on pytest-xdist workers (`-n 3 --dist loadfile`), each file on one worker
+# (its module fixtures start once), the tests that share the checkout's own state on one
+# (tests/checkout.py). These files (and the group they are in) start first, longest first:
+# each takes a minute or more of a worker on CI's 2 cores; then the rest of what starts servers
+# and processes; then the unit tests, which fill the workers' ends.
 START_FIRST = (
-    "tests/topology/test_readme_deploy.py",  # in the checkout group: ~1/5 of the suite, one worker
+    "tests/topology/test_readme_deploy.py",  # in the checkout group: ~1/5 of the suite
     "tests/failover/test_rerun_after_sigkill.py",
     "tests/approval/test_prefect_approval.py",
     "tests/trainer/test_dcp_trainer.py",
@@ -67,37 +69,43 @@ START_FIRST = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         served = any(isinstance(v, str) and v in PEER_PARAMS for v in params.values())
         if served or any(p in getattr(item, "fixturenames", ()) for p in PEERS):
             item.add_marker(pytest.mark.integration)
-    if getattr(config.option, "dist", "no") == "loadgroup":
-        _one_worker_per_file(items)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker sorts alike: the scheduler takes this order
+        _longest_first(items)
 
 
-def _one_worker_per_file(items) -> None:
-    """Each file's tests run on one worker (its module fixtures start once), unless a test
-    names its group (`xdist_group`: tests that share something of the checkout's); groups
-    start in `START_FIRST`'s order, then those that start peers or processes."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+def _longest_first(items) -> None:
+    """Units of work (`group_of`) in `START_FIRST`'s order, then those that start peers or
+    processes, then the rest; a unit's tests keep their order."""
     rank: dict[str, int] = {}
     for item in items:
-        group = _group(item)
         file = item.nodeid.split("::", 1)[0]
         heavy = "integration" in item.keywords or "processes" in item.keywords
         first = START_FIRST.index(file) if file in START_FIRST else len(START_FIRST) + (0 if heavy else 1)
+        group = group_of(item.nodeid)
         rank[group] = min(rank.get(group, first), first)
-    items.sort(key=lambda item: rank[_group(item)])  # stable: a group's tests keep their order
+    items.sort(key=lambda item: rank[group_of(item.nodeid)])
 
 
-def _group(item) -> str:
-    mark = item.get_closest_marker("xdist_group")
-    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile`, with the checkout's group (tests/checkout.py) one unit across files
+    (xdist_group marks do not reach xdist 3.8's scheduler under pytest 9.2: node ids are no
+    longer the strings it rewrites). Run with --no-loadscope-reorder: the order is ours."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class OneWorkerPerFile(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return OneWorkerPerFile(config, log)
 
 
 _running: list = [None]  # the test being run, for the process guard

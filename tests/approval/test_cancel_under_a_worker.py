@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkout import shares_the_checkout
 from tests.flow_run_processes import kill_flow_runs_on
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), shares_the_checkout]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
 def _until(what, fn, timeout, every=0.5):
@@ -86,5 +85,9 @@ def test_cancel_under_a_process_worker_is_a_recorded_rejection(prefect_server_pr
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(timeout=30)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a loaded machine: the worker's shutdown is no part of the test
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
         kill_flow_runs_on(api)

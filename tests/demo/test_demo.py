@@ -10,9 +10,7 @@ import pytest
 
 from lifeboat_dr.demo import training as demo
 from lifeboat_dr.standins.trainer import jobs
-from tests.checkout import shares_the_checkout
 
-pytestmark = shares_the_checkout
 TORCH_MISSING = jobs.TRAINERS["torch"].missing()
 
 

@@ -4,10 +4,9 @@ detection, the failover, then the failback to the recovered primary."""
 import pytest
 
 from lifeboat_dr.demo import training as demo
-from tests.checkout import shares_the_checkout
 from tests.demo.test_demo import _assert_passed, _play
 
-pytestmark = [pytest.mark.integration, shares_the_checkout]
+pytestmark = pytest.mark.integration
 
 
 def test_demo_fails_over_then_back_and_prints_both_ledger_entries(monkeypatch, capsys):

@@ -16,7 +16,6 @@ from lifeboat_dr.core.detection.signals import Reading, Status
 from lifeboat_dr.flows.wiring import build_probes
 from lifeboat_dr.runbooks.loader import load_runbook
 from lifeboat_dr.shell.cli import main as lifeboat
-from tests.checkout import shares_the_checkout
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,7 +25,6 @@ def test_probes_follow_the_runbooks_signals(guarded_path):
     assert [p.signal for p in build_probes(rb)] == ["gpu_health", "provider"]  # no heartbeat configured
 
 
-@shares_the_checkout  # the demo's primary folder, which the demo starts afresh
 def test_the_demo_runbook_watches_its_heartbeat_checkpoints_and_store(tmp_path):
     rb = load_runbook(REPO / "runbooks" / "demo.yaml")
     rb.detection.heartbeat = str(tmp_path / "hb.json")

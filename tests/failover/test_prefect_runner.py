@@ -66,7 +66,11 @@ def _task_runs(run_id: str, expect: int = 0) -> dict[str, str]:
 
     deadline = time.monotonic() + 15
     while True:
-        states = {r.name.rsplit("-", 1)[0]: r.state.type.value for r in asyncio.run(read())}
+        # a task run the server has from an event before its state: not settled yet
+        states = {
+            r.name.rsplit("-", 1)[0]: r.state.type.value if r.state else "PENDING"
+            for r in asyncio.run(read())
+        }
         settled = len(states) >= expect and not {"PENDING", "RUNNING"} & set(states.values())
         if settled or time.monotonic() > deadline:
             return states

@@ -20,7 +20,6 @@ import pytest
 
 from lifeboat_dr.testing.prefect_servers import free_port
 from tests.alertmanager_webhooks import alerting_runbook, two_sources
-from tests.checkout import shares_the_checkout
 from tests.flow_run_processes import flow_run_process, kill_flow_runs_on
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +92,6 @@ def _until(what: str, check, timeout: float, every: float = 0.5):
     pytest.fail(f"{what}: not within {timeout:.0f}s")
 
 
-@shares_the_checkout
 def test_postgres_control_plane_survives_a_serve_replica_and_a_worker_dying(
     prefect_server_postgres, tmp_path
 ):

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkout import shares_the_checkout
 from tests.flow_run_processes import kill_flow_runs_on
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +95,6 @@ def test_deploy_refuses_a_runbook_it_cannot_read_in_one_line(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-@shares_the_checkout
 def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
     prefect_server_process, tmp_path
 ):
