@@ -173,6 +173,7 @@ def test_validate_remembers_skypilots_verdict_by_the_task_content(tmp_path, monk
     assert calls == [1]  # changed content: asked again
 
 
+@pytest.mark.processes  # on a fresh machine SkyPilot builds its own wheel first (`python -m pip wheel`)
 @pytest.mark.parametrize("name", ["llama-70b-pretrain", "mistral-7b-sft", "batch-embed", "chat-serving"])
 def test_each_example_runbook_goes_through_skypilots_dry_run_launch(name):
     from lifeboat_dr.flows.wiring import sky_dry_run
