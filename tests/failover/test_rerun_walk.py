@@ -103,3 +103,23 @@ def test_a_re_run_that_fails_before_its_resume_leaves_the_cluster_its_first_atte
 
     assert steps.clusters == {"scripted-dr"}, "not torn down"
     assert "left as an earlier attempt of this run left it" in ledger.entry.notes["cluster"]
+
+
+def test_a_re_run_whose_chosen_checkpoint_is_gone_certifies_anew():
+    """Found by the fault simulator: the first attempt was rejected and killed writing it; its
+    entry said aborted, so retention deleted its checkpoint; the re-run took it from the
+    record and failed to resume. A recorded checkpoint that no longer certifies is chosen anew."""
+
+    class Gone(ScriptedSteps):
+        def still_there(self, checkpoint):
+            return False
+
+    rb, entries = first_attempt()
+    prior = left_after(entries, "approval")
+    steps = Gone({}, checkpoints=(310, 300, 200, 100))
+    ledger = new_ledger(rb, "run-1", prior=prior)
+
+    execute(settings_for(rb), steps, ledger, Gate(), run_id="run-1")
+
+    assert "certify" in {name for name, *_ in steps.calls}, "certified anew"
+    assert "chosen before the re-run, is gone" in ledger.entry.notes["re-run"]
