@@ -85,6 +85,20 @@ def main(argv: list[str] | None = None) -> int:
         return getattr(e, "exit_code", 1)
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # Prefect down is the on-call's problem to fix, in one line; a bug shows whole
+        down = _prefect_unreachable(e)
+        if down is None:
+            raise
+        print(f"lifeboat {args.command}: {down}", file=sys.stderr)
+        return down.exit_code
+
+
+def _prefect_unreachable(e: Exception):
+    if "prefect" not in sys.modules:  # a command that never imported Prefect cannot have failed to reach it
+        return None
+    from lifeboat_dr.providers.orchestrator.prefect_api import unreachable
+
+    return unreachable(e)
 
 
 if __name__ == "__main__":
