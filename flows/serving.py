@@ -90,7 +90,7 @@ def _serve(rb, *, run_id, outage_started_at, detected_at, evidence, force, appro
     guard = Guard(rb, run_id, action="serving", approval=approval, rehearsal=rehearsal, force=force)
     ledger = build_ledger(rb, run_id=run_id, drill="dry-run" if rehearsal else None)
     settings = serving_settings(rb)
-    gate = build_gate(rb, console=guard.console)
+    gate = build_gate(rb, console=guard.console, drill=rehearsal)
     started = outage_started_at or datetime.now(UTC)
     try:
         with guard.acting(ledger, gate.notify):

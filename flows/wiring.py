@@ -526,11 +526,11 @@ def build_failback_steps(
     )
 
 
-def build_gate(rb: Runbook, *, console: str = "wait"):
+def build_gate(rb: Runbook, *, console: str = "wait", drill: bool = False):
     """Slack when the runbook names a channel and a bot token is configured
     (`SLACK_BOT_TOKEN`, as for `lifeboat serve`, or the Prefect Secret block `lifeboat-slack-bot-token`);
     otherwise the console, which waits for the UI or `lifeboat approve` (`wait`), or decides
-    at once (`approve` / `reject`, for demos and drills)."""
+    at once (`approve` / `reject`, for demos and drills). A `drill` gate says DRILL in what it posts."""
     from lifeboat_dr.flows.approval import ChatGate
     from lifeboat_dr.providers.chat.console import ConsoleChat
 
@@ -538,8 +538,8 @@ def build_gate(rb: Runbook, *, console: str = "wait"):
     if token is not None:
         from lifeboat_dr.providers.chat.slack import SlackChat
 
-        return ChatGate(rb, SlackChat(token))
-    return ChatGate(rb, ConsoleChat(console))
+        return ChatGate(rb, SlackChat(token), drill=drill)
+    return ChatGate(rb, ConsoleChat(console), drill=drill)
 
 
 def _slack_token():

@@ -410,7 +410,7 @@ def execute(
         heading = next((m for m in graph.MILESTONES if m not in ledger.entry.phases), graph.MILESTONES[-1])
         with suppress(WriteFailed):
             ledger.fail(heading, e)
-        gate.notify(f"Lifeboat failover of {settings.runbook} failed before {heading}: {e}")
+        gate.notify(f"Lifeboat {asked(steps)[0]} of {settings.runbook} failed before {heading}: {e}")
         if (cluster := walk.cluster()) is not None and walk.inherited(cluster):
             with suppress(WriteFailed):
                 ledger.note(

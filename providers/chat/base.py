@@ -70,6 +70,11 @@ class ApprovalCard:
     action: str = "failover"  # what is approved: failover | failback | serving (signed with the answer)
     epoch: int | None = None  # the site epoch when asked (signed with the answer: no replay across epochs)
 
+    @property
+    def what(self) -> str:
+        """What is approved, as people say it: "failover", "failback", "serving failover"."""
+        return "serving failover" if self.action == "serving" else self.action
+
     def facts(self) -> list[tuple[str, str]]:
         """(label, value) lines shared by every rendering."""
 
