@@ -94,9 +94,8 @@ MAX_NOTE = 2000  # characters of one note in the run's summary (the ledger keeps
 
 def entry_markdown(entry: LedgerEntry) -> str:
     """The run's summary: targets, verdicts, milestones, failures, RCA reasons."""
-    kind = "Drill" if entry.drill else "Failover"
     lines = [
-        f"# {kind} `{entry.runbook}` — run `{entry.run_id}`: {entry.outcome}",
+        f"# {entry.label.capitalize()} `{entry.runbook}` — run `{entry.run_id}`: {entry.outcome}",
         "",
         "| | measured | target | ratio | verdict |",
         "|---|---|---|---|---|",
@@ -144,8 +143,29 @@ def timeline_path(entry: LedgerEntry, folder: Path = TIMELINES) -> Path:
     return folder / f"{entry.runbook}-{entry.run_id}.png"
 
 
+def origin_label(entry: LedgerEntry) -> str:
+    """What the picture's time axis counts from: a failback begins when it is asked for."""
+    return (
+        "seconds since the failback was asked for"
+        if entry.kind == "failback"
+        else "seconds since outage start"
+    )
+
+
 def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
     """Draw the run's steps as a Gantt chart (seconds since the outage) into a PNG."""
+    import matplotlib.pyplot as plt
+
+    fig = timeline_figure(entry)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def timeline_figure(entry: LedgerEntry):
+    """The run's Gantt chart as a matplotlib figure, its title wrapped to fit the width."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -175,7 +195,7 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
         ax.text(left + width, row, f" {format_duration(stop - start)}", va="center", fontsize=8)
     ax.set_yticks(range(len(bars)), [b[0] for b in bars])
     ax.invert_yaxis()
-    ax.set_xlabel("seconds since outage start")
+    ax.set_xlabel(origin_label(entry))
     # Scale to what happened; a target far beyond it would squash every bar to a sliver.
     end = max(
         [(stop - origin).total_seconds() for _, (_, stop) in bars]
@@ -194,18 +214,34 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
                 ha="center",
                 va="bottom",
             )
-    kind = entry.label
     client = f", client errors {_fmt(entry.client.window)}" if entry.client else ""
-    ax.set_title(
-        f"{entry.runbook} {kind} {entry.run_id} ({entry.outcome}): RTO {_fmt(entry.rto)} (target {_fmt(entry.rto_target)}), "
+    parts = [
+        f"{entry.runbook} {entry.label} {entry.run_id} ({entry.outcome}):",
+        f"RTO {_fmt(entry.rto)} (target {_fmt(entry.rto_target)}),",
         f"RPO {_fmt(entry.rpo)} (target {_fmt(entry.rpo_target)}){client}",
-        fontsize=9,
-        pad=14,
-    )
+    ]
+    title = ax.set_title(" ".join(parts), fontsize=9, pad=14)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    _fit_title(fig, title, parts)
+    return fig
+
+
+def _fit_title(fig, title, parts: list[str]) -> None:
+    """Wrap the title at its parts until it lies inside the figure (measured as drawn: it is
+    centred over the axes, a run id is 36 characters, a runbook name up to 63), then shrink
+    what still does not."""
+    renderer = fig.canvas.get_renderer()
+    for lines in ([" ".join(parts)], [parts[0], " ".join(parts[1:])], parts):
+        title.set_text("\n".join(lines))
+        if overflow(fig, title, renderer) <= 0:
+            break
+    while overflow(fig, title, renderer) > 0 and title.get_fontsize() > 5:
+        title.set_fontsize(title.get_fontsize() - 0.5)
+    fig.tight_layout()
+
+
+def overflow(fig, text, renderer=None) -> float:
+    """Pixels of `text` outside the figure's width (0 or less: it fits)."""
+    box = text.get_window_extent(renderer or fig.canvas.get_renderer())
+    return max(-box.x0, box.x1 - fig.bbox.width)

@@ -40,6 +40,8 @@ class ConsoleChat:
         lines += [f"  {label:<{width}}  {value}" for label, value in card.facts()]
         if card.approvers:
             lines.append(f"  {'Approvers':<{width}}  {', '.join(card.approvers)}")
+        if card.run_url:
+            lines.append(f"  decide in the Prefect UI: {card.run_url}")
         lines.append(f"  decide with: lifeboat approve {card.run_id} [--reject] --reason '…'")
         self._print("\n".join(lines))
         return ref

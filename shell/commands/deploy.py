@@ -16,6 +16,7 @@ automation) in place.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ from lifeboat_dr.shell.cli import COMMANDS
 HEARTBEAT_ENV = "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"
 
 PLAN_FILE = Path(".lifeboat/deploy/prefect.yaml")
+AUTOMATIONS = ("failover-on-confirmed-outage", "lifeboat-failover-crashed", "lifeboat-failover-rerun")
 
 
 def register(subparsers) -> None:
@@ -69,6 +71,9 @@ def register(subparsers) -> None:
         "and it is scheduled again for another worker. Workers set it in their environment "
         f"({HEARTBEAT_ENV}; the pools fix every run's): deploy prints the line (default: 30)",
     )
+    p.add_argument(
+        "--json", action="store_true", help="print the pools, deployments and worker commands as JSON"
+    )
     p.set_defaults(handler=run)
 
 
@@ -104,8 +109,11 @@ def run(args) -> int:
     )
     require_api_url()
     pools = pools_of(plan)
+    made = {}
     for pool in pools:  # created with command, env and working directory fixed (locked_job_template)
-        print(f"work pool {pool!r}: {ensure_process_pool(pool)}")
+        made[pool] = ensure_process_pool(pool)
+        if not args.json:
+            print(f"work pool {pool!r}: {made[pool]}")
     for line in pool_warnings(pools):
         print(f"lifeboat deploy: warning: {line}", file=sys.stderr)
     PLAN_FILE.parent.mkdir(parents=True, exist_ok=True)
@@ -119,11 +127,23 @@ def run(args) -> int:
         tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
         raise ProviderUnavailable(f"prefect deploy failed ({PLAN_FILE}): " + " | ".join(tail))
     ensure_crash_recovery("failover", heartbeat_s=args.heartbeat)
+    beat = f"{HEARTBEAT_ENV}={args.heartbeat}"  # from the worker's environment: a run sets none
+    if args.json:
+        workers = [
+            f"{beat} prefect worker start --pool {p}" for p in (args.pool, args.secondary_pool) if p in pools
+        ]
+        doc = {
+            "pools": made,
+            "deployments": list(deployment_names(plan)),
+            "automations": list(AUTOMATIONS),
+            "workers": workers,
+        }
+        print(json.dumps(doc, indent=2))
+        return 0
     for name in deployment_names(plan):
         print(f"deployment {name}")
-    print("automations: failover-on-confirmed-outage, lifeboat-failover-crashed, lifeboat-failover-rerun")
+    print(f"automations: {', '.join(AUTOMATIONS)}")
     print(f"{len(plan['deployments'])} deployments on pool(s) {', '.join(pools)}; start workers with:")
-    beat = f"{HEARTBEAT_ENV}={args.heartbeat}"  # from the worker's environment: a run sets none
     print(f"  {beat} prefect worker start --pool {args.pool}    # control plane: secondary or third site")
     if args.secondary_pool in pools:
         print(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from lifeboat_dr.flows.drills import ALL_KINDS, SCOPES, TRAINER_KINDS, kinds_for
 from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.shell.cli import COMMANDS, RUNBOOK_HELP
@@ -24,6 +26,7 @@ def register(subparsers) -> None:
         default="numpy",
         help="the sandbox job: numpy (every kind) or torch (torchrun + DCP; process-kill)",
     )
+    p.add_argument("--json", action="store_true", help="print every drill's checks as JSON")
     p.set_defaults(handler=run)
 
 
@@ -39,8 +42,15 @@ def run(args) -> int:
     try:
         results = drill(args.runbook, kind=args.kind, scope=args.scope, trainer=args.trainer)
     except DrillFailed as e:
-        print(e)
+        print(json.dumps({"passed": False, "failure": str(e)}) if args.json else e)
         return 1
+    if args.json:
+        drills = [
+            {**r, "checks": [{"name": n, "passed": ok, "detail": d} for n, ok, d in r["checks"]]}
+            for r in results
+        ]
+        print(json.dumps({"passed": True, "drills": drills}, indent=2, default=str))
+        return 0
     for r in results:
         print(f"drill {r['kind']}: passed in {r['seconds']}s (run {r['run_id']}, outcome {r['outcome']})")
         for name, ok, detail in r["checks"]:
