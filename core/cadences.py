@@ -38,7 +38,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from lifeboat_dr.kernel.durations import format_duration as fd
 
@@ -48,7 +47,7 @@ FLOWS = ("watch", "replicate", "certify")
 
 @dataclass(frozen=True)
 class CadenceInputs:
-    """The figures the rules read, from one runbook (`from_runbook`)."""
+    """The figures the rules read, from one runbook (`lifeboat_dr.flows.deploy.cadence_inputs`)."""
 
     rpo: timedelta
     rto: timedelta
@@ -62,37 +61,6 @@ class CadenceInputs:
     after: timedelta  # confirmation to the first healthy step (or all traffic on the standby)
     after_field: str  # the field `after` comes from, for the warnings
     overrides: dict[str, timedelta | None]  # cadences.<flow> as the runbook sets it
-
-    @classmethod
-    def from_runbook(cls, rb: Any) -> CadenceInputs:
-        """From a `lifeboat_dr.runbooks.model.Runbook`."""
-        d, ck = rb.detection, rb.checkpoint
-        lag_of = {
-            "training_progress": d.stall_after,
-            "checkpoint_freshness": ck.cadence * ck.freshness_factor,
-        }
-        signals = [str(getattr(s, "value", s)) for s in d.signals]
-        if rb.serving is not None:
-            s = rb.serving
-            holds = s.switch.hold * (len(s.switch.steps) - 1)
-            after, after_field = s.canary.latency_budget + holds, "serving.canary.latency_budget"
-        else:
-            after, after_field = rb.failover.expected_ready, "failover.expected_ready"
-        cluster = rb.cluster
-        return cls(
-            rpo=rb.rpo_target,
-            rto=rb.rto_target,
-            rpo_applies=rb.serving is None,
-            checkpoint_every=ck.cadence,
-            checkpoint_write=cluster.checkpoint_write if cluster else timedelta(0),
-            copy=cluster.replication if cluster else timedelta(0),
-            lags={s: lag_of.get(s, timedelta(0)) for s in signals},
-            quorum=d.quorum,
-            window=d.window,
-            after=after,
-            after_field=after_field,
-            overrides={f: getattr(rb.cadences, f) for f in FLOWS},
-        )
 
     @property
     def confirm_lag(self) -> tuple[str, timedelta]:

@@ -37,11 +37,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lifeboat_dr.core.cadences import FLOWS, CadenceInputs, CadencePlan, plan_cadences
 from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.runbooks.examples import example_named
+
+if TYPE_CHECKING:
+    from lifeboat_dr.runbooks.model import Runbook
 
 RUNBOOK_PLACEHOLDER = "{{ lifeboat.runbook }}"
 WORK_POOL = "lifeboat"
@@ -74,7 +77,7 @@ def runbook_target(given: str | Path, project_root: Path) -> RunbookTarget:
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(given)
-    inputs = CadenceInputs.from_runbook(rb)
+    inputs = cadence_inputs(rb)
     if example_named(given):
         return RunbookTarget(rb.name, str(given), inputs)
     full = rb.path
@@ -83,6 +86,36 @@ def runbook_target(given: str | Path, project_root: Path) -> RunbookTarget:
     except ValueError:
         shown = str(full)
     return RunbookTarget(rb.name, shown, inputs)
+
+
+def cadence_inputs(rb: Runbook) -> CadenceInputs:
+    """The figures `lifeboat_dr.core.cadences` reads, from the runbook (see its docstring)."""
+    d, ck = rb.detection, rb.checkpoint
+    lag_of = {
+        "training_progress": d.stall_after,
+        "checkpoint_freshness": ck.cadence * ck.freshness_factor,
+    }
+    if rb.serving is not None:
+        s = rb.serving
+        holds = s.switch.hold * (len(s.switch.steps) - 1)
+        after, after_field = s.canary.latency_budget + holds, "serving.canary.latency_budget"
+    else:
+        after, after_field = rb.failover.expected_ready, "failover.expected_ready"
+    cluster = rb.cluster
+    return CadenceInputs(
+        rpo=rb.rpo_target,
+        rto=rb.rto_target,
+        rpo_applies=rb.serving is None,
+        checkpoint_every=ck.cadence,
+        checkpoint_write=cluster.checkpoint_write if cluster else timedelta(0),
+        copy=cluster.replication if cluster else timedelta(0),
+        lags={s.value: lag_of.get(s.value, timedelta(0)) for s in d.signals},
+        quorum=d.quorum,
+        window=d.window,
+        after=after,
+        after_field=after_field,
+        overrides={f: getattr(rb.cadences, f) for f in FLOWS},
+    )
 
 
 def _flow_of(entry: dict[str, Any]) -> str:

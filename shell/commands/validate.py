@@ -30,10 +30,10 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     with quick_start():  # importing the runbook model is most of this command's time
-        from lifeboat_dr.core.cadences import CadenceInputs, plan_cadences
+        from lifeboat_dr.core.cadences import plan_cadences
         from lifeboat_dr.core.detection.targets import detection_warnings
         from lifeboat_dr.core.shared_fate import shared_fate_warnings
-        from lifeboat_dr.flows.deploy import shipped_template, template_periods
+        from lifeboat_dr.flows.deploy import cadence_inputs, shipped_template, template_periods
         from lifeboat_dr.providers.compute.skycheck import load_runbook_and_task
         from lifeboat_dr.runbooks.loader import RunbookInvalid
         from lifeboat_dr.runbooks.overlap import overlapping_runbooks
@@ -52,7 +52,7 @@ def run(args) -> int:
         print(
             f"{file}: ok ({rb.name}, {rb.workload.value}, RPO {_fmt(rb.rpo_target)}, RTO {_fmt(rb.rto_target)})"
         )
-        cadences = plan_cadences(CadenceInputs.from_runbook(rb), periods)
+        cadences = plan_cadences(cadence_inputs(rb), periods)
         print(f"{file}: deployed: {cadences.summary()}")
         warnings = [
             *cadences.warnings,
