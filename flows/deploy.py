@@ -19,6 +19,10 @@ worker at the secondary site. The two watches share the signal state (`LIFEBOAT_
 and are folded by vantage (`lifeboat_dr.core.detection.vantage`): a primary that only one of them
 cannot reach gives no vote.
 
+Each runbook's `watch`, `replicate` and `certify` run at the periods its targets need
+(`lifeboat_dr.core.cadences`: RPO and RTO, checkpoint cadence, detection lag, recovery time),
+the template's intervals as the longest, or at the runbook's own `cadences`.
+
 The template is the repository root's `prefect.yaml`, shipped in the package as
 `lifeboat_dr/flows/prefect.yaml` (in the checkout a link to the root's) and read through
 `importlib.resources` (`shipped_template`), so an installed wheel deploys without a checkout.
@@ -30,12 +34,17 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from datetime import timedelta
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from lifeboat_dr.core.cadences import FLOWS, CadenceInputs, CadencePlan, plan_cadences
 from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.runbooks.examples import example_named
+
+if TYPE_CHECKING:
+    from lifeboat_dr.runbooks.model import Runbook
 
 RUNBOOK_PLACEHOLDER = "{{ lifeboat.runbook }}"
 WORK_POOL = "lifeboat"
@@ -53,10 +62,12 @@ def shipped_template() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RunbookTarget:
-    """One runbook to deploy: its name and the path the worker will read."""
+    """One runbook to deploy: its name, the path the worker will read, and the figures its
+    flows' periods come from (None: the template's periods)."""
 
     name: str
     path: str
+    cadence_inputs: CadenceInputs | None = None
 
 
 def runbook_target(given: str | Path, project_root: Path) -> RunbookTarget:
@@ -66,14 +77,81 @@ def runbook_target(given: str | Path, project_root: Path) -> RunbookTarget:
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(given)
+    inputs = cadence_inputs(rb)
     if example_named(given):
-        return RunbookTarget(rb.name, str(given))
+        return RunbookTarget(rb.name, str(given), inputs)
     full = rb.path
     try:
         shown = str(full.relative_to(project_root.resolve()))
     except ValueError:
         shown = str(full)
-    return RunbookTarget(rb.name, shown)
+    return RunbookTarget(rb.name, shown, inputs)
+
+
+def cadence_inputs(rb: Runbook) -> CadenceInputs:
+    """The figures `lifeboat_dr.core.cadences` reads, from the runbook (see its docstring)."""
+    d, ck = rb.detection, rb.checkpoint
+    lag_of = {
+        "training_progress": d.stall_after,
+        "checkpoint_freshness": ck.cadence * ck.freshness_factor,
+    }
+    if rb.serving is not None:
+        s = rb.serving
+        holds = s.switch.hold * (len(s.switch.steps) - 1)
+        after, after_field = s.canary.latency_budget + holds, "serving.canary.latency_budget"
+    else:
+        after, after_field = rb.failover.expected_ready, "failover.expected_ready"
+    cluster = rb.cluster
+    return CadenceInputs(
+        rpo=rb.rpo_target,
+        rto=rb.rto_target,
+        rpo_applies=rb.serving is None,
+        checkpoint_every=ck.cadence,
+        checkpoint_write=cluster.checkpoint_write if cluster else timedelta(0),
+        copy=cluster.replication if cluster else timedelta(0),
+        lags={s.value: lag_of.get(s.value, timedelta(0)) for s in d.signals},
+        quorum=d.quorum,
+        window=d.window,
+        after=after,
+        after_field=after_field,
+        overrides={f: getattr(rb.cadences, f) for f in FLOWS},
+    )
+
+
+def _flow_of(entry: dict[str, Any]) -> str:
+    return entry["entrypoint"].rsplit(":", 1)[1]
+
+
+def _interval(entry: dict[str, Any]) -> float | None:
+    """The entry's one interval schedule, in seconds (None: cron, several, or none)."""
+    schedules = entry.get("schedules") or []
+    if len(schedules) == 1 and isinstance(schedules[0], dict) and "interval" in schedules[0]:
+        return float(schedules[0]["interval"])
+    return None
+
+
+def template_periods(template: dict[str, Any]) -> dict[str, timedelta]:
+    """watch, replicate, certify -> the template's interval for it: the longest a derived one is."""
+    periods = {}
+    for entry in template.get("deployments") or []:
+        if isinstance(entry, dict) and "entrypoint" in entry and is_per_runbook(entry):
+            seconds = _interval(entry)
+            if _flow_of(entry) in FLOWS and seconds is not None:
+                periods.setdefault(_flow_of(entry), timedelta(seconds=seconds))
+    missing = [f for f in FLOWS if f not in periods]
+    if missing:
+        raise ConfigError(
+            f"prefect.yaml: no per-runbook {missing[0]!r} deployment with one interval schedule"
+        )
+    return periods
+
+
+def cadence_plan(template: dict[str, Any], target: RunbookTarget) -> CadencePlan | None:
+    """The periods `deployment_plan` gives `target`'s watch, replicate and certify, and the
+    targets they cannot meet (None: a target given without its figures keeps the template's)."""
+    if target.cadence_inputs is None:
+        return None
+    return plan_cadences(target.cadence_inputs, template_periods(template))
 
 
 def is_per_runbook(entry: dict[str, Any]) -> bool:
@@ -82,7 +160,7 @@ def is_per_runbook(entry: dict[str, Any]) -> bool:
 
 def per_runbook_name(entry: dict[str, Any], runbook: str) -> str:
     """`watch` → `watch/<runbook>`; `drill-az` → `drill/drill-az-<runbook>`."""
-    flow = entry["entrypoint"].rsplit(":", 1)[1]
+    flow = _flow_of(entry)
     return runbook if entry["name"] == flow else f"{entry['name']}-{runbook}"
 
 
@@ -97,7 +175,8 @@ def deployment_plan(
 ) -> dict[str, Any]:
     """The `prefect.yaml` document that deploys `template`'s shared entries once and its
     per-runbook entries once per target, run from `project_root`: on work pool `pool`, or
-    `secondary_pool` for the entries the template puts on `lifeboat-secondary`.
+    `secondary_pool` for the entries the template puts on `lifeboat-secondary`; each target's
+    watch, replicate and certify at the periods of its `cadence_plan`.
     `failover` runs send a heartbeat every `heartbeat_s` (the crash-recovery automation
     counts on it, whatever the worker's own settings)."""
     if not targets:
@@ -113,6 +192,7 @@ def deployment_plan(
         raise ConfigError(
             f"lifeboat deploy: runbook name {twice[0]!r} given twice (runbook names must be unique)"
         )
+    plans = {t.name: cadence_plan(template, t) for t in targets}
     out: list[dict[str, Any]] = []
     for entry in template.get("deployments") or []:
         if not isinstance(entry, dict) or "entrypoint" not in entry or "name" not in entry:
@@ -123,6 +203,9 @@ def deployment_plan(
                 one = copy.deepcopy(entry)
                 one["name"] = per_runbook_name(entry, t.name)
                 one["parameters"]["runbook"] = t.path
+                plan = plans[t.name]
+                if plan is not None and _flow_of(one) in FLOWS and _interval(one) is not None:
+                    one["schedules"] = [{**one["schedules"][0], "interval": plan.seconds(_flow_of(one))}]
                 copies.append(one)
         else:
             copies.append(copy.deepcopy(entry))

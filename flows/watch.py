@@ -1,6 +1,7 @@
 """The `watch` flow: run a runbook's probes, let the quorum decide, emit outage events.
 
-Scheduled (prefect.yaml, every minute). Each run reads the runbook's signals, records the
+Scheduled (prefect.yaml: every minute at most, at the period the runbook's RTO needs,
+`lifeboat_dr.core.cadences`). Each run reads the runbook's signals, records the
 readings in the runbook's signal log (shared with `lifeboat serve`, which adds alerts),
 and emits `lifeboat.outage.suspected` / `.confirmed` / `.recovered` when the decision
 changes. `lifeboat.outage.confirmed` is what the failover automation waits for.

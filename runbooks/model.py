@@ -427,6 +427,32 @@ class Verify(_Strict):
         return self
 
 
+class Cadences(_Strict):
+    """How often `lifeboat deploy`'s scheduled flows run for this runbook. Omitted: derived from the
+    targets (RPO: checkpoint cadence + write + replicate period + copy; RTO: the signals' lag + one
+    watch + recovery), see `lifeboat_dr.core.cadences`; `lifeboat validate` warns when one set here
+    cannot meet them."""
+
+    watch: Duration | None = Field(
+        None, description="Period of both vantages' `watch` (probes, quorum); default: from the RTO."
+    )
+    replicate: Duration | None = Field(
+        None,
+        description="Period of `replicate` (copies checkpoints to the secondary); default: from the RPO.",
+    )
+    certify: Duration | None = Field(
+        None,
+        description="Period of `certify` (certifies the replica, records the RPO); default: from the RPO.",
+    )
+
+    @field_validator("watch", "replicate", "certify")
+    @classmethod
+    def _positive(cls, v: timedelta | None) -> timedelta | None:
+        if v is not None and v < timedelta(seconds=1):
+            raise ValueError("a scheduled flow runs at most once a second: give 1s or more")
+        return v
+
+
 class FailoverPolicy(_Strict):
     """How the failover flow runs its steps."""
 
@@ -658,6 +684,10 @@ class Runbook(_Strict):
     verify: Verify = Field(default_factory=Verify)
     failover: FailoverPolicy = Field(
         default_factory=FailoverPolicy, description="Retries and timeouts of the failover's steps."
+    )
+    cadences: Cadences = Field(
+        default_factory=Cadences,
+        description="How often the deployed watch, replicate and certify run; omitted: derived from the targets.",
     )
     plan: PlanSettings = Field(default_factory=PlanSettings, description="How candidates are priced.")
     cluster: Cluster | None = Field(

@@ -46,7 +46,7 @@ def render_markdown(rb: Runbook, source: str, advice: str = "") -> str:
         _provision(rb, source),
         _prestage(rb),
         _resume(rb),
-        _verify(rb),
+        _verify(rb, source),
         _record(rb, source),
         advice,
     ]
@@ -144,7 +144,8 @@ def _from_root(uri: str, source: str) -> str:
 
 
 def _checksum(uri: str) -> str:
-    """A command that prints one object's full-object CRC32C (base64, as S3 and GCS show it)."""
+    """A command that prints one object's size and CRC32C (base64, as S3 and GCS show it), and
+    on S3 whether that CRC32C is of the full object (`FULL_OBJECT`) or of its parts (`COMPOSITE`)."""
     parsed = urlparse(uri)
     key = posixpath.join(parsed.path.strip("/"), "CHECKPOINT/SHARD")
     if parsed.scheme == "s3":
@@ -156,44 +157,83 @@ def _checksum(uri: str) -> str:
         return (
             f"gcloud storage objects describe gs://{parsed.netloc}/{key} --format='value(size,crc32c_hash)'"
         )
+    return _local_checksum(posixpath.join(_local_path(uri), "CHECKPOINT/SHARD"))
+
+
+def _local_checksum(path: str) -> str:
+    """A command that prints a local file's size and full-object CRC32C (base64)."""
     return (
         'python -c \'import base64,sys,google_crc32c; d=open(sys.argv[1],"rb").read(); '
         'print(len(d), base64.b64encode(google_crc32c.value(d).to_bytes(4,"big")).decode())\' '
-        f"{posixpath.join(_local_path(uri), 'CHECKPOINT/SHARD')}"
+        f"{path}"
     )
+
+
+def _copy_here(uri: str, to: str) -> str:
+    """A command that copies one object of a store to the local file `to`."""
+    scheme = urlparse(uri).scheme
+    if scheme == "s3":
+        return f"aws s3 cp {uri} {to}"
+    if scheme == "gs":
+        return f"gcloud storage cp {uri} {to}"
+    return f"cp {_local_path(uri)} {to}"
+
+
+HEX_OF_B64 = "python -c 'import base64,sys; print(base64.b64decode(sys.argv[1]).hex())' "
 
 
 def _certify(rb: Runbook, source: str) -> str:
     primary, secondary = _from_root(rb.primary.store, source), _from_root(rb.secondary.store, source)
+    shard = secondary.rstrip("/") + "/CHECKPOINT/SHARD"
+    manifest = (
+        f"where the checkpoint has a `lifeboat-manifest.json`, it lists each shard's size and CRC32C (hex): "
+        f"`{_copy_here(secondary.rstrip('/') + '/CHECKPOINT/lifeboat-manifest.json', 'manifest.json')}`; "
+        f"a base64 CRC32C in hex: `{HEX_OF_B64}BASE64`"
+    )
     return f"""
 ## 2. Certify the replica
 
 Automated: `lifeboat certify {source}` — the newest replica checkpoint that is complete for its
-layout and whose every shard matches the source's size and CRC32C. Its write time defines the RPO.
+layout and whose every shard matches the source's size and CRC32C (with the primary down, its
+manifest's). Its write time defines the RPO.
 
-By hand:
+By hand (nothing here needs the primary but the comparison in 4, if it answers):
 1. List checkpoints on the secondary: `{_ls(secondary)}`
 2. Take the newest one that is complete (`{rb.checkpoint.layout.value}` layout: commit marker or
    manifest present — never trust a `latest` pointer alone).
 3. For each shard (replace `CHECKPOINT/SHARD`), print size and CRC32C on the secondary:
    `{_checksum(secondary)}`
-   and on the primary, if it answers:
+4. Compare with the source's: {manifest}; or on the primary, if it answers:
    `{_checksum(primary)}`
-   A listing shows sizes only, never checksums: compare the CRC32C values these print.
-4. Any mismatch: reject it and try the next older checkpoint. Note its step and write time.
+   Compare full-object CRC32C values only. S3 prints each one's `ChecksumType`: `FULL_OBJECT` (or
+   none, from an S3-compatible store, for a single-part upload) compares with GCS's `crc32c_hash`,
+   a local file's and the manifest's; `COMPOSITE` (a multipart
+   upload's, the value ending in `-N`) is a checksum of the parts' checksums and equals none of
+   them, and neither ETags nor MD5 compare across S3 and GCS (a GCS composite object has no MD5).
+   For such a shard, or one with no CRC32C, copy it here (`{_copy_here(shard, "shard.bin")}`) and
+   compute its CRC32C: `{_local_checksum("shard.bin")}`. A listing shows sizes only.
+5. Any mismatch: reject it and try the next older checkpoint. Note its step and write time.
 """
 
 
 def _fence(rb: Runbook) -> str:
+    if rb.primary.infra == "local":
+        stop = "stop the job's processes on the primary host"
+    else:
+        cluster = rb.primary.cluster or "PRIMARY_CLUSTER"
+        found = "" if rb.primary.cluster else " (`sky status --refresh` names it: replace `PRIMARY_CLUSTER`)"
+        stop = f"`sky down -y {cluster}`{found}"
     return f"""
 ## 3. Fence the primary
 
 Two copies must never write the same checkpoint prefix. The lease `{LEASE_KEY}` in
 `{rb.secondary.store}` carries an epoch; failover bumps it with a conditional write, and a writer
-holding an older epoch is refused.
+holding an older epoch is refused. With the primary down the fence is the secondary's lease:
+the failover seals the old epoch at the newest commit the secondary holds.
 
 By hand:
-1. Stop the primary job if it is reachable: `sky cancel -a <primary cluster>` (or stop the processes).
+1. Stop the primary's job if its site answers: {stop}. A site that does not answer cannot
+   be stopped from here; its job's guarded commits still go through the lease.
 2. Revoke the primary job's write access to its checkpoint prefix, or raise the epoch in
    `{LEASE_KEY}` so the job's lease check fails before its next commit.
 """
@@ -371,7 +411,17 @@ Start the job on the secondary from the certified checkpoint, passed as the {how
 """
 
 
-def _verify(rb: Runbook) -> str:
+PARITY = (
+    "python -c 'import json,math,sys; "
+    'r=lambda p: {d["step"]: float(d["loss"]) for d in map(json.loads, filter(str.strip, open(p)))}; '
+    "a,b=r(sys.argv[1]),r(sys.argv[2]); n,t=int(sys.argv[3]),float(sys.argv[4]); s=sorted(set(a)&set(b))[:n]; "
+    "bad=[k for k in s if not (math.isfinite(a[k]) and math.isfinite(b[k])) or abs(b[k]-a[k])>t*abs(a[k])]; "
+    'print(len(s), "of", n, "steps compared; not finite or over tolerance:", bad); '
+    "sys.exit(1 if bad or len(s)<n else 0)'"
+)
+
+
+def _verify(rb: Runbook, source: str) -> str:
     v = rb.verify
     parity = (
         f"Compare the first {v.parity_steps} resumed steps' losses with the pre-failure log at the same "
@@ -384,12 +434,44 @@ def _verify(rb: Runbook) -> str:
         if v.on_parity_failure == "rollback"
         else "stop and page"
     )
+    hand = ""
+    if v.parity_steps and v.loss_log:
+        log = (
+            _from_root(_pre_failure_log(rb), source)
+            if "://" in v.loss_log
+            else _from_source(v.loss_log, source)
+        )
+        fetch = f"`{_copy_here(log, 'pre.jsonl')}`" if "://" in log else f"`cp {log} pre.jsonl`"
+        hand = f"""
+By hand: the pre-failure loss log is `{log}`{" (the secondary's copy: the primary is down)" if _pre_failure_log(rb) != v.loss_log else ""}.
+Copy it here with {fetch}, put the resumed job's losses (JSON lines with step and loss) in
+`resumed.jsonl`, then: `{PARITY} pre.jsonl resumed.jsonl {v.parity_steps} {v.parity_tolerance:g}`
+It exits 1 when fewer than {v.parity_steps} steps compare, a loss is not finite (NaN, inf: not
+provable), or one is over the tolerance.
+"""
     return f"""
 ## 8. Verify
 
 Wait up to {fd(v.first_step_timeout)} for the first healthy step after loading. {parity}
 If parity fails: {action}.
-"""
+{hand}"""
+
+
+def _pre_failure_log(rb: Runbook) -> str:
+    """Where the failover reads the pre-failure loss log: the secondary's copy of one kept in
+    the primary store (as `lifeboat_dr.flows.wiring.loss_log_for_failover` says), else the runbook's."""
+    where = rb.verify.loss_log
+    root = rb.primary.store.rstrip("/") + "/"
+    if "://" in where and where.startswith(root):
+        return rb.secondary.store.rstrip("/") + "/" + where[len(root) :]
+    return where
+
+
+def _from_source(path: str, source: str) -> str:
+    """A path relative to the runbook, as seen from the repository root."""
+    return (
+        path if posixpath.isabs(path) else posixpath.normpath(posixpath.join(posixpath.dirname(source), path))
+    )
 
 
 def _record(rb: Runbook, source: str) -> str:

@@ -81,6 +81,7 @@ def run(args) -> int:
     import yaml
 
     from lifeboat_dr.flows.deploy import (
+        cadence_plan,
         deployment_names,
         deployment_plan,
         pools_of,
@@ -108,6 +109,11 @@ def run(args) -> int:
         heartbeat_s=args.heartbeat,
     )
     require_api_url()
+    for given, target in zip(args.runbooks, targets, strict=True):
+        cadences = cadence_plan(template, target)
+        print(f"{target.name}: {cadences.summary()}")
+        for line in cadences.warnings:
+            print(f"lifeboat deploy: warning: {given}: {line}", file=sys.stderr)
     pools = pools_of(plan)
     made = {}
     for pool in pools:  # created with command, env and working directory fixed (locked_job_template)

@@ -17,7 +17,9 @@ def register(subparsers) -> None:
         "of them keep checkpoints on overlapping stores: same bucket, one prefix inside the other). "
         "Also warns (without failing) when the control plane in this environment (PREFECT_API_URL, "
         "the ledger, the signal state) would go down with the runbook's primary site, when the "
-        "probes reach fewer independent targets than the quorum (a dark store would be one vote), and, "
+        "probes reach fewer independent targets than the quorum (a dark store would be one vote), when "
+        "the periods `lifeboat deploy` would give its watch, replicate and certify (printed) cannot "
+        "meet its RPO or RTO target, and, "
         "with PREFECT_API_URL set, when a work pool of Lifeboat's deployments lets a flow run set its "
         "own command, environment or working directory.",
     )
@@ -30,8 +32,10 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     with quick_start():  # importing the runbook model is most of this command's time
+        from lifeboat_dr.core.cadences import plan_cadences
         from lifeboat_dr.core.detection.targets import detection_warnings
         from lifeboat_dr.core.shared_fate import shared_fate_warnings
+        from lifeboat_dr.flows.deploy import cadence_inputs, shipped_template, template_periods
         from lifeboat_dr.providers.compute.skycheck import load_runbook_and_task
         from lifeboat_dr.runbooks.loader import RunbookInvalid
         from lifeboat_dr.runbooks.overlap import overlapping_runbooks
@@ -39,6 +43,7 @@ def run(args) -> int:
     failed = False
     valid = []
     report = {"files": [], "problems": [], "warnings": []}  # --json: the same lines, as data
+    periods = template_periods(shipped_template())
     for file in args.files:
         try:
             rb = load_runbook_and_task(file)
@@ -49,11 +54,14 @@ def run(args) -> int:
                 for problem in e.problems:
                     print(problem, file=sys.stderr)
             continue
+        cadences = plan_cadences(cadence_inputs(rb), periods)
         if not args.json:
             print(
                 f"{file}: ok ({rb.name}, {rb.workload.value}, RPO {_fmt(rb.rpo_target)}, RTO {_fmt(rb.rto_target)})"
             )
+            print(f"{file}: deployed: {cadences.summary()}")
         warnings = [
+            *cadences.warnings,
             *detection_warnings(rb.detection, rb.primary, rb.secondary, base_dir=rb.base_dir),
             *shared_fate_warnings(rb.primary, os.environ, base_dir=rb.base_dir),
         ]
@@ -65,6 +73,7 @@ def run(args) -> int:
                 "workload": rb.workload.value,
                 "rpo_target_s": rb.rpo_target.total_seconds(),
                 "rto_target_s": rb.rto_target.total_seconds(),
+                "deployed": cadences.summary(),
                 "warnings": warnings,
             }
         )

@@ -124,7 +124,9 @@ def _names_bucket(argv: list[str], bucket: str) -> bool:
 @pytest.mark.processes
 def test_the_local_checksum_command_prints_the_crc32c_that_s3_and_gcs_show(tmp_path):
     text = _markdown("demo")
-    secondary, primary = [c for c in re.findall(r"`([^`]+)`", text) if c.startswith("python -c")]
+    checksums = [c for c in re.findall(r"`([^`]+)`", text) if c.startswith("python -c") and "crc32c" in c]
+    secondary, primary, copied = checksums  # the third: of a shard copied here (`shard.bin`)
+    assert shlex.split(copied)[-1] == "shard.bin"
     # paths from the repository root, where the on-call pastes them
     assert shlex.split(secondary)[-1] == ".lifeboat/demo/secondary/CHECKPOINT/SHARD"
     assert shlex.split(primary)[-1] == ".lifeboat/demo/primary/CHECKPOINT/SHARD"

@@ -139,7 +139,8 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
             second = client.read_deployment_by_name("watch/watch-secondary-demo")
             assert second.parameters == {"runbook": "runbooks/demo.yaml", "vantage": "secondary"}
             assert second.work_pool_name == "lifeboat-secondary"
-            assert [s.schedule.interval.total_seconds() for s in second.schedules] == [60]
+            # the demo's detection.window, which its RTO allows (tests/topology/test_cadences.py)
+            assert [s.schedule.interval.total_seconds() for s in second.schedules] == [30]
             assert client.read_work_pool("lifeboat-secondary").type == "process"
             automations = [a for a in client.read_automations() if a.name == "failover-on-confirmed-outage"]
             assert len(automations) == 1, "deploying twice must leave one failover automation"
