@@ -326,12 +326,28 @@ def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0, vantage: str | Non
             HttpControlPlane(endpoint, timeout_s=probe_deadline()) if endpoint else StoreControlPlane(primary)
         )
         probes.append(ProviderProbe(plane))
+    if rb.serving is not None:  # serving: the primary's own health endpoint, and the router's check of it
+        probes += serving_probes(rb, signals)
     if vantage is None:
         return probes
     from lifeboat_dr.core.detection.vantage import VantageProbe
 
     bound = 4 * probe_deadline()  # the provider probe's 3 pings, each within the deadline
     return [VantageProbe(p, vantage, bound_s=bound) for p in probes]
+
+
+def serving_probes(rb: Runbook, signals: set[str]) -> list:
+    """`endpoint_health` and `router_health` for a serving runbook that lists them."""
+    from lifeboat_dr.core.detection.probes import EndpointHealthProbe, RouterHealthProbe
+    from lifeboat_dr.providers.serving.http import HttpEndpoint
+
+    probes: list = []
+    if "endpoint_health" in signals:
+        endpoint = HttpEndpoint(rb.serving.primary_url)
+        probes.append(EndpointHealthProbe(endpoint, rb.serving.health_path, timeout_s=probe_deadline()))
+    if "router_health" in signals:
+        probes.append(RouterHealthProbe(build_router(rb), "primary", name=rb.serving.traffic.router.value))
+    return probes
 
 
 def probe_deadline() -> float:

@@ -67,6 +67,8 @@ class Signal(StrEnum):
     checkpoint_freshness = "checkpoint_freshness"
     provider = "provider"
     alertmanager = "alertmanager"
+    endpoint_health = "endpoint_health"  # serving: the primary's own health endpoint, from the control plane
+    router_health = "router_health"  # serving: the traffic router's own check of the primary
 
 
 class _Strict(BaseModel):
