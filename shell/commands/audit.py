@@ -28,20 +28,16 @@ def run(args) -> int:
     from lifeboat_dr.runbooks.loader import load_runbook
 
     load_runbook(args.runbook)
-<<<<<<< HEAD
-    try:
-        result = audit(args.runbook, sample_size=args.sample, steps=args.steps, seed=args.seed)
-    except AuditFailed as e:
-        print(json.dumps({"passed": False, "failure": str(e)}) if args.json else e)
+    state = audit(args.runbook, sample_size=args.sample, steps=args.steps, seed=args.seed, return_state=True)
+    if state.is_failed():  # the flow printed the report; the verdict is one line, exit 1
+        failure = state.message or "the audit flow run failed"
+        if not args.json:
+            raise AuditFailed(failure)
+        print(json.dumps({"passed": False, "failure": failure}))
         return 1
+    result = state.result()
     if args.json:
         print(json.dumps({"passed": True, **result}, indent=2, default=str))
         return 0
-=======
-    state = audit(args.runbook, sample_size=args.sample, steps=args.steps, seed=args.seed, return_state=True)
-    if state.is_failed():  # the flow printed the report; the verdict is one line, exit 1
-        raise AuditFailed(state.message or "the audit flow run failed")
-    result = state.result()
->>>>>>> ops-truth
     print(f"audit passed: checkpoints {result['checkpoints']} (seed {result['seed']}) on {result['cluster']}")
     return 0
