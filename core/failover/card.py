@@ -49,7 +49,8 @@ def approval_card(
         logins=list(settings.logins),
         on_timeout=settings.on_timeout,
         nodes=settings.nodes,
-        resume_from=f"step {checkpoint.step}, the newest certified checkpoint",
+        resume_from=(proof.resumes if proof is not None and proof.resumes else None)
+        or f"step {checkpoint.step}, the newest certified checkpoint",
         proof=proof.line if proof is not None else None,
         if_mismatch=_if_mismatch(settings, proof),
     )

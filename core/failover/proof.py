@@ -48,6 +48,7 @@ class ProofPlan:
     how: str
     replay_step: int | None
     line: str
+    resumes: str | None = None  # what the card says it resumes from, when not simply `resume_step`
 
 
 def _enough(pre: Mapping[int, float], step: int, steps: int, min_coverage: float) -> ParityResult:
