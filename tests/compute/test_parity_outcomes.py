@@ -46,7 +46,9 @@ def test_coverage_is_compared_of_asked_and_below_the_minimum_is_not_provable():
 
 def test_a_mismatch_counts_whatever_the_coverage():
     pre = {s: PRE[s] for s in range(1, 22)}
-    result = loss_parity(pre, dict(PRE) | {21: 5.0}, resumed_from=20, steps=20, tolerance=0.0, min_coverage=0.5)
+    result = loss_parity(
+        pre, dict(PRE) | {21: 5.0}, resumed_from=20, steps=20, tolerance=0.0, min_coverage=0.5
+    )
     assert result.outcome is ParityOutcome.mismatch
 
 

@@ -24,8 +24,14 @@ def ledger_path(tmp_path, monkeypatch):
     [
         # died 3 steps after step 40: 3 of 20 (of 10) asked, below the minimum coverage 0.5; the
         # sandbox checkpoints every parity_steps, so the replay of the previous one proves it
-        ("llama-70b-pretrain", "passed by a replay of step 20 (20 of 20 compared): 20 step(s) in 21..40 within 0.01"),
-        ("mistral-7b-sft", "passed by a replay of step 30 (10 of 10 compared): 10 step(s) in 31..40 within 0.02"),
+        (
+            "llama-70b-pretrain",
+            "passed by a replay of step 20 (20 of 20 compared): 20 step(s) in 21..40 within 0.01",
+        ),
+        (
+            "mistral-7b-sft",
+            "passed by a replay of step 30 (10 of 10 compared): 10 step(s) in 31..40 within 0.02",
+        ),
         ("batch-embed", "not provable (0 of 0 compared): loss parity disabled (parity_steps: 0)"),
     ],
 )
