@@ -411,7 +411,10 @@ class ProviderSteps:
         """Which proof a resume from `checkpoint` will get (`lifeboat_dr.core.failover.proof`)."""
         s, step = self.spec, checkpoint.certified.step
         pre = self.pre_failure()
-        older = self.older_than(step) if s.parity_steps else None
+        plan = plan_proof(pre, step, None, s.parity_steps, s.parity_min_coverage)
+        if plan.how != "none" or not s.parity_steps:
+            return plan  # its own steps will do: no older checkpoint to certify
+        older = self.older_than(step)
         return plan_proof(
             pre, step, older.certified.step if older else None, s.parity_steps, s.parity_min_coverage
         )
