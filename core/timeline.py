@@ -83,10 +83,21 @@ def history_rows(entries: list[LedgerEntry]) -> list[dict[str, str]]:
             "RTO/target": _ratio(e.rto_ratio),
             "RPO": _fmt(e.rpo),
             "RPO/target": _ratio(e.rpo_ratio),
+            "resumed from": f"step {e.checkpoint_step}" if e.checkpoint_step is not None else "—",
+            "parity": _parity(e),
             "RCA": "yes" if e.needs_rca else "no",
         }
         for e in entries
     ]
+
+
+def _parity(e: LedgerEntry) -> str:
+    """The proof in a table cell: outcome, coverage (compared of asked), how."""
+    if e.parity is None:
+        return "—"
+    p = e.parity
+    how = f", replay of step {p.replayed_from}" if p.replayed_from is not None else ""
+    return f"{p.outcome} ({p.compared}/{p.asked}{how})"
 
 
 MAX_NOTE = 2000  # characters of one note in the run's summary (the ledger keeps it whole)
@@ -115,6 +126,8 @@ def entry_markdown(entry: LedgerEntry) -> str:
         ]
     if entry.checkpoint:
         lines += [f"Resumed from `{entry.checkpoint}`.", ""]
+    if entry.parity is not None:
+        lines += [f"Loss parity: {markdown_text(entry.parity.line(), MAX_NOTE)}.", ""]
     lines += ["| phase | at | since outage |", "|---|---|---|"]
     lines += [f"| {r['phase']} | {r['at']} | {r['since outage']} |" for r in phase_rows(entry)]
     if entry.notes:

@@ -233,6 +233,8 @@ def show(rb, entry, result: dict, detail: str) -> bool:
         if result["timeline"]
         else "   no timeline picture"
     )
+    if entry.parity is not None:  # passed, mismatch or not provable: how the resume was proved
+        say(f"   loss parity: {entry.parity.line()}")
     say(f"   loss check: {detail}")
     return result["outcome"] == "completed" and rto_ok and rpo_ok
 

@@ -375,7 +375,23 @@ def settings_for(rb: Runbook) -> FailoverSettings:
         on_parity_failure=rb.verify.on_parity_failure,
         channel=a.channel,
         approvers=tuple(a.approvers),
+        logins=tuple(login for person in a.approvers for login in a.logins.get(person, ())),
+        on_timeout=str(getattr(a.on_timeout, "value", a.on_timeout)),
+        nodes=job_nodes(rb),
     )
+
+
+def job_nodes(rb: Runbook) -> int | None:
+    """Nodes the job's cluster takes: its task's `num_nodes` (1 without one: local compute);
+    None when the task cannot be read (the card says nothing rather than guess)."""
+    if not rb.job.task:
+        return 1
+    from lifeboat_dr.providers.compute.skypilot import task_nodes
+
+    try:
+        return task_nodes(rb.resolve(rb.job.task))
+    except (OSError, ValueError, LifeboatError):
+        return None
 
 
 def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
@@ -407,6 +423,10 @@ def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
         loss_log=(lambda: read_text(rb, loss_log, providers.open_store)) if loss_log else None,
         primary_cluster=rb.primary.cluster,
         runbook=rb.name,
+        parity_min_coverage=v.parity_min_coverage,
+        # a replay beside the job writes here (LIFEBOAT_AUDIT_DIR): on a remote cluster its own
+        # /tmp; on local compute a temp folder of this machine
+        replay_scratch=None if rb.secondary.infra == "local" else f"/tmp/lifeboat-proof-{rb.name}",
     )
 
 

@@ -98,10 +98,13 @@ def card_blocks(card: ApprovalCard) -> list[dict[str, Any]]:
             },
         },
         {"type": "section", "text": _mrkdwn(f"*Outage evidence*\n{escape(facts[0][1])}", 3000)},
-        {
-            "type": "section",
-            "fields": [_mrkdwn(f"*{label}*\n{escape(text)}", 2000) for label, text in facts[1:]],
-        },
+        *(  # Block Kit takes at most 10 fields a section
+            {
+                "type": "section",
+                "fields": [_mrkdwn(f"*{label}*\n{escape(text)}", 2000) for label, text in facts[i : i + 10]],
+            }
+            for i in range(1, len(facts), 10)
+        ),
         {"type": "context", "elements": [_mrkdwn(context, 3000, verbatim=False)]},
         {
             "type": "actions",

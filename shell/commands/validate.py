@@ -34,6 +34,7 @@ def run(args) -> int:
     with quick_start():  # importing the runbook model is most of this command's time
         from lifeboat_dr.core.cadences import plan_cadences
         from lifeboat_dr.core.detection.targets import detection_warnings
+        from lifeboat_dr.core.resume import parity_warnings
         from lifeboat_dr.core.shared_fate import shared_fate_warnings
         from lifeboat_dr.flows.deploy import cadence_inputs, shipped_template, template_periods
         from lifeboat_dr.providers.compute.skycheck import load_runbook_and_task
@@ -64,6 +65,7 @@ def run(args) -> int:
             *cadences.warnings,
             *detection_warnings(rb.detection, rb.primary, rb.secondary, base_dir=rb.base_dir),
             *shared_fate_warnings(rb.primary, os.environ, base_dir=rb.base_dir),
+            *parity_warnings(rb.workload.value, rb.verify.parity_steps, rb.verify.parity_min_coverage),
         ]
         report["files"].append(
             {
