@@ -174,7 +174,7 @@ def unavailable(e: BaseException) -> ProviderUnavailable:
 def unreachable(error: BaseException) -> PrefectUnreachable | None:
     """`PrefectUnreachable` when `error`, or an error it was raised from, says Prefect's API
     could not be reached (an httpx transport error, Prefect's own `RuntimeError: Failed to
-    reach API`); None for any other error, which is a bug to show whole."""
+    reach API`, or its temporary server that did not start); None for any other error, which is a bug to show whole."""
     import httpx
 
     seen: set[int] = set()
@@ -185,6 +185,12 @@ def unreachable(error: BaseException) -> PrefectUnreachable | None:
         if isinstance(e, httpx.TransportError):
             return PrefectUnreachable(str(unavailable(e)))
         reached_for |= isinstance(e, RuntimeError) and str(e).startswith("Failed to reach API")
+        if isinstance(e, RuntimeError) and "ephemeral Prefect API server" in str(e):
+            return PrefectUnreachable(
+                "the temporary Prefect server Prefect starts when PREFECT_API_URL is unset did not "
+                "come up (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, default 20): set "
+                "PREFECT_API_URL to a running server"
+            )
         e = e.__cause__ or e.__context__
     return PrefectUnreachable(f"Prefect API at {api_url()} did not answer") if reached_for else None
 

@@ -74,3 +74,29 @@ def test_the_pool_and_automation_calls_raise_the_retryable_error_not_type_error(
         with pytest.raises(ProviderUnavailable, match=f"Prefect API at {dead_api} did not answer") as raised:
             getattr(prefect_api, call)("lifeboat" if call == "ensure_process_pool" else "failover")
         assert raised.value.exit_code == 75  # EX_TEMPFAIL: a command exits "try again"
+
+
+@pytest.mark.processes
+def test_a_temporary_server_that_never_comes_up_is_one_line(tmp_path):
+    """PREFECT_API_URL unset: Prefect starts a temporary server of its own, and on a loaded
+    machine it can miss its startup deadline (20 s by default; 1 s here): a RuntimeError from Prefect's
+    client, 45 lines of traceback before. One line saying what to set, exit 75."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PREFECT_API_URL", "PREFECT_SERVER_ALLOW_EPHEMERAL_MODE")
+    }
+    env.update(
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="1", LIFEBOAT_LEDGER=str(tmp_path / "l.jsonl")
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "lifeboat_dr", "failover", "demo", "--dry-run", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [line for line in done.stderr.splitlines() if line.startswith("lifeboat failover:")]
+    assert done.returncode == 75 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert len(lines) == 1 and "set PREFECT_API_URL to a running server" in lines[0], done.stderr
