@@ -149,7 +149,10 @@ def fence_by_hand(
         return _found(state, stores, runbook, by, reason)
     run_id = run_id or f"manual-fence-{uuid.uuid4().hex[:12]}"
     with RunbookLock(secondary, runbook, run_id, action="fence", lease_s=lock_lease_s):
-        state = read_site_state(stores, runbook=runbook)  # a failover may have ended meanwhile
+        # Again (a failover may have ended meanwhile), from the stores that answered: one that
+        # did not costs a whole deadline per read
+        answered = {r: (st if r in state.answered else None) for r, st in stores.items()}
+        state = read_site_state(answered, runbook=runbook)
         if state.active == TAKES_OVER:
             return _found(state, stores, runbook, by, reason)
         if ledger is not None:
@@ -176,7 +179,8 @@ def fence_by_hand(
         written = [secondary.uri] + ([primary.uri] if on_primary is not None else [])
         missed = [] if on_primary is not None else [_uri(primary, "primary")]
         if witness is not None:
-            (written if _holds(witness, run_id) else missed).append(witness.uri)
+            landed = "witness" in state.answered and _holds(witness, run_id)  # silent before: not asked again
+            (written if landed else missed).append(witness.uri)
         done = HandFence(
             runbook,
             by,
