@@ -28,6 +28,7 @@ COMMANDS = {  # name -> what it does, in the order an on-call meets them
     "replicate": "copy committed checkpoints from the active site to the standby (newest first), then apply retention",
     "plan": "rank the secondary's candidates with $/h, the failed primary blocked",
     "failover": "fail a job over now (the failover flow, run in this process)",
+    "fence": "fence the old primary by hand, straight against the stores (Prefect down)",
     "failback": "bring the job back to the recovered primary (the failback flow)",
     "approve": "approve or reject a failover waiting at its approval gate",
     "report": "show a runbook's failover and drill history, and draw the latest timeline",

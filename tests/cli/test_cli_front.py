@@ -17,7 +17,6 @@ NO_JSON = {
     "serve": "a web server: it prints only its address",
     "render": "prints the runbook as a Markdown document (its data is the YAML)",
     "schema": "prints a JSON Schema: JSON already",
-    "replicate": "NOT DONE YET: prints per-checkpoint progress lines; --json left for a later change",
 }
 
 
