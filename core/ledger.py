@@ -231,6 +231,14 @@ class LedgerEntry(BaseModel):
     def needs_rca(self) -> bool:
         return bool(self.rca_reasons)
 
+    @property
+    def start_up(self) -> tuple[datetime, datetime] | None:
+        """(detection, the confirm step's start): the run created, its runbook loaded and its
+        providers built, before any step ran. A phase of its own: it is no step's, so the
+        steps' critical path alone does not show it."""
+        detected, confirm = self.phases.get("detected"), self.began.get("confirmed")
+        return (detected, confirm) if detected and confirm and confirm > detected else None
+
     def span(self, end_phase: str) -> tuple[datetime, datetime] | None:
         """(start, end) of the step that reaches `end_phase`, for the timeline."""
         step = next((s for s in steps_for(self.table) if s.milestone == end_phase), None)

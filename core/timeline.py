@@ -16,6 +16,7 @@ from lifeboat_dr.kernel.durations import format_duration
 from lifeboat_dr.kernel.text import markdown_text
 
 CLIENT_LABEL = "client-visible errors (synthetic client)"
+START_UP_LABEL = "flow start-up (detection to the confirm step)"
 
 
 def _fmt(td: timedelta | None) -> str:
@@ -114,6 +115,9 @@ def entry_markdown(entry: LedgerEntry) -> str:
         f"| RPO | {_fmt(entry.rpo)} | {_fmt(entry.rpo_target)} | {_ratio(entry.rpo_ratio)} | {_verdict(entry.rpo_ratio)} |",
         "",
     ]
+    if entry.start_up:
+        start, stop = entry.start_up
+        lines[6:6] = [f"| {START_UP_LABEL} | {_fmt(stop - start)} | — | — | part of the RTO |"]
     window = entry.client.window if entry.client else None
     if entry.client:
         ratio = window / entry.rto_target if window is not None and entry.rto_target else None
@@ -165,6 +169,26 @@ def origin_label(entry: LedgerEntry) -> str:
     )
 
 
+def timeline_bars(entry: LedgerEntry) -> list[tuple[str, tuple[datetime, datetime]]]:
+    """(label, (start, end)) of each bar the picture draws: the steps, the flow's start-up
+    before the confirm step, the client's error window, each failed step up to its failure."""
+    steps = steps_for(entry.table)
+    bars = []
+    for s in steps:
+        if s.milestone == "confirmed" and entry.start_up:
+            bars.append((START_UP_LABEL, entry.start_up))
+        bars.append((s.label, entry.span(s.milestone)))
+    bars = [(label, span) for label, span in bars if span]
+    if entry.client and entry.client.first_error and entry.client.first_good_after:
+        bars.append((CLIENT_LABEL, (entry.client.first_error, entry.client.first_good_after)))
+    for f in entry.failures:  # the step that failed, up to the failure
+        for s in steps:
+            start = entry.began.get(s.milestone) or entry.start_of(s)
+            if f.phase in (s.milestone, *s.marks) and start:
+                bars.append((f"{s.label} (failed)", (start, f.at)))
+    return bars
+
+
 def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
     """Draw the run's steps as a Gantt chart (seconds since the outage) into a PNG."""
     import matplotlib.pyplot as plt
@@ -187,23 +211,14 @@ def timeline_figure(entry: LedgerEntry):
     origin = entry.phases.get("outage_start") or min(entry.phases.values(), default=None)
     if origin is None:
         raise ValueError(f"run {entry.run_id} has no recorded phase to draw")
-    steps = steps_for(entry.table)
-    bars = [(s.label, entry.span(s.milestone)) for s in steps]
-    bars = [(label, span) for label, span in bars if span]
-    if entry.client and entry.client.first_error and entry.client.first_good_after:
-        bars.append((CLIENT_LABEL, (entry.client.first_error, entry.client.first_good_after)))
-    for f in entry.failures:  # the step that failed, up to the failure
-        for s in steps:
-            start = entry.began.get(s.milestone) or entry.start_of(s)
-            if f.phase in (s.milestone, *s.marks) and start:
-                bars.append((f"{s.label} (failed)", (start, f.at)))
+    bars = timeline_bars(entry)
 
     fig, ax = plt.subplots(figsize=(10, 0.45 * max(len(bars), 3) + 1.6), dpi=110)
     for row, (label, (start, stop)) in enumerate(bars):
         left = (start - origin).total_seconds()
         width = max((stop - start).total_seconds(), 0.0)
         color = "#d62728" if label.endswith("(failed)") else ("#ff7f0e" if label == "approval" else "#1f77b4")
-        color = "#9467bd" if label == CLIENT_LABEL else color
+        color = "#9467bd" if label == CLIENT_LABEL else "#7f7f7f" if label == START_UP_LABEL else color
         ax.barh(row, width or 0.001, left=left, color=color, height=0.6)
         ax.text(left + width, row, f" {format_duration(stop - start)}", va="center", fontsize=8)
     ax.set_yticks(range(len(bars)), [b[0] for b in bars])

@@ -78,14 +78,31 @@ def open_witness(rb: Runbook) -> Store | None:
     return store_opener(rb)(rb.witness.store) if rb.witness is not None else None
 
 
-def certify_runbook(rb: Runbook, *, at: datetime | None = None, deep: bool = False):
-    """Certify the runbook's secondary store against its primary."""
+def certify_runbook(
+    rb: Runbook, *, at: datetime | None = None, deep: bool = False, primary_down: str | None = None
+):
+    """Certify the runbook's secondary store against its primary. The primary (and the
+    witness) are read for the site state within the probe deadline, and the primary is
+    asked first within it: one that does not answer costs that much at most, and the
+    manifests decide. `primary_down`: why it is known down (the outage is confirmed): then
+    it is not asked at all."""
     from lifeboat_dr.core.certify import certify_replica
     from lifeboat_dr.core.sitestate import site_stores
 
     source, replica = open_sites(rb)
-    sites = site_stores(source, replica, open_witness(rb))
-    return certify_replica(replica, source, layout=rb.checkpoint.layout, at=at, deep=deep, sites=sites)
+    probe = probe_store_opener(rb)
+    primary_probe = probe(rb.primary.store)
+    witness = probe(rb.witness.store) if rb.witness is not None else None
+    return certify_replica(
+        replica,
+        source,
+        layout=rb.checkpoint.layout,
+        at=at,
+        deep=deep,
+        sites=site_stores(primary_probe, replica, witness),
+        source_down=primary_down,
+        source_probe=primary_probe,
+    )
 
 
 def read_text(rb: Runbook, where: str, opener: Callable[[str], Store] | None = None) -> str:
@@ -143,9 +160,9 @@ def providers_for(rb: Runbook, *, registry: Registry | None = None) -> Providers
 
     opener = store_opener(rb)
     try:
-        primary = opener(rb.primary.store)
+        primary, probe = opener(rb.primary.store), probe_store_opener(rb)(rb.primary.store)
     except LifeboatError:
-        primary = None
+        primary = probe = None
     return Providers(
         primary,
         opener(rb.secondary.store),
@@ -153,6 +170,7 @@ def providers_for(rb: Runbook, *, registry: Registry | None = None) -> Providers
         registry or registry_for(rb),
         opener,
         witness=opener(rb.witness.store) if rb.witness is not None else None,
+        primary_probe=probe,
     )
 
 

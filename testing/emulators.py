@@ -1,5 +1,5 @@
 """Real protocol peers on loopback for tests and benchmarks: moto S3, the GCS emulator, and a
-fault proxy (503s, resets, dropped replies, delays). Nothing here runs at import; each helper starts a server and stops it.
+fault proxy (503s, resets, dropped replies, delays), an endpoint that hangs. Nothing here runs at import; each helper starts a server and stops it.
 """
 
 from __future__ import annotations
@@ -276,6 +276,42 @@ def dead_port() -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+class HangingServer:
+    """An endpoint on 127.0.0.1 that accepts every connection and never answers: what a
+    partitioned store looks like to a client (the connect succeeds, no reply ever comes), in
+    this process, no child started. `url`; `accepted` counts the connections it took."""
+
+    def __init__(self):
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self._listener.settimeout(0.1)
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.accepted = 0
+        self._held: list[socket.socket] = []  # kept open: a closed one would answer with a FIN
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            self._held.append(conn)
+
+    def __enter__(self) -> HangingServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for conn in [*self._held, self._listener]:
+            conn.close()
 
 
 @contextmanager

@@ -50,6 +50,7 @@ class Providers:
     registry: Registry
     open_store: Callable[[str], Store]  # any store URI -> its Store, with its site's endpoint
     witness: Store | None = None  # the runbook's third site-state store, if it names one
+    primary_probe: Store | None = None  # the primary's store with the probe deadline: certify asks it first
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,7 @@ class ProviderSteps:
             at=(self.outage_started_at or self.clock()) + skew,
             older_than=older_than,
             sites=self.sites(),
+            source_probe=self.p.primary_probe,  # one that does not answer costs one probe deadline
         )
         clocks = reading.describe() if reading is not None else f"{self.p.secondary.uri}: clock not readable"
         report = dataclasses.replace(report, at=report.at - skew, clocks=clocks)
