@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-_AWS_ENV = {
+AWS_TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
@@ -31,7 +31,7 @@ def moto_server() -> Iterator[str]:
     destination preconditions on copies as S3 does (`_s3_copy_preconditions`)."""
     from moto.server import ThreadedMotoServer
 
-    for k, v in _AWS_ENV.items():
+    for k, v in AWS_TEST_ENV.items():
         os.environ.setdefault(k, v)
     _s3_copy_preconditions()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

@@ -33,6 +33,7 @@ from lifeboat_dr.kernel.errors import NotFound, StopFailover
 from lifeboat_dr.providers.storage.local import LocalStore
 from lifeboat_dr.shell.cli import main
 from lifeboat_dr.standins.checkpoints import write_checkpoint
+from lifeboat_dr.testing.emulators import AWS_TEST_ENV
 
 RUNBOOK = """\
 name: trainer
@@ -66,6 +67,8 @@ def ledger(tmp_path, monkeypatch):
     path = tmp_path / "ledger.jsonl"
     monkeypatch.setenv("LIFEBOAT_LEDGER", str(path))
     monkeypatch.setenv("LIFEBOAT_STORE_DEADLINE", "3")
+    for name, value in AWS_TEST_ENV.items():  # a store that does not answer, not one we may not ask
+        monkeypatch.setenv(name, value)
     return path
 
 
