@@ -111,7 +111,7 @@ def prefect_server(database_url: str | None = None, *, home: Path | None = None,
             environ["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
         prefect = str(Path(sys.executable).parent / "prefect")
         proc = subprocess.Popen(
-            [*prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+            [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
             env=environ,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
