@@ -8,10 +8,12 @@ two independent places (`flows/deploy.py`). A pool it creates fixes the command,
 and working directory of every flow run (no run's job variables can change what the worker
 starts); a pool that exists already is left as it is, with a warning when a run could.
 
-Run with PREFECT_API_URL set, from the folder the workers will run in (a checkout, or any
-folder where the package is installed: runbooks relative to it are written in relative, shipped
-examples by name). Re-running it updates the same deployments (and the one failover
-automation) in place.
+Run with PREFECT_API_URL set, from a checkout of the project: with `--repository URL` every
+flow run clones that repository at the checkout's HEAD commit (Prefect's `git_clone` pull step)
+and runs there, so a worker needs only the package installed, no checkout of its own; without
+it, from the folder the workers will run in (a checkout, or any folder where the package is
+installed). Runbooks inside it are written in relative, shipped examples by name. Re-running
+it updates the same deployments (and the one failover automation) in place.
 """
 
 from __future__ import annotations
@@ -72,6 +74,13 @@ def register(subparsers) -> None:
         f"({HEARTBEAT_ENV}; the pools fix every run's): deploy prints the line (default: 30)",
     )
     p.add_argument(
+        "--repository",
+        metavar="URL",
+        help="git URL the workers clone the project from (https, ssh, file://), pinned to this "
+        "checkout's HEAD commit; the runbooks given must be committed there. Without it, every "
+        "run works in this folder, which must then exist on each worker's host",
+    )
+    p.add_argument(
         "--json", action="store_true", help="print the pools, deployments and worker commands as JSON"
     )
     p.set_defaults(handler=run)
@@ -81,6 +90,7 @@ def run(args) -> int:
     import yaml
 
     from lifeboat_dr.flows.deploy import (
+        GitSource,
         cadence_plan,
         deployment_names,
         deployment_plan,
@@ -100,6 +110,9 @@ def run(args) -> int:
     targets = [runbook_target(path, root) for path in args.runbooks]
     if args.heartbeat < 30:
         raise ConfigError(f"--heartbeat {args.heartbeat}: Prefect sends flow heartbeats at most every 30s")
+    source = None
+    if args.repository:
+        source = GitSource(args.repository, _committed(root, [t.path for t in targets]))
     plan = deployment_plan(
         template,
         targets,
@@ -107,6 +120,7 @@ def run(args) -> int:
         pool=args.pool,
         secondary_pool=args.secondary_pool,
         heartbeat_s=args.heartbeat,
+        source=source,
     )
     require_api_url()
     for given, target in zip(args.runbooks, targets, strict=True):
@@ -157,6 +171,34 @@ def run(args) -> int:
             "(its watch is the second vantage); both with one shared LIFEBOAT_STATE_DIR"
         )
     return 0
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ConfigError(f"--repository: {root} is not a git checkout ({done.stderr.strip()[:200]})")
+    return done.stdout.strip()
+
+
+def _committed(root: Path, runbooks: list[str]) -> str:
+    """The checkout's HEAD commit, which the workers will clone; refused in one line when a
+    runbook inside the project is not committed there as it is here (the workers would read
+    another file, or none)."""
+    commit = _git(root, "rev-parse", "HEAD")
+    for path in runbooks:
+        if Path(path).is_absolute():  # outside the project, or a shipped example's name
+            raise ConfigError(
+                f"--repository: {path} is outside {root}: a worker's clone cannot hold it; "
+                "put it in the repository"
+            )
+        if not (root / path).is_file():
+            continue  # a shipped example, by name: every worker's installed package has it
+        if _git(root, "status", "--porcelain", "--", path) or not _git(root, "ls-files", "--", path):
+            raise ConfigError(
+                f"--repository: {path} is not committed as it is here: the workers clone "
+                f"{commit[:12]} and would read another runbook; commit it first"
+            )
+    return commit
 
 
 def _template(path: str) -> dict:
