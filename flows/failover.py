@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from prefect import flow
-from prefect.states import Cancelled
+from prefect.states import Cancelled, Completed
 
 from lifeboat_dr.core.failover import walk
 from lifeboat_dr.core.failover.contract import FailoverSettings, FailoverSteps, Gate
@@ -75,11 +75,17 @@ def run_tags(rb, *, dry_run: bool) -> list[str]:
 
 
 def final_state(entry: LedgerEntry, result: dict):
-    """The run's Prefect state, read at a glance: Completed only when the job runs again on
-    the secondary; Cancelled (grey) with the reason when rejected or aborted. A failure
-    raises inside the walk, so Prefect marks the run Failed (red) with the error."""
+    """The run's Prefect state, read at a glance: Completed when the job runs again on the
+    secondary; "Stood down" (a Completed state: nothing failed, another run has the runbook,
+    and a worker logs one line, where a Cancelled state with a result logs Prefect's 40-line
+    TypeError); Cancelled (grey) with the reason when rejected or aborted. A failure raises
+    inside the walk, so Prefect marks the run Failed (red) with the error."""
     if entry.outcome == "completed":
         return result
+    if entry.outcome == "stood-down":
+        return Completed(
+            name="Stood down", message=f"stood down: {entry.notes.get('stood down', '')}"[:500], data=result
+        )
     why = "; ".join(f.error for f in entry.failures) or entry.notes.get("stood down") or entry.outcome
     return Cancelled(message=f"failover {entry.outcome}: {why}"[:500], data=result)
 

@@ -195,3 +195,19 @@ def test_a_throttled_step_is_retried_and_a_permanent_error_is_not():
     with pytest.raises(StopFailover):
         runner.result(runner.start("certify", step, StopFailover("no certified checkpoint")))
     assert len(calls) == 1
+
+
+def test_a_stood_down_run_ends_in_a_state_a_worker_reads_without_a_traceback():
+    """Under a worker, Prefect's engine asks the flow's final state for its result, raising for
+    a Cancelled one: a Cancelled state carrying the result dict was 'TypeError: Unexpected
+    result for failed state … dict cannot be resolved into an exception', 40 lines on the
+    worker each time a duplicate alert's failover correctly stood down (issue #29)."""
+    from lifeboat_dr.flows.failover import final_state
+
+    steps = ScriptedSteps({}, taken_before=["fence"])
+    _, entry = run(steps, Gate())
+    state = final_state(entry, {"outcome": entry.outcome})
+
+    assert state.is_completed() and state.name == "Stood down"
+    assert state.result() == {"outcome": "stood-down"}  # what the worker's engine calls
+    assert "another failover took the job" in state.message
