@@ -145,3 +145,19 @@ def test_the_replication_pass_carries_the_log_by_the_same_rules(sites):
     assert report.copied_files == [KEY] and _copy(secondary) == _lines(1, 42)
     again = replicate_checkpoints(primary, secondary, [], rpo_target=timedelta(minutes=5), also=[KEY])
     assert again.copied_files == [] and _copy(secondary) == _lines(1, 42)
+
+
+def test_the_deployed_flow_ships_the_runbooks_loss_log_and_stops_once_the_secondary_took_over(
+    runbook_file, primary, secondary, capsys
+):
+    from lifeboat_dr.flows.loss_log import loss_log
+
+    with runbook_file.open("a") as f:
+        f.write(f'verify: {{loss_log: "{primary.uri}/{KEY}"}}\n')
+    primary.put(KEY, _lines(1, 42))
+    assert loss_log.fn(str(runbook_file))["copied_bytes"] == len(_lines(1, 42))
+    assert loss_log.fn(str(runbook_file))["copied_bytes"] == 0
+    fence_job(secondary, primary, run_id="failover-1", holder="lifeboat:dr")
+    primary.put(KEY, _lines(1, 44))
+    assert "refusing" in loss_log.fn(str(runbook_file))["skipped"]
+    assert _copy(secondary) == _lines(1, 42)
