@@ -705,7 +705,7 @@ class Runbook(_Strict):
     )
     cadences: Cadences = Field(
         default_factory=Cadences,
-        description="How often the deployed watch, replicate and certify run; omitted: derived from the targets.",
+        description="How often the deployed watch, replicate, certify and loss_log run; omitted: derived from the targets.",
     )
     plan: PlanSettings = Field(default_factory=PlanSettings, description="How candidates are priced.")
     cluster: Cluster | None = Field(
