@@ -6,7 +6,11 @@ on threads. Each run trains the primary to a random step in the interval after c
 (checkpoints every 5 steps, all replicated), then fails over. Two loss-log cadences:
 `with checkpoints` (the log travels with the replication pass: it ends at the newest
 checkpoint's step, as `replicate` copies it) and `every step` (it ends where the primary
-died). Printed per cadence: the checkpoint resumed from, steps lost (outage step minus it;
+died). `every K steps` (K = 2, 4): the loss log's own pass (core/replication/losslog.py,
+the `loss_log` deployment) from a copy of the log in the primary store, its last pass a random
+0..K-1 steps before the outage, with the line being written cut in the middle; the failover
+reads the secondary's copy, and the pass's store requests (site-state reads included) are
+counted. Printed per cadence: the checkpoint resumed from, steps lost (outage step minus it;
 at the demo's 0.4 s a step that is the RPO's share the parity gate decides), the parity
 outcomes, and the wall time from approval to the proof. Runs on whichever Lifeboat is
 installed: `python benchmarks/parity_rpo.py` with main's interpreter measures main.
@@ -24,7 +28,49 @@ from pathlib import Path
 
 RUNS = 4 if os.environ.get("LIFEBOAT_BENCH_QUICK") else 20
 EVERY, NEWEST, STEP_S = 5, 40, 0.4
-CADENCES = ("with checkpoints", "every step")
+CADENCES = tuple(
+    os.environ.get(
+        "LIFEBOAT_BENCH_CADENCES", "with checkpoints,every step,every 2 steps,every 4 steps"
+    ).split(",")
+)
+
+
+class Counting:
+    """A store that counts the requests made through it."""
+
+    def __init__(self, inner):
+        self.inner, self.uri, self.capabilities, self.requests = inner, inner.uri, inner.capabilities, 0
+
+    def __getattr__(self, name):
+        call = getattr(self.inner, name)
+
+        def counted(*a, **k):
+            self.requests += 1
+            return call(*a, **k)
+
+        return counted
+
+
+def ship_every(box, primary, secondary, rb, died: int, every: int, rng: random.Random) -> int:
+    """The loss-log pass as deployed every `every` steps: its last pass `0..every-1` steps
+    before the outage, the next line half written. Returns the requests of that pass."""
+    from lifeboat_dr.core.replication.losslog import primary_is_active, ship_loss_log
+    from lifeboat_dr.core.resume import parse_losses
+    from lifeboat_dr.core.sitestate import site_stores
+
+    shipped = died - rng.randrange(every)
+    lines = box.pre_failure_log.read_text().splitlines(keepends=True)
+    done = [ln for ln in lines if all(s <= shipped for s in parse_losses(ln))]
+    torn = next((ln for ln in lines if any(s == shipped + 1 for s in parse_losses(ln))), "")
+    key = "loss.jsonl"
+    # an earlier pass already shipped the log up to the step before: this one ships a grown log
+    primary.put(key, "".join(d for d in done if all(s < shipped for s in parse_losses(d))).encode())
+    ship_loss_log(primary, secondary, key)
+    primary.put(key, ("".join(done) + torn[: len(torn) // 2]).encode())
+    p, s = Counting(primary), Counting(secondary)
+    ship_loss_log(p, s, key, guard=primary_is_active(site_stores(p, s), rb.name))
+    box.pre_failure_log.write_bytes(b"".join(secondary.read(key)))  # what the failover reads
+    return p.requests + s.requests
 
 
 class Approve:
@@ -67,7 +113,8 @@ def one_run(root: Path, seed: int, cadence: str) -> dict:
     from lifeboat_dr.runbooks.loader import load_runbook
     from lifeboat_dr.standins.trainer.core import Trainer
 
-    died = NEWEST + random.Random(seed).randrange(EVERY)  # 40..44: a random point of the interval
+    rng = random.Random(seed)
+    died = NEWEST + rng.randrange(EVERY)  # 40..44: a random point of the interval
     name = f"run-{seed}"
     rb = sandboxed(load_runbook(Path(__file__).resolve().parents[1] / "runbooks" / "demo.yaml"), name,
                    root=root, history=False)  # fmt: skip
@@ -82,6 +129,9 @@ def one_run(root: Path, seed: int, cadence: str) -> dict:
         box.pre_failure_log.write_text(
             "".join(f"{ln}\n" for ln in lines if all(s <= NEWEST for s in parse_losses(ln)))
         )
+    requests = None
+    if cadence.startswith("every ") and cadence != "every step":
+        requests = ship_every(box, primary, secondary, rb, died, int(cadence.split()[1]), rng)
     providers = providers_for(rb, registry=FakeRegistry(sandbox_images(rb)))
     steps = build_steps(rb, run_id=name, providers=providers, evidence=["benchmark: outage"])
     ledger, gate = new_ledger(rb, name), Approve()
@@ -102,6 +152,7 @@ def one_run(root: Path, seed: int, cadence: str) -> dict:
         "lost": died - resumed if resumed is not None else None,
         "outcome": outcome_of(entry),
         "seconds": time.perf_counter() - started,
+        "requests": requests,
     }
 
 
@@ -109,8 +160,8 @@ def main() -> None:
     print(f"{RUNS} runs per cadence; checkpoints every {EVERY} steps, newest {NEWEST}; outage at a random step "
           f"{NEWEST}..{NEWEST + EVERY - 1}; {STEP_S}s a step (the demo's)")  # fmt: skip
     print("| loss log reaches the secondary | resumed from (runs) | steps lost, mean (max) | RPO share, mean | "
-          "card = ledger | parity outcomes | failover wall s, mean |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          "card = ledger | parity outcomes | failover wall s, mean | requests a loss-log pass |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="lifeboat-parity-bench-") as tmp:
         for cadence in CADENCES:
             runs = [one_run(Path(tmp) / cadence.replace(" ", "-"), seed, cadence) for seed in range(RUNS)]
@@ -122,9 +173,15 @@ def main() -> None:
                 f"| {cadence} | {', '.join(f'{k}: {v}' for k, v in sorted(resumed.items(), key=str))} "
                 f"| {statistics.mean(lost):.1f} ({max(lost)}) | {statistics.mean(lost) * STEP_S:.2f}s "
                 f"| {same}/{len(runs)} | {', '.join(f'{k}: {v}' for k, v in sorted(outcomes.items()))} "
-                f"| {statistics.mean(r['seconds'] for r in runs):.1f} |",
+                f"| {statistics.mean(r['seconds'] for r in runs):.1f} "
+                f"| {_requests(runs)} |",
                 flush=True,
             )
+
+
+def _requests(runs: list[dict]) -> str:
+    counted = [r["requests"] for r in runs if r["requests"] is not None]
+    return f"{min(counted)}–{max(counted)}" if counted else "—"
 
 
 if __name__ == "__main__":

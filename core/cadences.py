@@ -27,9 +27,18 @@ and `watch` runs every RTO − lag − after, at most `detection.window` (a read
 long: a slower watch lets the two vantages' readings lapse apart). The approvers' answer is
 not a cadence and is not counted: the approval card shows the expected RTO while they decide.
 
+Loss log: `loss_log` (core/replication/losslog.py), only for a runbook whose
+`verify.loss_log` lives in the primary store. A failover proves its checkpoint by the logged
+steps after it (`verify.parity_min_coverage` × `parity_steps` of them); the log on the
+secondary lags the primary's by up to one period, so an outage less than that period (plus
+those steps) after a checkpoint finds too few and proves by replay (issue #34). It runs
+`LOSS_LOG_PER_CHECKPOINT` times per checkpoint interval: cadence / 4, so about a quarter of
+the interval at most goes unlogged on the secondary; each pass costs two small requests when
+nothing changed (docs/parity.md has the measured trade).
+
 Each derived period is at most the template's (`prefect.yaml`: a runbook that meets its
 targets at the template's keeps it) and at least `MIN_PERIOD`; whole seconds. A period the
-runbook sets (`cadences.watch`, `.replicate`, `.certify`) is taken as given. Either way,
+runbook sets (`cadences.watch`, `.replicate`, `.certify`, `.loss_log`) is taken as given. Either way,
 `plan_cadences` says, one line per field with the figures, where a period cannot meet a target.
 """
 
@@ -42,7 +51,8 @@ from datetime import timedelta
 from lifeboat_dr.kernel.durations import format_duration as fd
 
 MIN_PERIOD = timedelta(seconds=5)  # each run is a new process on a worker: a few seconds to start
-FLOWS = ("watch", "replicate", "certify")
+FLOWS = ("watch", "replicate", "certify", "loss_log")
+LOSS_LOG_PER_CHECKPOINT = 4  # loss-log passes per checkpoint interval
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,7 @@ class CadenceInputs:
     after: timedelta  # confirmation to the first healthy step (or all traffic on the standby)
     after_field: str  # the field `after` comes from, for the warnings
     overrides: dict[str, timedelta | None]  # cadences.<flow> as the runbook sets it
+    loss_log: bool = False  # verify.loss_log lives in the primary store: `loss_log` ships it
 
     @property
     def confirm_lag(self) -> tuple[str, timedelta]:
@@ -79,7 +90,7 @@ class Cadence:
 class CadencePlan:
     """The period of each scheduled flow, and why any of them cannot meet a target."""
 
-    cadences: dict[str, Cadence]  # watch, replicate, certify
+    cadences: dict[str, Cadence]  # watch, replicate, certify, and loss_log when the runbook ships one
     warnings: tuple[str, ...]  # "field: figures", one line each
 
     def seconds(self, flow: str) -> int:
@@ -163,7 +174,23 @@ def plan_cadences(inp: CadenceInputs, ceilings: dict[str, timedelta]) -> Cadence
                 f"cadences.watch: every {fd(given)} is longer than detection.window {fd(inp.window)}: "
                 "a reading stops voting before the next one, so the two vantages' readings may never agree"
             )
-    return CadencePlan(cadences={f: cadences[f] for f in FLOWS}, warnings=tuple(warnings))
+    # the loss log: a few times per checkpoint interval
+    given = inp.overrides.get("loss_log")
+    if inp.loss_log:
+        rule = inp.checkpoint_every / LOSS_LOG_PER_CHECKPOINT
+        cadences["loss_log"] = Cadence(given, "runbook") if given else _pick(rule, ceilings["loss_log"])
+        if given and given >= inp.checkpoint_every:
+            warnings.append(
+                f"cadences.loss_log: every {fd(given)}, not more often than a checkpoint every "
+                f"{fd(inp.checkpoint_every)}: a failover rarely finds logged steps after the newest "
+                f"checkpoint and proves it by replay (every {fd(_whole_seconds(rule))} or less)"
+            )
+    elif given:
+        warnings.append(
+            "cadences.loss_log: set, but verify.loss_log is not in the primary store: there is no "
+            "loss log to ship (the failover reads it where the runbook names it)"
+        )
+    return CadencePlan(cadences={f: cadences[f] for f in FLOWS if f in cadences}, warnings=tuple(warnings))
 
 
 def _left(left: timedelta, target: timedelta, name: str, what: str) -> str:

@@ -21,7 +21,9 @@ cannot reach gives no vote.
 
 Each runbook's `watch`, `replicate` and `certify` run at the periods its targets need
 (`lifeboat_dr.core.cadences`: RPO and RTO, checkpoint cadence, detection lag, recovery time),
-the template's intervals as the longest, or at the runbook's own `cadences`.
+the template's intervals as the longest, or at the runbook's own `cadences`; `loss_log` a
+few times per checkpoint interval, and only for a runbook whose loss log is in the primary
+store (for any other it has nothing to ship and is not deployed).
 
 The template is the repository root's `prefect.yaml`, shipped in the package as
 `lifeboat_dr/flows/prefect.yaml` (in the checkout a link to the root's) and read through
@@ -111,6 +113,8 @@ def runbook_target(given: str | Path, project_root: Path) -> RunbookTarget:
 
 def cadence_inputs(rb: Runbook) -> CadenceInputs:
     """The figures `lifeboat_dr.core.cadences` reads, from the runbook (see its docstring)."""
+    from lifeboat_dr.flows.wiring import loss_log_key
+
     d, ck = rb.detection, rb.checkpoint
     lag_of = {
         "training_progress": d.stall_after,
@@ -136,6 +140,7 @@ def cadence_inputs(rb: Runbook) -> CadenceInputs:
         after=after,
         after_field=after_field,
         overrides={f: getattr(rb.cadences, f) for f in FLOWS},
+        loss_log=loss_log_key(rb) is not None,
     )
 
 
@@ -152,7 +157,8 @@ def _interval(entry: dict[str, Any]) -> float | None:
 
 
 def template_periods(template: dict[str, Any]) -> dict[str, timedelta]:
-    """watch, replicate, certify -> the template's interval for it: the longest a derived one is."""
+    """watch, replicate, certify, loss_log -> the template's interval for it: the longest a
+    derived one is."""
     periods = {}
     for entry in template.get("deployments") or []:
         if isinstance(entry, dict) and "entrypoint" in entry and is_per_runbook(entry):
@@ -223,10 +229,12 @@ def deployment_plan(
         copies = []
         if is_per_runbook(entry):
             for t in targets:
+                plan = plans[t.name]
+                if plan is not None and _flow_of(entry) in FLOWS and _flow_of(entry) not in plan.cadences:
+                    continue  # no loss log in the primary store: nothing for `loss_log` to ship
                 one = copy.deepcopy(entry)
                 one["name"] = per_runbook_name(entry, t.name)
                 one["parameters"]["runbook"] = t.path
-                plan = plans[t.name]
                 if plan is not None and _flow_of(one) in FLOWS and _interval(one) is not None:
                     one["schedules"] = [{**one["schedules"][0], "interval": plan.seconds(_flow_of(one))}]
                 copies.append(one)

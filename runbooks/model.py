@@ -457,8 +457,13 @@ class Cadences(_Strict):
         None,
         description="Period of `certify` (certifies the replica, records the RPO); default: from the RPO.",
     )
+    loss_log: Duration | None = Field(
+        None,
+        description="Period of `loss_log` (copies a loss log kept in the primary store to the secondary); "
+        "default: a quarter of checkpoint.cadence.",
+    )
 
-    @field_validator("watch", "replicate", "certify")
+    @field_validator("watch", "replicate", "certify", "loss_log")
     @classmethod
     def _positive(cls, v: timedelta | None) -> timedelta | None:
         if v is not None and v < timedelta(seconds=1):
@@ -700,7 +705,7 @@ class Runbook(_Strict):
     )
     cadences: Cadences = Field(
         default_factory=Cadences,
-        description="How often the deployed watch, replicate and certify run; omitted: derived from the targets.",
+        description="How often the deployed watch, replicate, certify and loss_log run; omitted: derived from the targets.",
     )
     plan: PlanSettings = Field(default_factory=PlanSettings, description="How candidates are priced.")
     cluster: Cluster | None = Field(

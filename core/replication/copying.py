@@ -3,7 +3,8 @@
 `replicate_checkpoints` copies checkpoints newest first with `copy_prefix` (only what is
 missing or differs, markers last), writes a CRC32C receipt beside each replica on a store
 whose listings carry no checksum, copies the root pointer files last (never ahead of the
-data they name) and then any other root file asked for (the pre-failure loss log). It
+data they name) and then the pre-failure loss log (`also`: whole lines, bounded, guarded,
+core/replication/losslog.py; it also has a pass of its own, more often). It
 measures each newly completed replica's lag (core/replication/lag.py). Which way it copies, and what, is core/replication/direction.py's.
 
 A copy planned before a fence must not land after it: the guard (the site state read again)
@@ -24,6 +25,7 @@ from lifeboat_dr.core.checkpoints.layouts import POINTERS, Discovery, rediscover
 from lifeboat_dr.core.checkpoints.protocols import pointer_step
 from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME, write_receipt
 from lifeboat_dr.core.replication.lag import LagRecord
+from lifeboat_dr.core.replication.losslog import ship_loss_log
 from lifeboat_dr.core.transfer import (
     DEFAULT_CONCURRENCY,
     Progress,
@@ -81,7 +83,7 @@ def replicate_checkpoints(
     A failure on one checkpoint does not stop the older ones; it is reported in `failed`
     and with a not-complete lag record. `progress(checkpoint)` may return a Progress.
     `trust_committed=False` compares every object of already-committed replicas again.
-    `also`: keys copied after the checkpoints and pointers (the pre-failure loss log).
+    `also`: loss logs copied after the checkpoints and pointers (`ship_loss_log`, guarded).
     `guard()` runs before each checkpoint's first write and before its markers (a replica
     already up to date costs none), and before the root pointers; it raises (`RolesFlipped`,
     `SiteStateUnknown`) to stop the pass when the source is no longer the active site or the
@@ -142,7 +144,7 @@ def replicate_checkpoints(
         done = {c.step: c.prefix for c in checkpoints if c.prefix not in report.failed}
         pointers = _copy_pointers(primary, secondary, done, report, guard)
         for key in also:
-            _copy_file(primary, secondary, key, report)
+            _copy_file(primary, secondary, key, report, guard)
     if destination_found is not None:
         report.destination_found = rediscover(secondary, destination_found, left, pointers)
     return report
@@ -159,19 +161,16 @@ def _listed(store: Store, found: Discovery | None, name: str) -> list[ObjectInfo
     return None if name in found.names else []
 
 
-def _copy_file(primary: Store, secondary: Store, key: str, report: ReplicationReport) -> None:
-    """One small root file, copied when it differs; a failure lands in `report.failed`."""
+def _copy_file(
+    primary: Store, secondary: Store, key: str, report: ReplicationReport, guard: Callable[[], None] | None
+) -> None:
+    """The loss log, by its own pass's rules (core/replication/losslog.py: when it changed,
+    whole lines, bounded); a store failure lands in `report.failed`."""
     try:
-        body = b"".join(primary.read(key))
-        try:
-            current = b"".join(secondary.read(key))
-        except NotFound:
-            current = None
-        if current != body:
-            secondary.put(key, body)
+        if ship_loss_log(primary, secondary, key, guard=guard).copied_bytes:
             report.copied_files.append(key)
-    except NotFound:
-        return  # nothing logged yet
+    except (StopFailover, SiteStateUnknown):
+        raise
     except LifeboatError as e:
         report.failed[key] = f"{type(e).__name__}: {e}"
 

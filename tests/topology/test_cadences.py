@@ -131,6 +131,11 @@ SHIPPED = {
 }
 
 
+# the examples whose loss log is in the primary store: a quarter of a 30m / 1h checkpoint
+# interval, the template's 1m at most
+LOSS_LOG = {"llama-70b-pretrain": ", loss_log every 1m", "mistral-7b-sft": ", loss_log every 1m"}
+
+
 def test_every_shipped_example_is_listed():
     assert sorted(SHIPPED) == EXAMPLES
 
@@ -143,7 +148,7 @@ def test_validate_on_each_shipped_example_prints_its_deployed_periods_and_what_t
     fmt = lambda s: f"{s // 60}m" if s >= 60 and s % 60 == 0 else f"{s}s"  # noqa: E731
     assert (
         f"{name}: deployed: watch every {fmt(watch)}, replicate every {fmt(replicate)}, "
-        f"certify every {fmt(certify)}\n" in out.out
+        f"certify every {fmt(certify)}{LOSS_LOG.get(name, '')}\n" in out.out
     )
     cadence_fields = (
         "cadences.",
@@ -160,3 +165,42 @@ def test_validate_on_each_shipped_example_prints_its_deployed_periods_and_what_t
     ]
     assert said == expected
     assert _periods(name) == {"watch": watch, "replicate": replicate, "certify": certify}
+
+
+def _loss_log_runbook(tmp_path: Path, **sections) -> Path:
+    """A runbook whose loss log lives in its primary store (checkpoint every 1m)."""
+    path = _runbook(tmp_path, **sections)
+    with path.open("a") as f:
+        f.write(f'verify: {{loss_log: "file://{tmp_path}/primary/loss.jsonl"}}\n')
+    return path
+
+
+def _loss_log_periods(path: Path) -> list[int]:
+    plan = deployment_plan(TEMPLATE, [runbook_target(path, ROOT)], ROOT)
+    return [
+        d["schedules"][0]["interval"] for d in plan["deployments"] if d["entrypoint"].endswith(":loss_log")
+    ]
+
+
+def test_a_loss_log_in_the_primary_store_is_shipped_four_times_per_checkpoint_interval(tmp_path):
+    # issue #34: the log travelled only with `replicate` (every 9m here): a failover found no
+    # logged step after the newest checkpoint. A checkpoint every 1m: the log every 15s.
+    assert _loss_log_periods(_loss_log_runbook(tmp_path)) == [15]
+    assert _loss_log_periods(_loss_log_runbook(tmp_path, cadences={"loss_log": "20s"})) == [20]
+
+
+def test_a_runbook_without_a_loss_log_in_its_store_deploys_no_loss_log_pass(tmp_path):
+    assert _loss_log_periods(_runbook(tmp_path)) == []
+    assert _loss_log_periods(ROOT / "runbooks/demo.yaml") == []  # a local file beside the trainer
+
+
+def test_validate_warns_when_the_loss_log_is_shipped_no_more_often_than_checkpoints(tmp_path, capsys):
+    path = _loss_log_runbook(tmp_path, cadences={"loss_log": "2m"})
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr()
+    assert "certify every 5m, loss_log every 2m (runbook)\n" in out.out
+    assert (
+        f"{path}: warning: cadences.loss_log: every 2m, not more often than a checkpoint every 1m: a "
+        "failover rarely finds logged steps after the newest checkpoint and proves it by replay "
+        "(every 15s or less)"
+    ) in out.err.splitlines()
