@@ -743,9 +743,14 @@ class Runbook(_Strict):
         }:
             raise ValueError("witness.store: same as a site's store; a witness must live in a third place")
         if self.replication is Replication.s3_crr:
-            for field, store in (("primary.store", self.primary.store), ("secondary.store", self.secondary.store)):
+            for field, store in (
+                ("primary.store", self.primary.store),
+                ("secondary.store", self.secondary.store),
+            ):
                 if not store.startswith("s3://"):
-                    raise ValueError(f"replication: s3-crr replicates S3 to S3, but {field} is {_shown(store)}")
+                    raise ValueError(
+                        f"replication: s3-crr replicates S3 to S3, but {field} is {_shown(store)}"
+                    )
         if self.secondary.infra == "local" and not self.job.command:
             raise ValueError(
                 "job.command: the local provider (secondary.infra: local) runs job.command, which is missing"
