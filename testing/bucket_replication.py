@@ -2,11 +2,11 @@
 and the status header taught to moto.
 
 moto 5.2 keeps a bucket's replication configuration (PutBucketReplication) but replicates
-nothing and reports no `x-amz-replication-status` (`tests/storage/test_moto_gap.py` holds the
-gap open). S3, as its user guide describes it: an object written under a rule is PENDING on
-the source; once the replica has landed the source says COMPLETED and the replica REPLICA;
-a permanent failure (permissions, KMS) is FAILED and never retried; a transient one (a region
-down) stays PENDING.
+nothing and reports no `x-amz-replication-status` (tests/certify/test_bucket_replication_s3.py
+holds the gap open). S3, as its user guide describes it: an object written under a rule is
+PENDING on the source; once the replica has landed the source says COMPLETED and the replica
+REPLICA; a permanent failure (permissions, KMS) is FAILED and never retried; a transient one
+(a region down) stays PENDING.
 
 - `CrrBucket` / `CrrRule`: two `MemoryStore` buckets and a rule with a lag by an injected
   clock: each object replicates `lag` after its write, unless the source or the destination

@@ -1,7 +1,7 @@
 """A bucket that replicates itself (S3 Cross-Region Replication, `replication: s3-crr`):
 certification counts only what the bucket reports it finished, so the RPO is the newest
 checkpoint the bucket finished. The bucket is the fake beside the memory store
-(`testing/bucket_replication.py`): moto replicates nothing (tests/storage/test_moto_gap.py)."""
+(`testing/bucket_replication.py`): moto replicates nothing (test_bucket_replication_s3.py)."""
 
 from datetime import timedelta
 

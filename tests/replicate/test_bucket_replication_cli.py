@@ -1,8 +1,8 @@
-"""A runbook whose S3 bucket replicates itself (`replication: s3-crr`), through the CLI on
-moto: `lifeboat replicate` copies nothing and records the bucket's lag, a FAILED object
-fails the pass, and `lifeboat certify` counts only what the bucket reports replicated. moto
-does not replicate: `moto_replicate` does what the rule would have (tests/certify/
-test_bucket_replication_s3.py pins the gap)."""
+"""A runbook whose S3 bucket replicates itself (`replication: s3-crr`), through the CLI and
+the `replicate` flow on moto: replication copies nothing and records the bucket's lag, a
+FAILED object fails the pass, and `lifeboat certify` counts only what the bucket reports
+replicated. moto does not replicate: `moto_replicate` does what the rule would have
+(tests/certify/test_bucket_replication_s3.py pins the gap)."""
 
 from __future__ import annotations
 
@@ -91,3 +91,22 @@ def test_certify_counts_only_objects_the_bucket_reports_replicated(crr, capsys):
 
     assert doc["certified"]["step"] == 100
     assert doc["rejected"][0]["reason"] == "not replicated by the bucket"
+
+
+def test_the_flow_records_the_bucket_lag_and_copies_nothing(crr, tmp_path, prefect_server):
+    from lifeboat_dr.flows.replicate import replicate
+
+    primary, secondary, rb = crr
+    done, pending = write_checkpoint(primary, "manifest", 100), write_checkpoint(primary, "manifest", 200)
+    moto_replicate(primary, secondary, [i.key for i in primary.list(f"{done}/")])
+    for info in primary.list(f"{pending}/"):
+        set_moto_status(primary, info.key, "PENDING")
+
+    summary = replicate(str(rb), lag_log=str(tmp_path / "lag.jsonl"))
+
+    assert summary["copied_bytes"] == 0 and summary["failed"] == {}
+    assert [(r.checkpoint, r.complete) for r in LagLog(tmp_path / "lag.jsonl").read()] == [
+        ("step_0000200", False),
+        ("step_0000100", True),
+    ]
+    assert list(secondary.list("step_0000200/")) == []
