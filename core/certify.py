@@ -42,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from lifeboat_dr.core.bucket_replication import LIFEBOAT, MODES, S3_CRR, not_vouched, source_says
 from lifeboat_dr.core.checkpoints.formats import torn_file
 from lifeboat_dr.core.checkpoints.layouts import CheckpointDir, Discovery, discover, pointer_notes
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, iter_manifest
@@ -58,8 +59,9 @@ MAX_PROBLEMS = 10  # details kept per rejected checkpoint
 _PLAIN_MD5 = re.compile(r"^[0-9a-f]{32}$")
 
 # Rejection kinds, most decisive first.
-MISSING, SIZE, CRC, INCOMPLETE, TORN, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEAGE = (
+MISSING, NOT_REPLICATED, SIZE, CRC, INCOMPLETE, TORN, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEAGE = (
     "missing shard",
+    "not replicated by the bucket",  # replicated_by="s3-crr": the replica's HEAD does not say REPLICA
     "size mismatch",
     "crc mismatch",
     "incomplete layout",
@@ -72,6 +74,7 @@ MISSING, SIZE, CRC, INCOMPLETE, TORN, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEA
 _ORDER = {
     LINEAGE: -1,
     MISSING: 0,
+    NOT_REPLICATED: 0.5,
     SIZE: 1,
     CRC: 2,
     INCOMPLETE: 3,
@@ -105,7 +108,7 @@ class Certified:
 class Rejection:
     step: int
     uri: str
-    reason: str  # one of MISSING, SIZE, CRC, INCOMPLETE, TORN, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEAGE
+    reason: str  # one of MISSING, NOT_REPLICATED, SIZE, CRC, INCOMPLETE, TORN, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEAGE
     detail: str  # the first problem, e.g. "missing shard step_12/shard-3.bin"
     problems: tuple[str, ...] = ()  # up to MAX_PROBLEMS of them
     more: int = 0  # problems not listed
@@ -230,7 +233,11 @@ class _Certifier:
         sites=None,
         source_down=None,
         source_probe=None,
+        replicated_by=LIFEBOAT,
     ):
+        if replicated_by not in MODES:
+            raise ConfigError(f"replicated_by: {replicated_by!r} is not one of {', '.join(MODES)}")
+        self.by_bucket = replicated_by == S3_CRR  # count only what the bucket reports it replicated
         self.calls: Counter[str] = Counter()
         self._lease, self._stores, self._sites = lease, (replica, source), sites
         self._source_probe = source_probe if source is not None and not source_down else None
@@ -448,19 +455,27 @@ class _Certifier:
                 key = f"{ckpt.name}/{exp.rel}"
                 if rep is None or rep.key[plen:] != exp.rel:
                     total += 1
-                    problems.append((MISSING, f"missing shard {key}"))
+                    said = ""
+                    if self.by_bucket and source_up and len(problems) < MAX_PROBLEMS:
+                        said = source_says(self.source, key)  # PENDING, FAILED: why it is missing
+                    problems.append((MISSING, f"missing shard {key}{said}"))
                 elif rep.size != exp.size:
                     total += 1
                     problems.append(
                         (SIZE, f"size mismatch {key}: replica {rep.size} bytes, {exp.basis} {exp.size} bytes")
                     )
                 elif not problems:
-                    if source_up and not self.deep and _same_md5_etag(exp.etag, rep.etag):
+                    if (
+                        source_up
+                        and not self.deep
+                        and not self.by_bucket
+                        and _same_md5_etag(exp.etag, rep.etag)
+                    ):
                         methods["etag-md5"] += 1  # both plain single-part MD5s, equal: same bytes
                         continue
                     if exp.crc is None and filler is not None:
                         filler.fill(exp)  # the source list lacks CRC32C (S3): the manifest has it
-                    if rep.crc32c is None and receipt is not None and not self.deep:
+                    if rep.crc32c is None and receipt is not None and not self.deep and not self.by_bucket:
                         rep = receipt.fill(exp, rep)  # S3 replica: the receipt saves a HEAD
                     batch.append((exp, rep))
                 if len(problems) > MAX_PROBLEMS:
@@ -476,14 +491,15 @@ class _Certifier:
         found = 0
         # Objects whose checksums are both in the listings are compared inline; only those
         # needing a HEAD or a read go to the pool.
-        inline = [p for p in batch if not self.deep and p[1].crc32c is not None and p[0].crc is not None]
-        remote = [p for p in batch if self.deep or p[1].crc32c is None or p[0].crc is None]
+        by_head = self.deep or self.by_bucket  # the bucket's status is on HEAD only
+        inline = [p for p in batch if not by_head and p[1].crc32c is not None and p[0].crc is not None]
+        remote = [p for p in batch if by_head or p[1].crc32c is None or p[0].crc is None]
         outcomes = [self._check_one(ckpt, *pair, source_up) for pair in inline]
         if remote:
             outcomes += pool.map(lambda pair: self._check_one(ckpt, *pair, source_up), remote)
         for outcome in outcomes:
             kind, detail = outcome
-            if kind in (CRC, UNVERIFIABLE, MISSING):
+            if kind in (CRC, UNVERIFIABLE, MISSING, NOT_REPLICATED):
                 found += 1
                 if len(problems) < MAX_PROBLEMS:
                     problems.append((kind, detail))
@@ -494,6 +510,10 @@ class _Certifier:
     def _check_one(self, ckpt, exp: _Expected, rep: ObjectInfo, source_up: bool) -> tuple[str, str]:
         """Compare one object; returns (method, "") when equal, else (problem kind, detail)."""
         try:
+            if self.by_bucket:
+                rep = self.replica.head(rep.key)  # its status, and its CRC32C with it
+                if why := not_vouched(rep):
+                    return NOT_REPLICATED, why
             return self._compare_one(exp, rep, source_up)
         except NotFound:  # deleted between the listing and the HEAD or read
             return MISSING, f"missing shard {rep.key} (vanished during certification)"
@@ -724,6 +744,7 @@ def certify_replica(
     sites=None,
     source_down: str | None = None,
     source_probe: Store | None = None,
+    replicated_by: str = LIFEBOAT,
 ) -> CertifyReport:
     """Find the newest checkpoint on `replica` that is safe to resume from.
 
@@ -739,7 +760,9 @@ def certify_replica(
     outage is confirmed): it is never asked, for checkpoints or the site state.
     `source_probe`: the source's store opened with the probe deadline (the same URI; in
     `sites` too, in the source's role): asked once while the replica is listed, and a
-    source that does not answer it is down, as with `source_down`."""
+    source that does not answer it is down, as with `source_down`. `replicated_by="s3-crr"`:
+    the bucket replicates (core/bucket_replication.py): an object counts only when the
+    replica's HEAD reports it REPLICA (one HEAD per object judged)."""
     at = at or datetime.now(UTC)
     c = _Certifier(
         replica,
@@ -754,6 +777,7 @@ def certify_replica(
         sites=sites,
         source_down=source_down,
         source_probe=source_probe,
+        replicated_by=replicated_by,
     )
     c.older_than = older_than
     outcomes = []

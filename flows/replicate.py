@@ -8,10 +8,13 @@ event (resource `lifeboat.runbook.<name>`) that an automation can page on.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from lifeboat_dr.core.bucket_replication import bucket_pass
 from lifeboat_dr.core.checkpoints.layouts import discover
 from lifeboat_dr.core.replication.copying import ReplicationReport, replicate_checkpoints
 from lifeboat_dr.core.replication.direction import (
@@ -58,6 +61,21 @@ def copy_checkpoints(
 
 
 @task(cache_policy=NO_CACHE)
+def bucket_progress(
+    settings: ReplicationSettings, way: Direction, sources, lag_log, dry_run
+) -> ReplicationReport:
+    """The bucket copies (`replication: s3-crr`): its progress, nothing copied."""
+    return bucket_pass(
+        way.source,
+        sources,
+        rpo_target=settings.rpo_target,
+        lag_log=LagLog(lag_log or default_lag_log(settings.runbook)),
+        now=datetime.now(UTC),
+        dry_run=dry_run,
+    )
+
+
+@task(cache_policy=NO_CACHE)
 def record_lag(runbook: str, report: ReplicationReport, lag_log: str | None) -> int:
     LagLog(lag_log or default_lag_log(runbook)).append(report.lags)
     for lag in report.exceeded:
@@ -96,7 +114,8 @@ def replicate(
     lag_log: str | None = None,
 ) -> dict:
     """Replicate a runbook's checkpoints from its active site to the standby, then apply
-    retention there. The site state decides the direction: after a failover, secondary to
+    retention there. Where the bucket replicates (`replication: s3-crr`), primary to
+    secondary is its rule's: the pass copies nothing that way and records its lag. The site state decides the direction: after a failover, secondary to
     primary; a source that stops being active mid-run stops the copy. One pass of a runbook
     at a time (its replication lock in the secondary's store): a second one changes nothing.
 
@@ -135,7 +154,12 @@ def _one_pass(rb, primary, secondary, dry_run, retention_only, protect, lag_log)
         "lag_exceeded": 0,
     }
     standby_found = None
-    if not retention_only:
+    if not retention_only and rb.replication == "s3-crr" and way.source_role == "primary":
+        report = bucket_progress(settings, way, find_sources(settings, way), lag_log, dry_run)
+        summary.update(failed=report.failed)
+        if not dry_run:
+            summary["lag_exceeded"] = record_lag(rb.name, report, lag_log)
+    elif not retention_only:
         report = copy_checkpoints(settings, way, guard, find_sources(settings, way), dry_run)
         summary.update(copied_bytes=report.bytes_copied, failed=report.failed)
         standby_found = report.destination_found

@@ -102,6 +102,7 @@ def certify_runbook(
         sites=site_stores(primary_probe, replica, witness),
         source_down=primary_down,
         source_probe=primary_probe,
+        replicated_by=rb.replication.value,
     )
 
 
@@ -428,6 +429,7 @@ def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
     loss_log = loss_log_for_failover(rb)  # the secondary's copy when the log lives in the primary store
     return StepSpec(
         layout=rb.checkpoint.layout.value,
+        replicated_by=rb.replication.value,
         blocked=blocked_infras(rb),
         candidates=tuple(plan_options(rb.secondary.candidates)),
         provision_budget_s=rb.failover.step_timeout.total_seconds(),
@@ -537,6 +539,7 @@ def swapped(rb: Runbook) -> Runbook:
     away["cluster"] = cluster_name(rb)
     home["candidates"] = [{"infra": rb.primary.infra}]
     doc["primary"], doc["secondary"] = away, home
+    doc["replication"] = "lifeboat"  # a bucket rule replicates primary -> secondary only: back is ours
     # (the failback's parity compares with the DR job's own log: FailbackSteps replaces the loss log)
     view = Runbook.model_validate(doc)
     view._path = rb._path

@@ -55,6 +55,13 @@ class Layout(StrEnum):
     manifest = "manifest"
 
 
+class Replication(StrEnum):
+    """Who copies the primary's checkpoints to the secondary (core/bucket_replication.py)."""
+
+    lifeboat = "lifeboat"  # the replicate flow
+    s3_crr = "s3-crr"  # an S3 Cross-Region Replication rule: certify counts what it reports REPLICA
+
+
 class OnTimeout(StrEnum):
     abort = "abort"
     proceed = "proceed"
@@ -696,6 +703,12 @@ class Runbook(_Strict):
     )
     job: Job
     checkpoint: Checkpoint
+    replication: Replication = Field(
+        Replication.lifeboat,
+        description="Who copies checkpoints primary -> secondary: lifeboat (the replicate flow) or s3-crr "
+        "(the bucket's Cross-Region Replication rule: replicate copies nothing that way and records its lag, "
+        "certification counts only objects the replica's HEAD reports REPLICA).",
+    )
     prestage: Prestage = Field(default_factory=Prestage)
     approval: Approval = Field(default_factory=lambda: Approval(required=False))
     detection: Detection = Field(default_factory=Detection)
@@ -734,6 +747,15 @@ class Runbook(_Strict):
             self.secondary.store.rstrip("/"),
         }:
             raise ValueError("witness.store: same as a site's store; a witness must live in a third place")
+        if self.replication is Replication.s3_crr:
+            for field, store in (
+                ("primary.store", self.primary.store),
+                ("secondary.store", self.secondary.store),
+            ):
+                if not store.startswith("s3://"):
+                    raise ValueError(
+                        f"replication: s3-crr replicates S3 to S3, but {field} is {_shown(store)}"
+                    )
         if self.secondary.infra == "local" and not self.job.command:
             raise ValueError(
                 "job.command: the local provider (secondary.infra: local) runs job.command, which is missing"

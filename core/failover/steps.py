@@ -76,6 +76,7 @@ class StepSpec:
     replay_scratch: str | None = (
         None  # where a proof's replay writes on the cluster (None: a temp folder here)
     )
+    replicated_by: str = "lifeboat"  # "s3-crr": certify counts only what the bucket reports replicated
 
 
 def confirm_outage(
@@ -263,6 +264,7 @@ class ProviderSteps:
             older_than=older_than,
             sites=self.sites(),
             source_probe=self.p.primary_probe,  # one that does not answer costs one probe deadline
+            replicated_by=self.spec.replicated_by,
         )
         clocks = reading.describe() if reading is not None else f"{self.p.secondary.uri}: clock not readable"
         report = dataclasses.replace(report, at=report.at - skew, clocks=clocks)

@@ -39,6 +39,9 @@ class ObjectInfo:
     version: str  # opaque token for if-match writes: S3 ETag, GCS generation, local mtime+inode
     crc32c: int | None = None  # full-object CRC32C, when the store reports one by metadata
     etag: str | None = None  # as the store reports it; multipart ETags are not content hashes
+    # the bucket's own replication of the object, by HEAD only (S3 `x-amz-replication-status`):
+    # PENDING, COMPLETED or FAILED on a source, REPLICA on a destination; None: not reported
+    replication: str | None = None
 
 
 @dataclass(frozen=True)

@@ -236,7 +236,9 @@ class S3Store:
 
     # -- primitives ----------------------------------------------------------------------
 
-    def _info(self, key: str, size: int, modified, etag: str | None, crc: int | None) -> ObjectInfo:
+    def _info(
+        self, key: str, size: int, modified, etag: str | None, crc: int | None, replication: str | None = None
+    ) -> ObjectInfo:
         etag = etag.strip('"') if etag else None
         return ObjectInfo(
             key=key,
@@ -245,6 +247,7 @@ class S3Store:
             version=etag or "",
             crc32c=crc,
             etag=etag,
+            replication=replication,
         )
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
@@ -262,7 +265,9 @@ class S3Store:
 
     def head(self, key: str) -> ObjectInfo:
         r = self._call("HeadObject", key, Bucket=self.bucket, Key=self._key(key), ChecksumMode="ENABLED")
-        return self._info(key, r["ContentLength"], r["LastModified"], r.get("ETag"), _full_crc32c(r))
+        return self._info(
+            key, r["ContentLength"], r["LastModified"], r.get("ETag"), _full_crc32c(r), replication_status(r)
+        )
 
     def read(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         if end is not None and end <= start:
@@ -622,6 +627,15 @@ def _timestamp(value):
         from botocore.utils import parse_timestamp
 
         return parse_timestamp(value)
+
+
+def replication_status(head: dict) -> str | None:
+    """The object's Cross-Region Replication status from a HEAD's `x-amz-replication-status`:
+    PENDING, COMPLETED or FAILED on a source, REPLICA on a destination (botocore's enum also
+    has COMPLETE, an older spelling: read as COMPLETED); None where the bucket replicates
+    nothing of it."""
+    status = head.get("ReplicationStatus")
+    return "COMPLETED" if status == "COMPLETE" else status or None
 
 
 def _full_crc32c(head: dict) -> int | None:

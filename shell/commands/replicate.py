@@ -141,8 +141,24 @@ def _one_pass(args, rb, primary, secondary, say, doc: dict) -> int:
         if not sources:
             say(f"{way.source.uri}: no committed checkpoint to replicate")
         show = (sys.stderr.isatty() if args.progress is None else args.progress) and not args.dry_run
-        with _bars(show) as bars:
-            report = replicate_checkpoints(
+        if rb.replication == "s3-crr" and way.source_role == "primary":
+            from datetime import UTC, datetime
+
+            from lifeboat_dr.core.bucket_replication import bucket_pass
+
+            say(f"{way.destination.uri}: the bucket replicates (replication: s3-crr): nothing copied")
+            report = bucket_pass(
+                way.source,
+                sources,
+                rpo_target=settings.rpo_target,
+                lag_log=LagLog(args.lag_log or default_lag_log(rb.name)),
+                now=datetime.now(UTC),
+                dry_run=args.dry_run,
+            )
+        else:
+            report = None
+        with _bars(show and report is None) as bars:
+            report = report or replicate_checkpoints(
                 way.source,
                 way.destination,
                 sources,

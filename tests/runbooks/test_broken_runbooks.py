@@ -134,6 +134,11 @@ BROKEN = [
         ],
     ),
     (
+        "bucket replication across services",
+        ("workload: pretraining\n", "workload: pretraining\nreplication: s3-crr\n"),
+        ["3: replication: s3-crr replicates S3 to S3, but secondary.store is 'gs://dr/ckpt'"],
+    ),
+    (
         "duplicate key",
         ("workload: pretraining\n", "workload: pretraining\nworkload: finetuning\n"),
         ["3: workload: duplicate key"],
@@ -152,6 +157,18 @@ def test_broken_runbook_names_line_field_and_reason(tmp_path, case, edit, expect
 def test_good_runbook_loads_with_workload_defaults(tmp_path):
     rb = load_runbook(write(tmp_path, GOOD))
     assert (rb.rpo_target, rb.rto_target) == (timedelta(hours=2), timedelta(minutes=30))
+
+
+def test_a_runbook_whose_bucket_replicates_says_so_and_the_default_is_lifeboat(tmp_path):
+    assert load_runbook(write(tmp_path, GOOD)).replication == "lifeboat"
+    both_s3 = GOOD.replace("gs://dr/ckpt", "s3://dr/ckpt").replace(
+        "workload:", "replication: s3-crr\nworkload:"
+    )
+    rb = load_runbook(write(tmp_path, both_s3))
+    assert rb.replication == "s3-crr"
+    from lifeboat_dr.flows.wiring import swapped
+
+    assert swapped(rb).replication == "lifeboat"  # the rule is one way: a failback's copy back is ours
 
 
 def test_targets_override_the_workload_defaults(tmp_path):
