@@ -15,6 +15,8 @@ on SQLite, so every area's events, deployments and automations land on one serve
 `s3_endpoint` (moto's ThreadedMotoServer), `gcs_endpoint` (gcp-storage-emulator, in-process:
 it ignores generation preconditions), `fake_gcs_endpoint` (fake-gcs-server, a Go process that
 enforces them on uploads: the GCS backend of the fencing, commit-race and contract suites),
+`oci_registry` (Debian's `docker-registry` with basic auth: skipped with the reason where it
+is not installed),
 `prefect_server_process` / `prefect_server_postgres` (`prefect server start` on SQLite /
 on a private PostgreSQL cluster, `postgres_url`: skipped with the reason where PostgreSQL is
 not installed).
@@ -47,6 +49,7 @@ PEERS = (
     "s3_endpoint",
     "gcs_endpoint",
     "fake_gcs_endpoint",
+    "oci_registry",
 )
 PEER_PARAMS = {"s3", "gcs", "fake-gcs", "s3-moto", "gcs-emulator", "haproxy", "route53"}
 
@@ -275,3 +278,22 @@ def fake_gcs_endpoint(request):
 
     with fake_gcs_server() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def oci_registry(request):
+    """The Distribution registry (Debian's `docker-registry`) on loopback with one basic-auth
+    account: yields (URL, user, password). Images go in with `testing.oci_registry.push_image`."""
+    _unit_tier_guard(request)
+    from lifeboat_dr.testing.oci_registry import PeerMissing, distribution_registry
+
+    account = ("puller", "s3cret-pull")
+    try:
+        registry = distribution_registry(*account)
+        url = registry.__enter__()
+    except PeerMissing as e:
+        missing(str(e))
+    try:
+        yield url, *account
+    finally:
+        registry.__exit__(None, None, None)
