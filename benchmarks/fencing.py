@@ -90,7 +90,8 @@ def _fencing(root: Path) -> None:
 def _commit_round(store, n: int, rng, commit, counts, unavailable: list | None = None) -> tuple[bool, int]:
     """16 commits and one fence at once: (consistent, commits that count). A writer told
     ProviderUnavailable (the lease kept changing under its reads) must leave no marker that
-    counts; `unavailable` collects them. A fence that fails (it has no rival) raises."""
+    counts; `unavailable` collects them. A fence that fails (it has no rival) even retried
+    on ProviderUnavailable, as the failover's step is, raises."""
     from lifeboat_dr.core.fencing import fence, read_lease
     from lifeboat_dr.kernel.errors import NotFound, ProviderUnavailable, StopFailover
 
@@ -112,11 +113,17 @@ def _commit_round(store, n: int, rng, commit, counts, unavailable: list | None =
     def fencer():
         barrier.wait()
         time.sleep(delay)
-        try:
-            fence(store, run_id=f"round-{n}", holder="secondary")
-            fenced.append(None)
-        except Exception as e:
-            fenced.append(e)
+        for attempt in range(3):  # retried on ProviderUnavailable, as the failover's step is
+            try:
+                fence(store, run_id=f"round-{n}", holder="secondary")
+                fenced.append(None)
+                return
+            except ProviderUnavailable as e:
+                if attempt == 2:
+                    fenced.append(e)
+            except Exception as e:
+                fenced.append(e)
+                return
 
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(16)] + [
         threading.Thread(target=fencer)
