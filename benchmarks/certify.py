@@ -283,8 +283,8 @@ SCALE = 25_000 if os.environ.get("LIFEBOAT_BENCH_QUICK") == "1" else 100_000
 SCALE_SIZE = 16
 
 
-def _scale_fixture(server, store_cls):
-    """Source and replica buckets with SCALE objects each, the manifest, and the replica's
+def _scale_fixture(server, store_cls, n: int = SCALE):
+    """Source and replica buckets with `n` objects each, the manifest, and the replica's
     receipt; written straight into moto's backend (set-up, not measured)."""
     import hashlib
     import json
@@ -296,7 +296,7 @@ def _scale_fixture(server, store_cls):
 
     client = boto3.client("s3", endpoint_url=server.url, region_name="us-east-1")
     shards, receipt = [], []
-    for i in range(SCALE):
+    for i in range(n):
         name = f"{i:07d}.bin"
         value = hashlib.sha256(f"run/{DIR}/{name}".encode()).digest()[:SCALE_SIZE]
         shards.append(Shard(name, SCALE_SIZE, crc32c(value)))
@@ -315,7 +315,7 @@ def _scale_fixture(server, store_cls):
     stores = []
     for bucket in ("scale-source", "scale-replica"):
         client.create_bucket(Bucket=bucket)
-        server.populate(bucket, f"run/{DIR}/", SCALE, SCALE_SIZE)
+        server.populate(bucket, f"run/{DIR}/", n, SCALE_SIZE)
         store = store_cls(bucket, "run", endpoint_url=server.url)
         store.put(f"{DIR}/{MANIFEST_NAME}", manifest)
         stores.append(store)

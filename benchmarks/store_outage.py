@@ -19,9 +19,9 @@ def main() -> None:
     from lifeboat_dr.providers.health.control_plane import StoreControlPlane
     from lifeboat_dr.providers.storage.gcs import GcsStore
     from lifeboat_dr.providers.storage.s3 import S3Store
-    from lifeboat_dr.testing.emulators import _AWS_ENV, dead_port, stopped_server
+    from lifeboat_dr.testing.emulators import AWS_TEST_ENV, dead_port, stopped_server
 
-    for k, v in _AWS_ENV.items():
+    for k, v in AWS_TEST_ENV.items():
         os.environ.setdefault(k, v)
     deadline = probe_deadline()
     print(f"store outage: provider probe (3 pings), store deadline {deadline:g} s per call")

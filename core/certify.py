@@ -23,6 +23,12 @@ clocks disagree).
 Lineage needs the site state: read from the stores by role (`sites`), it must be conclusive
 (`lifeboat_dr.core.sitestate`): a store that does not answer is `SiteStateUnknown`, never
 "never fenced".
+
+In an outage certification does not wait on the source. `source_down` (the outage is
+confirmed) means it is never asked; `source_probe` (the source opened with the probe
+deadline) asks it once, while the replica is listed: no answer by then and it is down. A
+source known down is taken as unknown by the site state too (`_Unasked`), so the stores that
+answered decide, and the view must be conclusive without it.
 """
 
 from __future__ import annotations
@@ -41,10 +47,10 @@ from lifeboat_dr.core.checkpoints.layouts import CheckpointDir, Discovery, disco
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, iter_manifest
 from lifeboat_dr.core.checkpoints.protocols import incomplete_reason
 from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME, iter_receipt
-from lifeboat_dr.core.fencing import COMMIT_MARKER
+from lifeboat_dr.core.fencing import COMMIT_MARKER, peek_lease
 from lifeboat_dr.core.sitestate import lineage_problem, read_marker
 from lifeboat_dr.kernel.crc32c import crc32c
-from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable, RefusedKey
+from lifeboat_dr.kernel.errors import ConfigError, LifeboatError, NotFound, ProviderUnavailable, RefusedKey
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
 BATCH = 256  # objects compared per batch: bounds memory and in-flight requests
@@ -195,12 +201,39 @@ class _Expected:
     replica_basis: str | None = None  # "receipt" when the replica's CRC32C came from one
 
 
+class _Unasked:
+    """A store known not to answer (the outage is confirmed, or it missed the probe): every
+    call fails at once, saying why, so a reader counts it unknown without waiting on it."""
+
+    def __init__(self, store: Store, why: str):
+        self.uri, self.capabilities, self._why = store.uri, store.capabilities, why
+
+    def _down(self, *args, **kwargs):
+        raise ProviderUnavailable(f"{self.uri}: {self._why}")
+
+    list = head = read = put = delete = server_copy = _down
+
+
 class _Certifier:
     def __init__(
-        self, replica, source, *, layout, at, deep, stream, max_workers, cache_limit, lease=AUTO, sites=None
+        self,
+        replica,
+        source,
+        *,
+        layout,
+        at,
+        deep,
+        stream,
+        max_workers,
+        cache_limit,
+        lease=AUTO,
+        sites=None,
+        source_down=None,
+        source_probe=None,
     ):
         self.calls: Counter[str] = Counter()
         self._lease, self._stores, self._sites = lease, (replica, source), sites
+        self._source_probe = source_probe if source is not None and not source_down else None
         self._lock = threading.Lock()
         self.replica = _Counted(replica, "replica", self.calls, self._lock)
         self.source = _Counted(source, "source", self.calls, self._lock) if source is not None else None
@@ -210,13 +243,26 @@ class _Certifier:
         self.source_error: str | None = None
         self.methods: Counter[str] = Counter()
         self.notes: list[str] = []
+        if source is not None and source_down:
+            self._source_down(f"not asked: {source_down}")
 
     @property
     def lease(self):
-        """The site state's lease, read once when the first checkpoint is judged."""
+        """The site state's lease, read once when the first checkpoint is judged; a source
+        known down by then is unknown there, not asked again."""
         if self._lease == AUTO:
-            self._lease = _site_lease(*self._stores, self._sites)
+            self._lease = _site_lease(*self._stores, self._sites, source_error=self.source_error)
         return self._lease
+
+    def _probe_source(self) -> None:
+        """Ask the source once, within the probe's deadline: no answer, and it is down. A
+        site-state GET, the request certification's reading of the lease makes next."""
+        try:
+            peek_lease(self._source_probe)
+        except ProviderUnavailable as e:
+            self._source_down(f"no answer within the probe deadline: {e}")
+        except LifeboatError:
+            pass  # it answered; what it said is the site state's to judge
 
     # -- reading ----------------------------------------------------------------------
 
@@ -234,7 +280,7 @@ class _Certifier:
                 self.metadata_bytes += len(chunk)
             yield chunk
 
-    def _source_down(self, error: Exception) -> None:
+    def _source_down(self, error: Exception | str) -> None:
         if self.source_error is None:
             self.source_error = str(error)
             self.notes.append(f"source unreachable, certifying against manifests alone: {error}")
@@ -246,10 +292,19 @@ class _Certifier:
     given: tuple[Discovery | None, Discovery | None] = (None, None)  # (replica, source) taken already
 
     def run(self) -> Iterator[Certified | Rejection]:
-        self.found = self.given[0] or discover(self.replica, self.layout, cache_limit=self.cache_limit)
+        probe = None
+        if self._source_probe is not None and self.given[1] is None:
+            # while the replica is listed: a source that hangs costs one probe deadline at most
+            probe = threading.Thread(target=self._probe_source, name="certify-probe", daemon=True)
+            probe.start()
+        try:
+            self.found = self.given[0] or discover(self.replica, self.layout, cache_limit=self.cache_limit)
+        finally:
+            if probe is not None:
+                probe.join()
         self.notes.extend(pointer_notes(self.found))
         self.source_found: Discovery | None = self.given[1]
-        if self.source is not None and self.source_found is None:
+        if self.source is not None and self.source_found is None and not self.source_error:
             try:
                 self.source_found = discover(
                     self.source, self.found.layout or self.layout, cache_limit=self.cache_limit
@@ -631,13 +686,23 @@ class _ReceiptFiller:
             return None
 
 
-def _site_lease(replica: Store, source: Store | None, sites=None):
+def _site_lease(replica: Store, source: Store | None, sites=None, *, source_error: str | None = None):
     """The site state's lease (None: never fenced), read from `sites` (by role), by default
-    with the replica the secondary's store and the source the primary's. An inconclusive
-    view is `SiteStateUnknown`: lineage cannot be judged, so nothing is certified."""
+    with the replica the secondary's store and the source the primary's. A source known down
+    (`source_error`) is not asked: its role is unknown. An inconclusive view is
+    `SiteStateUnknown`: lineage cannot be judged, so nothing is certified."""
     from lifeboat_dr.core.sitestate import read_site_state, site_stores
 
-    return read_site_state(sites if sites is not None else site_stores(source, replica)).lease
+    stores = dict(sites if sites is not None else site_stores(source, replica))
+    if source is not None and source_error:
+        down = source_error.splitlines()[0][:200]
+        stores = {
+            role: _Unasked(store, f"known down ({down})")
+            if store is not None and store.uri == source.uri
+            else store
+            for role, store in stores.items()
+        }
+    return read_site_state(stores).lease
 
 
 def _same_md5_etag(a: str | None, b: str | None) -> bool:
@@ -657,6 +722,8 @@ def certify_replica(
     older_than: int | None = None,
     lease=AUTO,
     sites=None,
+    source_down: str | None = None,
+    source_probe: Store | None = None,
 ) -> CertifyReport:
     """Find the newest checkpoint on `replica` that is safe to resume from.
 
@@ -668,7 +735,11 @@ def certify_replica(
     `lease` is the site state's lease (default: read from `sites`, the stores by role, by
     default the replica as the secondary's and the source as the primary's; it must be
     conclusive): a checkpoint not committed by the active lineage is rejected
-    (`lifeboat_dr.core.sitestate`)."""
+    (`lifeboat_dr.core.sitestate`). `source_down`: why the source is known unreachable (the
+    outage is confirmed): it is never asked, for checkpoints or the site state.
+    `source_probe`: the source's store opened with the probe deadline (the same URI; in
+    `sites` too, in the source's role): asked once while the replica is listed, and a
+    source that does not answer it is down, as with `source_down`."""
     at = at or datetime.now(UTC)
     c = _Certifier(
         replica,
@@ -681,6 +752,8 @@ def certify_replica(
         cache_limit=cache_limit,
         lease=lease,
         sites=sites,
+        source_down=source_down,
+        source_probe=source_probe,
     )
     c.older_than = older_than
     outcomes = []

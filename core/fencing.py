@@ -408,6 +408,9 @@ def fence_job(
     `resumes`: (epoch, seq, counter) of the guarded commit of the checkpoint the run resumes
     from: the old epoch is sealed there ("resumed"), so its later commits, landed before the
     fence or not, never count (see `seal_at_resume`).
+    A fence over a fence (the site taking over is active already, at `expect_epoch`: a
+    failover after `lifeboat fence`) counts that epoch's commits on `to_store`, where its
+    writers commit: `to_store` goes first, then `from_store` and the witness as they answer.
     Returns both leases (the second None when `from_store` did not answer)."""
     from lifeboat_dr.core.clocks import store_time
 
@@ -421,11 +424,16 @@ def fence_job(
     floor = mine[0] if mine else None
     _owned(to_store, floor, runbook)
     now = store_time(to_store, clock).at
+    # A fence over a fence: the site taking over is active already at the newest epoch (by
+    # `lifeboat fence`, and a failover follows). That epoch's writers commit to `to_store`,
+    # so its count, read by the same conditional write that ends it, seals it exactly.
+    over = floor is not None and floor.epoch > 0 and floor.active == active and floor.epoch == expect_epoch
+    counting = to_store if over else from_store
     taken: Lease | None = None
-    if from_store is not None:
+    if counting is not None:
 
         def make(lease: Lease | None) -> Lease:
-            _owned(from_store, lease, runbook)
+            _owned(counting, lease, runbook)
             return _next(
                 lease,
                 active=active,
@@ -439,10 +447,12 @@ def fence_job(
             )
 
         try:
-            taken = _bump(from_store, run_id, None, make)
+            taken = _bump(counting, run_id, None, make)
         except ProviderUnavailable:
+            if over:  # the store that must take the fence does not answer: nothing was fenced
+                raise
             taken = None
-    on_from = taken
+    on_from = _give_lease(from_store, taken, run_id) if over else taken
     if taken is None and witness is None and active == "primary":
         raise SiteStateUnknown(
             f"{_uri(from_store)} did not answer: a failback must fence the secondary's store too "
@@ -461,7 +471,8 @@ def fence_job(
             runbook=runbook,
             resumes=resumes,
         )
-    if witness is not None and _give_lease(witness, taken, run_id, strict=True) is None and on_from is None:
+    given = witness is not None and _give_lease(witness, taken, run_id, strict=True) is not None
+    if witness is not None and not given and on_from is None and not over:
         raise SiteStateUnknown(
             f"{_uri(from_store)} and the witness {witness.uri} did not answer: a fence must reach a "
             f"majority of the three stores; nothing was fenced on {to_store.uri}, retry"

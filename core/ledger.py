@@ -70,6 +70,30 @@ class ClientWindow(BaseModel):
         return self.first_good_after - self.first_error
 
 
+class ParityRecord(BaseModel):
+    """The loss-parity proof of the checkpoint the run resumed from, as it came out."""
+
+    outcome: str = Field(
+        description="passed, mismatch or not provable (only a mismatch is evidence against it)."
+    )
+    compared: int = Field(0, description="Steps compared.")
+    asked: int = Field(0, description="Steps asked (`verify.parity_steps`): coverage is compared of asked.")
+    checkpoint_step: int | None = Field(None, description="The step the job resumed from.")
+    replayed_from: int | None = Field(
+        None, description="The older checkpoint replayed beside the job for the proof (None: its own steps)."
+    )
+    detail: str = ""
+
+    @property
+    def coverage(self) -> float:
+        return self.compared / self.asked if self.asked else 0.0
+
+    def line(self) -> str:
+        """One line for the report: "passed by a replay of step 30 (5 of 5 compared): …"."""
+        how = f" by a replay of step {self.replayed_from}" if self.replayed_from is not None else ""
+        return f"{self.outcome}{how} ({self.compared} of {self.asked} compared): {self.detail}"
+
+
 class LedgerEntry(BaseModel):
     """One failover (or drill) as measured."""
 
@@ -100,6 +124,7 @@ class LedgerEntry(BaseModel):
     )
     attempt: int = Field(1, description="Resumes so far: 2 after a rollback to an older checkpoint.")
     failures: list[Failure] = Field(default_factory=list)
+    parity: ParityRecord | None = Field(None, description="The last loss-parity proof of this run.")
     outcome: str = Field("in-progress", description="in-progress, completed, failed or aborted.")
     notes: dict[str, str] = Field(default_factory=dict, description="Who approved, which plan, etc.")
     client: ClientWindow | None = Field(
@@ -205,6 +230,14 @@ class LedgerEntry(BaseModel):
     @property
     def needs_rca(self) -> bool:
         return bool(self.rca_reasons)
+
+    @property
+    def start_up(self) -> tuple[datetime, datetime] | None:
+        """(detection, the confirm step's start): the run created, its runbook loaded and its
+        providers built, before any step ran. A phase of its own: it is no step's, so the
+        steps' critical path alone does not show it."""
+        detected, confirm = self.phases.get("detected"), self.began.get("confirmed")
+        return (detected, confirm) if detected and confirm and confirm > detected else None
 
     def span(self, end_phase: str) -> tuple[datetime, datetime] | None:
         """(start, end) of the step that reaches `end_phase`, for the timeline."""
@@ -348,6 +381,10 @@ class RtoLedger:
         entry's; `attempt` counts the resumes."""
         self.entry.done = [s for s in self.entry.done if s not in steps]
         self.entry.attempt = attempt
+        self._save()
+
+    def parity(self, record: ParityRecord) -> None:
+        self.entry.parity = record
         self._save()
 
     def client_window(self, window: ClientWindow) -> None:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 
 from lifeboat_dr.kernel.errors import StopFailover
 
@@ -105,14 +106,37 @@ def wait_first_step(
         sleep(poll_s)
 
 
+class ParityOutcome(StrEnum):
+    """What a loss-parity proof found. Only a mismatch is evidence against the checkpoint."""
+
+    passed = "passed"  # enough steps compared (coverage), all within tolerance
+    mismatch = "mismatch"  # a compared step outside tolerance, non-finite, or never logged
+    not_provable = "not provable"  # nothing (or too little) to compare: no evidence either way
+
+
 @dataclass(frozen=True)
 class ParityResult:
-    passed: bool
-    compared: int  # steps present in both logs
+    outcome: ParityOutcome
+    compared: int  # steps present, finite, in both logs
     detail: str
     worst_step: int | None = None
     worst_rel_diff: float = 0.0
     missing: tuple[int, ...] = ()  # expected steps the resumed job has not logged
+    asked: int = 0  # `parity_steps`: coverage is compared of asked
+    replayed_from: int | None = None  # the proof came from a replay of this older checkpoint
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome is ParityOutcome.passed
+
+    @property
+    def coverage(self) -> float:
+        return self.compared / self.asked if self.asked else 0.0
+
+    def summary(self) -> str:
+        """One line for the ledger, the card's update and the report: outcome, coverage, how."""
+        how = f" by a replay of step {self.replayed_from}" if self.replayed_from is not None else ""
+        return f"{self.outcome.value}{how} ({self.compared} of {self.asked} compared): {self.detail}"
 
 
 def loss_parity(
@@ -121,50 +145,92 @@ def loss_parity(
     resumed_from: int,
     steps: int,
     tolerance: float,
+    *,
+    min_coverage: float = 0.0,
 ) -> ParityResult:
     """Compare steps `resumed_from+1 .. resumed_from+steps` where the pre-failure log has them.
 
     Relative difference |a-b| / max(|a|, 1e-12). Steps the primary never reached are not
-    compared (it died first); when none remain, parity is not provable and the result
-    says so and fails: 0 steps compared is never a pass (a rollback to an older checkpoint,
-    whose steps the log has, can prove it). `parity_steps: 0` is reported as disabled, with
-    nothing compared; the caller must not record it as passed."""
+    compared (it died first), nor steps it logged as NaN/inf (a faulty GPU's last step proves
+    nothing, and must not hide the steps after it). A resumed NaN/inf where the primary
+    logged a number, a step outside `tolerance`, or a step the resumed job never logged, is a
+    mismatch. With no mismatch, fewer than `min_coverage` of the `steps` asked compared (none
+    at all, or `parity_steps: 0`) is not provable: never a pass."""
     if steps <= 0:
-        return ParityResult(False, 0, "loss parity disabled (parity_steps: 0)")
+        return ParityResult(ParityOutcome.not_provable, 0, "loss parity disabled (parity_steps: 0)")
     window = range(resumed_from + 1, resumed_from + steps + 1)
-    expected = [s for s in window if s in pre_failure]
+    span = f"{window.start}..{window.stop - 1}"
+    logged = [s for s in window if s in pre_failure]
+    expected = [s for s in logged if math.isfinite(pre_failure[s])]
+    unusable = (
+        f"; non-finite before the failure at {sorted(set(logged) - set(expected))}"
+        if len(logged) > len(expected)
+        else ""
+    )
     if not expected:
         return ParityResult(
-            False,
+            ParityOutcome.not_provable,
             0,
-            f"parity not provable: the pre-failure log has no step in {window.start}..{window.stop - 1}",
+            f"the pre-failure log has no usable step in {span}{unusable}",
+            asked=steps,
         )
     missing = tuple(s for s in expected if s not in resumed)
-    worst_step, worst = None, 0.0
+    worst_step, worst = None, -1.0
     for s in expected:
         if s in resumed:
             a, b = pre_failure[s], resumed[s]
             rel = abs(a - b) / max(abs(a), 1e-12) if math.isfinite(b) else math.inf
-            if worst_step is None or rel > worst:
+            if rel > worst:
                 worst_step, worst = s, rel
+    worst = max(worst, 0.0)
     compared = len(expected) - len(missing)
     if missing:
         return ParityResult(
-            False, compared, f"resumed log lacks step(s) {list(missing)}", worst_step, worst, missing
+            ParityOutcome.mismatch,
+            compared,
+            f"resumed log lacks step(s) {list(missing)}",
+            worst_step,
+            worst,
+            missing,
+            asked=steps,
         )
     if worst > tolerance:
         return ParityResult(
-            False,
+            ParityOutcome.mismatch,
             compared,
             f"step {worst_step}: loss {resumed[worst_step]!r} vs {pre_failure[worst_step]!r} before the "
             f"failure, {worst:.3g} relative > tolerance {tolerance:g}",
             worst_step,
             worst,
+            asked=steps,
         )
-    return ParityResult(
-        True,
-        compared,
-        f"{compared} step(s) within {tolerance:g} (worst {worst:.3g} at step {worst_step})",
-        worst_step,
-        worst,
-    )
+    within = f"{compared} step(s) in {span} within {tolerance:g} (worst {worst:.3g} at step {worst_step}){unusable}"
+    if compared / steps < min_coverage:
+        return ParityResult(
+            ParityOutcome.not_provable,
+            compared,
+            f"{compared} of {steps} asked step(s) compared, below the runbook's minimum coverage "
+            f"{min_coverage:g} ({within})",
+            worst_step,
+            worst,
+            asked=steps,
+        )
+    return ParityResult(ParityOutcome.passed, compared, within, worst_step, worst, asked=steps)
+
+
+TRAINING = ("pretraining", "finetuning")
+
+
+def parity_warnings(workload: str, parity_steps: int, min_coverage: float) -> list[str]:
+    """What `lifeboat validate` says of a runbook's parity settings (it still loads)."""
+    if workload in TRAINING and parity_steps == 0:
+        return [
+            f"verify.parity_steps is 0 on a {workload} runbook: no failover will prove its resumed "
+            "losses (every one is recorded 'not provable'); name verify.loss_log and set parity_steps"
+        ]
+    if workload in TRAINING and math.ceil(parity_steps * min_coverage) < 2:
+        return [
+            f"verify.parity_steps {parity_steps} with parity_min_coverage {min_coverage:g}: one compared "
+            "step is enough for a pass"
+        ]
+    return []

@@ -16,6 +16,7 @@ from lifeboat_dr.kernel.durations import format_duration
 from lifeboat_dr.kernel.text import markdown_text
 
 CLIENT_LABEL = "client-visible errors (synthetic client)"
+START_UP_LABEL = "flow start-up (detection to the confirm step)"
 
 
 def _fmt(td: timedelta | None) -> str:
@@ -83,10 +84,21 @@ def history_rows(entries: list[LedgerEntry]) -> list[dict[str, str]]:
             "RTO/target": _ratio(e.rto_ratio),
             "RPO": _fmt(e.rpo),
             "RPO/target": _ratio(e.rpo_ratio),
+            "resumed from": f"step {e.checkpoint_step}" if e.checkpoint_step is not None else "—",
+            "parity": _parity(e),
             "RCA": "yes" if e.needs_rca else "no",
         }
         for e in entries
     ]
+
+
+def _parity(e: LedgerEntry) -> str:
+    """The proof in a table cell: outcome, coverage (compared of asked), how."""
+    if e.parity is None:
+        return "—"
+    p = e.parity
+    how = f", replay of step {p.replayed_from}" if p.replayed_from is not None else ""
+    return f"{p.outcome} ({p.compared}/{p.asked}{how})"
 
 
 MAX_NOTE = 2000  # characters of one note in the run's summary (the ledger keeps it whole)
@@ -94,9 +106,8 @@ MAX_NOTE = 2000  # characters of one note in the run's summary (the ledger keeps
 
 def entry_markdown(entry: LedgerEntry) -> str:
     """The run's summary: targets, verdicts, milestones, failures, RCA reasons."""
-    kind = "Drill" if entry.drill else "Failover"
     lines = [
-        f"# {kind} `{entry.runbook}` — run `{entry.run_id}`: {entry.outcome}",
+        f"# {entry.label.capitalize()} `{entry.runbook}` — run `{entry.run_id}`: {entry.outcome}",
         "",
         "| | measured | target | ratio | verdict |",
         "|---|---|---|---|---|",
@@ -104,6 +115,9 @@ def entry_markdown(entry: LedgerEntry) -> str:
         f"| RPO | {_fmt(entry.rpo)} | {_fmt(entry.rpo_target)} | {_ratio(entry.rpo_ratio)} | {_verdict(entry.rpo_ratio)} |",
         "",
     ]
+    if entry.start_up:
+        start, stop = entry.start_up
+        lines[6:6] = [f"| {START_UP_LABEL} | {_fmt(stop - start)} | — | — | part of the RTO |"]
     window = entry.client.window if entry.client else None
     if entry.client:
         ratio = window / entry.rto_target if window is not None and entry.rto_target else None
@@ -116,6 +130,8 @@ def entry_markdown(entry: LedgerEntry) -> str:
         ]
     if entry.checkpoint:
         lines += [f"Resumed from `{entry.checkpoint}`.", ""]
+    if entry.parity is not None:
+        lines += [f"Loss parity: {markdown_text(entry.parity.line(), MAX_NOTE)}.", ""]
     lines += ["| phase | at | since outage |", "|---|---|---|"]
     lines += [f"| {r['phase']} | {r['at']} | {r['since outage']} |" for r in phase_rows(entry)]
     if entry.notes:
@@ -144,18 +160,24 @@ def timeline_path(entry: LedgerEntry, folder: Path = TIMELINES) -> Path:
     return folder / f"{entry.runbook}-{entry.run_id}.png"
 
 
-def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
-    """Draw the run's steps as a Gantt chart (seconds since the outage) into a PNG."""
-    import matplotlib
+def origin_label(entry: LedgerEntry) -> str:
+    """What the picture's time axis counts from: a failback begins when it is asked for."""
+    return (
+        "seconds since the failback was asked for"
+        if entry.kind == "failback"
+        else "seconds since outage start"
+    )
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    origin = entry.phases.get("outage_start") or min(entry.phases.values(), default=None)
-    if origin is None:
-        raise ValueError(f"run {entry.run_id} has no recorded phase to draw")
+def timeline_bars(entry: LedgerEntry) -> list[tuple[str, tuple[datetime, datetime]]]:
+    """(label, (start, end)) of each bar the picture draws: the steps, the flow's start-up
+    before the confirm step, the client's error window, each failed step up to its failure."""
     steps = steps_for(entry.table)
-    bars = [(s.label, entry.span(s.milestone)) for s in steps]
+    bars = []
+    for s in steps:
+        if s.milestone == "confirmed" and entry.start_up:
+            bars.append((START_UP_LABEL, entry.start_up))
+        bars.append((s.label, entry.span(s.milestone)))
     bars = [(label, span) for label, span in bars if span]
     if entry.client and entry.client.first_error and entry.client.first_good_after:
         bars.append((CLIENT_LABEL, (entry.client.first_error, entry.client.first_good_after)))
@@ -164,18 +186,44 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
             start = entry.began.get(s.milestone) or entry.start_of(s)
             if f.phase in (s.milestone, *s.marks) and start:
                 bars.append((f"{s.label} (failed)", (start, f.at)))
+    return bars
+
+
+def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
+    """Draw the run's steps as a Gantt chart (seconds since the outage) into a PNG."""
+    import matplotlib.pyplot as plt
+
+    fig = timeline_figure(entry)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def timeline_figure(entry: LedgerEntry):
+    """The run's Gantt chart as a matplotlib figure, its title wrapped to fit the width."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    origin = entry.phases.get("outage_start") or min(entry.phases.values(), default=None)
+    if origin is None:
+        raise ValueError(f"run {entry.run_id} has no recorded phase to draw")
+    bars = timeline_bars(entry)
 
     fig, ax = plt.subplots(figsize=(10, 0.45 * max(len(bars), 3) + 1.6), dpi=110)
     for row, (label, (start, stop)) in enumerate(bars):
         left = (start - origin).total_seconds()
         width = max((stop - start).total_seconds(), 0.0)
         color = "#d62728" if label.endswith("(failed)") else ("#ff7f0e" if label == "approval" else "#1f77b4")
-        color = "#9467bd" if label == CLIENT_LABEL else color
+        color = "#9467bd" if label == CLIENT_LABEL else "#7f7f7f" if label == START_UP_LABEL else color
         ax.barh(row, width or 0.001, left=left, color=color, height=0.6)
         ax.text(left + width, row, f" {format_duration(stop - start)}", va="center", fontsize=8)
     ax.set_yticks(range(len(bars)), [b[0] for b in bars])
     ax.invert_yaxis()
-    ax.set_xlabel("seconds since outage start")
+    ax.set_xlabel(origin_label(entry))
     # Scale to what happened; a target far beyond it would squash every bar to a sliver.
     end = max(
         [(stop - origin).total_seconds() for _, (_, stop) in bars]
@@ -194,18 +242,34 @@ def render_timeline(entry: LedgerEntry, out: str | Path) -> Path:
                 ha="center",
                 va="bottom",
             )
-    kind = entry.label
     client = f", client errors {_fmt(entry.client.window)}" if entry.client else ""
-    ax.set_title(
-        f"{entry.runbook} {kind} {entry.run_id} ({entry.outcome}): RTO {_fmt(entry.rto)} (target {_fmt(entry.rto_target)}), "
+    parts = [
+        f"{entry.runbook} {entry.label} {entry.run_id} ({entry.outcome}):",
+        f"RTO {_fmt(entry.rto)} (target {_fmt(entry.rto_target)}),",
         f"RPO {_fmt(entry.rpo)} (target {_fmt(entry.rpo_target)}){client}",
-        fontsize=9,
-        pad=14,
-    )
+    ]
+    title = ax.set_title(" ".join(parts), fontsize=9, pad=14)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    _fit_title(fig, title, parts)
+    return fig
+
+
+def _fit_title(fig, title, parts: list[str]) -> None:
+    """Wrap the title at its parts until it lies inside the figure (measured as drawn: it is
+    centred over the axes, a run id is 36 characters, a runbook name up to 63), then shrink
+    what still does not."""
+    renderer = fig.canvas.get_renderer()
+    for lines in ([" ".join(parts)], [parts[0], " ".join(parts[1:])], parts):
+        title.set_text("\n".join(lines))
+        if overflow(fig, title, renderer) <= 0:
+            break
+    while overflow(fig, title, renderer) > 0 and title.get_fontsize() > 5:
+        title.set_fontsize(title.get_fontsize() - 0.5)
+    fig.tight_layout()
+
+
+def overflow(fig, text, renderer=None) -> float:
+    """Pixels of `text` outside the figure's width (0 or less: it fits)."""
+    box = text.get_window_extent(renderer or fig.canvas.get_renderer())
+    return max(-box.x0, box.x1 - fig.bbox.width)

@@ -57,6 +57,7 @@ def play(box, *, bad_standby: bool) -> int:
     from lifeboat_dr.core.ledger import LedgerFile
     from lifeboat_dr.core.serving.failover import serving_failover
     from lifeboat_dr.core.timeline import entry_markdown, render_timeline, timeline_path
+    from lifeboat_dr.flows.serving import primary_site
     from lifeboat_dr.flows.serving_sandbox import stop
     from lifeboat_dr.flows.wiring import build_router, certified_weights_digest, new_ledger, serving_settings
     from lifeboat_dr.providers.serving.http import HttpEndpoint
@@ -86,6 +87,7 @@ def play(box, *, bad_standby: bool) -> int:
             ledger=ledger,
             outage_started_at=outage,
             detected_at=detected,
+            sites=primary_site(rb),
         )
         time.sleep(0.5)  # the client keeps going a little after the watch
     finally:

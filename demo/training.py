@@ -218,6 +218,10 @@ def show(rb, entry, result: dict, detail: str) -> bool:
     say("   " + entry.model_dump_json(include={"kind", "run_id", "outcome", "checkpoint", "notes"}))
     for row in phase_rows(entry):
         say("   " + "  ".join(f"{v:<20}" for v in row.values()))
+    if entry.start_up:  # no step's: the run created, its runbook loaded and wired
+        say(
+            f"   flow start-up {format_duration(entry.start_up[1] - entry.start_up[0])} (detection to the confirm step)"
+        )
     rto_ok = entry.rto is not None and entry.rto <= rb.rto_target
     rpo_ok = entry.rpo is not None and entry.rpo <= rb.rpo_target
     for name, value, target, ok in (
@@ -233,6 +237,8 @@ def show(rb, entry, result: dict, detail: str) -> bool:
         if result["timeline"]
         else "   no timeline picture"
     )
+    if entry.parity is not None:  # passed, mismatch or not provable: how the resume was proved
+        say(f"   loss parity: {entry.parity.line()}")
     say(f"   loss check: {detail}")
     return result["outcome"] == "completed" and rto_ok and rpo_ok
 

@@ -395,10 +395,11 @@ def _announce(outcome: tuple | None, runbook: str, markdown: str) -> None:
 class ChatGate:
     """The failover flow's `Gate`: the card in chat, the run paused for the decision,
     `approval_requested` / `approval_granted` (or the rejection) kept in the flow's ledger.
-    `await_kw` passes through to `await_approval` (clock, grace_s)."""
+    `await_kw` passes through to `await_approval` (clock, grace_s). A `drill` gate's
+    notifications begin "DRILL: ", as its card does, so nobody takes a rehearsal for an outage."""
 
-    def __init__(self, runbook, chat: Chat, **await_kw):
-        self.runbook, self.chat, self.await_kw = runbook, chat, await_kw
+    def __init__(self, runbook, chat: Chat, *, drill: bool = False, **await_kw):
+        self.runbook, self.chat, self.drill, self.await_kw = runbook, chat, drill, await_kw
         self._later: list[Callable[[], None]] = []
 
     def request(self, card: ApprovalCard, ledger=None) -> ApprovalDecision:
@@ -412,6 +413,8 @@ class ChatGate:
 
     def notify(self, text: str) -> None:
         try:
-            self.chat.post(self.runbook.approval.channel or "console", text)
+            self.chat.post(
+                self.runbook.approval.channel or "console", f"DRILL: {text}" if self.drill else text
+            )
         except Exception as e:  # a failed page must not hide the failure it reports
             log.warning("could not notify: %s", e)

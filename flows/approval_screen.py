@@ -4,7 +4,9 @@ Prefect renders a paused run's `wait_for_input` model as a form and its descript
 (`RunInput.with_initial_data(description=…)`, saved beside the schema) as Markdown above
 it. So the form asks only what a person decides — approve or not, and why — and the card
 (evidence, certified checkpoint with step and age, RPO against its target, the plan with
-its $/h, prestage readiness, expected RTO, the deadline) is the description. Who decided is
+its $/h and node count, prestage readiness, expected RTO, what it resumes from and how it
+will prove it, what a mismatch would do, the deadline and what follows it, who may decide) is
+the description. Who decided is
 never a field: it comes signed from the front door that verified them
 (`lifeboat_dr.core.approval_proof`), riding in the same input as extra keys the form does not show.
 """
@@ -56,17 +58,7 @@ def card_markdown(card: ApprovalCard, now: datetime | None = None) -> str:
             left = max(int((card.deadline - now).total_seconds()), 0)
             text = f"{text} ({left // 60} min {left % 60} s left; then the runbook's on_timeout applies)"
         rows.append(f"- **{label}:** {_cell(text)[:2000]}")
-    who = ", ".join(card.approvers) or "the runbook's approvers"
-    body = "\n".join(
-        [
-            f"## {_cell(title)}",
-            "",
-            *rows,
-            "",
-            f"Run `{card.run_id}`. Approvers: {_cell(who)}. Your login must be one of theirs "
-            "(runbook `approval.logins`); any other decision is refused and recorded.",
-        ]
-    )
+    body = "\n".join([f"## {_cell(title)}", "", *rows, "", f"Run `{card.run_id}`."])
     return body[:MAX_DESCRIPTION]
 
 

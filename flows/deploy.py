@@ -4,8 +4,8 @@
 placeholder `RUNBOOK_PLACEHOLDER` is per runbook (watch, certify, replicate, prestage, the
 drills, audit): `deployment_plan` makes one copy for each runbook given, named after it, with
 the runbook written in as the workers will find it (`runbook_target`): a file by its path,
-relative to the project root when it lives inside it (so every worker that checks the project
-out at the same place reads the same file) and absolute otherwise; a shipped example given by
+relative to the project root when it lives inside it (so every run reads the same file in its
+clone of the deployed commit, `GitSource`, or in the project folder itself) and absolute otherwise; a shipped example given by
 name (`lifeboat deploy demo`) by that name, which each worker finds in its own installed
 package (`lifeboat_dr.runbooks.examples`).
 Prefect fills `{{ $VAR }}` at deploy time, on the deploying host, which is why the path is
@@ -58,6 +58,27 @@ def shipped_template() -> dict[str, Any]:
     import yaml
 
     return yaml.safe_load(resources.files(__package__).joinpath(TEMPLATE).read_text())
+
+
+@dataclass(frozen=True)
+class GitSource:
+    """Where every flow run gets the project: `repository` (any URL git clones: https, ssh,
+    file) checked out at `commit` in the run's own folder, by Prefect's `git_clone` pull step."""
+
+    repository: str
+    commit: str
+
+
+def pull_steps(project_root: Path, source: GitSource | None) -> list[dict[str, Any]]:
+    """The plan's `pull` section: clone `source` pinned to its commit (Prefect then runs the
+    flow in the clone, so runbook paths relative to the project resolve there), or, with no
+    source, run in `project_root` itself, which then must exist on every worker's host."""
+    if source is None:
+        return [
+            {"prefect.deployments.steps.set_working_directory": {"directory": str(project_root.resolve())}}
+        ]
+    clone = {"repository": source.repository, "commit_sha": source.commit}
+    return [{"prefect.deployments.steps.git_clone": clone}]
 
 
 @dataclass(frozen=True)
@@ -172,13 +193,15 @@ def deployment_plan(
     pool: str = WORK_POOL,
     secondary_pool: str = SECONDARY_POOL,
     heartbeat_s: int = HEARTBEAT_S,
+    source: GitSource | None = None,
 ) -> dict[str, Any]:
     """The `prefect.yaml` document that deploys `template`'s shared entries once and its
     per-runbook entries once per target, run from `project_root`: on work pool `pool`, or
     `secondary_pool` for the entries the template puts on `lifeboat-secondary`; each target's
     watch, replicate and certify at the periods of its `cadence_plan`.
     `failover` runs send a heartbeat every `heartbeat_s` (the crash-recovery automation
-    counts on it, whatever the worker's own settings)."""
+    counts on it, whatever the worker's own settings). Each run gets the project from
+    `source` (`pull_steps`)."""
     if not targets:
         raise ConfigError("lifeboat deploy: name at least one runbook")
     if secondary_pool == pool:
@@ -222,9 +245,7 @@ def deployment_plan(
                 job.setdefault("env", {})["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] = str(heartbeat_s)
             out.append(one)
     doc = {k: v for k, v in template.items() if k not in ("deployments", "pull", "build", "push")}
-    doc["pull"] = [
-        {"prefect.deployments.steps.set_working_directory": {"directory": str(project_root.resolve())}}
-    ]
+    doc["pull"] = pull_steps(project_root, source)
     doc["deployments"] = out
     return doc
 

@@ -70,7 +70,7 @@ def run_failover(rig: Rig) -> Outcome:
     ledger = build_ledger(rig.rb, run_id=rig.drill_id, drill=rig.kind)
     ledger.note("drill", rig.kind)
     guard = Guard(rig.rb, rig.drill_id, action="drill", approval=rig.approval, rehearsal=True)
-    gate = ChatGate(rig.rb, ConsoleChat(guard.console))  # never Slack: drills page nobody
+    gate = ChatGate(rig.rb, ConsoleChat(guard.console), drill=True)  # never Slack: drills page nobody
     error = None
     try:
         with guard.acting(ledger, gate.notify, store=providers.secondary):

@@ -175,7 +175,7 @@ def failover(
     if sky_rehearsal is not None:
         ledger.note("skypilot dry run", sky_rehearsal.summary())
     _note_start_up(ledger, flow_run)
-    gate = build_gate(rb, console=guard.console)
+    gate = build_gate(rb, console=guard.console, drill=dry_run)
     if flow_run.id:
         try:
             tag_run(run_id, run_tags(rb, dry_run=dry_run))

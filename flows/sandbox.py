@@ -64,6 +64,9 @@ def sandboxed(
     (`history=False`: empty sites, for a caller that plays it). `trainer`: the job, `numpy`
     or `torch` (lifeboat_dr.standins.trainer.jobs). `keep`: a re-run of the dry run that made
     the sandbox goes on in it as it is (its sites, its cluster and the job running there)."""
+    # checkpoints at least parity_steps apart: the steps after the previous one are all in the
+    # pre-failure log, so a rehearsal proves its resume (by its own steps or by a replay)
+    every = max(every, rb.verify.parity_steps or 0)
     job = trainer_job(trainer)
     if why := job.missing():
         raise ConfigError(why)

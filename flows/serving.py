@@ -90,7 +90,7 @@ def _serve(rb, *, run_id, outage_started_at, detected_at, evidence, force, appro
     guard = Guard(rb, run_id, action="serving", approval=approval, rehearsal=rehearsal, force=force)
     ledger = build_ledger(rb, run_id=run_id, drill="dry-run" if rehearsal else None)
     settings = serving_settings(rb)
-    gate = build_gate(rb, console=guard.console)
+    gate = build_gate(rb, console=guard.console, drill=rehearsal)
     started = outage_started_at or datetime.now(UTC)
     try:
         with guard.acting(ledger, gate.notify):
@@ -115,6 +115,8 @@ def _serve(rb, *, run_id, outage_started_at, detected_at, evidence, force, appro
                 if rb.approval.required
                 else None,
                 runner=PrefectRunner(settings.retries, settings.retry_delay_s),
+                sites=primary_site(rb),
+                page=gate.notify,
             )
     except StandDown as e:  # another failover of this runbook is running
         ledger.note("stood down", str(e))
@@ -131,6 +133,14 @@ def _serve(rb, *, run_id, outage_started_at, detected_at, evidence, force, appro
         "timeline": str(picture) if picture else None,
         "failures": [f.error for f in entry.failures],
     }
+
+
+def primary_site(rb) -> dict:
+    """The primary's endpoint by its role at the router (`wiring.build_router`): a revert goes
+    back to it only when it answers its health check now."""
+    from lifeboat_dr.providers.serving.http import HttpEndpoint
+
+    return {"primary": HttpEndpoint(rb.serving.primary_url)}
 
 
 def _approve(rb, run_id: str, evidence, rehearsal: bool, gate, ledger) -> bool:

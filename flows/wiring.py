@@ -78,14 +78,31 @@ def open_witness(rb: Runbook) -> Store | None:
     return store_opener(rb)(rb.witness.store) if rb.witness is not None else None
 
 
-def certify_runbook(rb: Runbook, *, at: datetime | None = None, deep: bool = False):
-    """Certify the runbook's secondary store against its primary."""
+def certify_runbook(
+    rb: Runbook, *, at: datetime | None = None, deep: bool = False, primary_down: str | None = None
+):
+    """Certify the runbook's secondary store against its primary. The primary (and the
+    witness) are read for the site state within the probe deadline, and the primary is
+    asked first within it: one that does not answer costs that much at most, and the
+    manifests decide. `primary_down`: why it is known down (the outage is confirmed): then
+    it is not asked at all."""
     from lifeboat_dr.core.certify import certify_replica
     from lifeboat_dr.core.sitestate import site_stores
 
     source, replica = open_sites(rb)
-    sites = site_stores(source, replica, open_witness(rb))
-    return certify_replica(replica, source, layout=rb.checkpoint.layout, at=at, deep=deep, sites=sites)
+    probe = probe_store_opener(rb)
+    primary_probe = probe(rb.primary.store)
+    witness = probe(rb.witness.store) if rb.witness is not None else None
+    return certify_replica(
+        replica,
+        source,
+        layout=rb.checkpoint.layout,
+        at=at,
+        deep=deep,
+        sites=site_stores(primary_probe, replica, witness),
+        source_down=primary_down,
+        source_probe=primary_probe,
+    )
 
 
 def read_text(rb: Runbook, where: str, opener: Callable[[str], Store] | None = None) -> str:
@@ -143,9 +160,9 @@ def providers_for(rb: Runbook, *, registry: Registry | None = None) -> Providers
 
     opener = store_opener(rb)
     try:
-        primary = opener(rb.primary.store)
+        primary, probe = opener(rb.primary.store), probe_store_opener(rb)(rb.primary.store)
     except LifeboatError:
-        primary = None
+        primary = probe = None
     return Providers(
         primary,
         opener(rb.secondary.store),
@@ -153,6 +170,7 @@ def providers_for(rb: Runbook, *, registry: Registry | None = None) -> Providers
         registry or registry_for(rb),
         opener,
         witness=opener(rb.witness.store) if rb.witness is not None else None,
+        primary_probe=probe,
     )
 
 
@@ -326,12 +344,28 @@ def build_probes(rb: Runbook, *, xid_wait_ms: int | None = 0, vantage: str | Non
             HttpControlPlane(endpoint, timeout_s=probe_deadline()) if endpoint else StoreControlPlane(primary)
         )
         probes.append(ProviderProbe(plane))
+    if rb.serving is not None:  # serving: the primary's own health endpoint, and the router's check of it
+        probes += serving_probes(rb, signals)
     if vantage is None:
         return probes
     from lifeboat_dr.core.detection.vantage import VantageProbe
 
     bound = 4 * probe_deadline()  # the provider probe's 3 pings, each within the deadline
     return [VantageProbe(p, vantage, bound_s=bound) for p in probes]
+
+
+def serving_probes(rb: Runbook, signals: set[str]) -> list:
+    """`endpoint_health` and `router_health` for a serving runbook that lists them."""
+    from lifeboat_dr.core.detection.probes import EndpointHealthProbe, RouterHealthProbe
+    from lifeboat_dr.providers.serving.http import HttpEndpoint
+
+    probes: list = []
+    if "endpoint_health" in signals:
+        endpoint = HttpEndpoint(rb.serving.primary_url)
+        probes.append(EndpointHealthProbe(endpoint, rb.serving.health_path, timeout_s=probe_deadline()))
+    if "router_health" in signals:
+        probes.append(RouterHealthProbe(build_router(rb), "primary", name=rb.serving.traffic.router.value))
+    return probes
 
 
 def probe_deadline() -> float:
@@ -359,7 +393,23 @@ def settings_for(rb: Runbook) -> FailoverSettings:
         on_parity_failure=rb.verify.on_parity_failure,
         channel=a.channel,
         approvers=tuple(a.approvers),
+        logins=tuple(login for person in a.approvers for login in a.logins.get(person, ())),
+        on_timeout=str(getattr(a.on_timeout, "value", a.on_timeout)),
+        nodes=job_nodes(rb),
     )
+
+
+def job_nodes(rb: Runbook) -> int | None:
+    """Nodes the job's cluster takes: its task's `num_nodes` (1 without one: local compute);
+    None when the task cannot be read (the card says nothing rather than guess)."""
+    if not rb.job.task:
+        return 1
+    from lifeboat_dr.providers.compute.skypilot import task_nodes
+
+    try:
+        return task_nodes(rb.resolve(rb.job.task))
+    except (OSError, ValueError, LifeboatError):
+        return None
 
 
 def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
@@ -391,6 +441,10 @@ def spec_for(rb: Runbook, providers: Providers) -> StepSpec:
         loss_log=(lambda: read_text(rb, loss_log, providers.open_store)) if loss_log else None,
         primary_cluster=rb.primary.cluster,
         runbook=rb.name,
+        parity_min_coverage=v.parity_min_coverage,
+        # a replay beside the job writes here (LIFEBOAT_AUDIT_DIR): on a remote cluster its own
+        # /tmp; on local compute a temp folder of this machine
+        replay_scratch=None if rb.secondary.infra == "local" else f"/tmp/lifeboat-proof-{rb.name}",
     )
 
 
@@ -526,11 +580,11 @@ def build_failback_steps(
     )
 
 
-def build_gate(rb: Runbook, *, console: str = "wait"):
+def build_gate(rb: Runbook, *, console: str = "wait", drill: bool = False):
     """Slack when the runbook names a channel and a bot token is configured
     (`SLACK_BOT_TOKEN`, as for `lifeboat serve`, or the Prefect Secret block `lifeboat-slack-bot-token`);
     otherwise the console, which waits for the UI or `lifeboat approve` (`wait`), or decides
-    at once (`approve` / `reject`, for demos and drills)."""
+    at once (`approve` / `reject`, for demos and drills). A `drill` gate says DRILL in what it posts."""
     from lifeboat_dr.flows.approval import ChatGate
     from lifeboat_dr.providers.chat.console import ConsoleChat
 
@@ -538,8 +592,8 @@ def build_gate(rb: Runbook, *, console: str = "wait"):
     if token is not None:
         from lifeboat_dr.providers.chat.slack import SlackChat
 
-        return ChatGate(rb, SlackChat(token))
-    return ChatGate(rb, ConsoleChat(console))
+        return ChatGate(rb, SlackChat(token), drill=drill)
+    return ChatGate(rb, ConsoleChat(console), drill=drill)
 
 
 def _slack_token():

@@ -67,6 +67,8 @@ class Signal(StrEnum):
     checkpoint_freshness = "checkpoint_freshness"
     provider = "provider"
     alertmanager = "alertmanager"
+    endpoint_health = "endpoint_health"  # serving: the primary's own health endpoint, from the control plane
+    router_health = "router_health"  # serving: the traffic router's own check of the primary
 
 
 class _Strict(BaseModel):
@@ -405,8 +407,19 @@ class Verify(_Strict):
         "Default: 5 when loss_log is named, else 0.",
     )
     parity_tolerance: float = Field(0.0, ge=0, description="Largest relative loss difference accepted.")
+    parity_min_coverage: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Least share of the parity_steps asked that must be compared for a pass. Default 0.5: "
+        "with parity_steps 5, three steps. Below it the proof is not provable (never a pass): it comes "
+        "from a replay of the previous certified checkpoint beside the resumed job.",
+    )
     on_parity_failure: Literal["rollback", "page"] = Field(
-        "rollback", description="Roll back to the previous certified checkpoint, or stop and page."
+        "rollback",
+        description="On a mismatch (never on not provable): roll back to the previous certified "
+        "checkpoint, or stop and page. A mismatch in the replay beside the newest checkpoint pages; "
+        "the job keeps training from the newest unless this is page.",
     )
     loss_log: str | None = Field(
         None,

@@ -41,7 +41,7 @@ def render_markdown(rb: Runbook, source: str, advice: str = "") -> str:
         _sites(rb),
         _detect(rb),
         _certify(rb, source),
-        _fence(rb),
+        _fence(rb, source),
         _approve(rb),
         _provision(rb, source),
         _prestage(rb),
@@ -216,7 +216,12 @@ By hand (nothing here needs the primary but the comparison in 4, if it answers):
 """
 
 
-def _fence(rb: Runbook) -> str:
+EPOCH_ENV = "LIFEBOAT_EPOCH"  # the epoch a resumed job commits under (lifeboat_dr.core.commit)
+STORE_ENV = "LIFEBOAT_STORE"  # and the store it commits to
+EPOCH_LINE = "EPOCH=1  # the epoch `lifeboat fence` printed in step 3 (1 after a first failover)"
+
+
+def _fence(rb: Runbook, source: str) -> str:
     if rb.primary.infra == "local":
         stop = "stop the job's processes on the primary host"
     else:
@@ -231,11 +236,15 @@ Two copies must never write the same checkpoint prefix. The lease `{LEASE_KEY}` 
 holding an older epoch is refused. With the primary down the fence is the secondary's lease:
 the failover seals the old epoch at the newest commit the secondary holds.
 
-By hand:
+By hand (nothing here needs Prefect or the primary):
 1. Stop the primary's job if its site answers: {stop}. A site that does not answer cannot
    be stopped from here; its job's guarded commits still go through the lease.
-2. Revoke the primary job's write access to its checkpoint prefix, or raise the epoch in
-   `{LEASE_KEY}` so the job's lease check fails before its next commit.
+2. Fence it in the stores: `lifeboat fence {source} --by YOUR_NAME --reason "REASON"` (replace
+   `YOUR_NAME` and `REASON`: the ledger records both as a manual fence). It raises the epoch
+   once, sealing the old one at the commits that count (run again, it says "already fenced at
+   epoch N"). It exits 75 with nothing written when the secondary's store does not answer, or
+   while a failover runs (it holds the runbook's lock): retry. Note the epoch it prints: the job
+   resumed in step 5 commits under it (`{EPOCH_ENV}`).
 """
 
 
@@ -291,15 +300,19 @@ def _hand_local(rb: Runbook, source: str) -> str:
     cd = "" if workdir == "." else f"cd {shlex.quote(workdir)} && "
     r = rb.job.resume
     command = " ".join(rb.job.command.split())
+    store = _local_path(_from_root(rb.secondary.store, source)).rstrip("/")
+    here = store if posixpath.isabs(store) else posixpath.relpath(store, workdir)  # after the cd
+    env = f'{EPOCH_ENV}="$EPOCH" {STORE_ENV}={shlex.quote("file://" + here)} '
     if r.arg:
-        line = cd + command + " " + r.arg.replace("{checkpoint}", '"$CKPT"')
+        line = cd + env + command + " " + r.arg.replace("{checkpoint}", '"$CKPT"')
     else:
-        line = f'{cd}{r.env}="$CKPT" {command}'
-    checkpoint = _local_path(_from_root(rb.secondary.store, source)).rstrip("/") + "/CHECKPOINT"
-    return f"""By hand, on the standby host, from the repository root:
+        line = f'{cd}{env}{r.env}="$CKPT" {command}'
+    return f"""By hand, on the standby host, from the repository root (the job commits to the secondary's
+store under the fence's epoch):
 
 ```bash
-CKPT={checkpoint}  # the checkpoint certified in step 2
+CKPT={store}/CHECKPOINT  # the checkpoint certified in step 2
+{EPOCH_LINE}
 {line}
 ```"""
 
@@ -327,16 +340,20 @@ def _hand_launch(rb: Runbook, source: str) -> str:
         args += ["--gpus", c.accelerators]
     if c.use_spot:
         args.append("--use-spot")
-    args += ["--env", f"{env}=$CKPT", dr_task]
     body = yaml.dump(config, Dumper=_BlockDumper, sort_keys=False, width=1000).rstrip()
-    command = " ".join(shlex.quote(a) for a in args[:-3]) + f' --env "{env}=$CKPT" ' + shlex.quote(dr_task)
+    command = (
+        " ".join(shlex.quote(a) for a in args)
+        + f' --env "{env}=$CKPT" --env "{EPOCH_ENV}=$EPOCH" --env {shlex.quote(f"{STORE_ENV}={secondary}")} '
+        + shlex.quote(dr_task)
+    )
     return f"""By hand, from the repository root: the task `{task_rel}` as the failover launches it (no
 pinned region, checkpoint store references moved to the secondary, the secondary's bucket mounted
-at `/lifeboat/checkpoints`), then SkyPilot on the first candidate. On a capacity error, change
-`--infra` to the next candidate.
+at `/lifeboat/checkpoints`, the job committing there under the fence's epoch), then SkyPilot on
+the first candidate. On a capacity error, change `--infra` to the next candidate.
 
 ```bash
 CKPT={secondary.rstrip("/")}/CHECKPOINT  # the checkpoint certified in step 2
+{EPOCH_LINE}
 cat > {dr_task} <<'LIFEBOAT_TASK'
 {body}
 LIFEBOAT_TASK

@@ -47,9 +47,10 @@ def read_text(path: Path, shown: str, field: str = "") -> str:
         raise RunbookInvalid([Problem(shown, None, field, "no such file")]) from None
     except OSError as e:  # no permission, a name the OS refuses
         raise RunbookInvalid([Problem(shown, None, field, f"cannot read: {e.strerror or e}")]) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO, a device, a directory (fdopen refuses one)
+        os.close(fd)
+        raise RunbookInvalid([Problem(shown, None, field, "not a regular file")])
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO, a device, a directory
-            raise RunbookInvalid([Problem(shown, None, field, "not a regular file")])
         try:
             data = f.read(MAX_BYTES + 1)
         except OSError as e:

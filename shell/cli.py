@@ -8,9 +8,11 @@ exit 1 (or the error's own `exit_code`), never a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import importlib
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +28,7 @@ COMMANDS = {  # name -> what it does, in the order an on-call meets them
     "replicate": "copy committed checkpoints from the active site to the standby (newest first), then apply retention",
     "plan": "rank the secondary's candidates with $/h, the failed primary blocked",
     "failover": "fail a job over now (the failover flow, run in this process)",
+    "fence": "fence the old primary by hand, straight against the stores (Prefect down)",
     "failback": "bring the job back to the recovered primary (the failback flow)",
     "approve": "approve or reject a failover waiting at its approval gate",
     "report": "show a runbook's failover and drill history, and draw the latest timeline",
@@ -39,14 +42,45 @@ COMMANDS = {  # name -> what it does, in the order an on-call meets them
 RUNBOOK_HELP = "runbook YAML file, or a shipped example by name (demo, llama-70b-pretrain, …)"
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors suggest the nearest command, choice or flag."""
+
+    def error(self, message: str):
+        super().error(message + did_you_mean(self, message))
+
+
+def did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    """ "; did you mean 'failover'?" for an argparse error naming a near miss, else ""."""
+    if m := re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message):
+        near = difflib.get_close_matches(m[1], re.findall(r"'([^']*)'", m[2]), n=1)
+        return f"; did you mean {near[0]!r}?" if near else ""
+    if m := re.search(r"unrecognized arguments: (.*)", message):
+        flags = sorted(_flags(parser))
+        for word in m[1].split():
+            if word.startswith("-") and (near := difflib.get_close_matches(word.split("=")[0], flags, n=1)):
+                return f"; did you mean {near[0]}?"
+    return ""
+
+
+def _flags(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of `parser` and of the subcommands registered in it."""
+    found = set(parser._option_string_actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _flags(sub)
+    return found
+
+
 def build_parser(argv: list[str] | None = None, *, every: bool = False) -> argparse.ArgumentParser:
     """The parser for `argv`: only the command it names is imported (an on-call's `--help` or
     `validate` must not wait for SkyPilot or Prefect); the others are listed by name. `every`
     registers them all."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="lifeboat",
         description="Disaster-recovery runbooks for GPU training and inference, as code that runs.",
     )
+    parser.add_argument("--version", action="version", version=f"lifeboat {_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
     for name, summary in COMMANDS.items():
@@ -55,6 +89,15 @@ def build_parser(argv: list[str] | None = None, *, every: bool = False) -> argpa
         else:
             subparsers.add_parser(name, help=summary)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lifeboat-dr")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 @contextmanager
@@ -85,6 +128,23 @@ def main(argv: list[str] | None = None) -> int:
         return getattr(e, "exit_code", 1)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `lifeboat report … | head`: the reader has all it wanted
+        sys.stderr.close()
+        return 141
+    except Exception as e:  # Prefect down is the on-call's problem to fix, in one line; a bug shows whole
+        down = _prefect_unreachable(e)
+        if down is None:
+            raise
+        print(f"lifeboat {args.command}: {down}", file=sys.stderr)
+        return down.exit_code
+
+
+def _prefect_unreachable(e: Exception):
+    if "prefect" not in sys.modules:  # a command that never imported Prefect cannot have failed to reach it
+        return None
+    from lifeboat_dr.providers.orchestrator.prefect_api import unreachable
+
+    return unreachable(e)
 
 
 if __name__ == "__main__":

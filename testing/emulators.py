@@ -1,7 +1,7 @@
 """Real protocol peers on loopback for tests and benchmarks: moto S3, two GCS servers
 (fake-gcs-server, which enforces generation preconditions on uploads, and the in-process
-gcp-storage-emulator, which ignores them), and a fault proxy (503s, resets, dropped replies,
-delays). Nothing here runs at import; each helper starts a server and stops it.
+gcp-storage-emulator, which ignores them), a fault proxy (503s, resets, dropped replies,
+delays), an endpoint that hangs. Nothing here runs at import; each helper starts a server and stops it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-_AWS_ENV = {
+AWS_TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
@@ -33,7 +33,7 @@ def moto_server() -> Iterator[str]:
     destination preconditions on copies as S3 does (`_s3_copy_preconditions`)."""
     from moto.server import ThreadedMotoServer
 
-    for k, v in _AWS_ENV.items():
+    for k, v in AWS_TEST_ENV.items():
         os.environ.setdefault(k, v)
     _s3_copy_preconditions()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -319,6 +319,42 @@ def dead_port() -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+class HangingServer:
+    """An endpoint on 127.0.0.1 that accepts every connection and never answers: what a
+    partitioned store looks like to a client (the connect succeeds, no reply ever comes), in
+    this process, no child started. `url`; `accepted` counts the connections it took."""
+
+    def __init__(self):
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self._listener.settimeout(0.1)
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.accepted = 0
+        self._held: list[socket.socket] = []  # kept open: a closed one would answer with a FIN
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            self._held.append(conn)
+
+    def __enter__(self) -> HangingServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for conn in [*self._held, self._listener]:
+            conn.close()
 
 
 @contextmanager

@@ -14,8 +14,9 @@ from datetime import UTC, datetime, timedelta
 
 from lifeboat_dr.core.certify import Certified, CertifyReport
 from lifeboat_dr.core.failover.contract import Confirmation, Fenced, Provisioned, Resumed
+from lifeboat_dr.core.failover.proof import ProofPlan
 from lifeboat_dr.core.prestage import PrestageReadiness
-from lifeboat_dr.core.resume import ParityResult
+from lifeboat_dr.core.resume import ParityOutcome, ParityResult
 from lifeboat_dr.kernel.errors import StandDown, StopFailover
 from lifeboat_dr.providers.compute.base import PlanOption
 from lifeboat_dr.runbooks.model import Runbook
@@ -50,7 +51,7 @@ class ScriptedSteps:
         durations: Mapping[str, float],
         *,
         checkpoints: Sequence[int] = (300, 200, 100),
-        parity: Sequence[bool] = (True,),
+        parity: Sequence[bool | ParityOutcome] = (True,),
         failing: Mapping[str, BaseException] | None = None,
         outage_started_at: datetime | None = None,
         taken_before: Sequence[str] = (),
@@ -127,10 +128,29 @@ class ScriptedSteps:
         )
         return self.resumed[-1]
 
+    def plan_proof(self, checkpoint: CertifyReport) -> ProofPlan:
+        step = checkpoint.certified.step
+        return ProofPlan(
+            step, "own", None, f"its first 5 step(s) against the pre-failure log (5 logged after step {step})"
+        )
+
     def prove(self, cluster: Provisioned, checkpoint: CertifyReport) -> ParityResult:
+        """`parity` entries: True (passed), False (a mismatch of the job's own steps), or a
+        `ParityOutcome` (not provable; a mismatch)."""
         self._run("prove")
-        passed = self.parity.pop(0) if self.parity else True
-        return ParityResult(passed, 5, "5 steps identical" if passed else "step 301: 2.31 vs 2.29")
+        scripted = self.parity.pop(0) if self.parity else True
+        outcome = (
+            scripted
+            if isinstance(scripted, ParityOutcome)
+            else (ParityOutcome.passed if scripted else ParityOutcome.mismatch)
+        )
+        detail = {
+            ParityOutcome.passed: "5 steps identical",
+            ParityOutcome.mismatch: "step 301: 2.31 vs 2.29",
+            ParityOutcome.not_provable: "the pre-failure log has no usable step in 301..305",
+        }[outcome]
+        compared = 0 if outcome is ParityOutcome.not_provable else 5
+        return ParityResult(outcome, compared, detail, asked=5)
 
     def still_there(self, checkpoint: CertifyReport) -> bool:
         return True

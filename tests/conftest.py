@@ -16,10 +16,10 @@ on SQLite, so every area's events, deployments and automations land on one serve
 it ignores generation preconditions), `fake_gcs_endpoint` (fake-gcs-server, a Go process that
 enforces them on uploads: the GCS backend of the fencing, commit-race and contract suites),
 `oci_registry` (Debian's `docker-registry` with basic auth: skipped with the reason where it
-is not installed),
-`prefect_server_process` / `prefect_server_postgres` (`prefect server start` on SQLite /
-on a private PostgreSQL cluster, `postgres_url`: skipped with the reason where PostgreSQL is
-not installed).
+is not installed), `prefect_server_process` (`prefect server start` on SQLite), `postgres_url`
+(a private PostgreSQL cluster: skipped with the reason where PostgreSQL is not installed; the
+production topology runs Prefect's multi-server control plane on it,
+tests/topology/test_production_topology.py).
 """
 
 import os
@@ -44,7 +44,6 @@ os.environ.setdefault("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "false")
 PEERS = (
     "prefect_server",
     "prefect_server_process",
-    "prefect_server_postgres",
     "postgres_url",
     "s3_endpoint",
     "gcs_endpoint",
@@ -61,6 +60,7 @@ PEER_PARAMS = {"s3", "gcs", "fake-gcs", "s3-moto", "gcs-emulator", "haproxy", "r
 # and processes; then the unit tests, which fill the workers' ends.
 START_FIRST = (
     "tests/topology/test_readme_deploy.py",  # in the checkout group: ~1/5 of the suite
+    "tests/topology/test_production_topology.py",  # checkout group too: the HA control plane, ~5 min
     "tests/failover/test_rerun_after_sigkill.py",
     "tests/approval/test_prefect_approval.py",
     "tests/trainer/test_dcp_trainer.py",
@@ -242,15 +242,6 @@ def postgres_url(request):
         yield url
     finally:
         cluster.__exit__(None, None, None)
-
-
-@pytest.fixture(scope="session")
-def prefect_server_postgres(postgres_url):
-    """`prefect server start` on PostgreSQL: the production database. Yields its API URL."""
-    from lifeboat_dr.testing.prefect_servers import prefect_server
-
-    with prefect_server(postgres_url) as url:
-        yield url
 
 
 @pytest.fixture(scope="session")

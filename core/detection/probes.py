@@ -214,3 +214,60 @@ class GpuHealthReadingProbe:
             "xids": [[x.gpu, x.xid] for x in health.xid_events],
         }
         return Reading(self.signal, f"nvml@{health.host}", status, self.clock(), summary, evidence)
+
+
+class EndpointHealthProbe:
+    """The primary model server's own health endpoint, read from where this probe runs
+    (serving: `endpoint_health`). Any answer but a 2xx within `timeout_s` is failing."""
+
+    signal = "endpoint_health"
+
+    def __init__(self, endpoint: Any, path: str, timeout_s: float, *, clock: Clock = utc_now):
+        self.endpoint, self.path, self.timeout_s, self.clock = endpoint, path, timeout_s, clock
+        self.source = f"health:{endpoint.url}{path}"
+        self.target = endpoint.url
+
+    def check(self, previous: Reading | None = None) -> Reading:
+        answer = self.endpoint.get(self.path, timeout=self.timeout_s)
+        evidence = {"status": answer.status, "latency_s": round(answer.latency_s, 3), "error": answer.error}
+        if answer.ok:
+            return Reading(
+                self.signal, self.source, Status.ok, self.clock(), f"{self.source} answers", evidence
+            )
+        why = answer.error or f"HTTP {answer.status}"
+        return Reading(
+            self.signal, self.source, Status.failing, self.clock(), f"{self.source}: {why}", evidence
+        )
+
+
+class RouterHealthProbe:
+    """The traffic router's own check of a site (serving: `router_health`): failing when it
+    says the site is down; unknown when the router runs no check or does not answer."""
+
+    signal = "router_health"
+
+    def __init__(self, router: Any, site: str, *, name: str = "router", clock: Clock = utc_now):
+        self.router, self.site, self.clock = router, site, clock
+        self.source, self.target = f"{name}:{site}", None
+
+    def check(self, previous: Reading | None = None) -> Reading:
+        try:
+            seen = self.router.health().get(self.site)
+        except LifeboatError as e:
+            return Reading(
+                self.signal, self.source, Status.unknown, self.clock(), f"{self.source}: {e}", unreachable(e)
+            )
+        if seen is None or seen.state == "unknown":
+            return Reading(
+                self.signal, self.source, Status.unknown, self.clock(), f"{self.source}: no check runs"
+            )
+        status = Status.failing if seen.state == "down" else Status.ok
+        evidence = {"state": seen.state, "detail": seen.detail, "weight": seen.weight}
+        return Reading(
+            self.signal,
+            self.source,
+            status,
+            self.clock(),
+            f"{self.source} {seen.state} ({seen.detail})",
+            evidence,
+        )

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from lifeboat_dr.core.certify import CertifyReport
+from lifeboat_dr.core.failover.proof import ProofPlan
 from lifeboat_dr.core.prestage import PrestageReadiness
 from lifeboat_dr.core.resume import ParityResult
 from lifeboat_dr.providers.chat.base import ApprovalCard, ApprovalDecision
@@ -36,6 +37,9 @@ class FailoverSettings:
     on_parity_failure: str = "rollback"  # rollback | page
     channel: str | None = None  # where the approval card goes
     approvers: tuple[str, ...] = ()
+    logins: tuple[str, ...] = ()  # the verified logins that may decide (approval.logins), for the card
+    on_timeout: str = "abort"  # what the deadline does when nobody decides
+    nodes: int | None = None  # nodes behind the plan's $/h (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -110,8 +114,15 @@ class FailoverSteps(Protocol):
         first attempt started it) is kept, not restarted."""
         ...
 
+    def plan_proof(self, checkpoint: CertifyReport) -> ProofPlan:
+        """Before the approval: which proof a resume from `checkpoint` will get (its own
+        steps, a replay of the previous certified checkpoint beside it, or none)."""
+        ...
+
     def prove(self, cluster: Provisioned, checkpoint: CertifyReport) -> ParityResult:
-        """Compare the first resumed steps' losses with the pre-failure log."""
+        """Compare the first resumed steps' losses with the pre-failure log; when they prove
+        nothing, replay the previous certified checkpoint beside the job
+        (`lifeboat_dr.core.failover.proof`)."""
         ...
 
     def teardown(self, cluster: Provisioned) -> None: ...

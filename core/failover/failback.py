@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 from lifeboat_dr.core.certify import CertifyReport
 from lifeboat_dr.core.failover.contract import Confirmation, Fenced
+from lifeboat_dr.core.failover.proof import ProofPlan
 from lifeboat_dr.core.failover.steps import ProviderSteps
 from lifeboat_dr.core.replication.copying import ReplicationReport
 from lifeboat_dr.kernel.errors import LifeboatError, NotFound, ProviderUnavailable, StopFailover
@@ -162,6 +163,21 @@ class FailbackSteps(ProviderSteps):
         except LifeboatError:
             return on_its_own  # gone already, or unreachable: the lease keeps it from committing
         return on_its_own
+
+    def plan_proof(self, checkpoint: CertifyReport) -> ProofPlan:
+        """Before the approval the secondary's job still trains: its log is kept at the fence."""
+        step = self.spec.parity_steps
+        return ProofPlan(
+            checkpoint.certified.step,
+            "own" if step else "none",
+            None,
+            f"its first {step} step(s) against the secondary job's log, kept when it stops; when it "
+            "stopped at the checkpoint itself, a replay of the previous one beside it"
+            if step
+            else "not provable: loss parity disabled (parity_steps: 0)",
+            resumes=f"the newest checkpoint the secondary's job commits before it stops (step "
+            f"{checkpoint.certified.step} or newer)",
+        )
 
     def standby_log(self) -> str:
         """The secondary job's log: the losses the primary's resumed steps must reproduce."""

@@ -10,7 +10,7 @@ The re-run goes on in that entry (`RtoLedger(prior=...)`) and takes from it:
   anew: a newer one is the resumed job's own, from which nothing proves parity;
 - approval: the person's decision (and prestage, which only fed the card);
 - resume: the resumed job's first step, for the resume attempt recorded (`attempt`);
-- prove: a passed loss-parity proof: the run is complete.
+- prove: a final loss-parity proof (passed, or not provable): the run is complete.
 
 The other steps run again, idempotent where they act: confirm and plan only read, the fence
 takes the run's own lease back (no second epoch bump), provision launches by the cluster's
@@ -25,7 +25,7 @@ from typing import Any
 from lifeboat_dr.core.certify import Certified, CertifyReport
 from lifeboat_dr.core.failover.contract import Resumed
 from lifeboat_dr.core.ledger import LedgerEntry
-from lifeboat_dr.core.resume import ParityResult
+from lifeboat_dr.core.resume import ParityOutcome, ParityResult
 from lifeboat_dr.providers.chat.base import ApprovalDecision
 
 
@@ -46,9 +46,15 @@ def found_done(entry: LedgerEntry | None) -> dict[str, Any]:
         found["resume"] = Resumed(
             phases.get("checkpoint_loaded", first), first, chosen.certified.step + 1, kept=True
         )
-    if "prove" in done and "parity_passed" in phases:
-        # passed, as the note says ("3 step(s) within 0"); the walker reads no more of it
-        found["prove"] = ParityResult(True, 1, entry.notes.get("parity", "passed before the re-run"))
+    if "prove" in done and entry.parity is not None:  # final: passed, or not provable and said so
+        p = entry.parity
+        found["prove"] = ParityResult(
+            ParityOutcome(p.outcome), p.compared, p.detail, asked=p.asked, replayed_from=p.replayed_from
+        )
+    elif "prove" in done and "parity_passed" in phases:  # an entry from before the parity record
+        found["prove"] = ParityResult(
+            ParityOutcome.passed, 1, entry.notes.get("parity", "passed before the re-run"), asked=1
+        )
     return found
 
 

@@ -9,8 +9,10 @@ code path, not a mock of it.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -18,8 +20,16 @@ from functools import cached_property
 from lifeboat_dr.core.certify import CertifyReport, certify_replica
 from lifeboat_dr.core.detection.quorum import OutageState, QuorumPolicy, decide
 from lifeboat_dr.core.failover.contract import Confirmation, Fenced, Provisioned, Resumed
+from lifeboat_dr.core.failover.proof import ProofPlan, plan_proof, proof_cluster, replay
 from lifeboat_dr.core.prestage import PrestageReadiness
-from lifeboat_dr.core.resume import ParityResult, loss_parity, parse_loaded, parse_losses, wait_first_step
+from lifeboat_dr.core.resume import (
+    ParityOutcome,
+    ParityResult,
+    loss_parity,
+    parse_loaded,
+    parse_losses,
+    wait_first_step,
+)
 from lifeboat_dr.kernel.errors import LifeboatError, StandDown, StopFailover
 from lifeboat_dr.providers.compute.base import Compute, JobSpec, JobState, PlanOption
 from lifeboat_dr.providers.image_registry import Registry
@@ -40,6 +50,7 @@ class Providers:
     registry: Registry
     open_store: Callable[[str], Store]  # any store URI -> its Store, with its site's endpoint
     witness: Store | None = None  # the runbook's third site-state store, if it names one
+    primary_probe: Store | None = None  # the primary's store with the probe deadline: certify asks it first
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,10 @@ class StepSpec:
     primary_cluster: str | None = None  # the primary job's cluster, stopped when fencing
     activates: str = "secondary"  # the site the fence makes active (a failback: "primary")
     runbook: str = ""  # the runbook's name: the site state it reads and fences must be its own
+    parity_min_coverage: float = 0.5  # least share of parity_steps compared for a pass
+    replay_scratch: str | None = (
+        None  # where a proof's replay writes on the cluster (None: a temp folder here)
+    )
 
 
 def confirm_outage(
@@ -247,6 +262,7 @@ class ProviderSteps:
             at=(self.outage_started_at or self.clock()) + skew,
             older_than=older_than,
             sites=self.sites(),
+            source_probe=self.p.primary_probe,  # one that does not answer costs one probe deadline
         )
         clocks = reading.describe() if reading is not None else f"{self.p.secondary.uri}: clock not readable"
         report = dataclasses.replace(report, at=report.at - skew, clocks=clocks)
@@ -383,11 +399,35 @@ class ProviderSteps:
             env["LIFEBOAT_STORE"] = job.store_uri
         return dataclasses.replace(job, env=env)
 
-    def prove(self, cluster: Provisioned, checkpoint: CertifyReport) -> ParityResult:
+    def pre_failure(self) -> dict[int, float]:
+        return parse_losses(self.spec.loss_log() if self.spec.loss_log is not None else "")
+
+    def older_than(self, step: int) -> CertifyReport | None:
+        """The certified checkpoint before `step` (None: there is none)."""
+        try:
+            return self.certify(older_than=step)
+        except StopFailover:
+            return None
+
+    def plan_proof(self, checkpoint: CertifyReport) -> ProofPlan:
+        """Which proof a resume from `checkpoint` will get (`lifeboat_dr.core.failover.proof`)."""
         s, step = self.spec, checkpoint.certified.step
-        if not s.parity_steps:  # passes the gate, and is never recorded as parity_passed (0 compared)
-            return ParityResult(True, 0, "loss parity disabled (parity_steps: 0)")
-        pre = parse_losses(s.loss_log() if s.loss_log is not None else "")
+        pre = self.pre_failure()
+        plan = plan_proof(pre, step, None, s.parity_steps, s.parity_min_coverage)
+        if plan.how != "none" or not s.parity_steps:
+            return plan  # its own steps will do: no older checkpoint to certify
+        older = self.older_than(step)
+        return plan_proof(
+            pre, step, older.certified.step if older else None, s.parity_steps, s.parity_min_coverage
+        )
+
+    def prove(self, cluster: Provisioned, checkpoint: CertifyReport) -> ParityResult:
+        """The resumed job's own first steps against the pre-failure log; when they prove
+        nothing, a replay of the previous certified checkpoint beside it (see proof.py)."""
+        s, step = self.spec, checkpoint.certified.step
+        pre = self.pre_failure()
+        if not s.parity_steps:
+            return loss_parity(pre, {}, step, 0, s.parity_tolerance)
         wanted = [n for n in range(step + 1, step + s.parity_steps + 1) if n in pre]
         deadline = self.monotonic() + s.first_step_timeout_s
         while True:  # wait until the resumed job has logged the steps to compare (or stopped)
@@ -396,7 +436,46 @@ class ProviderSteps:
             if all(n in resumed for n in wanted) or finished or self.monotonic() > deadline:
                 break
             self.sleep(self.poll_s)
-        return loss_parity(pre, resumed, step, s.parity_steps, s.parity_tolerance)
+        own = loss_parity(
+            pre, resumed, step, s.parity_steps, s.parity_tolerance, min_coverage=s.parity_min_coverage
+        )
+        if own.outcome is not ParityOutcome.not_provable:
+            return own
+        older = self.older_than(step)
+        if older is None:
+            return dataclasses.replace(own, detail=f"{own.detail}; no older certified checkpoint to replay")
+        if not plan_proof(pre, step, older.certified.step, s.parity_steps, s.parity_min_coverage).replay_step:
+            return dataclasses.replace(
+                own, detail=f"{own.detail}; nor after step {older.certified.step}: nothing to replay against"
+            )
+        with self._scratch() as scratch:
+            replayed = replay(
+                self.p.compute,
+                proof_cluster(cluster.cluster),
+                cluster.option,
+                self.job(older.certified.uri),
+                older.certified.step,
+                pre,
+                steps=s.parity_steps,
+                tolerance=s.parity_tolerance,
+                min_coverage=s.parity_min_coverage,
+                timeout_s=s.first_step_timeout_s,
+                scratch=scratch,
+                poll_s=self.poll_s,
+                clock=self.monotonic,
+                sleep=self.sleep,
+            )
+        return dataclasses.replace(replayed, detail=f"{replayed.detail} (own steps: {own.detail})")
+
+    @contextmanager
+    def _scratch(self):
+        """Where the replay's job writes: the spec's folder on a remote cluster, else a temp
+        folder of this machine (local compute), removed after."""
+        if self.spec.replay_scratch:
+            yield self.spec.replay_scratch
+            return
+        with tempfile.TemporaryDirectory(prefix="lifeboat-proof-") as folder:
+            yield folder
 
     def teardown(self, cluster: Provisioned) -> None:
         self.p.compute.teardown(cluster.cluster)

@@ -6,8 +6,10 @@ starts each step as soon as the steps it waits for (`graph.step_graph`) are done
 approval gate runs on the walker's own thread (a Prefect pause must), while started steps
 (early provisioning) go on. Before each step that acts the steps re-check that the job is
 still this run's (`FailoverSteps.recheck`); a run that is not stands down (`StandDown`):
-outcome `stood-down`, the reason in the ledger, and the (shared) cluster left alone. After each proof the rollback policy decides: done, roll back
-to an older certified checkpoint (resume and prove again), or stop.
+outcome `stood-down`, the reason in the ledger, and the (shared) cluster left alone. After each
+proof the rollback policy (`rollback.after_proof`) decides: done (passed, or not provable and
+said so), page with the job going on (a mismatch in the replay beside it), roll back to an
+older certified checkpoint (resume and prove again), or stop.
 
 Each step's result is handed to the ledger before the steps after it start, and a step that
 acts waits for every record so far to land (`RtoLedger.flush`) before it acts: whatever the
@@ -33,7 +35,8 @@ from lifeboat_dr.core.failover import graph, rerun
 from lifeboat_dr.core.failover.card import approval_card, asked
 from lifeboat_dr.core.failover.contract import FailoverSettings, FailoverSteps, Gate, Provisioned
 from lifeboat_dr.core.failover.rollback import ParityDecision, after_proof
-from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
+from lifeboat_dr.core.ledger import LedgerEntry, ParityRecord, RtoLedger
+from lifeboat_dr.core.resume import ParityOutcome
 from lifeboat_dr.kernel.errors import ProviderUnavailable, StandDown, StopFailover, WriteFailed
 
 ACTING = ("fence", "provision", "resume")  # steps that change the world: re-checked first
@@ -186,8 +189,20 @@ class _Walk:
             led.step_done(name)
             return
         elif name == "prove":
-            led.note("parity", v.detail)
-            if not v.passed or not v.compared:  # 0 compared (parity disabled) is never "passed"
+            led.note("parity", v.summary())
+            led.parity(
+                ParityRecord(
+                    outcome=v.outcome.value,
+                    compared=v.compared,
+                    asked=v.asked,
+                    checkpoint_step=self.checkpoint.certified.step,
+                    replayed_from=v.replayed_from,
+                    detail=v.detail,
+                )
+            )
+            if v.outcome is ParityOutcome.not_provable:  # final, and never the parity_passed milestone
+                led.step_done(name)
+            if not v.passed:
                 return
         led.mark(step.milestone, t.finished)
         led.step_done(name)
@@ -296,6 +311,7 @@ class _Walk:
             self.done["plan"].value,
             self.done["prestage"].value,
             self.clock(),
+            proof=self.steps.plan_proof(self.checkpoint),  # what it resumes from, how it will prove it
         )
         card.action, card.epoch = asked(self.steps)  # the question the person's signature answers
         started = self.clock()
@@ -314,6 +330,13 @@ class _Walk:
         if decision is ParityDecision.passed:
             return
         uri = self.checkpoint.certified.uri
+        if decision in (ParityDecision.unproven, ParityDecision.page):
+            what = "NOT PROVABLE" if decision is ParityDecision.unproven else "MISMATCH in the replay"
+            self.gate.notify(
+                f"Lifeboat: loss parity {what} for {self.s.runbook} from {uri}: {parity.detail}. "
+                f"The job trains on from step {self.checkpoint.certified.step}."
+            )
+            return
         if decision is ParityDecision.stop:
             self.gate.notify(f"Lifeboat: loss parity failed for {self.s.runbook} from {uri}: {parity.detail}")
             raise StopFailover(f"loss parity failed from {uri}: {parity.detail}")
@@ -410,7 +433,7 @@ def execute(
         heading = next((m for m in graph.MILESTONES if m not in ledger.entry.phases), graph.MILESTONES[-1])
         with suppress(WriteFailed):
             ledger.fail(heading, e)
-        gate.notify(f"Lifeboat failover of {settings.runbook} failed before {heading}: {e}")
+        gate.notify(f"Lifeboat {asked(steps)[0]} of {settings.runbook} failed before {heading}: {e}")
         if (cluster := walk.cluster()) is not None and walk.inherited(cluster):
             with suppress(WriteFailed):
                 ledger.note(

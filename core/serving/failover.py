@@ -12,15 +12,19 @@ bounded by the step timeout. The walk marks each step's milestone from the table
 
 What a step finds is recorded, never raised: a standby that fails verification leaves
 traffic where it was (outcome `failed`); a breach while switching by steps or watching puts
-the weights back as they were before the switch (outcome `reverted`) and says why. An error
+the weights back as they were before the switch (outcome `reverted`) and says why — but only
+when every site those weights send traffic to is healthy now (the router's check, and the
+site's own health endpoint where one is given): otherwise traffic stays on the standby, a
+degraded standby being better than a dead primary, and a person is paged (outcome `held`). An error
 (the router still unreachable after its retries, a step past its timeout) is recorded
 against the milestone the walk was heading for, and raised.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,9 +36,21 @@ from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
 from lifeboat_dr.core.serving.steps import SERVING_STEPS
 from lifeboat_dr.core.serving.verify import verify_standby
 from lifeboat_dr.core.serving.watch import Thresholds, WatchResult, watch
-from lifeboat_dr.kernel.errors import WriteFailed
+from lifeboat_dr.kernel.errors import ProviderUnavailable, WriteFailed
 from lifeboat_dr.providers.serving.base import Answer, ModelEndpoint
 from lifeboat_dr.providers.traffic.base import TrafficRouter, revert, switch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A breach with no healthy site to revert to: traffic stays on the standby, paged."""
+
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 @dataclass(frozen=True)
@@ -70,6 +86,8 @@ def serving_failover(
     confirm: Callable[[], Confirmation] | None = None,
     approve: Callable[[RtoLedger], bool] | None = None,
     runner: Runner | None = None,
+    sites: Mapping[str, ModelEndpoint] | None = None,
+    page: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> LedgerEntry:
@@ -77,12 +95,15 @@ def serving_failover(
     outage as training's confirm step does (`lifeboat_dr.core.failover.steps.confirm_outage`;
     `StopFailover` when the quorum does not, recorded against `confirmed`); None when the
     caller saw it confirmed (a drill's sandbox). `runner` runs the steps that call out
-    (threads by default; the flow's runs each as a task run)."""
+    (threads by default; the flow's runs each as a task run). `sites`: the other sites'
+    endpoints by their name at the router, health-checked before a revert sends traffic
+    back; `page` tells a person when a revert is held (default: a log warning)."""
     runner = runner or ThreadRunner(settings.retries, settings.retry_delay_s)
     verify = partial(
         verify_for_switch, settings, standby=standby, expected_digest=expected_digest, ledger=ledger
     )
-    watching = dict(router=router, standby=standby, ledger=ledger, clock=clock, sleep=sleep)
+    back = Revert(router, settings, dict(sites or {}), page or _log_page)
+    watching = dict(router=router, standby=standby, ledger=ledger, revert=back, clock=clock, sleep=sleep)
     calls = {  # step -> (its call, the outcome when it finds a reason to stop)
         "verify": (verify, "failed"),
         "switch": (partial(switch_traffic, settings, **watching), "reverted"),
@@ -108,7 +129,8 @@ def serving_failover(
                 done = run_step(runner, step.name, call, timeout_s=settings.step_timeout_s)
                 ledger.begin(step.milestone, done.started)
                 if done.value is not None:
-                    ledger.fail(step.milestone, done.value, outcome=stopped)
+                    outcome = "held" if isinstance(done.value, Held) else stopped
+                    ledger.fail(step.milestone, str(done.value), outcome=outcome)
                     return ledger.entry
                 ledger.mark(step.milestone, done.finished)
     except BaseException as e:
@@ -153,11 +175,12 @@ def switch_traffic(
     router: TrafficRouter,
     standby: ModelEndpoint,
     ledger: RtoLedger,
+    revert: Revert,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> str | None:
+) -> str | Held | None:
     """Move traffic by the runbook's steps, watching between them: None once all of it is
-    on the standby, else why it went back. The weights found before the first move are
+    on the standby, else why it went back (or, with nowhere healthy to go back to, held). The weights found before the first move are
     noted in the ledger: a retry after a crash mid-switch reverts to those."""
     before = _weights_before(ledger)
     for i, percent in enumerate(settings.steps):
@@ -169,7 +192,7 @@ def switch_traffic(
         if i < len(settings.steps) - 1:
             held = _watched(settings, standby, settings.hold_s, clock, sleep)
             if held.breach:
-                return _revert(ledger, router, before, held, f"at {percent}%")
+                return revert(ledger, before, held, f"at {percent}%")
     return None
 
 
@@ -179,14 +202,15 @@ def watch_switched(
     router: TrafficRouter,
     standby: ModelEndpoint,
     ledger: RtoLedger,
+    revert: Revert,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> str | None:
+) -> str | Held | None:
     """Watch the standby with all traffic on it: None when it held, else why the weights
-    went back to what they were before the switch."""
+    went back to what they were before the switch (or why they could not: held)."""
     held = _watched(settings, standby, settings.watch_s, clock, sleep)
     if held.breach:
-        return _revert(ledger, router, _weights_before(ledger), held, "after the switch")
+        return revert(ledger, _weights_before(ledger), held, "after the switch")
     ledger.note("watch", _summary(held))
     return None
 
@@ -227,9 +251,51 @@ def _summary(w: WatchResult) -> str:
     return f"{w.requests} requests, error rate {w.error_rate:.1%}, P99 {p99}"
 
 
-def _revert(
-    ledger: RtoLedger, router: TrafficRouter, before: dict[str, int], held: WatchResult, when: str
-) -> str:
-    revert(router, before)
-    ledger.note("reverted", f"{when}: {held.breach}; weights back to {_show(before)}")
-    return f"reverted {when}: {held.breach}"
+class Revert:
+    """Put the weights back as they were before the switch, if every site they send traffic
+    to is healthy now; else hold on the standby and page."""
+
+    def __init__(
+        self,
+        router: TrafficRouter,
+        settings: ServingSettings,
+        sites: Mapping[str, ModelEndpoint],
+        page: Callable[[str], None],
+    ):
+        self.router, self.settings, self.sites, self.page = router, settings, sites, page
+
+    def __call__(self, ledger: RtoLedger, before: dict[str, int], held: WatchResult, when: str) -> str | Held:
+        back_to = [s for s, w in before.items() if w > 0 and s != self.settings.standby_site]
+        sick = [why for why in map(self.unhealthy, back_to) if why]
+        if sick:
+            text = (
+                f"{when}: {held.breach}; not reverted: {'; '.join(sick)}: traffic stays on "
+                f"{self.settings.standby_site}"
+            )
+            ledger.note("held", text)
+            self.page(f"lifeboat {ledger.entry.runbook}: serving failover held {text}; a person must decide")
+            ledger.note("paged", "the runbook's channel: the revert was held")
+            return Held(f"held {when}: {held.breach}; {'; '.join(sick)}")
+        revert(self.router, before)
+        ledger.note("reverted", f"{when}: {held.breach}; weights back to {_show(before)}")
+        return f"reverted {when}: {held.breach}"
+
+    def unhealthy(self, site: str) -> str | None:
+        """Why `site` may not take traffic now, or None: the router's check, then its own
+        health endpoint (when given)."""
+        try:
+            seen = self.router.health().get(site)
+        except ProviderUnavailable as e:
+            return f"the router's view of {site} is unknown ({e})"
+        if seen is not None and seen.state == "down":
+            return f"{site} is down by the router's check ({seen.detail or 'no detail'})"
+        endpoint = self.sites.get(site)
+        if endpoint is not None:
+            answer = endpoint.get(self.settings.health_path, timeout=self.settings.budget_s)
+            if not answer.ok:
+                return f"{site}'s health endpoint: {answer.error or answer.status}"
+        return None
+
+
+def _log_page(text: str) -> None:
+    log.warning("%s", text)

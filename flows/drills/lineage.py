@@ -131,7 +131,7 @@ def verify_failback(rig: Rig, outcome: Outcome) -> list[Check]:
     error = None
     try:
         guard = Guard(rig.rb, run_id, action="drill", approval="approve", rehearsal=True)
-        gate = ChatGate(rig.rb, ConsoleChat(guard.console))
+        gate = ChatGate(rig.rb, ConsoleChat(guard.console), drill=True)
         with guard.acting(ledger, gate.notify, store=secondary):
             execute(settings_for(rig.rb), steps, ledger, gate, run_id=run_id, drill=True)
     except Exception as e:  # the checks judge it

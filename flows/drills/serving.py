@@ -6,7 +6,8 @@
     serving-stale-standby  the standby serves other weights than the certified ones: it is
                            refused and traffic stays where it was
     serving-degraded       the standby passes verification, then fails half its requests:
-                           the watch reverts the traffic and says why
+                           the watch would revert, but the primary is dead: traffic is
+                           held on the standby and a person is paged
     batch-resume           the batch job dies mid-way on the primary; resumed on the secondary
                            from its certified progress, every output is there exactly once
 
@@ -45,6 +46,7 @@ def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], s
     from lifeboat_dr.core.failover.contract import Confirmation
     from lifeboat_dr.core.serving.failover import serving_failover
     from lifeboat_dr.flows.guard import Guard
+    from lifeboat_dr.flows.serving import primary_site
     from lifeboat_dr.flows.serving_sandbox import serving_sandbox
     from lifeboat_dr.flows.wiring import (
         build_ledger,
@@ -56,6 +58,7 @@ def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], s
     from lifeboat_dr.standins.serving_client import client_window, read_samples
 
     checks: list[Check] = []
+    pages: list[str] = []
     with serving_sandbox(rb, folder, stale_standby=kind == "serving-stale-standby") as box:
         router, samples = build_router(box.rb), folder / "client.jsonl"
         client = subprocess.Popen(
@@ -91,6 +94,8 @@ def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], s
                         outage, detected, tuple(evidence)
                     ),  # the sandbox's two signals
                     approve=degrade if kind == "serving-degraded" else None,
+                    sites=primary_site(box.rb),
+                    page=pages.append,  # drills page nobody: the check reads what was sent
                 )
             time.sleep(0.3)
         finally:
@@ -120,11 +125,22 @@ def _serving(rb, kind: str, drill_id: str, folder: Path) -> tuple[list[Check], s
         checks.append(Check("standby refused for its model version", "model version" in failures, failures))
         checks.append(Check("traffic stayed where it was", after == before, str(after)))
     else:
-        reverted = entry.outcome == "reverted" and "error rate" in entry.notes.get("reverted", "")
+        held = entry.outcome == "held" and "error rate" in entry.notes.get("held", "")
         checks.append(
-            Check("traffic reverted on the error rate", reverted, entry.notes.get("reverted", entry.outcome))
+            Check(
+                "the error rate breached, and with the primary dead the revert was held",
+                held,
+                entry.notes.get("held") or entry.notes.get("reverted") or entry.outcome,
+            )
         )
-        checks.append(Check("weights back as before the switch", after == before, str(after)))
+        checks.append(
+            Check(
+                "traffic stays on the standby, never back to the dead primary",
+                after == {"primary": 0, "secondary": 255},
+                str(after),
+            )
+        )
+        checks.append(Check("a person was paged", len(pages) == 1, pages[0] if pages else "no page"))
     checks.append(Check("ledger entry marked as a drill", entry.drill and entry.table == "serving"))
     return checks, entry.outcome
 

@@ -174,10 +174,13 @@ def flip_byte(path: Path, rng: random.Random) -> tuple[str, int, int, int]:
 
 
 def _shards(checkpoint: Path) -> list[Path]:
-    """The data files of a checkpoint folder: not its manifest, not a store's hidden sidecars."""
+    """The data files of a checkpoint folder: not its manifest, not its guarded-commit marker
+    (rot there says nothing about the data), not a store's hidden sidecars."""
     from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
+    from lifeboat_dr.core.fencing import COMMIT_MARKER
 
-    return sorted(p for p in checkpoint.iterdir() if p.name != MANIFEST_NAME and not p.name.startswith("."))
+    markers = {MANIFEST_NAME, COMMIT_MARKER}
+    return sorted(p for p in checkpoint.iterdir() if p.name not in markers and not p.name.startswith("."))
 
 
 def _step_of(path: Path) -> int:

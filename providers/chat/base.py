@@ -43,6 +43,12 @@ class ApprovalDecision(BaseModel):
     via: Via = Field(Via.ui, description="Where the decision was made: ui, slack, cli, policy or console.")
 
 
+ON_TIMEOUT = {  # approval.on_timeout, as the card says it
+    "abort": "abort: the failover stops, the job stays down",
+    "proceed": "proceed by policy: the failover goes ahead unapproved",
+    "escalate": "escalate to the escalation approvers",
+}
+
 APPROVE_ACTION = "lifeboat_approve"
 REJECT_ACTION = "lifeboat_reject"
 
@@ -68,7 +74,18 @@ class ApprovalCard:
     run_url: str | None = None  # link to the run in the Prefect UI
     drill: bool = False  # a rehearsal: said on the card so nobody panics
     action: str = "failover"  # what is approved: failover | failback | serving (signed with the answer)
+    logins: list[str] = field(default_factory=list)  # verified logins that may decide (approval.logins)
+    on_timeout: str | None = None  # what the deadline does when nobody decides: abort | approve | …
+    nodes: int | None = None  # nodes behind the plan's $/h
+    resume_from: str | None = None  # "step 40, the newest certified checkpoint"
+    proof: str | None = None  # how the resumed job will prove it: its own steps, a replay, none
+    if_mismatch: str | None = None  # what a parity mismatch would do (a possible rollback)
     epoch: int | None = None  # the site epoch when asked (signed with the answer: no replay across epochs)
+
+    @property
+    def what(self) -> str:
+        """What is approved, as people say it: "failover", "failback", "serving failover"."""
+        return "serving failover" if self.action == "serving" else self.action
 
     def facts(self) -> list[tuple[str, str]]:
         """(label, value) lines shared by every rendering."""
@@ -79,15 +96,37 @@ class ApprovalCard:
 
         priced = self.cost_per_hour is not None and "/h" not in (self.plan or "")  # describe() prices
         cost = f" — ${self.cost_per_hour:,.2f}/h" if priced else ""
-        return [
+        nodes = (
+            f" — {self.nodes} node{'s' if self.nodes != 1 else ''} (the $/h is the whole cluster's)"
+            if self.nodes
+            else ""
+        )
+        deadline = self.deadline.isoformat(timespec="seconds") if self.deadline else "none"
+        lines = [
             ("Outage evidence", "; ".join(self.evidence) or "none recorded"),
             ("Certified checkpoint", self.checkpoint or "none certified"),
             ("RPO", vs(self.rpo, self.rpo_target)),
-            ("Plan", (self.plan or "not planned yet") + cost),
+            ("Resumes from", self.resume_from),
+            ("Proof", self.proof),
+            ("On a parity mismatch", self.if_mismatch),
+            ("Plan", (self.plan or "not planned yet") + cost + nodes),
             ("Prestage", "; ".join(self.prestage) or "nothing to prestage"),
             ("Expected RTO", vs(self.expected_rto, self.rto_target)),
-            ("Deadline", self.deadline.isoformat(timespec="seconds") if self.deadline else "none"),
+            ("Deadline", deadline),
+            (
+                "At the deadline",
+                ON_TIMEOUT.get(self.on_timeout, self.on_timeout) if self.on_timeout else None,
+            ),
+            ("May decide", self.deciders()),
         ]
+        return [(label, text) for label, text in lines if text is not None]
+
+    def deciders(self) -> str | None:
+        """Who may decide: the verified logins (and the approvers they stand for)."""
+        if not (self.logins or self.approvers):
+            return None
+        who = ", ".join(self.logins) if self.logins else "no login is mapped (approval.logins)"
+        return f"{who} — approvers {', '.join(self.approvers) or 'any'}; any other decision is refused and recorded"
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,12 @@ class ConsoleChat:
         ref = CardRef(card.channel or "console", str(next(self._ids)))
         width = max(len(label) for label, _ in card.facts())
         drill = "DRILL: " if card.drill else ""
-        lines = [f"== {drill}Approve failover of {card.runbook}? (run {card.run_id}) =="]
+        lines = [f"== {drill}Approve {card.what} of {card.runbook}? (run {card.run_id}) =="]
         lines += [f"  {label:<{width}}  {value}" for label, value in card.facts()]
         if card.approvers:
             lines.append(f"  {'Approvers':<{width}}  {', '.join(card.approvers)}")
+        if card.run_url:
+            lines.append(f"  decide in the Prefect UI: {card.run_url}")
         lines.append(f"  decide with: lifeboat approve {card.run_id} [--reject] --reason '…'")
         self._print("\n".join(lines))
         return ref

@@ -60,13 +60,17 @@ def _price(card: ApprovalCard) -> str:
 def approve_confirm(card: ApprovalCard) -> dict[str, Any]:
     """The dialog Slack shows before an Approve click counts: what it starts, at what $/h."""
     plan = card.plan or "the first candidate that has capacity"
-    text = (
-        f"{'DRILL: ' if card.drill else ''}Fences {card.runbook}'s primary and provisions {plan} "
-        f"at {_price(card)}, billed until the secondary is torn down."
-    )
+    if card.action == "failback":
+        starts = f"Fences {card.runbook}'s secondary and resumes the job on its recovered primary."
+    else:
+        starts = (
+            f"Fences {card.runbook}'s primary and provisions {plan} "
+            f"at {_price(card)}, billed until the secondary is torn down."
+        )
+    text = f"{'DRILL: ' if card.drill else ''}{starts}"
     button = f"Approve ({_price(card)})" if card.cost_per_hour is not None else "Approve"
     return {
-        "title": {"type": "plain_text", "text": "Approve the failover?"},
+        "title": {"type": "plain_text", "text": f"Approve the {card.what}?"},
         "text": {"type": "plain_text", "text": text[:300]},
         "confirm": {"type": "plain_text", "text": button[:30]},
         "deny": {"type": "plain_text", "text": "Back"},
@@ -88,14 +92,19 @@ def card_blocks(card: ApprovalCard) -> list[dict[str, Any]]:
             "type": "header",
             "text": {
                 "type": "plain_text",
-                "text": f"{'DRILL — ' if card.drill else ''}Failover approval: {card.runbook}"[:150],
+                "text": f"{'DRILL — ' if card.drill else ''}{card.what.capitalize()} approval: {card.runbook}"[
+                    :150
+                ],
             },
         },
         {"type": "section", "text": _mrkdwn(f"*Outage evidence*\n{escape(facts[0][1])}", 3000)},
-        {
-            "type": "section",
-            "fields": [_mrkdwn(f"*{label}*\n{escape(text)}", 2000) for label, text in facts[1:]],
-        },
+        *(  # Block Kit takes at most 10 fields a section
+            {
+                "type": "section",
+                "fields": [_mrkdwn(f"*{label}*\n{escape(text)}", 2000) for label, text in facts[i : i + 10]],
+            }
+            for i in range(1, len(facts), 10)
+        ),
         {"type": "context", "elements": [_mrkdwn(context, 3000, verbatim=False)]},
         {
             "type": "actions",
@@ -105,7 +114,7 @@ def card_blocks(card: ApprovalCard) -> list[dict[str, Any]]:
                     "type": "button",
                     "action_id": APPROVE_ACTION,
                     "style": "primary",
-                    "text": {"type": "plain_text", "text": "Approve failover"},
+                    "text": {"type": "plain_text", "text": f"Approve {card.what}"},
                     "value": value,
                     "confirm": approve_confirm(card),
                 },
@@ -116,8 +125,8 @@ def card_blocks(card: ApprovalCard) -> list[dict[str, Any]]:
                     "text": {"type": "plain_text", "text": "Reject"},
                     "value": value,
                     "confirm": {
-                        "title": {"type": "plain_text", "text": "Reject the failover?"},
-                        "text": {"type": "plain_text", "text": "The job stays down until someone acts."},
+                        "title": {"type": "plain_text", "text": f"Reject the {card.what}?"},
+                        "text": {"type": "plain_text", "text": _rejected(card)},
                         "confirm": {"type": "plain_text", "text": "Reject"},
                         "deny": {"type": "plain_text", "text": "Back"},
                     },
@@ -135,7 +144,15 @@ def decided_blocks(blocks: list[dict[str, Any]], outcome: str) -> list[dict[str,
 
 
 def fallback_text(card: ApprovalCard) -> str:
-    return f"Failover approval needed for {card.runbook} (run {card.run_id})"
+    drill = "DRILL: " if card.drill else ""
+    return f"{drill}{card.what.capitalize()} approval needed for {card.runbook} (run {card.run_id})"
+
+
+def _rejected(card: ApprovalCard) -> str:
+    """What a rejection leaves: a failback's job keeps running on the secondary."""
+    if card.action == "failback":
+        return "The job keeps running on the secondary."
+    return "The job stays down until someone acts."
 
 
 class SlackChat:

@@ -24,6 +24,7 @@ from lifeboat_dr.kernel.errors import (
     PreconditionFailed,
     ProviderUnavailable,
 )
+from lifeboat_dr.kernel.text import one_line
 
 PENDING_STATES = ("SCHEDULED", "PENDING", "PAUSED")  # not started, or waiting for approval
 
@@ -65,7 +66,7 @@ def resume_run(run_id: str | UUID, run_input: dict[str, Any]) -> None:
                 "Prefect (or the identity proxy in front of it) refused your credentials: "
                 "set PREFECT_API_AUTH_STRING (login:password at the proxy)"
             ) from None
-        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        raise unavailable(e) from None
 
 
 async def resume_run_answer(run_id: str | UUID, run_input: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -87,7 +88,7 @@ async def resume_run_answer(run_id: str | UUID, run_input: dict[str, Any]) -> tu
     except (OSError, *_http_errors()) as e:
         if getattr(getattr(e, "response", None), "status_code", 0) == 404:
             raise NotFound(f"no flow run {rid} on this Prefect server") from None
-        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        raise unavailable(e) from None
 
 
 def send_decision(run_id: str | UUID, run_input: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -115,7 +116,7 @@ def send_decision(run_id: str | UUID, run_input: dict[str, Any]) -> tuple[dict[s
             raise NotFound(f"no flow run {rid} on this Prefect server") from None
         if status == 409:
             raise PreconditionFailed(_detail(e)) from None
-        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        raise unavailable(e) from None
 
 
 def _detail(e: BaseException) -> str:
@@ -135,13 +136,63 @@ def tag_run(run_id: str | UUID, tags: list[str]) -> None:
             current = client.read_flow_run(rid).tags or []
             client.update_flow_run(rid, tags=sorted({*current, *tags}))
     except (OSError, *_http_errors()) as e:
-        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        raise unavailable(e) from None
 
 
 def _http_errors() -> tuple[type[BaseException], ...]:
     import httpx
 
     return (httpx.HTTPError,)
+
+
+class PrefectUnreachable(ProviderUnavailable):
+    """Prefect's API did not answer (refused, timed out, no such host): retryable, so a
+    command exits 75 (EX_TEMPFAIL)."""
+
+    exit_code = 75
+
+
+def api_url() -> str:
+    """Where this process sends Prefect API calls, for messages."""
+    from prefect.settings import get_current_settings
+
+    return get_current_settings().api.url or "a temporary local server (PREFECT_API_URL is not set)"
+
+
+def unavailable(e: BaseException) -> ProviderUnavailable:
+    """The one-line error for a Prefect API call that failed with `e`, naming the URL:
+    `PrefectUnreachable` when nothing answered, else `ProviderUnavailable` (a 5xx, a bad reply)."""
+    import httpx
+
+    if isinstance(e, OSError | httpx.TransportError):
+        return PrefectUnreachable(
+            f"Prefect API at {api_url()} did not answer: {type(e).__name__}: {one_line(e)}"
+        )
+    return ProviderUnavailable(f"Prefect API at {api_url()}: {type(e).__name__}: {one_line(e)}")
+
+
+def unreachable(error: BaseException) -> PrefectUnreachable | None:
+    """`PrefectUnreachable` when `error`, or an error it was raised from, says Prefect's API
+    could not be reached (an httpx transport error, Prefect's own `RuntimeError: Failed to
+    reach API`, or its temporary server that did not start); None for any other error, which is a bug to show whole."""
+    import httpx
+
+    seen: set[int] = set()
+    e: BaseException | None = error
+    reached_for = False
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, httpx.TransportError):
+            return PrefectUnreachable(str(unavailable(e)))
+        reached_for |= isinstance(e, RuntimeError) and str(e).startswith("Failed to reach API")
+        if isinstance(e, RuntimeError) and "ephemeral Prefect API server" in str(e):
+            return PrefectUnreachable(
+                "the temporary Prefect server Prefect starts when PREFECT_API_URL is unset did not "
+                "come up (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, default 20): set "
+                "PREFECT_API_URL to a running server"
+            )
+        e = e.__cause__ or e.__context__
+    return PrefectUnreachable(f"Prefect API at {api_url()} did not answer") if reached_for else None
 
 
 def emit(event: str, resource: dict[str, str], payload: dict[str, Any], **kw: Any) -> None:
@@ -173,7 +224,7 @@ def secret(block_name: str) -> str:
     except ValueError as e:  # Prefect raises ValueError for a block that does not exist
         raise NotFound(f"no Prefect Secret block {block_name!r}: {e}") from None
     except (OSError, *_http_errors()) as e:
-        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        raise unavailable(e) from None
 
 
 MAX_RUN_INPUT = 64 * 1024
@@ -195,7 +246,7 @@ def publish_run_input(run_id: str | UUID, key: str, value: Any) -> None:
                     raise
             client.create_flow_run_input(rid, key, json.dumps(value))
     except (OSError, *_http_errors()) as e:
-        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        raise unavailable(e) from None
 
 
 def read_run_input(run_id: str | UUID, key: str) -> Any:
@@ -215,7 +266,7 @@ def read_run_input(run_id: str | UUID, key: str) -> Any:
     except (OSError, *_http_errors()) as e:
         if getattr(getattr(e, "response", None), "status_code", 0) == 404:
             return None
-        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        raise unavailable(e) from None
     if not isinstance(text, str) or len(text) > MAX_RUN_INPUT:
         return None
     try:
@@ -239,7 +290,7 @@ async def cancel_run_answer(run_id: str | UUID, message: str) -> tuple[int, dict
     except (OSError, *_http_errors()) as e:
         if getattr(getattr(e, "response", None), "status_code", 0) == 404:
             raise NotFound(f"no flow run {rid} on this Prefect server") from None
-        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        raise unavailable(e) from None
 
 
 async def cancel_pending_runs(
@@ -329,8 +380,8 @@ def ensure_process_pool(name: str) -> str:
             pool = client.read_work_pool(name)
         except ObjectNotFound:
             pool = None
-        except (OSError, _http_errors()) as e:
-            raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        except (OSError, *_http_errors()) as e:
+            raise unavailable(e) from None
         if pool is not None:
             if pool.type != "process":
                 raise ConfigError(f"work pool {name!r} exists with type {pool.type!r}, not 'process'")
@@ -341,8 +392,8 @@ def ensure_process_pool(name: str) -> str:
             )
         except ObjectAlreadyExists:  # created by a racing deploy
             return "exists"
-        except (OSError, _http_errors()) as e:
-            raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+        except (OSError, *_http_errors()) as e:
+            raise unavailable(e) from None
         return "created"
 
 
@@ -379,8 +430,8 @@ def pool_warnings(pools: Iterable[str] | None = None) -> list[str]:
                         "`lifeboat deploy` (after `prefect work-pool delete`), or fix those fields in its "
                         "base job template (docs/approvals.md)"
                     )
-    except (OSError, _http_errors()) as e:
-        lines.append(f"could not read the work pools from Prefect: {type(e).__name__}: {e}")
+    except (OSError, *_http_errors()) as e:
+        lines.append(f"could not read the work pools: {unavailable(e)}")
     return lines
 
 
@@ -453,5 +504,5 @@ def ensure_crash_recovery(flow_name: str = "failover", *, heartbeat_s: int = 30,
                 for old in client.read_automations_by_name(automation.name):
                     client.delete_automation(old.id)
                 client.create_automation(automation)
-    except (OSError, _http_errors()) as e:
-        raise ProviderUnavailable(f"Prefect API: {type(e).__name__}: {e}") from None
+    except (OSError, *_http_errors()) as e:
+        raise unavailable(e) from None

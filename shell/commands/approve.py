@@ -9,6 +9,7 @@ only when it did. A resume sent straight to Prefect is refused by the flow (docs
 
 from __future__ import annotations
 
+import json
 import time
 from uuid import UUID
 
@@ -29,6 +30,7 @@ def register(subparsers) -> None:
     p.add_argument(
         "--wait", type=float, default=60.0, metavar="S", help="seconds to wait for the run's verdict (60)"
     )
+    p.add_argument("--json", action="store_true", help="print the run's verdict as JSON")
     p.set_defaults(handler=run)
 
 
@@ -64,7 +66,12 @@ def run(args, *, poll_s: float = 0.5) -> int:
             why = one_line(verdict.get("why") or "", 300)
             if not verdict["accepted"]:
                 raise ConfigError(f"run {run_id} refused your decision to {verb}: {why}")
-            print(f"run {run_id} accepted your decision to {verb}: {args.reason}")
+            if args.json:
+                print(
+                    json.dumps({"run_id": run_id, "decision": verb, "accepted": True, "reason": args.reason})
+                )
+            else:
+                print(f"run {run_id} accepted your decision to {verb}: {args.reason}")
             return 0
         time.sleep(poll_s)
     raise ConfigError(

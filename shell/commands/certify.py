@@ -1,4 +1,4 @@
-"""`lifeboat certify RUNBOOK [--at TIME] [--json] [--deep]`: which replica checkpoint can we
+"""`lifeboat certify RUNBOOK [--at TIME] [--json] [--deep] [--primary-down]`: which replica checkpoint can we
 resume from, and how much work would an outage at TIME cost.
 
 Exit 0: a checkpoint is certified within the RPO target; 1: certified but over target;
@@ -28,6 +28,13 @@ def register(subparsers) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--deep", action="store_true", help="stream and checksum every object, not just metadata")
+    p.add_argument(
+        "--primary-down",
+        action="store_true",
+        help="the outage is confirmed: never ask the primary's store (manifests and receipts decide; "
+        "its site state counts as unknown). Without it a primary that does not answer costs one "
+        "probe deadline (LIFEBOAT_PROBE_DEADLINE)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -49,7 +56,8 @@ def run(args) -> int:
     rb = load_runbook(args.runbook)
     at = parse_time(args.at)
     try:
-        report = certify_runbook(rb, at=at, deep=args.deep)
+        down = "the outage is confirmed (--primary-down)" if args.primary_down else None
+        report = certify_runbook(rb, at=at, deep=args.deep, primary_down=down)
     except ConfigError:
         raise
     except LifeboatError as e:

@@ -8,14 +8,17 @@ two independent places (`flows/deploy.py`). A pool it creates fixes the command,
 and working directory of every flow run (no run's job variables can change what the worker
 starts); a pool that exists already is left as it is, with a warning when a run could.
 
-Run with PREFECT_API_URL set, from the folder the workers will run in (a checkout, or any
-folder where the package is installed: runbooks relative to it are written in relative, shipped
-examples by name). Re-running it updates the same deployments (and the one failover
-automation) in place.
+Run with PREFECT_API_URL set, from a checkout of the project: with `--repository URL` every
+flow run clones that repository at the checkout's HEAD commit (Prefect's `git_clone` pull step)
+and runs there, so a worker needs only the package installed, no checkout of its own; without
+it, from the folder the workers will run in (a checkout, or any folder where the package is
+installed). Runbooks inside it are written in relative, shipped examples by name. Re-running
+it updates the same deployments (and the one failover automation) in place.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +29,7 @@ from lifeboat_dr.shell.cli import COMMANDS
 HEARTBEAT_ENV = "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"
 
 PLAN_FILE = Path(".lifeboat/deploy/prefect.yaml")
+AUTOMATIONS = ("failover-on-confirmed-outage", "lifeboat-failover-crashed", "lifeboat-failover-rerun")
 
 
 def register(subparsers) -> None:
@@ -69,6 +73,16 @@ def register(subparsers) -> None:
         "and it is scheduled again for another worker. Workers set it in their environment "
         f"({HEARTBEAT_ENV}; the pools fix every run's): deploy prints the line (default: 30)",
     )
+    p.add_argument(
+        "--repository",
+        metavar="URL",
+        help="git URL the workers clone the project from (https, ssh, file://), pinned to this "
+        "checkout's HEAD commit; the runbooks given must be committed there. Without it, every "
+        "run works in this folder, which must then exist on each worker's host",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the pools, deployments and worker commands as JSON"
+    )
     p.set_defaults(handler=run)
 
 
@@ -76,6 +90,7 @@ def run(args) -> int:
     import yaml
 
     from lifeboat_dr.flows.deploy import (
+        GitSource,
         cadence_plan,
         deployment_names,
         deployment_plan,
@@ -95,6 +110,9 @@ def run(args) -> int:
     targets = [runbook_target(path, root) for path in args.runbooks]
     if args.heartbeat < 30:
         raise ConfigError(f"--heartbeat {args.heartbeat}: Prefect sends flow heartbeats at most every 30s")
+    source = None
+    if args.repository:
+        source = GitSource(args.repository, _committed(root, [t.path for t in targets]))
     plan = deployment_plan(
         template,
         targets,
@@ -102,6 +120,7 @@ def run(args) -> int:
         pool=args.pool,
         secondary_pool=args.secondary_pool,
         heartbeat_s=args.heartbeat,
+        source=source,
     )
     require_api_url()
     for given, target in zip(args.runbooks, targets, strict=True):
@@ -110,8 +129,11 @@ def run(args) -> int:
         for line in cadences.warnings:
             print(f"lifeboat deploy: warning: {given}: {line}", file=sys.stderr)
     pools = pools_of(plan)
+    made = {}
     for pool in pools:  # created with command, env and working directory fixed (locked_job_template)
-        print(f"work pool {pool!r}: {ensure_process_pool(pool)}")
+        made[pool] = ensure_process_pool(pool)
+        if not args.json:
+            print(f"work pool {pool!r}: {made[pool]}")
     for line in pool_warnings(pools):
         print(f"lifeboat deploy: warning: {line}", file=sys.stderr)
     PLAN_FILE.parent.mkdir(parents=True, exist_ok=True)
@@ -125,11 +147,23 @@ def run(args) -> int:
         tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
         raise ProviderUnavailable(f"prefect deploy failed ({PLAN_FILE}): " + " | ".join(tail))
     ensure_crash_recovery("failover", heartbeat_s=args.heartbeat)
+    beat = f"{HEARTBEAT_ENV}={args.heartbeat}"  # from the worker's environment: a run sets none
+    if args.json:
+        workers = [
+            f"{beat} prefect worker start --pool {p}" for p in (args.pool, args.secondary_pool) if p in pools
+        ]
+        doc = {
+            "pools": made,
+            "deployments": list(deployment_names(plan)),
+            "automations": list(AUTOMATIONS),
+            "workers": workers,
+        }
+        print(json.dumps(doc, indent=2))
+        return 0
     for name in deployment_names(plan):
         print(f"deployment {name}")
-    print("automations: failover-on-confirmed-outage, lifeboat-failover-crashed, lifeboat-failover-rerun")
+    print(f"automations: {', '.join(AUTOMATIONS)}")
     print(f"{len(plan['deployments'])} deployments on pool(s) {', '.join(pools)}; start workers with:")
-    beat = f"{HEARTBEAT_ENV}={args.heartbeat}"  # from the worker's environment: a run sets none
     print(f"  {beat} prefect worker start --pool {args.pool}    # control plane: secondary or third site")
     if args.secondary_pool in pools:
         print(
@@ -137,6 +171,34 @@ def run(args) -> int:
             "(its watch is the second vantage); both with one shared LIFEBOAT_STATE_DIR"
         )
     return 0
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ConfigError(f"--repository: {root} is not a git checkout ({done.stderr.strip()[:200]})")
+    return done.stdout.strip()
+
+
+def _committed(root: Path, runbooks: list[str]) -> str:
+    """The checkout's HEAD commit, which the workers will clone; refused in one line when a
+    runbook inside the project is not committed there as it is here (the workers would read
+    another file, or none)."""
+    commit = _git(root, "rev-parse", "HEAD")
+    for path in runbooks:
+        if Path(path).is_absolute():  # outside the project, or a shipped example's name
+            raise ConfigError(
+                f"--repository: {path} is outside {root}: a worker's clone cannot hold it; "
+                "put it in the repository"
+            )
+        if not (root / path).is_file():
+            continue  # a shipped example, by name: every worker's installed package has it
+        if _git(root, "status", "--porcelain", "--", path) or not _git(root, "ls-files", "--", path):
+            raise ConfigError(
+                f"--repository: {path} is not committed as it is here: the workers clone "
+                f"{commit[:12]} and would read another runbook; commit it first"
+            )
+    return commit
 
 
 def _template(path: str) -> dict:

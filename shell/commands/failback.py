@@ -32,8 +32,10 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from lifeboat_dr.flows.failback import failback
     from lifeboat_dr.runbooks.loader import load_runbook
+    from lifeboat_dr.shell.approval_hint import print_approval_hint
 
-    load_runbook(args.runbook)  # a bad runbook is a one-line error, not a failed flow run
+    rb = load_runbook(args.runbook)  # a bad runbook is a one-line error, not a failed flow run
+    print_approval_hint(rb, "failback", args.approval)
     result = failback(args.runbook, approval=args.approval)
     if args.json:
         print(json.dumps(result, indent=2))

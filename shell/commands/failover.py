@@ -38,10 +38,13 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from lifeboat_dr.flows.failover import failover, outcome_of
     from lifeboat_dr.providers.compute.skycheck import load_runbook_and_task
+    from lifeboat_dr.shell.approval_hint import print_approval_hint
 
-    load_runbook_and_task(
+    rb = load_runbook_and_task(
         args.runbook
     )  # a bad runbook or task YAML is a one-line error, not a failed flow run
+    if not args.dry_run or args.approval == "wait":  # a dry run approves unless told to wait
+        print_approval_hint(rb, "failover", args.approval)
     from lifeboat_dr.core.ledger import LedgerFile
 
     LedgerFile().ensure_writable()  # likewise an unwritable ledger: before anything is fenced

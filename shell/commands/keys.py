@@ -8,6 +8,7 @@ FILE. To rotate: generate a new key, give workers both public keys (comma-separa
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from lifeboat_dr.shell.cli import COMMANDS
@@ -17,6 +18,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("keys", help=COMMANDS["keys"], description=__doc__.split("\n\n", 1)[1])
     p.add_argument("action", choices=["generate", "public"], help="create a key, or show a key's public half")
     p.add_argument("file", type=Path, metavar="FILE", help="the private key file (PEM)")
+    p.add_argument("--json", action="store_true", help="print the key file and public key as JSON")
     p.set_defaults(handler=run)
 
 
@@ -31,8 +33,23 @@ def run(args) -> int:
 
     if args.action == "generate":
         public = generate(args.file)
-        print(f"wrote {args.file} (mode 0600): give it to lifeboat serve as {SIGNING_KEY_FILE}={args.file}")
+        if not args.json:
+            print(
+                f"wrote {args.file} (mode 0600): give it to lifeboat serve as {SIGNING_KEY_FILE}={args.file}"
+            )
     else:
         public = load_signing_key(args.file).public_key()
+    if args.json:
+        doc = {
+            "file": str(args.file),
+            "written": args.action == "generate",
+            "public_key": public_text(public),
+        }
+        print(
+            json.dumps(
+                {**doc, "env": {SIGNING_KEY_FILE: str(args.file), PUBLIC_KEYS: doc["public_key"]}}, indent=2
+            )
+        )
+        return 0
     print(f"{PUBLIC_KEYS}={public_text(public)}")
     return 0

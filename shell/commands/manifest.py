@@ -6,6 +6,7 @@ as `lifeboat_dr.core.checkpoints.manifest.write_manifest(DIR, step)`."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -23,6 +24,7 @@ def register(subparsers) -> None:
     w = sub.add_parser("write", help="commit the checkpoint directory DIR")
     w.add_argument("directory", metavar="DIR", help="local checkpoint directory, shards already written")
     w.add_argument("--step", type=int, default=None, help="training step (default: the number in DIR's name)")
+    w.add_argument("--json", action="store_true", help="print the committed manifest's summary as JSON")
     w.set_defaults(handler=run_write)
 
 
@@ -45,5 +47,14 @@ def run_write(args) -> int:
             f"{directory / MANIFEST_NAME} exists: this checkpoint is already committed"
         ) from None
     total = sum(s.size for s in manifest.shards)
+    if args.json:
+        doc = {
+            "manifest": str(directory / MANIFEST_NAME),
+            "step": step,
+            "shards": len(manifest.shards),
+            "bytes": total,
+        }
+        print(json.dumps(doc, indent=2))
+        return 0
     print(f"committed {directory / MANIFEST_NAME}: step {step}, {len(manifest.shards)} shards, {total} bytes")
     return 0

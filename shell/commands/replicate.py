@@ -1,9 +1,13 @@
-"""`lifeboat replicate RUNBOOK`: copy committed checkpoints to the secondary, then apply retention."""
+"""`lifeboat replicate RUNBOOK [--json]`: copy committed checkpoints to the secondary, then apply
+retention. Progress is printed line by line; with `--json` those lines go to stderr and stdout
+is one JSON document: what was copied, skipped, refused and failed, the lag, what retention did."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
+import json
 import os
 import sys
 from pathlib import Path
@@ -63,6 +67,11 @@ def register(subparsers) -> None:
         default=None,
         help="progress bar with bytes/s on stderr (default: when stderr is a terminal)",
     )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as one JSON document on stdout (the progress lines go to stderr)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -76,15 +85,21 @@ def run(args) -> int:
         raise ConfigError(f"--concurrency must be at least 1, not {args.concurrency}")
     rb = load_runbook(args.runbook)
     primary, secondary = open_sites(rb)
+    doc: dict = {"runbook": rb.name, "dry_run": args.dry_run}
+    say = functools.partial(print, file=sys.stderr) if args.json else print
     try:
         with one_replication_pass(secondary, rb.name, f"cli-{os.getpid()}", dry_run=args.dry_run):
-            return _one_pass(args, rb, primary, secondary)
+            code = _one_pass(args, rb, primary, secondary, say, doc)
     except StandDown as e:  # another pass of this runbook is running: this one changes nothing
         print(e, file=sys.stderr)
-        return 0
+        code, doc["stood_down"] = 0, str(e)
+    if args.json:
+        print(json.dumps(doc | {"exit": code}, indent=2))
+    return code
 
 
-def _one_pass(args, rb, primary, secondary) -> int:
+def _one_pass(args, rb, primary, secondary, say, doc: dict) -> int:
+    """One pass; its lines through `say`, its result into `doc` (`--json`)."""
     from lifeboat_dr.core.replication.copying import replicate_checkpoints
     from lifeboat_dr.core.replication.direction import direction, sources_to_replicate
     from lifeboat_dr.core.replication.lag import LagLog, default_lag_log
@@ -98,11 +113,24 @@ def _one_pass(args, rb, primary, secondary) -> int:
     # out of the collector's way, so a copy's many small requests do not rescan it.
     gc.freeze()
     guard = way.guard(rb.name)
-    print(f"{way.state.describe()}: {way.source.uri} -> {way.destination.uri}")
+    say(f"{way.state.describe()}: {way.source.uri} -> {way.destination.uri}")
     for uri in way.caught_up:
-        print(
+        say(
             f"{uri}: had missed a fence; now at epoch {way.state.epoch} (its writers stop at their next commit)"
         )
+    doc |= {
+        "site_state": way.state.describe(),
+        "source": way.source.uri,
+        "destination": way.destination.uri,
+        "caught_up": list(way.caught_up),
+        "checkpoints": [],
+        "copied": 0,
+        "skipped": 0,
+        "refused": [],
+        "failed": {},
+        "copied_last": [],
+        "lag": [],
+    }
     failed, found, standby = False, None, None
     if not args.retention_only:
         from lifeboat_dr.core.checkpoints.layouts import discover
@@ -111,7 +139,7 @@ def _one_pass(args, rb, primary, secondary) -> int:
         found = discover(way.source, layout)  # also certification's view of the source
         sources = sources_to_replicate(settings, way, found)
         if not sources:
-            print(f"{way.source.uri}: no committed checkpoint to replicate")
+            say(f"{way.source.uri}: no committed checkpoint to replicate")
         show = (sys.stderr.isatty() if args.progress is None else args.progress) and not args.dry_run
         with _bars(show) as bars:
             report = replicate_checkpoints(
@@ -130,28 +158,40 @@ def _one_pass(args, rb, primary, secondary) -> int:
             )
         standby = report.destination_found
         for t in report.transfers:
-            _print_transfer(t, args.dry_run)
+            say(_transfer_line(t, args.dry_run))
             for refusal in t.refused.values():  # one line per object no store will take
                 print(f"REFUSED {refusal}", file=sys.stderr)
         for name in report.pointers + report.copied_files:
-            print(f"{secondary.uri.rstrip('/')}/{name}: copied last")
+            say(f"{secondary.uri.rstrip('/')}/{name}: copied last")
         for prefix, error in report.failed.items():
             print(f"FAILED {prefix}: {error}", file=sys.stderr)
         failed = bool(report.failed)
         for lag in report.lags:
             state = "replicated" if lag.complete else "NOT replicated yet"
             over = " — OVER the RPO target" if lag.exceeded else ""
-            print(
+            say(
                 f"lag {lag.checkpoint}: {format_duration(lag.lag)} {state} "
                 f"(RPO target {format_duration(lag.rpo_target)}){over}"
             )
         if not args.dry_run:
             LagLog(args.lag_log or default_lag_log(rb.name)).append(report.lags)
-    _retention(settings, way, args, found, standby)
+        checkpoints = [_transfer_doc(t) for t in report.transfers]
+        doc |= {
+            "checkpoints": checkpoints,
+            "copied": sum(c["copied"] for c in checkpoints),
+            "skipped": sum(c["skipped"] for c in checkpoints),
+            "refused": [r for t in report.transfers for r in t.refused.values()],
+            "failed": dict(report.failed),
+            "copied_last": [
+                f"{secondary.uri.rstrip('/')}/{n}" for n in report.pointers + report.copied_files
+            ],
+            "lag": [lag.to_dict() for lag in report.lags],
+        }
+    doc["retention"] = _retention(settings, way, args, found, standby, say)
     return 1 if failed else 0
 
 
-def _retention(settings, way, args, source_found, standby_found) -> None:
+def _retention(settings, way, args, source_found, standby_found, say) -> dict:
     from lifeboat_dr.core.retention import retention_for
 
     result = retention_for(
@@ -171,26 +211,52 @@ def _retention(settings, way, args, source_found, standby_found) -> None:
     for refusal in result.refused.values():  # one line per object retention could not name
         print(f"REFUSED {refusal}", file=sys.stderr)
     if result.paused:
-        print(result.paused)
+        say(result.paused)
     for v in result.verdicts:
         if v.keep:
-            print(f"keep {v.checkpoint.prefix} (step {v.checkpoint.step}): {v.reason}")
+            say(f"keep {v.checkpoint.prefix} (step {v.checkpoint.step}): {v.reason}")
         else:
-            print(f"{verb} {v.checkpoint.prefix} (step {v.checkpoint.step}): {v.reason}")
+            say(f"{verb} {v.checkpoint.prefix} (step {v.checkpoint.step}): {v.reason}")
     if result.deleted:
-        print(
+        say(
             f"retention {verb} {len(result.deleted)} checkpoint(s), {result.objects} objects, {_size(result.bytes)}"
         )
 
+    def verdict(v) -> dict:
+        return {"prefix": v.checkpoint.prefix, "step": v.checkpoint.step, "reason": v.reason}
 
-def _print_transfer(t, dry_run: bool) -> None:
+    gone = set(result.deleted)  # a dry run's: what it would delete
+    return {
+        "kept": [verdict(v) for v in result.verdicts if v.keep],
+        "deleted": [verdict(v) for v in result.verdicts if v.checkpoint.prefix in gone],
+        "objects": result.objects,
+        "bytes": result.bytes,
+        "refused": list(result.refused.values()),
+        "paused": result.paused or None,
+    }
+
+
+def _transfer_doc(t) -> dict:
+    return {
+        "checkpoint": t.dst,
+        "copied": len(t.copied) + len(t.server_copied),
+        "planned": len(t.planned),
+        "skipped": len(t.skipped),
+        "bytes_copied": t.bytes_copied,
+        "server_side": len(t.server_copied),
+        "retries": t.retries,
+        "hashed": len(t.hashed),
+        "seconds": round(t.seconds, 3),
+        "failed": dict(t.failed),
+    }
+
+
+def _transfer_line(t, dry_run: bool) -> str:
     if dry_run:
-        print(f"{t.dst}: would copy {len(t.planned)} object(s), {len(t.skipped)} already there")
-        return
+        return f"{t.dst}: would copy {len(t.planned)} object(s), {len(t.skipped)} already there"
     moved = len(t.copied) + len(t.server_copied)
     if not moved:
-        print(f"{t.dst}: up to date ({len(t.skipped)} objects)")
-        return
+        return f"{t.dst}: up to date ({len(t.skipped)} objects)"
     line = f"{t.dst}: copied {moved} object(s) ({_size(t.bytes_copied)}"
     if t.seconds and t.bytes_copied:
         line += f", {_size(t.bytes_per_second)}/s"
@@ -201,7 +267,7 @@ def _print_transfer(t, dry_run: bool) -> None:
         line += f", {t.retries} retries"
     if t.hashed:
         line += f", {len(t.hashed)} hashed first (no CRC32C on the source)"
-    print(line)
+    return line
 
 
 def _size(n: float) -> str:

@@ -3,6 +3,8 @@ history and a timeline picture; `--verify` checks the ledger chain's hashes."""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from pathlib import Path
 
 from lifeboat_dr.core.ledger import DEFAULT_LEDGER
@@ -38,6 +40,9 @@ def register(subparsers) -> None:
     )
     p.add_argument("--run", default=None, help="draw this run instead of the latest")
     p.add_argument("--out", default=None, help="timeline PNG (default: .lifeboat/timelines/<name>-<run>.png)")
+    p.add_argument(
+        "--json", action="store_true", help="print the ledger entries (or the chain's verdict) as JSON"
+    )
     p.set_defaults(handler=run)
 
 
@@ -58,7 +63,7 @@ def run(args) -> int:
     if args.verify or args.chain:
         chain = _chain(args)
         if args.verify:
-            return _verify(chain, name)
+            return _verify(chain, name, as_json=args.json)
         sink = chain
     elif args.store:
         from lifeboat_dr.providers.storage import open_store
@@ -67,9 +72,12 @@ def run(args) -> int:
     else:
         sink = LedgerFile(args.ledger)
     entries = sink.read(name)
-    print(f"# {name}: {len(entries)} recorded failover(s) and drill(s)\n")
-    print(history_markdown(entries), end="")
+    if not args.json:
+        print(f"# {name}: {recorded(entries)}\n")
+        print(history_markdown(entries), end="")
     if not entries:
+        if args.json:
+            print(json.dumps({"runbook": name, "entries": [], "timeline": None}, indent=2))
         return 0
     if args.run:
         chosen = [e for e in entries if e.run_id == args.run]
@@ -78,15 +86,35 @@ def run(args) -> int:
         entry = chosen[0]
     else:
         entry = entries[-1]
+    out = Path(args.out) if args.out else timeline_path(entry)
+    if entry.phases:
+        render_timeline(entry, out)
+    if args.json:
+        doc = {
+            "runbook": name,
+            "entries": [e.model_dump(mode="json") for e in entries],
+            "timeline": {"run_id": entry.run_id, "png": str(out)} if entry.phases else None,
+            "rca": entry.rca_reasons,
+        }
+        print(json.dumps(doc, indent=2))
+        return 0
     if not entry.phases:
         print(f"\nrun {entry.run_id} recorded no phase yet: no timeline")
         return 0
-    out = Path(args.out) if args.out else timeline_path(entry)
-    render_timeline(entry, out)
     print(f"\ntimeline of run {entry.run_id}: {out}")
     for reason in entry.rca_reasons:
         print(f"RCA: {reason}")
     return 0
+
+
+def recorded(entries) -> str:
+    """How many runs of each kind the ledger holds, as people say them: "1 failover, 1 failback"."""
+    counts = Counter(e.label for e in entries)
+    return (
+        ", ".join(f"{n} {label}{'s' if n > 1 else ''}" for label, n in counts.items()) + " recorded"
+        if counts
+        else "nothing recorded"
+    )
 
 
 def _chain(args):
@@ -106,9 +134,21 @@ def _chain(args):
     return LedgerChain([open_store(u.strip()) for u in where.split(",") if u.strip()])
 
 
-def _verify(chain, name: str) -> int:
+def _verify(chain, name: str, *, as_json: bool = False) -> int:
     report = chain.verify(name)
     where = ", ".join(s.uri for s in chain.stores)
+    if as_json:
+        doc = {
+            "runbook": name,
+            "stores": [s.uri for s in chain.stores],
+            "records": report.records,
+            "head": report.head,
+            "intact": report.ok,
+            "problems": list(report.problems),
+            "warnings": list(report.warnings),
+        }
+        print(json.dumps(doc, indent=2))
+        return 0 if report.ok else 1
     for line in report.warnings:
         print(f"warning: {line}")
     for line in report.problems:

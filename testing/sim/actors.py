@@ -119,11 +119,11 @@ def trainer(world: World, job: Job) -> int:
             for _ in range(CHUNK):
                 step += 1
                 job.log.append(json.dumps({"step": step, "loss": loss(step)}))
-                if step % EVERY == 0 and _save(world, job, step):
+                if step % EVERY == 0 and not job.replay and _save(world, job, step):
                     job.log.append("lifeboat: fenced out, exiting")
                     job.rc = 75
                     return 75
-            if job.site == "primary":  # the runbook's loss log, kept in the primary store
+            if job.site == "primary" and not job.replay:  # the runbook's loss log, in the primary store
                 me.phase = "loss-log"
                 text = "".join(line + "\n" for line in job.log if '"loss"' in line)
                 _retrying(world, lambda text=text: store_of(world, job).put(LOSS_LOG, text.encode()))

@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lifeboat_dr.core.failover.proof import AUDIT_DIR_ENV
 from lifeboat_dr.core.ledger import LedgerFile
 from lifeboat_dr.core.ledger_chain import LedgerChain
 from lifeboat_dr.kernel.errors import NotFound
@@ -117,6 +118,7 @@ class Job:
     log: list[str] = field(default_factory=list)
     rc: int | None = None  # None: running
     actor: Actor | None = None
+    replay: bool = False  # a proof's replay (LIFEBOAT_AUDIT_DIR): it logs losses, writes nothing
 
     @property
     def lineage(self) -> str:
@@ -431,15 +433,17 @@ class World:
         env = spec.resume_envs()
         store_uri = env.get("LIFEBOAT_STORE") or spec.store_uri
         site = self.locate(store_uri.rstrip("/") + "/x")[0]
+        replay = AUDIT_DIR_ENV in env  # the proof's replay: no run's job, judged by nothing
         job = Job(
             cluster=cluster,
             infra=infra,
             site=site,
             epoch=int(env.get("LIFEBOAT_EPOCH", "0")),
             checkpoint=spec.checkpoint,
-            run_id=run.run_id if run else None,
+            run_id=run.run_id if run and not replay else None,
             attempt=getattr(starter, "attempt", None),
             process=Process(f"job:{cluster}:{len(self.jobs) + 1}"),
+            replay=replay,
         )
         kind = "resumed-trainer" if spec.checkpoint else "primary-trainer"
         actor = self.sched.spawn(job.process.name, kind, lambda: self.trainer(self, job), process=job.process)
@@ -448,7 +452,8 @@ class World:
         self.clock_for(actor, kind)
         job.actor = actor
         self.jobs.append(job)
-        self.oracle.job_started(job, self.jobs)
+        if not replay:
+            self.oracle.job_started(job, self.jobs)
         return job
 
     def stop_job(self, job: Job) -> None:
@@ -457,6 +462,8 @@ class World:
         self.sched.kill(job.process)
 
     def torn_down(self, job: Job) -> None:
+        if job.replay:  # the proof's own cluster, given back when it has its steps
+            return
         starter = self.sched.current
         run = getattr(starter, "run", None)
         self.oracle.torn_down(job, run.run_id if run else None, getattr(starter, "attempt", None))

@@ -76,3 +76,11 @@ def test_manifest_write_commits_a_local_checkpoint_last(tmp_path, capsys):
     assert [(s.path, s.size) for s in manifest.shards] == [("model.bin", 1000), ("optim.bin", 10)]
     assert main(["manifest", "write", str(ckpt), "--step", "300"]) == 1  # committed once only
     assert "already committed" in capsys.readouterr().err
+
+
+def test_certify_with_the_outage_confirmed_certifies_on_the_manifests_alone(runbook, capsys):
+    assert main(["certify", str(runbook), "--primary-down", "--json", "--at", "2026-11-30T08:20:00Z"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["certified"]["step"] == 200 and doc["mode"] == "manifest-only-source-down"
+    assert doc["source_error"] == "not asked: the outage is confirmed (--primary-down)"
+    assert doc["calls"].get("source.list", 0) == 0

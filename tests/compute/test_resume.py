@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from lifeboat_dr.core.resume import (
+    ParityOutcome,
     ResumeFailed,
     loss_parity,
     parse_loaded,
@@ -53,7 +54,7 @@ def test_steps_the_primary_never_reached_are_not_compared():
     assert result.passed and result.compared == 2
     died_at_checkpoint = loss_parity({s: PRE[s] for s in range(1, 21)}, dict(PRE), 20, 5, 0.0)
     assert not died_at_checkpoint.passed and died_at_checkpoint.compared == 0  # 0 compared: never a pass
-    assert "not provable" in died_at_checkpoint.detail
+    assert died_at_checkpoint.outcome is ParityOutcome.not_provable
 
 
 def test_parse_losses_skips_noise_and_keeps_the_latest_line_per_step():

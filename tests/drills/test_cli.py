@@ -53,3 +53,27 @@ def test_lifeboat_audit_exits_0_when_the_sample_reproduces_its_curve(prefect_ser
 
     assert main(["audit", str(rb.path), "--sample", "2", "--seed", "7"]) == 0
     assert "audit passed: checkpoints" in capsys.readouterr().out
+
+
+def test_lifeboat_drill_kind_partition_not_as_root_says_so_in_one_line(monkeypatch, capsys):
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+
+    assert main(["drill", str(DEMO), "--kind", "partition"]) == 1
+
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("lifeboat drill: the partition drill needs root"), line
+
+
+def test_lifeboat_drill_kind_partition_without_ip_says_so_in_one_line(monkeypatch, capsys):
+    import shutil
+
+    which = shutil.which
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    monkeypatch.setattr(
+        "shutil.which", lambda name, *a, **kw: None if name == "ip" else which(name, *a, **kw)
+    )
+
+    assert main(["drill", str(DEMO), "--kind", "partition"]) == 1
+
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("lifeboat drill: the partition drill needs iproute2's `ip`"), line

@@ -85,6 +85,16 @@ def test_corrupting_both_newest_checkpoints_fails_the_fallback_check(prefect_ser
     assert checks["no cluster left behind"]
 
 
+def test_the_corrupted_replica_drill_rots_a_data_shard_never_a_marker(prefect_server, workdir):
+    (result,) = drill(str(DEMO), kind="corrupted-replica")
+
+    checks = {name: (ok, detail) for name, ok, detail in result["checks"]}
+    assert result["passed"], result["checks"]
+    ok, flipped = checks["the corrupted shard keeps its size"]
+    assert flipped.split(" byte ")[0].rsplit("/", 1)[1] in ("model.npy", "optim.npy"), flipped
+    assert "crc mismatch" in checks["certification rejects it for its CRC"][1]
+
+
 def test_a_failing_drill_fails_the_flow_run(prefect_server, workdir):
     doc = yaml.safe_load(DEMO.read_text())
     doc["detection"]["quorum"] = 3  # a process kill moves two signals: this runbook never confirms it

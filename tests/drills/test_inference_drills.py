@@ -30,6 +30,22 @@ def test_serving_drill_passes(kind, tmp_path, ledger):
     assert entry.drill and entry.notes["drill"] == kind and entry.client is not None
 
 
+@pytest.mark.processes
+def test_the_degraded_standby_drill_holds_on_the_standby_and_pages_while_the_primary_is_dead(
+    tmp_path, ledger
+):
+    from lifeboat_dr.core.ledger import LedgerFile
+
+    rb = load_runbook(ROOT / "runbooks" / "chat-serving.yaml")
+    result = run_drill(rb, "serving-degraded", failover=None, root=tmp_path)
+
+    assert result.passed, "\n".join(result.lines())
+    (entry,) = LedgerFile(ledger).read("chat-serving")
+    assert entry.outcome == "held", entry.outcome  # not "reverted" to the primary it just killed
+    assert "primary is down by the router's check" in entry.notes["held"], entry.notes
+    assert "paged" in entry.notes
+
+
 def test_batch_resume_drill_proves_exactly_once(tmp_path, ledger):
     rb = load_runbook(ROOT / "runbooks" / "batch-embed.yaml")
     result = run_drill(rb, "batch-resume", failover=None, root=tmp_path)

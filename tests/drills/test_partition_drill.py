@@ -98,6 +98,22 @@ def test_a_hung_primary_is_detected_failed_over_and_fenced_out_with_nothing_left
     print("\n".join(line for line in printed.splitlines() if line.startswith(("detection", "failover"))))
 
 
+@pytest.mark.processes
+def test_lifeboat_drill_kind_partition_is_the_quarterly_az_test_in_one_command(tag, tmp_path):
+    argv = [sys.executable, "-m", "lifeboat_dr.shell.cli", "drill", str(ROOT / "runbooks" / "demo.yaml")]
+    argv += ["--kind", "partition"]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the drill's work folder, kept after a failure
+    done = subprocess.run(
+        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=DRILL_TIMEOUT_S
+    )
+
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert "drill partition: passed" in done.stdout, said
+    assert "[PASS] failover completed with RTO and RPO in the ledger" in done.stdout, said
+    assert "[FAIL]" not in done.stdout and "network namespaces left: none" in done.stdout, said
+
+
 def test_the_cut_makes_connections_hang_until_the_clients_timeout_and_close_leaves_nothing(tag):
     """The rig itself: a listener on the primary is reached, then hangs (not refused) while
     cut, then is reached again; close() kills the processes and removes the namespaces."""

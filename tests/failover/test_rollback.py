@@ -57,7 +57,9 @@ def test_parity_failure_rolls_back_to_the_previous_certified_checkpoint(prefect_
     assert entry.checkpoint.endswith("step-00000035")
     assert entry.notes["rollback"].startswith("parity failed from step 40 (step 41: loss ")
     assert entry.notes["rollback"].endswith("rolled back to step 35")
-    assert entry.notes["parity"] == "5 step(s) within 0 (worst 0 at step 36)"
+    assert (
+        entry.notes["parity"] == "passed (5 of 5 compared): 5 step(s) in 36..40 within 0 (worst 0 at step 36)"
+    )
     for name in providers.compute.clusters():
         providers.compute.teardown(name)
 

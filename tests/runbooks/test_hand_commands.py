@@ -69,7 +69,11 @@ def test_the_hand_launch_is_what_skypilots_cli_accepts_and_resumes_on_the_second
     (entrypoint,) = p["entrypoint"]
     assert entrypoint.startswith("runbooks/jobs/")  # relative to the repository root
     checkpoint = f"{rb.secondary.store.rstrip('/')}/CHECKPOINT"
-    assert dict(p["env"]) == {(rb.job.resume.env or "LIFEBOAT_CHECKPOINT"): checkpoint}
+    assert dict(p["env"]) == {
+        (rb.job.resume.env or "LIFEBOAT_CHECKPOINT"): checkpoint,
+        "LIFEBOAT_EPOCH": "1",  # the fence's epoch: the job's guarded commits go through under it
+        "LIFEBOAT_STORE": rb.secondary.store,
+    }
 
     monkeypatch.chdir(cwd)
     cloud, region, zone = command._handle_infra_cloud_region_zone_options(p["infra"], None, None, None)
@@ -145,10 +149,15 @@ def test_the_local_checksum_command_prints_the_crc32c_that_s3_and_gcs_show(tmp_p
 
 def test_the_local_hand_run_resumes_from_the_certified_checkpoint(tmp_path):
     (block,) = re.findall(r"```bash\n(.*?)```", _markdown("demo"), re.S)
-    ckpt_line, run_line = block.strip().splitlines()
+    ckpt_line, epoch_line, run_line = block.strip().splitlines()
     assert ckpt_line.startswith("CKPT=.lifeboat/demo/secondary/CHECKPOINT")
+    assert epoch_line.startswith("EPOCH=1  # the epoch `lifeboat fence` printed")
     argv = shlex.split(run_line)
-    assert argv[:3] == ["python", "-m", "lifeboat_dr.standins.trainer"] and argv[-2:] == ["--resume", "$CKPT"]
+    assert argv[:2] == ["LIFEBOAT_EPOCH=$EPOCH", "LIFEBOAT_STORE=file://.lifeboat/demo/secondary"]
+    assert argv[2:5] == ["python", "-m", "lifeboat_dr.standins.trainer"] and argv[-2:] == [
+        "--resume",
+        "$CKPT",
+    ]
     rb = load_runbook(ROOT / "runbooks" / "demo.yaml")
     assert rb.job.resume.arg == "--resume {checkpoint}"  # what the failover appends, the same way
 

@@ -146,3 +146,53 @@ def test_the_hand_fence_stops_the_primary_with_a_command_skypilot_parses():
     ctx = command.down.make_context("down", argv[2:])
     assert ctx.params["clusters"] == ("PRIMARY_CLUSTER",) and ctx.params["yes"]
     assert "replace `PRIMARY_CLUSTER`" in text  # the runbook names no primary.cluster
+
+
+def test_the_hand_fence_fences_in_the_stores_with_the_primarys_endpoint_dead(
+    s3_endpoint, tmp_path, monkeypatch, capsys
+):
+    """Step 2 of the fence, pasted: the runbook's own file, its secondary bucket on moto and
+    the primary's R2 endpoint a port nothing listens on; the CLI is Lifeboat's own parser."""
+    import yaml
+
+    from lifeboat_dr.core.commit import commit_checkpoint
+    from lifeboat_dr.core.fencing import COMMIT_MARKER, peek_lease
+    from lifeboat_dr.providers.storage.local import LocalStore
+    from lifeboat_dr.providers.storage.s3 import S3Store
+    from lifeboat_dr.shell.cli import main
+    from lifeboat_dr.testing.emulators import dead_port
+
+    text = _section(_markdown(S3_RUNBOOK), "3. Fence")
+    (pasted,) = _inline(text, "lifeboat fence")
+    assert "`YOUR_NAME` and `REASON`" in text  # said to be replaced
+    argv = shlex.split(pasted.replace("YOUR_NAME", "alice").replace("REASON", "ord1 is dark"))
+    assert argv[:2] == ["lifeboat", "fence"] and argv[3:] == ["--by", "alice", "--reason", "ord1 is dark"]
+    doc = yaml.safe_load((ROOT / argv[2]).read_text())
+    doc["primary"]["endpoint_url"] = dead_port()
+    doc["secondary"]["endpoint_url"] = s3_endpoint
+    (tmp_path / argv[2]).parent.mkdir(parents=True)
+    (tmp_path / argv[2]).write_text(yaml.safe_dump(doc))
+    (tmp_path / "runbooks" / "jobs").mkdir()
+    task = ROOT / "runbooks" / doc["job"]["task"]
+    (tmp_path / "runbooks" / doc["job"]["task"]).write_text(task.read_text())
+    bucket, _, prefix = doc["secondary"]["store"].removeprefix("s3://").partition("/")
+    _bucket(s3_endpoint, bucket)
+    secondary = S3Store(bucket, prefix, endpoint_url=s3_endpoint)
+    primary_side = LocalStore(tmp_path / "primary-side")  # what replication brought over: one commit
+    commit_checkpoint(primary_side, "checkpoint-100", 100, 0)
+    marker = f"checkpoint-100/{COMMIT_MARKER}"
+    secondary.put(marker, b"".join(primary_side.read(marker)))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LIFEBOAT_LEDGER", str(tmp_path / "ledger.jsonl"))
+    monkeypatch.setenv("LIFEBOAT_STORE_DEADLINE", "3")
+
+    assert main(argv[1:]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "fenced mistral-7b-sft: epoch 0 -> 1, secondary active" in out, out
+    assert "sealed epoch 0 (primary@0) at commit 1" in out and "LIFEBOAT_EPOCH=1" in out, out
+    lease = peek_lease(secondary)
+    assert (lease.epoch, lease.holder, lease.seal(0).commits) == (1, "manual:alice", 1)
+
+    assert main(argv[1:]) == 0  # pasted twice: one epoch
+    assert "already fenced at epoch 1" in capsys.readouterr().out
+    assert peek_lease(secondary) == lease

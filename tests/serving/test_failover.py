@@ -40,7 +40,7 @@ def settings(**kw) -> ServingSettings:
     return ServingSettings(**{**base, **kw})
 
 
-def run(s=None, *, standby=None, router=None, digest=DIGEST, approve=None, ledger=None):
+def run(s=None, *, standby=None, router=None, digest=DIGEST, approve=None, ledger=None, **kw):
     router = router or FakeTraffic({"primary": 255, "standby": 0})
     standby = standby or FakeEndpoint("http://standby", digest=DIGEST)
     ledger = ledger or RtoLedger(
@@ -59,6 +59,7 @@ def run(s=None, *, standby=None, router=None, digest=DIGEST, approve=None, ledge
         approve=approve,
         clock=clock,
         sleep=clock.sleep,
+        **kw,
     )
     return entry, router, standby
 
@@ -133,6 +134,48 @@ def test_errors_after_the_switch_revert_the_traffic():
     assert router.history[-1] == {"primary": 255, "standby": 0}
     assert "error rate 2/3 requests" in entry.notes["reverted"]
     assert "traffic_switched" in entry.phases and "watch_passed" not in entry.phases
+
+
+def test_a_breach_while_the_router_sees_the_primary_down_holds_on_the_standby_and_pages():
+    router = FakeTraffic({"primary": 255, "standby": 0})
+    router.down("primary")  # the outage this failover is for: it is still going on
+    standby = FakeEndpoint(digest=DIGEST)
+    standby.script = [200, 200, 200] + [200, 500, 500]
+    pages = []
+
+    entry, router, _ = run(standby=standby, router=router, page=pages.append)
+
+    assert entry.outcome == "held"
+    assert router.weights() == {"primary": 0, "standby": 255}  # never back to the dead primary
+    assert "primary is down by the router's check (fake check)" in entry.notes["held"]
+    assert "error rate 2/3 requests" in entry.notes["held"] and "reverted" not in entry.notes
+    (page,) = pages
+    assert "held" in page and "primary is down" in page and "traffic stays on standby" in page
+
+
+def test_a_breach_while_the_primary_health_endpoint_does_not_answer_holds():
+    primary = FakeEndpoint("http://primary", digest=DIGEST)
+    primary.down = True  # the router runs no check that saw it; the primary's own endpoint is dead
+    standby = FakeEndpoint(digest=DIGEST)
+    standby.script = [200, 200, 200] + [200, 500, 500]
+    pages = []
+
+    entry, router, _ = run(standby=standby, sites={"primary": primary}, page=pages.append)
+
+    assert entry.outcome == "held" and router.weights() == {"primary": 0, "standby": 255}
+    assert "primary's health endpoint: ConnectionRefusedError" in entry.notes["held"] and len(pages) == 1
+
+
+def test_a_breach_with_the_primary_healthy_now_reverts_to_it():
+    primary = FakeEndpoint("http://primary", digest=DIGEST)  # it answers again: a flap, not an outage
+    standby = FakeEndpoint(digest=DIGEST)
+    standby.script = [200, 200, 200] + [200, 500, 500]
+    pages = []
+
+    entry, router, _ = run(standby=standby, sites={"primary": primary}, page=pages.append)
+
+    assert entry.outcome == "reverted" and router.weights() == {"primary": 255, "standby": 0}
+    assert ("GET", "/healthz") in primary.requests and pages == []
 
 
 def test_a_slow_standby_reverts_on_p99():

@@ -49,3 +49,38 @@ def test_a_serving_runbook_that_requires_approval_asks_on_the_flow_and_a_no_move
     (entry,) = LedgerFile(ledger_path).read("chat-serving")
     assert "standby_verified" in entry.phases and "approval_requested" in entry.phases
     assert "traffic_switched" not in entry.phases
+
+
+@pytest.mark.processes
+def test_a_real_serving_failover_confirms_a_dead_primary_by_endpoint_and_router_health(
+    prefect_server, ledger_path, tmp_path
+):
+    from prefect import flow
+
+    from lifeboat_dr.flows.serving import serve_failover
+    from lifeboat_dr.flows.serving_sandbox import serving_sandbox
+    from lifeboat_dr.flows.wiring import build_router
+    from lifeboat_dr.kernel.errors import StopFailover
+    from lifeboat_dr.runbooks.loader import load_runbook
+
+    @flow
+    def real_failover(rb, run_id):  # not a dry run: no evidence handed over, the quorum decides now
+        return serve_failover(
+            rb, run_id=run_id, outage_started_at=None, detected_at=None, evidence=None,
+            force=False, approval=None, dry_run=False,
+        )  # fmt: skip
+
+    rb = load_runbook(ROOT / "runbooks" / "chat-serving.yaml")
+    with serving_sandbox(rb, tmp_path / "box") as box:
+        router = build_router(box.rb)
+        with pytest.raises(StopFailover, match="outage not confirmed"):  # the primary is alive
+            real_failover(box.rb, "alive")
+        assert router.weights() == {"primary": 255, "secondary": 0}
+
+        box.kill_primary()
+        result = real_failover(box.rb, "dead")
+
+        assert result["outcome"] == "completed", result["failures"]
+        assert router.weights() == {"primary": 0, "secondary": 255}
+    entry = next(e for e in LedgerFile(ledger_path).read("chat-serving") if e.run_id == "dead")
+    assert "endpoint_health:" in entry.notes["evidence"] and "router_health:" in entry.notes["evidence"]

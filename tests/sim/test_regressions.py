@@ -302,6 +302,7 @@ CASES = (
         pins={
             "outage_at": 1,
             "heal_after": HEAL_AFTER_40_S,
+            "failback_after": 2,  # 60 s: after the failover (and its proof) gave the lock back
             "replicators": 1,
             "replicator_machine": 1,
             "ledger": CHAIN,

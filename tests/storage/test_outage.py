@@ -28,9 +28,9 @@ SLACK_S = 3.0
 
 @pytest.fixture(autouse=True)
 def _fake_aws_credentials(monkeypatch):
-    from lifeboat_dr.testing.emulators import _AWS_ENV
+    from lifeboat_dr.testing.emulators import AWS_TEST_ENV
 
-    for k, v in _AWS_ENV.items():
+    for k, v in AWS_TEST_ENV.items():
         monkeypatch.setenv(k, v)
 
 

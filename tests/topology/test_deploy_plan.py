@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import yaml
 from lifeboat_dr.flows.deploy import (
     RUNBOOK_PLACEHOLDER,
     SECONDARY_POOL,
+    GitSource,
     deployment_names,
     deployment_plan,
     is_per_runbook,
@@ -120,3 +122,44 @@ def test_one_pool_for_both_vantages_is_refused():
         deployment_plan(
             TEMPLATE, [runbook_target("runbooks/demo.yaml", ROOT)], ROOT, secondary_pool="lifeboat"
         )
+
+
+def test_with_a_git_source_every_run_clones_the_pinned_commit_and_no_folder_is_named():
+    source = GitSource("https://git.example.com/acme/dr.git", "0123456789abcdef0123456789abcdef01234567")
+    plan = deployment_plan(TEMPLATE, [runbook_target("runbooks/demo.yaml", ROOT)], ROOT, source=source)
+    assert plan["pull"] == [
+        {
+            "prefect.deployments.steps.git_clone": {
+                "repository": "https://git.example.com/acme/dr.git",
+                "commit_sha": "0123456789abcdef0123456789abcdef01234567",
+            }
+        }
+    ]
+    assert str(ROOT) not in json.dumps(plan)
+
+
+def _checkout(folder: Path) -> Path:
+    """A git checkout holding the demo runbook, committed."""
+    folder.mkdir()
+    shutil.copy(ROOT / "runbooks/demo.yaml", folder / "demo.yaml")
+    for args in (["init", "-q"], ["add", "demo.yaml"], ["commit", "-q", "-m", "runbook"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=folder, check=True
+        )
+    return folder
+
+
+def test_a_git_source_refuses_a_runbook_the_workers_clone_would_not_hold(tmp_path, monkeypatch, capsys):
+    from lifeboat_dr.shell.cli import main as lifeboat
+
+    monkeypatch.chdir(_checkout(tmp_path / "checkout"))
+    Path("demo.yaml").write_text(Path("demo.yaml").read_text().replace("rpo: 30s", "rpo: 40s"))
+    assert lifeboat(["deploy", "demo.yaml", "--repository", "file:///srv/git/dr.git"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "demo.yaml is not committed as it is here" in err and len(err.splitlines()) == 1
+
+    outside = tmp_path / "elsewhere.yaml"
+    shutil.copy(ROOT / "runbooks/demo.yaml", outside)
+    assert lifeboat(["deploy", str(outside), "--repository", "file:///srv/git/dr.git"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "is outside" in err and "a worker's clone cannot hold it" in err and len(err.splitlines()) == 1

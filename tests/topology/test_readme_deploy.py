@@ -1,6 +1,8 @@
 """README "Deploying", pasted as a new user would: its commands run verbatim against a real
 `prefect server start` and real process workers (the control plane's pool and the secondary
-site's), then both vantages' `watch` and a dry-run `failover` run through them."""
+site's), then both vantages' `watch` and a dry-run `failover` run through them. The git server
+is a bare clone of this checkout on loopback (`file://`), and the workers run in a folder of
+their own: each run clones the deployed commit and works there, never in the checkout."""
 
 from __future__ import annotations
 
@@ -107,6 +109,17 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
     env = _env(prefect_server_process, tmp_path)
     export, deploy, *worker_cmds = readme_deploy_commands()
     assert export.startswith("export PREFECT_API_URL=")  # the test's own server stands in for it
+    # the user's git server: a bare clone on loopback stands in for the README's URL
+    git_server = tmp_path / "lifeboat.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(ROOT), str(git_server)], check=True)
+    words = shlex.split(deploy)
+    words[words.index("--repository") + 1] = f"file://{git_server}"
+    deploy = shlex.join(words)
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout
+    worker_host = tmp_path / "worker-host"  # no checkout here
+    worker_host.mkdir()
     for _ in range(2):  # twice: the second run updates in place
         started = time.monotonic()
         done = subprocess.run(deploy, shell=True, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -121,7 +134,7 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
             workers.append(
                 subprocess.Popen(
                     ["env", *shlex.split(worker_cmd)],  # VAR=value prefect worker start ...
-                    cwd=ROOT,
+                    cwd=worker_host,
                     env=env,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -135,6 +148,10 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
         ):
             watch = client.read_deployment_by_name("watch/demo")
             assert watch.parameters == {"runbook": "runbooks/demo.yaml", "vantage": "control-plane"}
+            # the code comes from the git server at the deployed commit, not from a folder here
+            clone = {"repository": f"file://{git_server}", "commit_sha": head.strip()}
+            assert watch.pull_steps == [{"prefect.deployments.steps.git_clone": clone}]
+            assert str(ROOT) not in json.dumps(watch.pull_steps)
             assert watch.work_pool_name == "lifeboat"
             second = client.read_deployment_by_name("watch/watch-secondary-demo")
             assert second.parameters == {"runbook": "runbooks/demo.yaml", "vantage": "secondary"}
