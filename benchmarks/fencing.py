@@ -3,7 +3,8 @@
 - fence(): read + conditional write of the lease, vs one unconditional put of the same bytes
   (LocalStore, MemoryStore, S3 on moto);
 - a 16-writer race round (threads), vs 16 bare puts from 16 threads;
-- 16 guarded commits racing one fence, 1,000 rounds on MemoryStore, 300 on LocalStore, 3 on S3/moto:
+- 16 guarded commits racing one fence, 1,000 rounds on MemoryStore, 300 on LocalStore, 3 on S3/moto,
+  1,000 on GCS (fake-gcs-server, which enforces ifGenerationMatch; 30 with --quick):
   rounds where a writer's "committed"/"fenced out" disagrees with what certification reads,
   for the guarded commit and for the old check-put-check protocol judged by timestamps;
 - guarded_commit vs a bare create-only put of the marker;
@@ -86,12 +87,15 @@ def _fencing(root: Path) -> None:
     )
 
 
-def _commit_round(store, n: int, rng, commit, counts) -> tuple[bool, int]:
-    """16 commits and one fence at once: (consistent, commits that count)."""
+def _commit_round(store, n: int, rng, commit, counts, unavailable: list | None = None) -> tuple[bool, int]:
+    """16 commits and one fence at once: (consistent, commits that count). A writer told
+    ProviderUnavailable (the lease kept changing under its reads) must leave no marker that
+    counts; `unavailable` collects them. A fence that fails (it has no rival) even retried
+    on ProviderUnavailable, as the failover's step is, raises."""
     from lifeboat_dr.core.fencing import fence, read_lease
-    from lifeboat_dr.kernel.errors import NotFound, StopFailover
+    from lifeboat_dr.kernel.errors import NotFound, ProviderUnavailable, StopFailover
 
-    barrier, told = threading.Barrier(17), {}
+    barrier, told, fenced = threading.Barrier(17), {}, []
     delay = rng.random() * 0.002
 
     def writer(i):
@@ -101,11 +105,25 @@ def _commit_round(store, n: int, rng, commit, counts) -> tuple[bool, int]:
             told[i] = True
         except StopFailover:
             told[i] = False
+        except ProviderUnavailable:
+            told[i] = False
+            if unavailable is not None:
+                unavailable.append((n, i))
 
     def fencer():
         barrier.wait()
         time.sleep(delay)
-        fence(store, run_id=f"round-{n}", holder="secondary")
+        for attempt in range(3):  # retried on ProviderUnavailable, as the failover's step is
+            try:
+                fence(store, run_id=f"round-{n}", holder="secondary")
+                fenced.append(None)
+                return
+            except ProviderUnavailable as e:
+                if attempt == 2:
+                    fenced.append(e)
+            except Exception as e:
+                fenced.append(e)
+                return
 
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(16)] + [
         threading.Thread(target=fencer)
@@ -114,7 +132,9 @@ def _commit_round(store, n: int, rng, commit, counts) -> tuple[bool, int]:
         t.start()
     for t in threads:
         t.join()
-    lease, ok, counted = read_lease(store)[0], True, 0
+    if fenced != [None]:
+        raise RuntimeError(f"round {n}: the fence failed: {fenced[0] if fenced else 'never ran'}")
+    lease, ok, counted = read_lease(store)[0], len(told) == 16, 0
     for i, committed in told.items():
         try:
             c = counts(b"".join(store.read(f"r{n}/step-{i}/lifeboat-commit.json")), lease)
@@ -207,6 +227,32 @@ def _commit_race() -> None:
         print(
             f"guarded_commit on S3 (moto): {commit_ms:.2f} ms median vs a bare create-only put "
             f"{put_ms:.2f} ms ({commit_ms / put_ms:.1f}x)"
+        )
+    _commit_race_on_gcs(new, new_counts)
+
+
+def _commit_race_on_gcs(commit, counts) -> None:
+    import os
+    import random
+
+    from lifeboat_dr.providers.storage.gcs import GcsStore
+    from lifeboat_dr.testing.emulators import fake_gcs_server, new_gcs_bucket
+
+    rounds = 30 if os.environ.get("LIFEBOAT_BENCH_QUICK") else 1000
+    with fake_gcs_server() as url:
+        rng, unavailable = random.Random(13), []
+        started = time.perf_counter()
+        results = [  # a bucket a round: fake-gcs-server scans a bucket's objects on every write
+            _commit_round(
+                GcsStore(new_gcs_bucket(url), "race", endpoint_url=url), n, rng, commit, counts, unavailable
+            )
+            for n in range(rounds)
+        ]
+        print(
+            f"16 commits vs a fence, GCS (fake-gcs-server), guarded commit: {sum(not ok for ok, _ in results)}"
+            f"/{rounds} inconsistent rounds ({sum(0 < c < 16 for _, c in results)} split commits across "
+            f"the fence; {len(unavailable)} of {16 * rounds} writers told unavailable, none counted; "
+            f"{(time.perf_counter() - started) / rounds:.2f} s a round)"
         )
 
 

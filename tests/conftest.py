@@ -4,17 +4,22 @@ Tiers: `make test-fast` runs `-m "not integration and not processes"`, `make tes
 A test that starts a child Python (this interpreter, directly or in a job's shell command:
 torchrun, a trainer, the CLI), HAProxy or a fork is marked `processes` by hand, and one that
 does so unmarked fails, naming the command (each such start costs a second or more here).
-A test that uses a peer (`prefect_server`, `s3_endpoint`, `gcs_endpoint`) is marked
-`integration` here, as is a test parametrized with a backend a peer serves (`s3`, `gcs`), so
+A test that uses a peer (`prefect_server`, `s3_endpoint`, `gcs_endpoint`, `fake_gcs_endpoint`)
+is marked `integration` here, as is a test parametrized with a backend a peer serves (`s3`,
+`gcs`, `fake-gcs`), so
 `pytest -m "not integration"` starts no server; a peer asked for at run time in that tier
 fails the test instead, and so does a flow run with no server (Prefect's silent temporary
 server is switched off). No telemetry, nothing reaching the internet. Each peer starts once, on first use, on
 127.0.0.1, and stops at the end of the session: `prefect_server` (a temporary Prefect server
 on SQLite, so every area's events, deployments and automations land on one server),
-`s3_endpoint` (moto's ThreadedMotoServer), `gcs_endpoint` (gcp-storage-emulator),
-`prefect_server_process` (`prefect server start` on SQLite), `postgres_url` (a private
-PostgreSQL cluster: skipped with the reason where PostgreSQL is not installed; the production
-topology runs Prefect's multi-server control plane on it, tests/topology/test_production_topology.py).
+`s3_endpoint` (moto's ThreadedMotoServer), `gcs_endpoint` (gcp-storage-emulator, in-process:
+it ignores generation preconditions), `fake_gcs_endpoint` (fake-gcs-server, a Go process that
+enforces them on uploads: the GCS backend of the fencing, commit-race and contract suites),
+`oci_registry` (Debian's `docker-registry` with basic auth: skipped with the reason where it
+is not installed), `prefect_server_process` (`prefect server start` on SQLite), `postgres_url`
+(a private PostgreSQL cluster: skipped with the reason where PostgreSQL is not installed; the
+production topology runs Prefect's multi-server control plane on it,
+tests/topology/test_production_topology.py).
 """
 
 import os
@@ -42,8 +47,10 @@ PEERS = (
     "postgres_url",
     "s3_endpoint",
     "gcs_endpoint",
+    "fake_gcs_endpoint",
+    "oci_registry",
 )
-PEER_PARAMS = {"s3", "gcs", "s3-moto", "gcs-emulator", "haproxy", "route53"}
+PEER_PARAMS = {"s3", "gcs", "fake-gcs", "s3-moto", "gcs-emulator", "haproxy", "route53"}
 
 
 # `make test` runs on pytest-xdist workers (`-n 3 --dist loadfile`), each file on one worker
@@ -253,3 +260,31 @@ def gcs_endpoint(request):
 
     with gcs_emulator() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def fake_gcs_endpoint(request):
+    _unit_tier_guard(request)
+    from lifeboat_dr.testing.emulators import fake_gcs_server
+
+    with fake_gcs_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def oci_registry(request):
+    """The Distribution registry (Debian's `docker-registry`) on loopback with one basic-auth
+    account: yields (URL, user, password). Images go in with `testing.oci_registry.push_image`."""
+    _unit_tier_guard(request)
+    from lifeboat_dr.testing.oci_registry import PeerMissing, distribution_registry
+
+    account = ("puller", "s3cret-pull")
+    try:
+        registry = distribution_registry(*account)
+        url = registry.__enter__()
+    except PeerMissing as e:
+        missing(str(e))
+    try:
+        yield url, *account
+    finally:
+        registry.__exit__(None, None, None)

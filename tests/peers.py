@@ -8,6 +8,7 @@ while the suite looked green.
 from __future__ import annotations
 
 import os
+import shutil
 from typing import NoReturn
 
 import pytest
@@ -27,3 +28,12 @@ def missing(why: str) -> NoReturn:
     if IN_CI:
         pytest.fail(f"CI=true and {why}: .ci/run installs it", pytrace=False)
     pytest.skip(why)
+
+
+def without(*commands: str) -> str | None:
+    """Why the first of `commands` absent here is missing (each from Debian's package of that
+    name, as .ci/run's PEERS installs it), or None when all are here."""
+    for command in commands:
+        if not (shutil.which(command) or os.path.exists(f"/usr/sbin/{command}")):
+            return f"no {command} here (apt-get install {command})"
+    return None

@@ -34,6 +34,7 @@ from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, checked
 
 CHUNK = 1 << 20
 UPLOAD_CHUNK = 8 << 20  # resumable upload chunk for streamed puts (a multiple of 256 KiB)
+READ_TRIES = 5  # reads begun again when the object is replaced before its first byte
 _LIST_FIELDS = "items(name,size,updated,generation,crc32c,etag),nextPageToken"  # what ObjectInfo needs
 
 
@@ -194,21 +195,40 @@ class GcsStore:
         return self._info(key, blob)
 
     def read(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
-        info = self.head(key)  # pins the generation: every chunk comes from the same object
-        blob = self._bucket().blob(self._key(key), generation=int(info.version))
-        end = info.size if end is None else min(end, info.size)
-        pos = start
-        while pos < end:
-            stop = min(end, pos + CHUNK)
-            chunk = self._call(
-                "get_media",
-                key,
-                lambda p=pos, s=stop: blob.download_as_bytes(start=p, end=s - 1, checksum=None, **self._rpc),
-            )
-            if not chunk:
+        # Every chunk comes from the generation HEAD saw. A write since removes that
+        # generation (404): before the first byte the read starts again on the new one (the
+        # object is there: never NotFound); after it, the bytes would mix two objects.
+        for _ in range(READ_TRIES):
+            info = self.head(key)
+            blob = self._bucket().blob(self._key(key), generation=int(info.version))
+            stop_at = info.size if end is None else min(end, info.size)
+            pos = start
+            while pos < stop_at:
+                stop = min(stop_at, pos + CHUNK)
+                try:
+                    chunk = self._call(
+                        "get_media",
+                        key,
+                        lambda p=pos, s=stop, b=blob: b.download_as_bytes(
+                            start=p, end=s - 1, checksum=None, **self._rpc
+                        ),
+                    )
+                except NotFound:
+                    if pos == start:
+                        break  # overwritten (or deleted) since the HEAD: read it again
+                    raise ProviderUnavailable(
+                        f"{self.uri}/{key}: overwritten while it was read (generation {info.version} "
+                        f"is gone after {pos - start} bytes); read it again"
+                    ) from None
+                if not chunk:
+                    return
+                yield chunk
+                pos += len(chunk)
+            else:
                 return
-            yield chunk
-            pos += len(chunk)
+        raise ProviderUnavailable(
+            f"{self.uri}/{key}: overwritten {READ_TRIES} times while we began reading it"
+        )
 
     def put(
         self,

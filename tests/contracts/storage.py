@@ -3,7 +3,7 @@
 A backend's test class inherits `StoreContract` and says which backend it is (`BACKEND`); the
 fixtures `store` (a fresh, empty store) and `make_store(backend)` come from
 tests/storage/conftest.py or the backend's own test module. A backend served by a peer
-(moto, the GCS emulator) marks its class `integration`.
+(moto, fake-gcs-server, the GCS emulator) marks its class `integration`.
 """
 
 from datetime import UTC
@@ -13,15 +13,27 @@ import pytest
 from lifeboat_dr.kernel.crc32c import crc32c
 from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed
 
-EMULATOR_IGNORES_PRECONDITIONS = (
-    "gcp-storage-emulator ignores ifGenerationMatch (DESIGN.md §6); real GCS honours it and "
-    "MemoryStore stands in for it in the tests that need generation preconditions"
-)
+# What each GCS peer ignores that real GCS enforces (tests/storage/test_gcs_preconditions.py
+# asks them on the wire). Such a test runs there and must fail: strict xfail, so we hear when
+# a peer learns it. MemoryStore keeps the promise in its place.
+IGNORES = {
+    ("gcs", "upload"): "gcp-storage-emulator ignores ifGenerationMatch",
+    ("gcs", "rewrite"): "gcp-storage-emulator ignores ifGenerationMatch",
+    ("gcs", "resumable"): "gcp-storage-emulator ignores ifGenerationMatch",
+    ("fake-gcs", "rewrite"): "fake-gcs-server 1.54 ignores ifGenerationMatch on rewrite",
+    (
+        "fake-gcs",
+        "resumable",
+    ): "fake-gcs-server 1.54 ignores ifGenerationMatch on resumable uploads (1.55 enforces it)",
+}
 
 
-def _needs_preconditions(request, backend):
-    if backend == "gcs":  # runs, and must fail: if the emulator starts honouring them, we hear of it
-        request.applymarker(pytest.mark.xfail(strict=True, reason=EMULATOR_IGNORES_PRECONDITIONS))
+def _needs_preconditions(request, backend, on: str = "upload"):
+    """The test needs the store to enforce a precondition `on` an upload, a resumable upload
+    (a stream of unknown size) or a rewrite (a server-side copy)."""
+    if (backend, on) in IGNORES:
+        reason = f"{IGNORES[backend, on]}; real GCS honours it and MemoryStore stands in for it"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
 class StoreContract:
@@ -65,8 +77,8 @@ class StoreContract:
         assert [i.key for i in store.list("s/")] == keys
         if backend == "s3":
             assert store.calls["ListObjectsV2"] == 3
-        # gcp-storage-emulator ignores maxResults/pageToken (one page always); the GCS adapter
-        # iterates the client's page iterator, which follows nextPageToken on real GCS.
+        if backend == "fake-gcs":  # pages as GCS does (gcp-storage-emulator ignores maxResults)
+            assert store.calls["list"] == 3
 
     def test_read_streams_whole_and_ranged_bytes(self, store):
         data = bytes(range(256)) * 20
@@ -104,6 +116,17 @@ class StoreContract:
             store.put("lease", b"epoch-2", if_none_match=True)
         assert b"".join(store.read("lease")) == b"epoch-1"
 
+    def test_a_streamed_create_only_write_of_unknown_size_never_lands_over_an_object(
+        self, store, backend, request
+    ):
+        """A copy streams a shard it cannot size up front (a resumable upload on GCS): the
+        object a resumed job wrote there meanwhile keeps its bytes."""
+        _needs_preconditions(request, backend, on="resumable")
+        store.put("step_20/shard", b"active lineage")
+        with pytest.raises(PreconditionFailed):
+            store.put("step_20/shard", iter([b"old ", b"lineage"]), if_none_match=True)
+        assert b"".join(store.read("step_20/shard")) == b"active lineage"
+
     def test_if_match_write_refuses_a_stale_version(self, store, backend, request):
         _needs_preconditions(request, backend)
         first = store.put("lease", b"epoch-1")
@@ -126,7 +149,7 @@ class StoreContract:
     ):
         """The copy planned an empty destination; another writer (a failover's resumed job)
         wrote there first: the copy loses, the writer's bytes stay."""
-        _needs_preconditions(request, backend)
+        _needs_preconditions(request, backend, on="rewrite")
         other = make_store(backend, prefix="replica")
         store.put("step_20/shard", b"old lineage" * 100)
         other.put("step_20/shard", b"active lineage")
@@ -139,7 +162,7 @@ class StoreContract:
     def test_an_if_match_server_copy_replaces_only_the_version_it_planned_against(
         self, store, make_store, backend, request
     ):
-        _needs_preconditions(request, backend)
+        _needs_preconditions(request, backend, on="rewrite")
         other = make_store(backend, prefix="replica")
         store.put("shard", b"source" * 100)
         planned = other.put("shard", b"stale replica")

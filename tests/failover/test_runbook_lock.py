@@ -24,12 +24,18 @@ LEASE = 1.5  # renewed every 0.5 s: a renewal the load delays by a second still 
 LEASE_S3 = 2.5
 
 
-@pytest.fixture(params=["local", "memory", "s3-moto"])
+@pytest.fixture(params=["local", "memory", "s3-moto", "fake-gcs"])
 def store(request, tmp_path):
     if request.param == "local":
         return LocalStore(tmp_path / "secondary")
     if request.param == "memory":
         return MemoryStore()
+    if request.param == "fake-gcs":  # enforces the lock's conditional uploads as GCS does
+        from lifeboat_dr.providers.storage.gcs import GcsStore
+        from lifeboat_dr.testing.emulators import new_gcs_bucket
+
+        endpoint = request.getfixturevalue("fake_gcs_endpoint")
+        return GcsStore(new_gcs_bucket(endpoint), "jobs/llama", endpoint_url=endpoint)
     from lifeboat_dr.providers.storage.s3 import S3Store
     from lifeboat_dr.testing.emulators import new_s3_bucket
 

@@ -1,5 +1,10 @@
 """A tiny OCI registry on loopback: HEAD manifests with Docker-Content-Digest, GET manifests
-and blobs (`publish`), Bearer tokens or Basic auth."""
+and blobs (`publish`), Bearer tokens or Basic auth, a status of our choosing, a log of requests.
+
+The real registry (test_real_registry.py: Debian's Distribution registry, skopeo pushing) runs
+prestage end to end with basic auth. This stub stays for what that one does not do on
+loopback: a Bearer token service (nvcr.io, Docker Hub, Artifact Registry answer so), a 503
+outage, a damaged layer served under its digest, and counting each request."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ import base64
 import json
 
 import pytest
+from pydantic import SecretStr
 
 from lifeboat_dr.core.prestage import check_readiness
 from lifeboat_dr.kernel.errors import ConfigError, ProviderUnavailable
@@ -63,9 +64,9 @@ def test_basic_auth_mirror_with_credentials_from_the_environment(stub_registry, 
         OciRegistry(mirror=_mirror(stub_registry)).pull(IMAGE)
     monkeypatch.setenv("LIFEBOAT_REGISTRY_" + host.replace(".", "_").replace(":", "_"), "puller:s3cret")
     creds = registry_credentials([host])
-    assert creds == {host: ("puller", "s3cret")}
+    assert {h: (u, p.get_secret_value()) for h, (u, p) in creds.items()} == {host: ("puller", "s3cret")}
     assert OciRegistry(mirror=_mirror(stub_registry), credentials=creds).pull(IMAGE).blobs == 3
-    wrong = OciRegistry(mirror=_mirror(stub_registry), credentials={host: ("puller", "guess")})
+    wrong = OciRegistry(mirror=_mirror(stub_registry), credentials={host: ("puller", SecretStr("guess"))})
     with pytest.raises(ConfigError, match="refused"):
         wrong.pull(IMAGE)
 
@@ -74,7 +75,8 @@ def test_credentials_from_the_docker_config(tmp_path):
     config = tmp_path / "config.json"
     auth = base64.b64encode(b"robot$ci:tok:en").decode()
     config.write_text(json.dumps({"auths": {"https://nvcr.io": {"auth": auth}, "bad.io": {}}}))
-    assert registry_credentials(["nvcr.io", "bad.io"], env={}, docker_config=config) == {
+    found = registry_credentials(["nvcr.io", "bad.io"], env={}, docker_config=config)
+    assert {h: (u, p.get_secret_value()) for h, (u, p) in found.items()} == {
         "nvcr.io": ("robot$ci", "tok:en")
     }
     config.write_text("not json")

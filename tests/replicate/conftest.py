@@ -165,8 +165,8 @@ def runbook_file(tmp_path):
 
 @pytest.fixture
 def make_store(request, tmp_path):
-    """`make_store("local" | "s3" | "gcs" | "memory", endpoint_url=None)`: a fresh store (new
-    bucket)."""
+    """`make_store("local" | "s3" | "gcs" | "fake-gcs" | "memory", endpoint_url=None)`: a fresh
+    store (new bucket)."""
     from itertools import count
 
     n = count()
@@ -180,11 +180,11 @@ def make_store(request, tmp_path):
 
             url = request.getfixturevalue("s3_endpoint")
             return S3Store(new_s3_bucket(url), "ckpt", endpoint_url=endpoint_url or url)
-        if backend == "gcs":
+        if backend in ("gcs", "fake-gcs"):  # fake-gcs-server enforces generation preconditions
             from lifeboat_dr.providers.storage.gcs import GcsStore
             from lifeboat_dr.testing.emulators import new_gcs_bucket
 
-            url = request.getfixturevalue("gcs_endpoint")
+            url = request.getfixturevalue("gcs_endpoint" if backend == "gcs" else "fake_gcs_endpoint")
             return GcsStore(new_gcs_bucket(url), "ckpt", endpoint_url=url)
         if backend == "memory":
             from lifeboat_dr.testing.memory_store import MemoryStore

@@ -21,5 +21,14 @@ class TestS3StoreOnMoto(StoreContract):
 
 
 @pytest.mark.integration
+class TestGcsStoreOnFakeGcsServer(StoreContract):
+    """GCS with its upload preconditions enforced (tests/storage/test_gcs_preconditions.py)."""
+
+    BACKEND = "fake-gcs"
+
+
+@pytest.mark.integration
 class TestGcsStoreOnTheEmulator(StoreContract):
+    """gcp-storage-emulator, which ignores preconditions: kept for the tests that ask none."""
+
     BACKEND = "gcs"
