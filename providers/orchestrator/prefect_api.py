@@ -44,6 +44,17 @@ def require_api_url() -> None:
         raise ConfigError("PREFECT_API_URL is not set: point it at the Prefect server running the failover")
 
 
+def require_api() -> None:
+    """The Prefect API answers (`PrefectUnreachable`, one line naming the URL, when it does
+    not): asked before a command says what it is about to do there."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        error = client.api_healthcheck()
+    if error is not None:
+        raise unreachable(error) or unavailable(error)
+
+
 def resume_run(run_id: str | UUID, run_input: dict[str, Any]) -> None:
     """Resume a run paused for input with `run_input` (validated by the run's input model)."""
     from prefect.exceptions import FlowPauseTimeout, NotPausedError, ObjectNotFound

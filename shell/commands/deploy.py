@@ -123,17 +123,20 @@ def run(args) -> int:
         source=source,
     )
     require_api_url()
-    for given, target in zip(args.runbooks, targets, strict=True):
-        cadences = cadence_plan(template, target)
-        print(f"{target.name}: {cadences.summary()}")
-        for line in cadences.warnings:
-            print(f"lifeboat deploy: warning: {given}: {line}", file=sys.stderr)
     pools = pools_of(plan)
     made = {}
     for pool in pools:  # created with command, env and working directory fixed (locked_job_template)
         made[pool] = ensure_process_pool(pool)
         if not args.json:
             print(f"work pool {pool!r}: {made[pool]}")
+    periods = {}
+    for given, target in zip(args.runbooks, targets, strict=True):  # once Prefect answered
+        cadences = cadence_plan(template, target)
+        periods[target.name] = cadences.summary()
+        if not args.json:
+            print(f"{target.name}: {periods[target.name]}")
+        for line in cadences.warnings:
+            print(f"lifeboat deploy: warning: {given}: {line}", file=sys.stderr)
     for line in pool_warnings(pools):
         print(f"lifeboat deploy: warning: {line}", file=sys.stderr)
     PLAN_FILE.parent.mkdir(parents=True, exist_ok=True)
@@ -154,6 +157,7 @@ def run(args) -> int:
         ]
         doc = {
             "pools": made,
+            "cadences": periods,
             "deployments": list(deployment_names(plan)),
             "automations": list(AUTOMATIONS),
             "workers": workers,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from lifeboat_dr.shell.cli import RUNBOOK_HELP
 
@@ -31,10 +32,13 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from lifeboat_dr.flows.failback import failback
+    from lifeboat_dr.providers.orchestrator.prefect_api import require_api
     from lifeboat_dr.runbooks.loader import load_runbook
     from lifeboat_dr.shell.approval_hint import print_approval_hint
 
     rb = load_runbook(args.runbook)  # a bad runbook is a one-line error, not a failed flow run
+    if os.environ.get("PREFECT_API_URL"):  # how to approve it is worth saying only where it can run
+        require_api()
     print_approval_hint(rb, "failback", args.approval)
     result = failback(args.runbook, approval=args.approval)
     if args.json:
