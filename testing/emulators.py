@@ -11,6 +11,7 @@ import os
 import random
 import socket
 import struct
+import subprocess
 import threading
 import time
 import uuid
@@ -25,6 +26,16 @@ AWS_TEST_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_EC2_METADATA_DISABLED": "true",
 }
+
+
+def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
+    """Stop a peer started here: SIGTERM, then SIGKILL if it is not gone within `timeout`."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @contextmanager
@@ -143,12 +154,7 @@ def fake_gcs_server() -> Iterator[str]:
                 time.sleep(0.05)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def new_s3_bucket(endpoint_url: str, name: str | None = None) -> str:
@@ -402,9 +408,4 @@ def stopped_server(kind: str) -> Iterator[str]:
         yield url
     finally:
         proc.send_signal(signal.SIGCONT)
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)

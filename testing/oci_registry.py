@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from lifeboat_dr.testing.emulators import dead_port
+from lifeboat_dr.testing.emulators import dead_port, stop
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -69,12 +69,7 @@ def distribution_registry(user: str, password: str) -> Iterator[str]:
             _wait_until_it_answers(f"{url}/v2/", proc)
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
 
 
 def _wait_until_it_answers(url: str, proc: subprocess.Popen) -> None:
