@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from lifeboat_dr.kernel.errors import ProviderUnavailable
 
@@ -90,6 +91,21 @@ def postgres_cluster() -> Iterator[str]:
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def postgres_database(cluster_url: str, name: str) -> str:
+    """A new, empty database `name` in the cluster `postgres_cluster` yielded; returns its URL
+    (one Prefect server per database: two never share a schema)."""
+    where = urlsplit(cluster_url)
+    done = subprocess.run(
+        [postgres_bin("createdb"), "-h", where.hostname, "-p", str(where.port), "-U", where.username, name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        raise ProviderUnavailable(f"createdb {name} failed: {(done.stdout + done.stderr).strip()[-500:]}")
+    return urlunsplit(where._replace(path=f"/{name}"))
 
 
 @contextmanager
@@ -192,8 +208,6 @@ def redis_messaging(redis_url: str) -> dict[str, str]:
     services: events, their ordering and dedupe, concurrency leases and the services' task
     queue (Docket) in Redis (the `prefect-redis` package), so that no server keeps any of it
     in its own memory."""
-    from urllib.parse import urlsplit
-
     where = urlsplit(redis_url)
     return {
         "PREFECT_MESSAGING_BROKER": "prefect_redis.messaging",

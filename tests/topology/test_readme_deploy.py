@@ -1,5 +1,7 @@
 """README "Deploying", pasted as a new user would: its commands run verbatim against a real
-`prefect server start` and real process workers (the control plane's pool and the secondary
+`prefect server start` on PostgreSQL, as production runs it (on SQLite, CI's two busy cores
+kept the database locked past the client's retries: 503 to the worker, the run Crashed), and real
+process workers (the control plane's pool and the secondary
 site's), then both vantages' `watch` and a dry-run `failover` run through them. The git server
 is a bare clone of this checkout on loopback (`file://`), and the workers run in a folder of
 their own: each run clones the deployed commit and works there, never in the checkout."""
@@ -63,6 +65,15 @@ def _env(api_url: str, tmp_path: Path) -> dict[str, str]:
     }
 
 
+@pytest.fixture(scope="module")
+def prefect_on_postgres(postgres_url):
+    """This file's own `prefect server start`, on a database of its own in the suite's cluster."""
+    from lifeboat_dr.testing.prefect_servers import postgres_database, prefect_server
+
+    with prefect_server(postgres_database(postgres_url, "readme_deploy")) as url:
+        yield url
+
+
 def _wait_final(client, run_id, timeout: float = 180.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -97,16 +108,14 @@ def test_deploy_refuses_a_runbook_it_cannot_read_in_one_line(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
-    prefect_server_process, tmp_path
-):
+def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(prefect_on_postgres, tmp_path):
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from lifeboat_dr.core.ledger import LedgerFile
     from lifeboat_dr.providers.orchestrator.prefect_api import CRASH_AUTOMATION, RERUN_AUTOMATION
 
-    env = _env(prefect_server_process, tmp_path)
+    env = _env(prefect_on_postgres, tmp_path)
     export, deploy, *worker_cmds = readme_deploy_commands()
     assert export.startswith("export PREFECT_API_URL=")  # the test's own server stands in for it
     # the user's git server: a bare clone on loopback stands in for the README's URL
@@ -143,7 +152,7 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
             )
     try:
         with (
-            temporary_settings({PREFECT_API_URL: prefect_server_process}),
+            temporary_settings({PREFECT_API_URL: prefect_on_postgres}),
             get_client(sync_client=True) as client,
         ):
             watch = client.read_deployment_by_name("watch/demo")
@@ -204,15 +213,4 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(
             except subprocess.TimeoutExpired:
                 os.killpg(worker.pid, signal.SIGKILL)
                 worker.wait()
-        kill_flow_runs_on(prefect_server_process)  # a failover the automation started, waiting for a person
-        with (
-            temporary_settings({PREFECT_API_URL: prefect_server_process}),
-            get_client(sync_client=True) as client,
-        ):
-            # the suite shares this server: leave nothing that answers other tests' events
-            for a in client.read_automations():
-                if a.name in ("failover-on-confirmed-outage", CRASH_AUTOMATION, RERUN_AUTOMATION):
-                    client.delete_automation(a.id)
-            for d in client.read_deployments():
-                if d.work_pool_name in ("lifeboat", "lifeboat-secondary"):
-                    client.delete_deployment(d.id)
+        kill_flow_runs_on(prefect_on_postgres)  # a failover the automation started, waiting for a person
