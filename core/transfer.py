@@ -185,7 +185,7 @@ class TransferReport:
         return self.bytes_copied / self.seconds if self.seconds else 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per object to move, kept until it is copied
 class _Item:
     rel: str
     src: ObjectInfo
@@ -272,8 +272,7 @@ def copy_prefix(
             refuse(rel, problem)
         else:
             report.failed[rel] = problem
-    listed = {info.key[len(src_base) :] for info in sources}
-    for rel in sorted(set(manifest) - listed):
+    for rel in _unlisted(manifest, sources, src_base):
         report.failed[rel] = "named by the source's manifest but missing from the source"
 
     tune_allocator()
@@ -555,6 +554,13 @@ def _committed_replica(
     except RefusedKey:
         return False
     return True
+
+
+def _unlisted(manifest: dict[str, Shard], sources: list[ObjectInfo], base: str) -> list[str]:
+    """Objects a manifest names that the source does not hold (a set of keys held only here,
+    not for the whole copy)."""
+    listed = {info.key for info in sources}
+    return sorted(rel for rel in manifest if base + rel not in listed)
 
 
 def _contradicts(info: ObjectInfo, crc: int | None, shard: Shard | None) -> str | None:
