@@ -50,8 +50,9 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -106,6 +107,7 @@ WHOLE_OBJECT_LIMIT = 1 << 20
 DEFAULT_CONCURRENCY = 32
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class TransferIncomplete(ProviderUnavailable):
@@ -183,7 +185,7 @@ class TransferReport:
         return self.bytes_copied / self.seconds if self.seconds else 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per object to move, kept until it is copied
 class _Item:
     rel: str
     src: ObjectInfo
@@ -248,16 +250,15 @@ def copy_prefix(
     present = {info.key[len(dst_base) :]: info for info in present}
     report.destination = dict(present)
     conditional = dst.capabilities.conditional_writes
-    # rel -> the precondition its write carries: what the destination held when planned
-    conditions: dict[str, dict] = {}
+    unmarked: set[str] = set()  # markers deleted before the data: their writes are create-only
 
     def condition(rel: str) -> dict:
+        """The precondition `rel`'s write carries: what the destination held when planned. A
+        fresh dict per object (its retries update it in place), derived, not kept per file."""
         if not conditional:
             return {}
-        if rel not in conditions:
-            have = present.get(rel)
-            conditions[rel] = {"if_match": have.version} if have is not None else {"if_none_match": True}
-        return conditions[rel]
+        have = None if rel in unmarked else present.get(rel)
+        return {"if_match": have.version} if have is not None else {"if_none_match": True}
 
     report.source_written = max((i.updated for i in sources), default=None)
     if trust_committed and _committed_replica(src, dst, src_base, sources, present, markers, retry):
@@ -271,12 +272,13 @@ def copy_prefix(
             refuse(rel, problem)
         else:
             report.failed[rel] = problem
-    listed = {info.key[len(src_base) :] for info in sources}
-    for rel in sorted(set(manifest) - listed):
+    for rel in _unlisted(manifest, sources, src_base):
         report.failed[rel] = "named by the source's manifest but missing from the source"
 
     tune_allocator()
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+    workers = max(1, concurrency)
+    window = 2 * workers  # calls submitted ahead: every worker busy, a Future per call in flight only
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         # 1. plan
         def plan(info: ObjectInfo) -> tuple[_Item, bool, int | None] | None:
             rel = info.key[len(src_base) :]
@@ -296,26 +298,40 @@ def copy_prefix(
             item = _Item(rel, info, shard.crc32c if shard else expected)
             return item, *_same(dst, join(dst_prefix, rel), present.get(rel), item, retry, count_retry)
 
-        planned = [p for p in pool.map(plan, sources) if p is not None]
-        data = [i for i, same, _ in planned if not same and _basename(i.rel) not in markers]
+        # Streamed: an object already in place is reported as it is planned; only what must
+        # move is kept (markers wait until the data is known).
+        data: list[_Item] = []
+        marks: list[tuple[_Item, bool, int | None]] = []
+
+        def skip(item: _Item, dst_crc: int | None) -> None:
+            report.skipped.append(item.rel)
+            report.bytes_skipped += item.src.size
+            if dst_crc is not None:
+                report.landed[item.rel] = replace(present[item.rel], crc32c=dst_crc)
+
+        for planned in _bounded(pool, plan, sources, window, ordered=True):
+            if planned is None:
+                continue
+            item, same, dst_crc = planned
+            if _basename(item.rel) in markers:
+                marks.append(planned)
+            elif same:
+                skip(item, dst_crc)
+            else:
+                data.append(item)
         # Any data change re-commits every marker; otherwise only markers that differ.
         commit = sorted(
-            (i for i, same, _ in planned if _basename(i.rel) in markers and (data or not same)),
-            key=lambda i: commit_order(i.rel, markers),
+            (i for i, same, _ in marks if data or not same), key=lambda i: commit_order(i.rel, markers)
         )
-        moving = {i.rel for i in data} | {i.rel for i in commit}
-        report.planned = sorted(moving)
-        for item, _, dst_crc in planned:
-            if item.rel not in moving:
-                report.skipped.append(item.rel)
-                report.bytes_skipped += item.src.size
-                if dst_crc is not None:
-                    report.landed[item.rel] = replace(present[item.rel], crc32c=dst_crc)
+        for item, same, dst_crc in marks:
+            if not (data or not same):
+                skip(item, dst_crc)
+        report.planned = sorted([*(i.rel for i in data), *(i.rel for i in commit)])
         if dry_run:
             report.seconds = time.monotonic() - started
             return report
         if progress:
-            progress.planned(len(moving), sum(i.src.size for i in [*data, *commit]))
+            progress.planned(len(data) + len(commit), sum(i.src.size for i in [*data, *commit]))
 
         # 2. unmark: an existing marker must not vouch for data about to change
         unmark = [r for r in present if _basename(r) in markers] if data else []
@@ -324,7 +340,7 @@ def copy_prefix(
         for rel in sorted(unmark, key=lambda r: commit_order(r, markers), reverse=True):
             report.destination.pop(rel)  # unknown until the delete answers
             retry.call(lambda rel=rel: dst.delete(join(dst_prefix, rel)), count_retry)
-            conditions[rel] = {"if_none_match": True} if conditional else {}
+            unmarked.add(rel)
 
         # 3. data, in parallel
         def copy_one(item: _Item, marker: bool = False) -> None:
@@ -351,7 +367,8 @@ def copy_prefix(
                 if item.expected_crc is None and how == "stream":
                     report.hashed.append(item.rel)
 
-        list(pool.map(copy_one, data))
+        for _ in _bounded(pool, copy_one, data, window, ordered=False):
+            pass
 
     # 4. commit markers, deepest first, only over a complete copy
     if not report.failed and commit and before_commit is not None:
@@ -374,6 +391,38 @@ def copy_prefix(
             report,
         )
     return report
+
+
+def _bounded(
+    pool: ThreadPoolExecutor, fn: Callable[[T], R], items: Iterable[T], window: int, *, ordered: bool
+) -> Iterator[R]:
+    """`pool.map` with at most `window` calls submitted ahead: `pool.map` submits every call
+    up front, a Future per object held for the whole copy. `ordered`: results in the order
+    of `items`; otherwise as they finish (a large object does not hold back the window).
+    What a call raises propagates; the calls not started yet are cancelled."""
+    pending: deque[Future[R]] | set[Future[R]] = deque() if ordered else set()
+    add = pending.append if ordered else pending.add
+    try:
+        for x in items:
+            add(pool.submit(fn, x))
+            while len(pending) >= window:
+                yield from _finished(pending, ordered)
+        while pending:
+            yield from _finished(pending, ordered)
+    finally:
+        for f in pending:
+            f.cancel()
+
+
+def _finished(pending, ordered: bool) -> Iterator:
+    """The next result in order, or every result finished by now (at least one)."""
+    if ordered:
+        yield pending.popleft().result()
+        return
+    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+    for f in done:
+        pending.discard(f)
+        yield f.result()
 
 
 def _copy_object(
@@ -505,6 +554,13 @@ def _committed_replica(
     except RefusedKey:
         return False
     return True
+
+
+def _unlisted(manifest: dict[str, Shard], sources: list[ObjectInfo], base: str) -> list[str]:
+    """Objects a manifest names that the source does not hold (a set of keys held only here,
+    not for the whole copy)."""
+    listed = {info.key for info in sources}
+    return sorted(rel for rel in manifest if base + rel not in listed)
 
 
 def _contradicts(info: ObjectInfo, crc: int | None, shard: Shard | None) -> str | None:

@@ -31,6 +31,7 @@ from lifeboat_dr.kernel.errors import (
     ProviderUnavailable,
 )
 from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, checked_key, join, store_deadline
+from lifeboat_dr.providers.storage.buffers import BUFFERS, gather_cost
 
 CHUNK = 1 << 20
 UPLOAD_CHUNK = 8 << 20  # resumable upload chunk for streamed puts (a multiple of 256 KiB)
@@ -242,23 +243,30 @@ class GcsStore:
     ) -> ObjectInfo:
         cond = _generation_match(if_none_match, if_match)
         blob = self._bucket().blob(self._key(key))
-        if size is not None and size <= UPLOAD_CHUNK and not isinstance(data, bytes | bytearray | memoryview):
-            data = b"".join(data)  # small enough for one simple upload instead of a resumable session
-        if isinstance(data, bytes | bytearray | memoryview):
-            body = bytes(data)
-            self._call(
-                "insert", key, lambda: blob.upload_from_string(body, checksum="crc32c", **cond, **self._rpc)
-            )
-        else:
-            # A resumable upload streams chunk by chunk: bounded memory for any size.
-            blob.chunk_size = UPLOAD_CHUNK
-            stream = io.BufferedReader(_IterReader(data), buffer_size=CHUNK)
-            self._call(
-                "insert",
-                key,
-                lambda: blob.upload_from_file(stream, checksum="crc32c", **cond, **self._rpc),
-                retry=False,  # the stream is consumed: a retry must come from the caller
-            )
+        with BUFFERS.held(_upload_cost(data, size)):
+            if (
+                size is not None
+                and size <= UPLOAD_CHUNK
+                and not isinstance(data, bytes | bytearray | memoryview)
+            ):
+                data = b"".join(data)  # small enough for one simple upload instead of a resumable session
+            if isinstance(data, bytes | bytearray | memoryview):
+                body = bytes(data)
+                self._call(
+                    "insert",
+                    key,
+                    lambda: blob.upload_from_string(body, checksum="crc32c", **cond, **self._rpc),
+                )
+            else:
+                # A resumable upload streams chunk by chunk: bounded memory for any size.
+                blob.chunk_size = UPLOAD_CHUNK
+                stream = io.BufferedReader(_IterReader(data), buffer_size=CHUNK)
+                self._call(
+                    "insert",
+                    key,
+                    lambda: blob.upload_from_file(stream, checksum="crc32c", **cond, **self._rpc),
+                    retry=False,  # the stream is consumed: a retry must come from the caller
+                )
         # The upload's answer is the object resource: no second request for its metadata.
         info = self._info(key, blob) if blob._properties.get("generation") else self.head(key)
         if crc32c is not None and info.crc32c != crc32c:
@@ -293,6 +301,18 @@ class GcsStore:
             )
             if token is None:
                 return self.head(dst_key)
+
+
+def _upload_cost(data: bytes | Iterable[bytes], size: int | None) -> int:
+    """Bytes a put holds beyond the caller's, reserved from the process's byte budget as S3's
+    bodies are (providers/storage/buffers.py): bytes given are the caller's to reserve (the
+    copy engine does); a small stream is joined (its chunks and the body) and wrapped in one
+    multipart/related request; a resumable session holds a chunk and its request."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return 0
+    if size is not None and size <= UPLOAD_CHUNK:
+        return gather_cost(size) + size
+    return 2 * UPLOAD_CHUNK
 
 
 def _generation_match(if_none_match: bool, if_match: str | None) -> dict:
