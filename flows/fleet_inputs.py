@@ -36,7 +36,8 @@ def declared_quota(rb: Runbook) -> list[DeclaredQuota]:
 
 def fleet_job(rb: Runbook) -> FleetJob | Unsized:
     """The runbook as the fleet plan sees it, or why it cannot."""
-    task = _task(rb)
+    named = all(c.accelerators for c in rb.secondary.candidates) and rb.cluster is not None
+    task = {} if named else _task(rb)  # read only when the runbook leaves a number to it
     resources = task.get("resources") if isinstance(task.get("resources"), Mapping) else {}
     task_gpu = accelerator_of(resources.get("accelerators"))
     candidates = []
