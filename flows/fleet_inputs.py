@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lifeboat_dr.core.fleet.capacity import DeclaredQuota
+from lifeboat_dr.core.fleet.capacity import DeclaredQuota, combined_quota, fit_warning
 from lifeboat_dr.core.fleet.plan import FleetJob, Place
 from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.runbooks.model import Runbook
@@ -32,6 +32,18 @@ def place(infra: str, accelerator: str) -> Place:
 
 def declared_quota(rb: Runbook) -> list[DeclaredQuota]:
     return [DeclaredQuota(rb.name, place(q.infra, q.accelerator), q.gpus) for q in rb.fleet.quota]
+
+
+def fit_warnings(rb: Runbook) -> list[str]:
+    """`validate`'s word when the runbook declares quota and none of its candidates can hold its
+    GPUs (nothing is said without declared quota: the secondary's room is then unknown)."""
+    if not rb.fleet.quota:
+        return []
+    job = fleet_job(rb)
+    if isinstance(job, Unsized):
+        return [f"fleet.quota: declared, but the job cannot be sized: {job.why}"]
+    warning = fit_warning(job, combined_quota(declared_quota(rb))[0])
+    return [warning] if warning else []
 
 
 def fleet_job(rb: Runbook) -> FleetJob | Unsized:

@@ -18,7 +18,7 @@ for capacity it could have used.
 The expected wait comes from the same rule run forward in time: a placed job whose remaining
 run time is known (a batch that ends) frees its GPUs then, and the waiting jobs take them in
 order; a job still waiting when the primary is expected back (`recovery_s`) waits that long
-and resumes at home. Nothing here is priced twice or allocated past the capacity, at any time.
+and resumes at home. No place is ever given more GPUs than its capacity, at any moment.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class Placement:
     rank: int | None  # which of its candidates (0 = first choice); None while it has none
     downgraded: bool  # a GPU type other than its first candidate's
     wait_s: float | None  # 0: placed now; > 0: expected wait; None: no estimate (no recovery time given)
-    cost_per_h_usd: float  # what each hour of waiting costs: GPUs x $/h
+    cost_per_h_usd: float | None  # what each hour of waiting costs, GPUs x $/h; None: price unknown
 
     @property
     def waits(self) -> bool:
@@ -80,7 +80,8 @@ class Placement:
             return f"{self.job}: {self.gpus} GPUs on {how}"
         wait = "an unknown time" if self.wait_s is None else _hours(self.wait_s)
         where = f", then {self.place}" if self.place else ", then the recovered primary"
-        return f"{self.job}: waits {wait}{where} (${self.cost_per_h_usd:,.0f}/h of lost compute)"
+        cost = "price unknown" if self.cost_per_h_usd is None else f"${self.cost_per_h_usd:,.0f}/h"
+        return f"{self.job}: waits {wait}{where} ({cost} of lost compute)"
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,6 @@ def plan_fleet(
     """Place `jobs` on `capacity` (GPUs per place; a place not in it has none), never past it.
 
     `recovery_s`: when the primary is expected back; a job still waiting then waits that long."""
-    price = _price_of(jobs)
     ordered = fleet_order(jobs)
     free = {place: n for place, n in capacity.items() if n > 0}
     start: dict[int, tuple[float, Place, int]] = {}  # order -> (when, where, candidate rank)
@@ -158,7 +158,7 @@ def plan_fleet(
                 rank=rank,
                 downgraded=place is not None and place.accelerator != job.candidates[0].accelerator,
                 wait_s=when,
-                cost_per_h_usd=job.gpus * price(job),
+                cost_per_h_usd=None if job.gpu_hour_usd is None else job.gpus * job.gpu_hour_usd,
             )
         )
     return FleetPlan(placements=tuple(placements), capacity=dict(capacity))
