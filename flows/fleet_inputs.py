@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lifeboat_dr.core.fleet.capacity import DeclaredQuota, combined_quota, fit_warning
 from lifeboat_dr.core.fleet.plan import FleetJob, Place
 from lifeboat_dr.kernel.errors import ConfigError
-from lifeboat_dr.runbooks.model import Runbook
 from lifeboat_dr.runbooks.skytask import read_task
+
+if TYPE_CHECKING:
+    from lifeboat_dr.runbooks.model import Runbook
 
 
 @dataclass(frozen=True)

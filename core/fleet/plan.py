@@ -26,7 +26,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import fmean
 
 REALTIME = "realtime-inference"
 
@@ -168,7 +167,7 @@ def _price_of(jobs: Sequence[FleetJob]):
     """A job's GPU-hour price; unknown ones are priced at the fleet's mean (1.0 when none is
     known), so they rank by GPU count among themselves and beside the others."""
     known = [j.gpu_hour_usd for j in jobs if j.gpu_hour_usd is not None]
-    default = fmean(known) if known else 1.0
+    default = sum(known) / len(known) if known else 1.0
     return lambda j: default if j.gpu_hour_usd is None else j.gpu_hour_usd
 
 
