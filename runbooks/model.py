@@ -684,6 +684,61 @@ class Cluster(_Strict):
         return self
 
 
+class GpuQuota(_Strict):
+    """GPUs the secondary's account may run at once in one place: a pre-approved service limit."""
+
+    infra: str = Field(
+        description="Where the limit applies, cloud/region as in a candidate: gcp/us-central1."
+    )
+    accelerator: str = Field(
+        description="The GPU type as a candidate names it, without the count: H100, A100-80GB, L4."
+    )
+    gpus: int = Field(
+        ge=1,
+        description="GPUs allowed at once (an AWS vCPU limit divided by the instance's vCPUs per GPU: p5.48xlarge has 192 for 8).",
+    )
+
+    @field_validator("infra")
+    @classmethod
+    def _cloud_region(cls, v: str) -> str:
+        if len([p for p in v.strip("/").split("/") if p]) < 2:
+            raise ValueError("infra must look like cloud/region, e.g. gcp/us-central1")
+        return v
+
+    @field_validator("accelerator")
+    @classmethod
+    def _type_only(cls, v: str) -> str:
+        if ":" in v or not v.strip():
+            raise ValueError("the GPU type alone, e.g. H100; the count goes in gpus")
+        return v
+
+
+class Fleet(_Strict):
+    """How this runbook shares the secondary when one outage fails many runbooks over at once
+    (`lifeboat capacity`, the fleet planner): realtime inference is placed first, then by
+    priority, then by the cost of waiting (GPUs x $/h)."""
+
+    priority: int = Field(0, description="Higher is placed first among runbooks of the same class.")
+    quota: list[GpuQuota] = Field(
+        [],
+        description="The secondary's pre-approved GPU quota per place and GPU type, shared with every "
+        "runbook failing over there: the fleet plan never allocates more; a place not listed counts as none.",
+    )
+
+    @field_validator("quota")
+    @classmethod
+    def _each_place_once(cls, v: list[GpuQuota]) -> list[GpuQuota]:
+        seen = set()
+        for q in v:
+            key = (q.infra.strip("/").lower(), q.accelerator.lower())
+            if key in seen:
+                raise ValueError(
+                    f"{q.infra} {q.accelerator} is listed twice; give each place and GPU type once"
+                )
+            seen.add(key)
+        return v
+
+
 class Runbook(_Strict):
     """A protected job and how to fail it over."""
 
@@ -724,6 +779,10 @@ class Runbook(_Strict):
     cluster: Cluster | None = Field(
         None,
         description="The cluster's own numbers (GPUs, failure rate, checkpoint costs, prices, standby) for `lifeboat advise`.",
+    )
+    fleet: Fleet = Field(
+        default_factory=Fleet,
+        description="Priority and the secondary's declared GPU quota, for fleet-wide failover.",
     )
     serving: Serving | None = Field(
         None,
