@@ -65,7 +65,8 @@ def shipped_template() -> dict[str, Any]:
 @dataclass(frozen=True)
 class GitSource:
     """Where every flow run gets the project: `repository` (any URL git clones: https, ssh,
-    file) checked out at `commit` in the run's own folder, by Prefect's `git_clone` pull step."""
+        file) checked out at `commit` in the run's own folder, by the pull step `flows/pull.py` (Prefect's
+    `git_clone`, kept working from each worker host's mirror when the git server is down)."""
 
     repository: str
     commit: str
@@ -80,7 +81,7 @@ def pull_steps(project_root: Path, source: GitSource | None) -> list[dict[str, A
             {"prefect.deployments.steps.set_working_directory": {"directory": str(project_root.resolve())}}
         ]
     clone = {"repository": source.repository, "commit_sha": source.commit}
-    return [{"prefect.deployments.steps.git_clone": clone}]
+    return [{"lifeboat_dr.flows.pull.clone_pinned": clone}]  # git_clone, with a mirror for when git is down
 
 
 @dataclass(frozen=True)
