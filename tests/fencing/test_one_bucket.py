@@ -76,3 +76,24 @@ def test_with_the_bucket_down_nothing_is_fenced_and_the_site_state_is_unknown():
 
     bucket.outage = False
     assert read_lease(bucket)[0].epoch == 0  # the writers' lease, untouched
+
+
+def test_a_failback_catch_up_on_one_bucket_copies_nothing():
+    from datetime import timedelta
+
+    from lifeboat_dr.core.commit import commit_checkpoint
+    from lifeboat_dr.core.replication.direction import ReplicationSettings, replicate_by_site_state
+    from lifeboat_dr.core.retention import RetentionPolicy
+    from lifeboat_dr.standins.checkpoints import write_checkpoint
+
+    bucket = MemoryStore("dual")
+    fence_job(bucket, bucket, run_id="failover-1", holder="dr")
+    commit_checkpoint(bucket, write_checkpoint(bucket, "manifest", 100), 100, 1)  # the DR job's
+    before = {o.key: o.version for o in bucket.list() if not o.key.startswith("_lifeboat/")}
+    settings = ReplicationSettings("trainer", "manifest", timedelta(hours=1), RetentionPolicy(2, 0))
+
+    way, report = replicate_by_site_state(settings, bucket, bucket)
+
+    assert way.source_role == "secondary" and report.failed == {} and report.bytes_copied == 0
+    assert [t.copied for t in report.transfers] == [[]]  # every object is itself: skipped
+    assert {o.key: o.version for o in bucket.list() if not o.key.startswith("_lifeboat/")} == before
