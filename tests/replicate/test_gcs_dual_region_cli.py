@@ -72,3 +72,17 @@ def test_replicate_copies_and_deletes_nothing(dual, capsys):
     assert json.loads(captured.out)["one_bucket"].startswith(f"{bucket.uri}: one dual-region bucket")
     assert sorted((i.key, i.version) for i in bucket.list()) == before
     assert main(["validate", str(rb)]) == 0
+
+
+def test_the_replicate_flow_copies_and_deletes_nothing_either(dual):
+    from lifeboat_dr.flows.replicate import replicate
+
+    bucket, _, rb = dual
+    write_checkpoint(bucket, "manifest", 100)
+    before = sorted((i.key, i.version) for i in bucket.list())
+
+    summary = replicate.fn(str(rb))
+
+    assert summary == {"runbook": "dual", "skipped": summary["skipped"]}
+    assert "one dual-region bucket is both sites' store" in summary["skipped"]
+    assert sorted((i.key, i.version) for i in bucket.list()) == before
