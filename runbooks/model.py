@@ -60,6 +60,9 @@ class Replication(StrEnum):
 
     lifeboat = "lifeboat"  # the replicate flow
     s3_crr = "s3-crr"  # an S3 Cross-Region Replication rule: certify counts what it reports REPLICA
+    gcs_dual_region = (
+        "gcs-dual-region"  # one GCS dual-region bucket: certify counts what its rpo bound covers
+    )
 
 
 class OnTimeout(StrEnum):
@@ -110,6 +113,33 @@ DEFAULT_TARGETS: dict[Workload, tuple[timedelta, timedelta]] = {
     Workload.batch_inference: (timedelta(minutes=15), timedelta(minutes=5)),
     Workload.realtime_inference: (timedelta(0), timedelta(seconds=10)),
 }
+
+
+def _one_dual_region_bucket(primary: str, secondary: str, witness: "Witness | None") -> None:
+    """`replication: gcs-dual-region`: the bucket is the replica, so both sites name the same
+    store, and its one `_lifeboat/lease.json` is where the writers' guarded commits and every
+    fence meet (docs/certify.md). A witness in that bucket would be a third vote cast by the
+    same bucket."""
+    if not primary.startswith("gs://"):
+        raise ValueError(
+            f"primary.store: replication: gcs-dual-region needs a gs:// store, not {_shown(primary)}"
+        )
+    if secondary.rstrip("/") != primary.rstrip("/"):
+        raise ValueError(
+            f"secondary.store: replication: gcs-dual-region reads the checkpoints where the primary wrote "
+            f"them, so it must be primary.store {_shown(primary)}, not {_shown(secondary)} (a second lease "
+            "there would not be the one the writers commit against)"
+        )
+    bucket = primary.removeprefix("gs://").split("/", 1)[0]
+    if (
+        witness is not None
+        and witness.store.removeprefix("gs://").split("/", 1)[0] == bucket
+        and (witness.store.startswith("gs://"))
+    ):
+        raise ValueError(
+            f"witness.store: {_shown(witness.store)} is in the sites' dual-region bucket gs://{bucket}: "
+            "a witness must live in a third place, not cast a second vote for that bucket"
+        )
 
 
 def _shown(url: str) -> str:
@@ -760,9 +790,11 @@ class Runbook(_Strict):
     checkpoint: Checkpoint
     replication: Replication = Field(
         Replication.lifeboat,
-        description="Who copies checkpoints primary -> secondary: lifeboat (the replicate flow) or s3-crr "
+        description="Who copies checkpoints primary -> secondary: lifeboat (the replicate flow), s3-crr "
         "(the bucket's Cross-Region Replication rule: replicate copies nothing that way and records its lag, "
-        "certification counts only objects the replica's HEAD reports REPLICA).",
+        "certification counts only objects the replica's HEAD reports REPLICA) or gcs-dual-region (both sites "
+        "name one dual-region bucket: nothing is copied, certification counts only objects older, by the "
+        "store's clock, than the bucket's rpo bound: 15m ASYNC_TURBO, 12h DEFAULT).",
     )
     prestage: Prestage = Field(default_factory=Prestage)
     approval: Approval = Field(default_factory=lambda: Approval(required=False))
@@ -799,7 +831,9 @@ class Runbook(_Strict):
 
     @model_validator(mode="after")
     def _cross_field(self) -> Self:
-        if self.primary.store.rstrip("/") == self.secondary.store.rstrip("/"):
+        if self.replication is Replication.gcs_dual_region:
+            _one_dual_region_bucket(self.primary.store, self.secondary.store, self.witness)
+        elif self.primary.store.rstrip("/") == self.secondary.store.rstrip("/"):
             raise ValueError("secondary.store: same as primary.store; a replica must live elsewhere")
         if self.witness is not None and self.witness.store.rstrip("/") in {
             self.primary.store.rstrip("/"),
