@@ -34,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._goals import goal_line
 from benchmarks._netns import Sites, leftovers, unavailable
 from benchmarks._partition_sites import BUCKET, STEP_SECONDS
 
@@ -129,7 +130,10 @@ def run(workdir: Path, tag: str | None = None) -> dict:
 
 
 def report(result: dict) -> list[str]:
-    lines = [f"{'PASS' if ok else 'FAIL'} {name}: {detail}" for name, ok, detail in result.get("checks", [])]
+    lines = [
+        goal_line(f"partition_drill {name}", ok, detail, "what the drill requires", "holds")
+        for name, ok, detail in result.get("checks", [])
+    ]
     d = result.get("detection", {})
     if d:
         lines.append(
