@@ -13,7 +13,7 @@ from typing import Any
 from prefect import flow
 from prefect.states import Failed
 
-from lifeboat_dr.kernel.errors import LifeboatError
+from lifeboat_dr.kernel.errors import ConfigError, LifeboatError
 
 
 class CapacityShort(LifeboatError):
@@ -33,11 +33,12 @@ def capacity(runbooks: list[str], fail: list[str] | None = None, recovery: str |
     from lifeboat_dr.kernel.durations import parse_duration
     from lifeboat_dr.runbooks.loader import load_runbook
 
-    report = fleet_capacity(
-        [load_runbook(r) for r in runbooks],
-        domains=fail or (),
-        recovery_s=parse_duration(recovery).total_seconds() if recovery else None,
-    )
+    try:
+        loaded = [load_runbook(r) for r in runbooks]
+        recovery_s = parse_duration(recovery).total_seconds() if recovery else None
+    except (ConfigError, ValueError) as e:  # a runbook edited since deploy: one line, no traceback
+        return Failed(message=f"capacity: {e}", data=CapacityShort(str(e)))
+    report = fleet_capacity(loaded, domains=fail or (), recovery_s=recovery_s)
     for o in report.outages:
         print(
             f"outage of {o.domain}: {len(o.runbooks)} runbook(s), {o.primary_gpus} GPUs lost, "

@@ -5,8 +5,6 @@ The 200-runbook figure beside a bare Prefect client is benchmarks/alert_storm.py
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 
 from benchmarks.alert_storm import storm
@@ -26,7 +24,7 @@ def prefect_on_postgres(postgres_url):
 def test_twenty_runbooks_alerting_at_once_twice_each_get_one_failover_each(prefect_on_postgres):
     result = storm(prefect_on_postgres, 20)
 
-    assert result.statuses == Counter({200: 80}), "every alert POST was accepted"
+    assert result.lost == 0 and result.attempts["200"] == 80, result.attempts
     storm_runs = {n: c for n, c in result.runs.items() if n.startswith("storm-")}
     assert storm_runs == {f"storm-{i:03d}": 1 for i in range(20)}
     assert result.runs["warm-up"] == 1

@@ -47,3 +47,12 @@ def test_a_quota_too_small_for_the_region_fails_the_run_saying_who_waits(tmp_pat
     assert state.is_failed()
     # each alone fits in the 128 H100s; together, with the whole region down, sft waits
     assert state.message == "1 capacity check(s) fail: outage of aws/us-east-1: sft would wait for GPUs"
+
+
+def test_a_runbook_broken_since_deploy_fails_the_run_in_one_line(tmp_path, prefect_server):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: broken\nworkload: pretraining\n")
+    state = capacity(runbooks=[str(broken)], return_state=True)
+    assert state.is_failed()
+    assert state.message.startswith("capacity: ") and "broken.yaml" in state.message
+    assert "\n" not in state.message
