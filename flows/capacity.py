@@ -36,7 +36,7 @@ def capacity(runbooks: list[str], fail: list[str] | None = None, recovery: str |
     try:
         loaded = [load_runbook(r) for r in runbooks]
         recovery_s = parse_duration(recovery).total_seconds() if recovery else None
-    except (ConfigError, ValueError) as e:  # a runbook edited since deploy: one line, no traceback
+    except (ConfigError, ValueError) as e:  # a runbook edited since deploy: its problems, no traceback
         return Failed(message=f"capacity: {e}", data=CapacityShort(str(e)))
     report = fleet_capacity(loaded, domains=fail or (), recovery_s=recovery_s)
     for o in report.outages:

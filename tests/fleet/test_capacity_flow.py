@@ -3,6 +3,7 @@ a quota that falls short fails the run, naming the runbook and the outage."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -49,10 +50,11 @@ def test_a_quota_too_small_for_the_region_fails_the_run_saying_who_waits(tmp_pat
     assert state.message == "1 capacity check(s) fail: outage of aws/us-east-1: sft would wait for GPUs"
 
 
-def test_a_runbook_broken_since_deploy_fails_the_run_in_one_line(tmp_path, prefect_server):
+def test_a_runbook_broken_since_deploy_fails_the_run_naming_file_line_and_field(tmp_path, prefect_server):
     broken = tmp_path / "broken.yaml"
     broken.write_text("name: broken\nworkload: pretraining\n")
     state = capacity(runbooks=[str(broken)], return_state=True)
     assert state.is_failed()
-    assert state.message.startswith("capacity: ") and "broken.yaml" in state.message
-    assert "\n" not in state.message
+    assert state.message.startswith("capacity: ")
+    problems = state.message.removeprefix("capacity: ").splitlines()  # the loader's: one per problem
+    assert problems and all(re.match(rf"{re.escape(str(broken))}:\d+: \w+", p) for p in problems), problems
