@@ -10,7 +10,9 @@ name (`lifeboat deploy demo`) by that name, which each worker finds in its own i
 package (`lifeboat_dr.runbooks.examples`).
 Prefect fills `{{ $VAR }}` at deploy time, on the deploying host, which is why the path is
 written in here and never left to an environment variable. Every other entry (`failover`,
-started by the automation with the runbook from the outage event) is deployed once.
+started by the automation with the runbook from the outage event) is deployed once; one whose
+`runbooks` parameter is `RUNBOOKS_PLACEHOLDER` (`capacity`, over the whole fleet) gets the list
+of every runbook deployed.
 
 Two work pools: every entry runs on `pool` (`lifeboat`: workers at the secondary site or a
 third one, the control plane) except those the template puts on `lifeboat-secondary`, which
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from lifeboat_dr.runbooks.model import Runbook
 
 RUNBOOK_PLACEHOLDER = "{{ lifeboat.runbook }}"
+RUNBOOKS_PLACEHOLDER = "{{ lifeboat.runbooks }}"  # every runbook deployed, for the fleet's flows
 WORK_POOL = "lifeboat"
 SECONDARY_POOL = "lifeboat-secondary"  # the template's name for workers at the secondary site
 HEARTBEAT_S = 30  # failover runs beat this often; two missed beats mark one Crashed
@@ -240,7 +243,10 @@ def deployment_plan(
                     one["schedules"] = [{**one["schedules"][0], "interval": plan.seconds(_flow_of(one))}]
                 copies.append(one)
         else:
-            copies.append(copy.deepcopy(entry))
+            one = copy.deepcopy(entry)
+            if one.get("parameters", {}).get("runbooks") == RUNBOOKS_PLACEHOLDER:
+                one["parameters"]["runbooks"] = [t.path for t in targets]
+            copies.append(one)
         for one in copies:
             at_secondary = (one.get("work_pool") or {}).get("name") == SECONDARY_POOL
             one["work_pool"] = {

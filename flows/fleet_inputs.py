@@ -8,11 +8,17 @@ types cannot be told this way is unsized: listed, never planned on a guess.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lifeboat_dr.core.fleet.capacity import DeclaredQuota, combined_quota, fit_warning
+from lifeboat_dr.core.fleet.capacity import (
+    CapacityReport,
+    DeclaredQuota,
+    check_capacity,
+    combined_quota,
+    fit_warning,
+)
 from lifeboat_dr.core.fleet.plan import FleetJob, Place
 from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.runbooks.skytask import read_task
@@ -35,6 +41,20 @@ def place(infra: str, accelerator: str) -> Place:
 
 def declared_quota(rb: Runbook) -> list[DeclaredQuota]:
     return [DeclaredQuota(rb.name, place(q.infra, q.accelerator), q.gpus) for q in rb.fleet.quota]
+
+
+def fleet_capacity(
+    runbooks: Sequence[Runbook], *, domains: Sequence[str] = (), recovery_s: float | None = None
+) -> CapacityReport:
+    """`check_capacity` over loaded runbooks: their declared quota, their jobs, the unsized listed."""
+    read = [fleet_job(rb) for rb in runbooks]
+    return check_capacity(
+        [j for j in read if not isinstance(j, Unsized)],
+        [q for rb in runbooks for q in declared_quota(rb)],
+        unsized=[(u.name, u.why) for u in read if isinstance(u, Unsized)],
+        domains=domains,
+        recovery_s=recovery_s,
+    )
 
 
 def fit_warnings(rb: Runbook) -> list[str]:

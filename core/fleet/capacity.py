@@ -170,3 +170,65 @@ def fit_warning(job: FleetJob, quota: Mapping[Place, int]) -> str | None:
         f"fleet.quota: no candidate can hold the job's {job.gpus} GPUs (declared quota: {where or 'none'}); "
         "raise the service limit or add a candidate with room"
     )
+
+
+@dataclass(frozen=True)
+class CapacityReport:
+    """Every check of `lifeboat capacity` and the scheduled `capacity` flow, over one fleet."""
+
+    quota: Mapping[Place, int]
+    conflicts: Sequence[str]
+    unsized: Sequence[tuple[str, str]]  # (runbook, why it cannot be sized)
+    runbooks: Sequence[RunbookCapacity]
+    outages: Sequence[DomainCapacity]
+
+    @property
+    def ok(self) -> bool:
+        return not self.shortfalls()
+
+    def shortfalls(self) -> list[str]:
+        """One line for each check that fails, naming the runbook or the outage."""
+        lines = [f"{name}: not planned: {why}" for name, why in self.unsized]
+        if not self.quota:
+            lines.append("no runbook declares fleet.quota: the secondary's GPUs are unknown")
+        for r in self.runbooks:
+            if not r.covers_minimum:
+                lines.append(
+                    f"{r.name}: {r.quota_gpus} GPUs of quota on its candidates, under the 50% minimum "
+                    f"of its {r.gpus}"
+                )
+            if not r.covers_need:
+                largest = f"{r.largest_place} {r.largest_gpus}" if r.largest_place else "none"
+                lines.append(f"{r.name}: no candidate holds its {r.gpus} GPUs (largest: {largest})")
+        for o in self.outages:
+            if not o.covers_minimum:
+                lines.append(
+                    f"outage of {o.domain}: {o.quota_gpus} GPUs of quota where its runbooks may go, "
+                    f"under the 50% minimum of the {o.primary_gpus} lost"
+                )
+            if not o.covers_need:
+                waiting = ", ".join(p.job for p in o.plan.waiting())
+                lines.append(f"outage of {o.domain}: {waiting} would wait for GPUs")
+        return lines
+
+
+def check_capacity(
+    jobs: Sequence[FleetJob],
+    declared: Iterable[DeclaredQuota],
+    *,
+    unsized: Sequence[tuple[str, str]] = (),
+    domains: Sequence[str] = (),
+    recovery_s: float | None = None,
+) -> CapacityReport:
+    """The fleet's capacity checks: each job against the combined declared quota, then each
+    outage of `domains` (default: each job's primary) planned together."""
+    quota, conflicts = combined_quota(declared)
+    return CapacityReport(
+        quota=quota,
+        conflicts=conflicts,
+        unsized=unsized,
+        runbooks=[runbook_capacity(j, quota) for j in jobs],
+        outages=[
+            domain_capacity(jobs, quota, d, recovery_s=recovery_s) for d in domains or default_domains(jobs)
+        ],
+    )

@@ -51,25 +51,14 @@ def _duration(text: str) -> float:
 
 def run(args) -> int:
     with quick_start():  # importing the runbook model is most of this command's time
-        from lifeboat_dr.core.fleet.capacity import (
-            combined_quota,
-            default_domains,
-            domain_capacity,
-            runbook_capacity,
-        )
-        from lifeboat_dr.flows.fleet_inputs import Unsized, declared_quota, fleet_job
+        from lifeboat_dr.flows.fleet_inputs import fleet_capacity
         from lifeboat_dr.runbooks.loader import load_runbook
 
-    loaded = [load_runbook(f) for f in args.runbooks]
-    quota, conflicts = combined_quota(q for rb in loaded for q in declared_quota(rb))
-    read = [fleet_job(rb) for rb in loaded]
-    unsized = [j for j in read if isinstance(j, Unsized)]
-    jobs = [j for j in read if not isinstance(j, Unsized)]
-    runbooks = [runbook_capacity(j, quota) for j in jobs]
-    outages = [
-        domain_capacity(jobs, quota, d, recovery_s=args.recovery) for d in args.fail or default_domains(jobs)
-    ]
-    ok = not unsized and all(r.covers_minimum and r.covers_need for r in runbooks + outages)
+    report = fleet_capacity(
+        [load_runbook(f) for f in args.runbooks], domains=args.fail, recovery_s=args.recovery
+    )
+    ok, quota, conflicts = report.ok, report.quota, report.conflicts
+    unsized, runbooks, outages = report.unsized, report.runbooks, report.outages
     if args.json:
         print(
             json.dumps(
@@ -77,7 +66,7 @@ def run(args) -> int:
                     "ok": ok,
                     "quota": [{"place": str(p), "gpus": n} for p, n in sorted(quota.items())],
                     "conflicts": conflicts,
-                    "unsized": [{"runbook": u.name, "why": u.why} for u in unsized],
+                    "unsized": [{"runbook": name, "why": why} for name, why in unsized],
                     "runbooks": [r.to_dict() for r in runbooks],
                     "outages": [o.to_dict() for o in outages],
                 },
@@ -89,8 +78,8 @@ def run(args) -> int:
         print("no runbook declares fleet.quota: the secondary's GPUs are unknown, so none is planned on")
     for line in conflicts:
         print(f"quota: {line}")
-    for u in unsized:
-        print(f"{u.name}: not planned: {u.why}")
+    for name, why in unsized:
+        print(f"{name}: not planned: {why}")
     for r in runbooks:
         largest = f"largest {r.largest_place} {r.largest_gpus}" if r.largest_place else "none on any one"
         print(
