@@ -48,11 +48,39 @@ def clone_pinned(repository: str, commit_sha: str, *, into: Path | None = None) 
                 f"git server {repository} did not answer ({refreshed}): running {commit_sha} from this host's copy"
             )
         folder = (into or Path.cwd()) / f"lifeboat-{commit_sha[:12]}"
-        _git(
-            "clone", "--quiet", "--no-checkout", str(mirror), str(folder)
-        )  # hard links: a gc of the mirror cannot break it
+        # a plain local clone (hard links), not --shared: a gc of the mirror cannot break it
+        _git("clone", "--quiet", "--no-checkout", str(mirror), str(folder))
     _git("-C", str(folder), "checkout", "--quiet", "--detach", commit_sha)
+    differ = code_differences(folder)
+    if differ:
+        _warn(
+            f"this worker's installed Lifeboat is not the code of {commit_sha}: {len(differ)} file(s) "
+            f"differ (first: {differ[0]}); the run goes on with the installed code — install "
+            f"{commit_sha} on this worker host"
+        )
     return {"directory": folder.name}
+
+
+def code_differences(checkout: Path) -> list[str]:
+    """The product files (`<layer>/**/*.py`, as setup.py maps them into `lifeboat_dr`) that
+    differ between `checkout` and the installed package this process imports: the flows run
+    the installed code, the checkout supplies the runbooks. Not refused (a worker not yet
+    upgraded must still be able to fail over), said in the run's log."""
+    import importlib
+
+    differ = []
+    for layer in sorted(p.parent.name for p in checkout.glob("*/__init__.py")):
+        try:
+            installed = Path(importlib.import_module(f"lifeboat_dr.{layer}").__path__[0])
+        except ImportError:
+            continue  # not a layer of the package (tests/, benchmarks/)
+        ours = {f.relative_to(installed): f for f in installed.rglob("*.py")}
+        theirs = {f.relative_to(checkout / layer): f for f in (checkout / layer).rglob("*.py")}
+        for rel in sorted(ours.keys() | theirs.keys()):
+            a, b = ours.get(rel), theirs.get(rel)
+            if a is None or b is None or a.read_bytes() != b.read_bytes():
+                differ.append(f"{layer}/{rel}")
+    return differ
 
 
 def _warn(message: str) -> None:

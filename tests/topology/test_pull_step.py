@@ -100,3 +100,31 @@ def test_two_runs_on_one_host_at_once_both_get_their_commit(server, tmp_path):
         first: first,
         second: second,
     }
+
+
+def test_a_worker_whose_installed_code_is_not_the_commits_says_so_and_runs(tmp_path, monkeypatch, caplog):
+    """The flows run the worker's installed package; the checkout supplies the runbooks. A
+    worker not yet upgraded still fails over, and the run's log names what differs."""
+    import shutil
+
+    import lifeboat_dr.kernel as kernel
+
+    monkeypatch.setenv("LIFEBOAT_GIT_CACHE", str(tmp_path / "mirrors"))
+    work = tmp_path / "work"
+    shutil.copytree(Path(kernel.__path__[0]), work / "kernel", ignore=shutil.ignore_patterns("__pycache__"))
+    _git("init", "-q", "-b", "main", cwd=work)
+    commits = []
+    for edit in (False, True):
+        if edit:
+            errors = work / "kernel" / "errors.py"
+            errors.write_text(errors.read_text() + "\n# a later commit\n")
+        _git("add", ".", cwd=work)
+        _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "kernel", cwd=work)
+        commits.append(_git("rev-parse", "HEAD", cwd=work))
+    same, later = commits
+    url = f"file://{work}"
+    _run_in(tmp_path / "same", url, same)
+    assert "is not the code of" not in caplog.text
+    checkout = _run_in(tmp_path / "later", url, later)
+    assert (checkout / "kernel" / "errors.py").read_text().endswith("# a later commit\n")
+    assert f"is not the code of {later}: 1 file(s) differ (first: kernel/errors.py)" in caplog.text
