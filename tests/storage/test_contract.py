@@ -21,6 +21,13 @@ class TestS3StoreOnMoto(StoreContract):
 
 
 @pytest.mark.integration
+class TestS3StoreOnSeaweedFS(StoreContract):
+    """S3 on a server that checks what moto does not: the body's CRC32C (BadDigest)."""
+
+    BACKEND = "seaweedfs"
+
+
+@pytest.mark.integration
 class TestGcsStoreOnFakeGcsServer(StoreContract):
     """GCS with its upload preconditions enforced (tests/storage/test_gcs_preconditions.py)."""
 
