@@ -13,8 +13,10 @@ wall (spawn to exit), CPU (user + system, the child's own rusage: the client's C
 server's) and peak RSS. No request counting here (a counting proxy would be the bottleneck);
 benchmarks/replicate.py counts requests at its server.
 
-Goals (PASS/FAIL per shape, the median of the paired ratios): wall <= 1.2x s5cmd's, CPU
-<= 1.5x s5cmd's.
+Lifeboat runs twice per round: as shipped (botocore) and with `LIFEBOAT_S3_ENGINE=awscrt`
+(single PUTs through awscrt's client, providers/storage/s3_crt.py). Goals (PASS/FAIL per shape
+and per Lifeboat side, the median of the paired ratios): wall <= 1.2x s5cmd's, CPU <= 1.5x
+s5cmd's.
 
 `LIFEBOAT_BENCH_QUICK=1`: smaller shapes, 2 runs; `LIFEBOAT_BENCH_RUNS=N`, `LIFEBOAT_BENCH_SHAPES=0,2`
 as in benchmarks/replicate.py.
@@ -42,6 +44,9 @@ ONLY = os.environ.get("LIFEBOAT_BENCH_SHAPES")
 GOAL_WALL = 1.2
 GOAL_CPU = 1.5
 REPO = Path(__file__).resolve().parent.parent
+# Lifeboat as shipped (botocore), Lifeboat with LIFEBOAT_S3_ENGINE=awscrt (single PUTs through
+# awscrt's client), s5cmd; the pairs' order alternates
+SIDES = ("lifeboat", "lifeboat_awscrt", "s5cmd")
 
 
 class _Bench:
@@ -71,13 +76,17 @@ class _Bench:
                 raise
         self.client.create_bucket(Bucket="bench")
 
-    def lifeboat(self, primary: Path) -> tuple[float, float, float]:
+    def lifeboat(self, primary: Path, engine: str = "botocore") -> tuple[float, float, float]:
         runbook = self.work / "bench.yaml"
         runbook.write_text(RUNBOOK.format(primary=primary, endpoint=self.url))
         env = {**self.env, "PYTHONPATH": str(REPO), "LIFEBOAT_LEDGER": str(self.work / "ledger.jsonl")}
+        env["LIFEBOAT_S3_ENGINE"] = engine
         self._fresh_bucket()
         cmd = [sys.executable, "-m", "lifeboat_dr", "replicate", str(runbook), "--no-progress"]
         return _spawn(cmd, env, self.work, self.work / "lifeboat.log")
+
+    def lifeboat_awscrt(self, primary: Path) -> tuple[float, float, float]:
+        return self.lifeboat(primary, "awscrt")
 
     def s5cmd(self, primary: Path) -> tuple[float, float, float]:
         self._fresh_bucket()
@@ -98,12 +107,11 @@ def _shape(bench: _Bench, name: str, n: int, size: int) -> list[tuple[str, bool,
     objects = n + 1  # the shards and the manifest
     print(f"\n{name}: {objects:,} objects, {total / MiB:,.1f} MiB; {RUNS} paired runs after a warm-up")
     print(f"  load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
-    bench.lifeboat(primary)  # warm-up: page cache, the server's volumes
-    bench.s5cmd(primary)
-    runs: dict[str, list[tuple[float, float, float]]] = {"lifeboat": [], "s5cmd": []}
+    for who in SIDES:  # warm-up: page cache, the server's volumes
+        getattr(bench, who)(primary)
+    runs: dict[str, list[tuple[float, float, float]]] = {who: [] for who in SIDES}
     for r in range(RUNS):
-        order = ["lifeboat", "s5cmd"] if r % 2 == 0 else ["s5cmd", "lifeboat"]
-        for who in order:
+        for who in SIDES if r % 2 == 0 else SIDES[::-1]:
             runs[who].append(getattr(bench, who)(primary))
             landed = bench.landed()
             assert landed >= objects, f"{who} left {landed} of {objects} objects"
@@ -111,19 +119,22 @@ def _shape(bench: _Bench, name: str, n: int, size: int) -> list[tuple[str, bool,
     for who, rs in runs.items():
         walls, cpus = [w for w, _, _ in rs], [c for _, c, _ in rs]
         print(
-            f"  {who:<8} wall {statistics.median(walls):6.2f} s ({' '.join(f'{w:.2f}' for w in walls)})  "
+            f"  {who:<15} wall {statistics.median(walls):6.2f} s ({' '.join(f'{w:.2f}' for w in walls)})  "
             f"CPU {statistics.median(cpus):6.2f} s ({' '.join(f'{c:.2f}' for c in cpus)})  "
             f"peak RSS {max(m for _, _, m in rs):5.0f} MiB"
         )
-    pairs = list(zip(runs["lifeboat"], runs["s5cmd"], strict=True))
-    wall = statistics.median(a[0] / b[0] for a, b in pairs)
-    cpu = statistics.median(a[1] / b[1] for a, b in pairs)
-    print(f"  lifeboat/s5cmd: wall {wall:.2f}x, CPU {cpu:.2f}x (medians of the paired ratios)")
+    goals = []
+    for who in SIDES[:-1]:
+        pairs = list(zip(runs[who], runs["s5cmd"], strict=True))
+        wall = statistics.median(a[0] / b[0] for a, b in pairs)
+        cpu = statistics.median(a[1] / b[1] for a, b in pairs)
+        print(f"  {who}/s5cmd: wall {wall:.2f}x, CPU {cpu:.2f}x (medians of the paired ratios)")
+        goals += [
+            (f"SeaweedFS {name}, {who}: wall <= {GOAL_WALL}x s5cmd", wall <= GOAL_WALL, f"{wall:.2f}x"),
+            (f"SeaweedFS {name}, {who}: CPU <= {GOAL_CPU}x s5cmd", cpu <= GOAL_CPU, f"{cpu:.2f}x"),
+        ]
     print(f"  load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
-    return [
-        (f"SeaweedFS {name}: wall <= {GOAL_WALL}x s5cmd", wall <= GOAL_WALL, f"{wall:.2f}x"),
-        (f"SeaweedFS {name}: CPU <= {GOAL_CPU}x s5cmd", cpu <= GOAL_CPU, f"{cpu:.2f}x"),
-    ]
+    return goals
 
 
 def main() -> None:

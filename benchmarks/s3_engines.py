@@ -68,16 +68,15 @@ def _verifiable(client, root: Path, prefix: str) -> str:
 
 
 def _run(engine: str, url: str, folder: Path, work: Path, client) -> tuple[float, float, float, str]:
+    import urllib.request
+
     from botocore.exceptions import ClientError
 
     try:
         client.delete_bucket(Bucket="bench")  # SeaweedFS: with its objects; moto: empty only
     except ClientError as e:
-        if e.response["Error"]["Code"] == "BucketNotEmpty":
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket="bench"):
-                for obj in page.get("Contents", []):
-                    client.delete_object(Bucket="bench", Key=obj["Key"])
-            client.delete_bucket(Bucket="bench")
+        if e.response["Error"]["Code"] == "BucketNotEmpty":  # moto: every bucket dropped at once
+            urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST")).close()
         elif e.response["Error"]["Code"] != "NoSuchBucket":
             raise
     client.create_bucket(Bucket="bench")
@@ -97,10 +96,13 @@ def _server(kind: str):
 
 
 def main() -> None:
+    import logging
+
     import boto3
 
     from lifeboat_dr.testing.emulators import AWS_TEST_ENV
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
     for k, v in AWS_TEST_ENV.items():
         os.environ.setdefault(k, v)
     work = Path(tempfile.mkdtemp(prefix="lifeboat-engines-"))
