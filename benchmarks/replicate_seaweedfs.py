@@ -24,6 +24,7 @@ as in benchmarks/replicate.py.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import statistics
@@ -47,6 +48,9 @@ REPO = Path(__file__).resolve().parent.parent
 # Lifeboat as shipped (botocore), Lifeboat with LIFEBOAT_S3_ENGINE=awscrt (single PUTs through
 # awscrt's client), s5cmd; the pairs' order alternates
 SIDES = ("lifeboat", "lifeboat_awscrt", "s5cmd")
+HAS_AWSCRT = importlib.util.find_spec("awscrt") is not None  # the `crt` extra
+if not HAS_AWSCRT:
+    SIDES = ("lifeboat", "s5cmd")
 
 
 class _Bench:
@@ -143,6 +147,8 @@ def main() -> None:
     if weed_binary() is None:
         print(f"skipped: {SEAWEEDFS_MISSING}")
         return
+    if not HAS_AWSCRT:
+        print("no awscrt here (pip install -e '.[crt]'): Lifeboat with LIFEBOAT_S3_ENGINE=awscrt not timed")
     work = Path(tempfile.mkdtemp(prefix="lifeboat-bench-"))
     goals = []
     try:

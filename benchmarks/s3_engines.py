@@ -14,6 +14,7 @@ counts verifiable, anything else (COMPOSITE, none) unverifiable by metadata.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import statistics
@@ -33,6 +34,8 @@ RUNS = int(os.environ.get("LIFEBOAT_BENCH_RUNS", "2"))
 ONLY = os.environ.get("LIFEBOAT_BENCH_SHAPES")
 SERVERS = os.environ.get("LIFEBOAT_BENCH_SERVERS", "seaweedfs,moto").split(",")
 ENGINES = ("botocore", "awscrt", "s5cmd")
+if importlib.util.find_spec("awscrt") is None:  # the `crt` extra
+    ENGINES = ("botocore", "s5cmd")
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -5,7 +5,8 @@ nowhere else, every call goes through `_call()` (bounded retries with backoff on
 and 5xx, then `ProviderUnavailable`; S3 error codes mapped to Lifeboat's errors, naming the
 store).
 botocore's own retries are off so the attempt count is ours and the API-call counters
-(`calls`, by operation) are exact.
+(`calls`, by operation) are exact. `LIFEBOAT_S3_ENGINE=awscrt` sends single PutObjects through
+awscrt's C client instead (s3_crt.py; same checksum, preconditions, errors and deadline).
 
 Checksums: objects are written with full-object CRC32C (`ChecksumType=FULL_OBJECT` for
 multipart too), which equals the GCS `crc32c`. Each byte is hashed once, as it is gathered
