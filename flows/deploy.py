@@ -148,6 +148,14 @@ def cadence_inputs(rb: Runbook) -> CadenceInputs:
     )
 
 
+def deployed_period(rb: Runbook, flow: str) -> tuple[timedelta, str]:
+    """The period `lifeboat deploy` schedules `flow` at for `rb` (shipped template), and why:
+    `runbook's cadences.<flow>`, `derived from the targets` or `the template's`."""
+    c = plan_cadences(cadence_inputs(rb), template_periods(shipped_template())).cadences[flow]
+    why = {"runbook": f"runbook's cadences.{flow}", "derived": "derived from the targets"}
+    return c.period, why.get(c.source, "the template's")
+
+
 def _flow_of(entry: dict[str, Any]) -> str:
     return entry["entrypoint"].rsplit(":", 1)[1]
 

