@@ -32,6 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks._goals import goal
 from benchmarks.replicate import QUICK, RUNBOOK, STEP_DIR, _dataset, _s5cmd, _spawn
 
 MiB = 1 << 20
@@ -105,7 +106,7 @@ class _Bench:
         return sum(len(p.get("Contents", [])) for p in pages)
 
 
-def _shape(bench: _Bench, name: str, n: int, size: int) -> list[tuple[str, bool, str]]:
+def _shape(bench: _Bench, name: str, n: int, size: int) -> list[tuple[str, bool, str, str]]:
     primary = bench.work / f"primary-{n}-{size}"
     _, total = _dataset(primary, n, size)
     objects = n + 1  # the shards and the manifest
@@ -134,8 +135,8 @@ def _shape(bench: _Bench, name: str, n: int, size: int) -> list[tuple[str, bool,
         cpu = statistics.median(a[1] / b[1] for a, b in pairs)
         print(f"  {who}/s5cmd: wall {wall:.2f}x, CPU {cpu:.2f}x (medians of the paired ratios)")
         goals += [
-            (f"SeaweedFS {name}, {who}: wall <= {GOAL_WALL}x s5cmd", wall <= GOAL_WALL, f"{wall:.2f}x"),
-            (f"SeaweedFS {name}, {who}: CPU <= {GOAL_CPU}x s5cmd", cpu <= GOAL_CPU, f"{cpu:.2f}x"),
+            (f"{name} {who} wall", wall <= GOAL_WALL, f"{wall:.2f}x", f"<= {GOAL_WALL}x"),
+            (f"{name} {who} CPU", cpu <= GOAL_CPU, f"{cpu:.2f}x", f"<= {GOAL_CPU}x"),
         ]
     print(f"  load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     return goals
@@ -159,9 +160,8 @@ def main() -> None:
                     goals += _shape(bench, name, n, size)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print("\ngoals:")
-    for what, ok, value in goals:
-        print(f"  {'PASS' if ok else 'FAIL'}  {what}: {value}")
+    for what, ok, value, target in goals:
+        goal(f"replicate_seaweedfs {what}", ok, value, "s5cmd on the same SeaweedFS, paired", target)
 
 
 if __name__ == "__main__":
