@@ -92,9 +92,10 @@ def test_serve_composes_every_route_in_one_list(guarded_path, monkeypatch, tmp_p
     monkeypatch.setenv("LIFEBOAT_APPROVAL_SIGNING_KEY_FILE", str(tmp_path / "signing.pem"))
     assert [r.path for r in routes(args)] == ["/alerts/alertmanager", "/slack/actions"]
     monkeypatch.setenv("LIFEBOAT_PROXY_SECRET", "p")
-    assert [r.path for r in routes(args)][-2:] == [
+    assert [r.path for r in routes(args)][2:] == [  # the identity proxy's: decisions, and the card's read
         "/api/flow_runs/{id}/resume",
         "/api/flow_runs/{id}/set_state",
+        "/api/flow_runs/{id}/input/{key}",
     ]
 
 
