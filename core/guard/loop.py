@@ -31,7 +31,7 @@ import socket
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -275,10 +275,8 @@ def _stopped(pid: int) -> bool:
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 __all__ = ["EVENT", "EXIT_CODES", "TrainingGuard"]

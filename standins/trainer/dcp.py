@@ -29,6 +29,7 @@ timeout error ends the job with an emergency checkpoint of the last consistent s
 watchdog's stop (83). `$LIFEBOAT_HANG_MULTIPLE` and `$LIFEBOAT_HANG_FLOOR_S` set the
 watchdog's bound; `$LIFEBOAT_INJECT=nccl-error@N` (or `cuda-error@N`) makes every rank
 raise that error at step N, between the forward and the backward (the drills' fault).
+`$LIFEBOAT_GUARD=off` runs the loop unguarded (the RPO benchmark's other side).
 """
 
 from __future__ import annotations
@@ -235,21 +236,23 @@ def train(args) -> int:
         commit_save(ckpt_dir, path, at, epoch, record=record, group=group)
 
     log = RunLog(args.loss_log, args.heartbeat, echo=True) if lead else None
-    guard = TrainingGuard(save=emergency_save, optimizer=optimizer, rule=hang_rule())
-    with log if log else contextlib.nullcontext(), guard:
-        if args.resume:
+    guarded = os.environ.get("LIFEBOAT_GUARD", "on") != "off"
+    guard = TrainingGuard(save=emergency_save, optimizer=optimizer, rule=hang_rule()) if guarded else None
+    with log if log else contextlib.nullcontext(), guard or contextlib.nullcontext():
+        if guard and args.resume:
             guard.committed(step)
-            if log:
-                log.loaded(step)
+        if args.resume and log:
+            log.loaded(step)
         while step < args.steps:
-            with guard.step(step + 1):
+            with guard.step(step + 1) if guard else contextlib.nullcontext():
                 loss = train_step(model, optimizer, target, fault_at(injection, step + 1))
             step += 1
             if log:
                 log.step(step, loss)
             if args.every and step % args.every == 0:
                 commit_save(ckpt_dir, save_checkpoint(model, optimizer, step, ckpt_dir), step, epoch)
-                guard.committed(step)
+                if guard:
+                    guard.committed(step)
             if args.step_seconds:
                 time.sleep(args.step_seconds)
     return step
