@@ -5,8 +5,8 @@ Faults: `nccl-error` and `cuda-error` (every rank raises at step F, `$LIFEBOAT_I
 `sigstop` (rank 1 SIGSTOPped after step F-1 is logged: raises nothing). Checkpoints every
 EVERY steps, a step about STEP_S s (the trainer's sleep). Printed per run: exit code; the
 checkpoint a resume starts from; RPO in steps (last step completed before the fault minus
-it) and seconds (that step's log time minus the checkpoint's commit time, the store's clock);
-and how long from the fault (the injected step's start, or the SIGSTOP) to the job's end —
+it) and seconds (the training time lost: that step's log time minus the resumed step's); for
+the watchdog, how long the hung step had run when it fired and its bound; and how long from the fault (the injected step's start, or the SIGSTOP) to the job's end —
 an unguarded hang is given HANG_CAP_S and then killed (gloo's own timeout is 30 min, NCCL's 10).
 `python -m benchmarks guard_rpo` (`--quick`: a shorter cap).
 """
@@ -52,8 +52,6 @@ def _step_times(log: Path) -> dict[int, float]:
 
 
 def one_run(root: Path, fault: str, guarded: bool) -> dict:
-    from datetime import datetime
-
     from lifeboat_dr.standins.trainer.jobs import TRAINERS
 
     ckpt, log = root / "ckpt", root / "loss.jsonl"
@@ -91,7 +89,8 @@ def one_run(root: Path, fault: str, guarded: bool) -> dict:
     newest = TRAINERS["torch"].newest_committed(ckpt)
     resume = int(newest.name.split("-")[1]) if newest else 0
     marker = json.loads((newest / "lifeboat-commit.json").read_text()) if newest else {}
-    committed = datetime.fromisoformat(marker["committed_at"]).timestamp() if marker else None
+    events = [json.loads(x) for x in (root / "ev").read_text().splitlines()] if (root / "ev").exists() else []
+    hang = next((e["payload"] for e in events if e["payload"]["kind"] == "hang"), None)
     return {
         "fault": fault,
         "guard": "on" if guarded else "off",
@@ -99,7 +98,8 @@ def one_run(root: Path, fault: str, guarded: bool) -> dict:
         "resume_from": resume,
         "emergency": "emergency" in marker,
         "rpo_steps": last - resume,
-        "rpo_s": (times[last] - committed) if committed else None,
+        "rpo_s": times[last] - times[resume] if resume else None,
+        "detected": f"{hang['elapsed']:.2f}/{hang['bound']:.2f}" if hang else "-",
         "ended_after_s": (ended - faulted_at) if ended else None,
     }
 
@@ -107,9 +107,8 @@ def one_run(root: Path, fault: str, guarded: bool) -> dict:
 def main() -> None:
     print(f"load: {os.getloadavg()[0]:.2f} (1 min); steps {STEPS}, every {EVERY}, fault at step {FAULT_STEP}, "
           f"step ~{STEP_S} s, watchdog floor {FLOOR_S} s, hang cap {HANG_CAP_S:g} s")  # fmt: skip
-    print(
-        f"{'fault':<11} {'guard':<5} {'exit':>4} {'resume':>6} {'emerg':>5} {'RPO steps':>9} {'RPO s':>6} {'ended after s':>13}"
-    )
+    print(f"{'fault':<11} {'guard':<5} {'exit':>4} {'resume':>6} {'emerg':>5} {'RPO steps':>9} {'RPO s':>6} "
+          f"{'hang s/bound':>12} {'ended after s':>13}")  # fmt: skip
     for fault in ("nccl-error", "cuda-error", "sigstop"):
         for guarded in (True, False):
             with tempfile.TemporaryDirectory() as tmp:
@@ -119,7 +118,7 @@ def main() -> None:
             )
             rpo_s = f"{r['rpo_s']:.2f}" if r["rpo_s"] is not None else "-"
             print(f"{r['fault']:<11} {r['guard']:<5} {r['exit']!s:>4} {r['resume_from']:>6} {'yes' if r['emergency'] else 'no':>5} "
-                  f"{r['rpo_steps']:>9} {rpo_s:>6} {ended:>13}", flush=True)  # fmt: skip
+                  f"{r['rpo_steps']:>9} {rpo_s:>6} {r['detected']:>12} {ended:>13}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
