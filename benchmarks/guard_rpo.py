@@ -29,17 +29,6 @@ FLOOR_S = 2.0
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _rank_pid(marker: str, rank: int) -> int | None:
-    for proc in Path("/proc").iterdir():
-        try:
-            cmd, env = (proc / "cmdline").read_bytes(), (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in cmd and b"trainer.dcp" in cmd and f"\0RANK={rank}\0".encode() in b"\0" + env:
-            return int(proc.name)
-    return None
-
-
 def _losses(log: Path) -> dict[int, float]:
     from lifeboat_dr.core.resume import parse_losses
 
@@ -52,7 +41,7 @@ def _step_times(log: Path) -> dict[int, float]:
 
 
 def one_run(root: Path, fault: str, guarded: bool) -> dict:
-    from lifeboat_dr.standins.trainer.jobs import TRAINERS
+    from lifeboat_dr.standins.trainer.jobs import TRAINERS, rank_pid
 
     ckpt, log = root / "ckpt", root / "loss.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LIFEBOAT_")}
@@ -66,11 +55,10 @@ def one_run(root: Path, fault: str, guarded: bool) -> dict:
         env["LIFEBOAT_INJECT"] = f"{fault}@{FAULT_STEP}"
     argv = TRAINERS["torch"].argv(steps=STEPS, every=EVERY, ckpt_dir=ckpt, loss_log=log, step_seconds=STEP_S)
     job = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    faulted_at = None
     while job.poll() is None and max(_losses(log), default=0) < FAULT_STEP - 1:
         time.sleep(0.01)
     if fault == "sigstop":
-        os.kill(_rank_pid(str(ckpt), 1), signal.SIGSTOP)
+        os.kill(rank_pid(str(ckpt), 1), signal.SIGSTOP)
     faulted_at = time.time() if fault == "sigstop" else None
     try:
         _, err = job.communicate(timeout=HANG_CAP_S)
@@ -78,7 +66,7 @@ def one_run(root: Path, fault: str, guarded: bool) -> dict:
     except subprocess.TimeoutExpired:
         job.kill()
         for rank in (0, 1):
-            if (pid := _rank_pid(str(ckpt), rank)) is not None:
+            if (pid := rank_pid(str(ckpt), rank)) is not None:
                 os.kill(pid, signal.SIGKILL)
         job.communicate()
         ended, code = None, "hung"

@@ -15,7 +15,7 @@ import pytest
 
 from lifeboat_dr.core.resume import parse_loaded, parse_losses
 from lifeboat_dr.providers.orchestrator.fake_events import FileEvents
-from lifeboat_dr.standins.trainer.jobs import TRAINERS
+from lifeboat_dr.standins.trainer.jobs import TRAINERS, rank_pid
 
 TORCH = TRAINERS["torch"]
 pytestmark = [
@@ -85,20 +85,6 @@ def test_an_injected_fault_ends_in_an_emergency_checkpoint_and_an_exact_resume(
     _resume_matches(tmp_path, expected, 7)
 
 
-def _rank_pid(marker: str, rank: int) -> int | None:
-    """The pid of the trainer rank `rank` whose command line names `marker`."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd, env = (proc / "cmdline").read_bytes(), (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in cmd and b"trainer.dcp" in cmd and f"\0RANK={rank}\0".encode() in b"\0" + env:
-            return int(proc.name)
-    return None
-
-
 def test_a_sigstopped_rank_is_stopped_by_the_watchdog_within_its_bound(expected, tmp_path):
     """The seed's "suspend the network interface" drill: rank 1 stops answering, raising
     nothing; rank 0 waits in DDP's all-reduce. The watchdog stops the job, names rank 1."""
@@ -111,7 +97,7 @@ def test_a_sigstopped_rank_is_stopped_by_the_watchdog_within_its_bound(expected,
         while max(parse_losses(log.read_text() if log.exists() else ""), default=0) < 7:
             assert job.poll() is None and time.monotonic() < deadline, "the job never reached step 7"
             time.sleep(0.05)
-        pid = _rank_pid(str(tmp_path / "ckpt"), 1)
+        pid = rank_pid(str(tmp_path / "ckpt"), 1)
         assert pid is not None
         os.kill(pid, signal.SIGSTOP)
         stopped_at = time.monotonic()
@@ -131,7 +117,7 @@ def test_a_sigstopped_rank_is_stopped_by_the_watchdog_within_its_bound(expected,
     assert "in train_step" in err and "Thread 0x" in err, "rank 0's stacks, every thread"
     # stopped within the bound: the step that hangs starts at most one sleep after the stop
     assert ended_after <= 0.2 + FLOOR_S + 0.5 + 5.0, ended_after  # + torchrun noticing the exit
-    assert _rank_pid(str(tmp_path / "ckpt"), 1) is None and _rank_pid(str(tmp_path / "ckpt"), 0) is None
+    assert rank_pid(str(tmp_path / "ckpt"), 1) is None and rank_pid(str(tmp_path / "ckpt"), 0) is None
     newest = TORCH.newest_committed(tmp_path / "ckpt")
     assert newest.name == "step-00000005"
 
