@@ -12,7 +12,10 @@ gloo side group made at entry, so a broken NCCL communicator does not take it do
   only when every rank answers with the same consistent step is the emergency checkpoint
   saved (the script's `save`, on the side group) and committed with its record; a rank that
   does not answer, a CUDA error that poisoned the device, a torn update: none is written.
-- The event (`EventSink`) names the fault; the process exits with the fault's code.
+- The event (`EventSink`) names the fault; the process exits with the fault's code at once
+  (`os._exit` after flushing stdout and stderr: a broken communicator's teardown can hang,
+  which is why NCCL's own watchdog kills the process too, and an interpreter holding torch
+  took seconds to finalise on two loaded cores; the loss log and the checkpoint are on disk).
 
 The watchdog's hang path (a thread: the step is stuck in C++) dumps this rank's stacks
 (faulthandler, all threads), asks the live peers on this host for theirs (SIGUSR1), names a
@@ -29,12 +32,13 @@ import os
 import signal
 import socket
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from lifeboat_dr.core.guard.faults import EXIT_CODES, Fault, fault_kind, one_line, poisons_device
 from lifeboat_dr.core.guard.watchdog import HangRule, StepWatchdog
@@ -45,6 +49,13 @@ EVENT_NAMESPACE = uuid.UUID("6c1f0f53-9b0e-4f2a-8a39-1f2b3c4d5e6f")
 BEFORE, DURING, AFTER = 0, 1, 2  # where in the step the fault came (optimizer hooks)
 
 EmergencySave = Callable[[int, dict, Any], None]  # (step, commit record, process group)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End this rank now with `code`, its output flushed (see the module docstring)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 class TrainingGuard:
@@ -61,7 +72,8 @@ class TrainingGuard:
                     guard.committed(step)
 
     `save(step, record, group)` writes the checkpoint of `step` collectively over `group`
-    and commits it with `record` in its commit record (core/commit.py `commit_checkpoint`)."""
+    and commits it with `record` in its commit record (core/commit.py `commit_checkpoint`).
+    `exit(code)` ends the rank after a fault (default `exit_now`; tests pass `sys.exit`)."""
 
     def __init__(
         self,
@@ -73,12 +85,13 @@ class TrainingGuard:
         job: str | None = None,
         coordinate_timeout_s: float = 30.0,
         poll_s: float = 0.1,
+        exit: Callable[[int], NoReturn] = exit_now,
     ):
         self.save, self.optimizer = save, optimizer
         self.rule = rule or HangRule()
         self.events = events if events is not None else events_from_env()
         self.job = job or os.environ.get("TORCHELASTIC_RUN_ID", "job")
-        self.coordinate_timeout_s, self.poll_s = coordinate_timeout_s, poll_s
+        self.coordinate_timeout_s, self.poll_s, self.exit = coordinate_timeout_s, poll_s, exit
         self.host = socket.gethostname()
         self.last_committed: int | None = None
         self.faults: list[Fault] = []
@@ -168,6 +181,7 @@ class TrainingGuard:
         return [int(t.item()) for t in every]
 
     def _on_fault(self, kind: str, error: BaseException, n: int) -> None:
+        caught = time.monotonic()
         candidate, why = self._local_candidate(kind, error, n)
         answers = self._agree(candidate)
         emergency: int | None = None
@@ -186,8 +200,9 @@ class TrainingGuard:
                 why = f"the emergency save failed ({one_line(e)}): no checkpoint"
         fault = Fault(kind, self.rank, self.host, n, one_line(error))
         reporter = answers is None or self.rank == 0  # agreed: rank 0 speaks for the job
-        self._finish(fault, emergency, why, reporter, ranks=self._ranks(answers))
-        raise SystemExit(fault.exit_code)
+        handled_s = round(time.monotonic() - caught, 3)  # agreement + emergency save + commit
+        self._finish(fault, emergency, why, reporter, ranks=self._ranks(answers), handled_s=handled_s)
+        self.exit(fault.exit_code)
 
     def _ranks(self, answers: list[int] | None) -> list[int]:
         return list(range(self.world)) if answers is not None else [self.rank]
@@ -217,7 +232,7 @@ class TrainingGuard:
         fault = Fault("hang", at_fault, self.host, n, "; ".join([detail, *notes]))
         why = "a hang: a rank is stuck in a collective, DCP's collective save needs it: no checkpoint"
         self._finish(fault, None, why, True, ranks=[self.rank], elapsed=elapsed, bound=bound)
-        os._exit(fault.exit_code)
+        exit_now(fault.exit_code)  # from the watchdog thread: only a hard exit ends the process
 
     # -- the report --------------------------------------------------------------------------
 

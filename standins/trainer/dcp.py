@@ -223,7 +223,7 @@ def hang_rule(env=os.environ) -> HangRule:
 def train(args) -> int:
     """Train to `args.steps` from scratch or `args.resume`; the step reached. Each save is
     committed under the epoch in $LIFEBOAT_EPOCH (0 under an audit: its folder is its own).
-    A fault in a step ends the job through the guard (`SystemExit` with its code)."""
+    A fault in a step ends the job through the guard (it exits the process with its code)."""
     epoch = 0 if args.audit else epoch_from_env()
     injection = injected(os.environ.get(INJECT_ENV))
     model, optimizer, target = build(args.seed)
