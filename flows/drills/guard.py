@@ -78,11 +78,12 @@ def prepare_guarded_fault(rig: Rig, options: Mapping[str, Any]) -> None:
     )
     rig.processes.append(proc)
     deadline = time.monotonic() + 120  # torchrun starts three interpreters that import torch
-    while rig.kind == "nccl-hang" and _last_step(box.pre_failure_log) < fault_at:
+    reach = fault_at if rig.kind == "nccl-hang" else fault_at - 1  # the CUDA error comes in the next step
+    while _last_step(box.pre_failure_log) < reach:
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the primary trainer stopped or stalled before step {fault_at}")
+            raise RuntimeError(f"the primary trainer stopped or stalled before step {reach}")
         time.sleep(0.01)
-    started = time.monotonic()
+    started = time.monotonic()  # the fault (within a step)
     if rig.kind == "nccl-hang":
         pid = rank_pid(box.primary, 1)
         if pid is None:
