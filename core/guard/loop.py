@@ -186,7 +186,9 @@ class TrainingGuard:
         answers = self._agree(candidate)
         emergency: int | None = None
         if answers is None:
-            why = f"not every rank answered within {self.coordinate_timeout_s:g} s: no checkpoint"
+            why = (
+                f"a rank did not answer (gone, or stuck past {self.coordinate_timeout_s:g} s): no checkpoint"
+            )
         elif len(set(answers)) != 1 or answers[0] < 0:
             why = f"the ranks hold steps {answers}: no consistent state, no checkpoint ({why})"
         elif answers[0] == self.last_committed or answers[0] == 0:

@@ -28,7 +28,8 @@ timeout error ends the job with an emergency checkpoint of the last consistent s
 (committed with its `emergency` record) and exit code 80-82, a silent hang with the
 watchdog's stop (83). `$LIFEBOAT_HANG_MULTIPLE` and `$LIFEBOAT_HANG_FLOOR_S` set the
 watchdog's bound; `$LIFEBOAT_INJECT=nccl-error@N` (or `cuda-error@N`) makes every rank
-raise that error at step N, between the forward and the backward (the drills' fault).
+raise that error at step N, between the forward and the backward (the drills' fault);
+`nccl-error@N:R` only rank R (its peers then wait in the all-reduce).
 `$LIFEBOAT_GUARD=off` runs the loop unguarded (the RPO benchmark's other side).
 """
 
@@ -184,19 +185,21 @@ def load_checkpoint(model, optimizer, path: Path) -> int:
     return int(state["step"])
 
 
-def injected(spec: str | None) -> tuple[str, int] | None:
-    """`$LIFEBOAT_INJECT` (`nccl-error@N`, `cuda-error@N`) as (kind, step), or None."""
+def injected(spec: str | None) -> tuple[str, int, int | None] | None:
+    """`$LIFEBOAT_INJECT` (`nccl-error@N`, `cuda-error@N`, on every rank; `...@N:R` on rank R
+    only) as (kind, step, rank or None), or None."""
     if not spec:
         return None
     kind, _, at = spec.partition("@")
-    if kind not in INJECTABLE or not at.isdigit():
-        raise ConfigError(f"{INJECT_ENV}={spec!r}: use one of {', '.join(INJECTABLE)} then @STEP")
-    return kind, int(at)
+    at, _, rank = at.partition(":")
+    if kind not in INJECTABLE or not at.isdigit() or (rank and not rank.isdigit()):
+        raise ConfigError(f"{INJECT_ENV}={spec!r}: use one of {', '.join(INJECTABLE)} then @STEP[:RANK]")
+    return kind, int(at), int(rank) if rank else None
 
 
-def fault_at(injection: tuple[str, int] | None, step: int) -> Exception | None:
-    """The error an NCCL or CUDA failure raises in torch, at the injected step (every rank)."""
-    if injection is None or injection[1] != step:
+def fault_at(injection: tuple[str, int, int | None] | None, step: int) -> Exception | None:
+    """The error an NCCL or CUDA failure raises in torch, at the injected step and rank(s)."""
+    if injection is None or injection[1] != step or injection[2] not in (None, dist.get_rank()):
         return None
     if injection[0] == "nccl-error":
         return dist.DistBackendError(

@@ -85,6 +85,22 @@ def test_an_injected_fault_ends_in_an_emergency_checkpoint_and_an_exact_resume(
     _resume_matches(tmp_path, expected, 7)
 
 
+def test_an_nccl_error_on_one_rank_alone_ends_the_job_without_a_checkpoint(tmp_path):
+    """Rank 1's communicator fails; rank 0 waits in the all-reduce for it (a hang, to rank 0):
+    no two ranks hold one step, so nothing is written, and the job still ends at once."""
+    env = _env(tmp_path, LIFEBOAT_INJECT="nccl-error@8:1", LIFEBOAT_HANG_FLOOR_S=str(FLOOR_S))
+    run = _train(tmp_path, "faulted", env=env)
+
+    assert run.returncode == 80, run.stderr[-3000:]
+    by_kind = {e["payload"]["kind"]: e["payload"] for e in FileEvents(tmp_path / "events.jsonl").read()}
+    assert set(by_kind) == {"nccl", "hang"}
+    assert (by_kind["nccl"]["rank"], by_kind["nccl"]["emergency_checkpoint"]) == (1, None)
+    assert "a rank did not answer" in by_kind["nccl"]["checkpoint_note"]
+    assert by_kind["hang"]["reported_by"] == 0 and by_kind["hang"]["emergency_checkpoint"] is None
+    assert TORCH.newest_committed(tmp_path / "ckpt").name == "step-00000005"
+    assert not (tmp_path / "ckpt" / "step-00000007").exists()
+
+
 def test_a_sigstopped_rank_is_stopped_by_the_watchdog_within_its_bound(expected, tmp_path):
     """The seed's "suspend the network interface" drill: rank 1 stops answering, raising
     nothing; rank 0 waits in DDP's all-reduce. The watchdog stops the job, names rank 1."""
