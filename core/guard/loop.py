@@ -111,7 +111,9 @@ class TrainingGuard:
         peers: list[Any] = [None] * self.world
         dist.all_gather_object(peers, (os.getpid(), self.host), group=self.group)
         self._peers = [tuple(p) for p in peers]
-        faulthandler.register(signal.SIGUSR1, all_threads=True)  # a peer's watchdog asks for our stacks
+        # a peer's watchdog asks for our stacks; a handler already there (SLURM's USR1 warning) still runs
+        chain = signal.getsignal(signal.SIGUSR1) not in (signal.SIG_DFL, signal.SIG_IGN, None)
+        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=chain)
         if self.optimizer is not None:
             self._hooks = [
                 self.optimizer.register_step_pre_hook(lambda *_: self._set_phase(DURING)),

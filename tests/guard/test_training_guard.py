@@ -160,3 +160,18 @@ def test_a_save_that_fails_is_said_and_the_fault_still_ends_the_job(group, tmp_p
         "the emergency save failed (OSError: [Errno 28] No space left on device)"
         in (job.events.read()[0]["payload"]["checkpoint_note"])
     )
+
+
+def test_a_usr1_handler_the_job_had_still_runs_after_the_stacks(group, tmp_path, capfd):
+    import os
+    import signal
+
+    seen = []
+    previous = signal.signal(signal.SIGUSR1, lambda *_: seen.append("the job's own USR1 handler"))
+    try:
+        with Job(tmp_path).guard():
+            os.kill(os.getpid(), signal.SIGUSR1)  # a peer's watchdog asking for our stacks
+        assert seen == ["the job's own USR1 handler"]
+        assert "most recent call first" in capfd.readouterr().err
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
