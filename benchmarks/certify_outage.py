@@ -31,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._goals import goal
 from benchmarks.certify import STEP, _scale_fixture
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,13 +143,20 @@ def main() -> None:
     for n, ratios in results.items():
         for case in ("refused", "hanging, confirmed"):
             ratio, _, cpu = ratios[case]
-            print(
-                f"  {'PASS' if ratio <= GOAL else 'FAIL'}  {n // 1000}k {case}: {ratio:.2f}x (CPU {cpu:.2f}x)"
+            goal(
+                f"certify_outage {n // 1000}k {case}",
+                ratio <= GOAL,
+                f"{ratio:.2f}x wall (CPU {cpu:.2f}x)",
+                "certify with the primary up",
+                f"<= {GOAL}x",
             )
         ratio, over, cpu = ratios["hanging"]
-        print(
-            f"  {'PASS' if over <= probe else 'FAIL'}  {n // 1000}k hanging, not confirmed: {over:+.2f} s "
-            f"over up (at most one probe deadline, {probe:g} s); {ratio:.2f}x (CPU {cpu:.2f}x)"
+        goal(
+            f"certify_outage {n // 1000}k hanging, not confirmed",
+            over <= probe,
+            f"{over:+.2f} s, {ratio:.2f}x wall (CPU {cpu:.2f}x)",
+            "certify with the primary up",
+            f"at most one probe deadline over, {probe:g} s",
         )
     print(
         f"  (load average now {os.getloadavg()[0]:.1f}: wall ratios on a busy machine measure the neighbours too)"

@@ -12,6 +12,7 @@ import time
 from prefect import flow
 from prefect.testing.utilities import prefect_test_harness
 
+from benchmarks._goals import goal
 from lifeboat_dr.core.failover.graph import critical_path, step_graph
 from lifeboat_dr.flows.failover import execute
 from lifeboat_dr.flows.wiring import new_ledger, settings_for
@@ -76,10 +77,17 @@ def main() -> None:
         print(
             f"{'policy':<28} {'RTO s':>7} {'critical s':>10} {'sum s':>7} {'RTO/critical':>13} {'RTO/sum':>8}"
         )
+        goals = []
         for early, label in ((False, "approve, then provision"), (True, "provision before approval")):
             rto, crit, total = simulate(early)
             print(f"{label:<28} {rto:7.2f} {crit:10.2f} {total:7.2f} {rto / crit:13.3f} {rto / total:8.3f}")
-        print("targets: RTO/critical <= 1.05; RTO/sum <= 0.6 (with provisioning before approval)")
+            name = f"failover RTO, {label}"
+            for over, base, bar in ((crit, "the critical path", 1.05), (total, "the sum of the steps", 0.6)):
+                if bar >= 1 or early:  # concurrency pays only with provisioning before approval
+                    figure = f"{rto:.2f} s ({rto / over:.3f}x)"
+                    goals.append((name, rto / over <= bar, figure, f"{base} {over:.2f} s", f"<= {bar}x"))
+    for args in goals:
+        goal(*args)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from benchmarks._goals import goal
 from lifeboat_dr.core.failover.graph import BY_NAME, STEPS, critical_path, step_graph
 from lifeboat_dr.core.ledger import LedgerEntry, LedgerFile
 
@@ -69,9 +70,15 @@ def main() -> None:
         )
     added = [rto - path for _, rto, path, _ in rows]
     ratios = [r for *_, r in rows]
-    verdict = "PASS" if max(added) <= GOAL_S else "FAIL"
     print(
         f"time the walk adds over {RUNS} dry runs: median {statistics.median(added) * 1000:.0f} ms, worst "
-        f"{max(added) * 1000:.0f} ms (goal ≤ {GOAL_S * 1000:.0f} ms) {verdict}; RTO ÷ critical path median "
+        f"{max(added) * 1000:.0f} ms; RTO ÷ critical path median "
         f"{statistics.median(ratios):.3f}, worst {max(ratios):.3f} (steps of milliseconds: not a goal)"
+    )
+    goal(
+        "failover_dry_run time the walk adds to the RTO",
+        max(added) <= GOAL_S,
+        f"worst {max(added) * 1000:.0f} ms of {RUNS} (median {statistics.median(added) * 1000:.0f} ms)",
+        "the critical path of its own steps",
+        f"<= {GOAL_S * 1000:.0f} ms",
     )

@@ -16,6 +16,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from benchmarks._goals import goal
+
 TARGET_S = 1.0
 TARGET_MIB = 64
 GOOD = Path(__file__).resolve().parent.parent / "runbooks" / "mistral-7b-sft.yaml"
@@ -59,8 +61,8 @@ def _measure(path: Path) -> tuple[float, float, str]:
 def main() -> None:
     import lifeboat_dr.runbooks.loader  # noqa: F401  (import time is not the loader's)
 
-    seconds, mib, outcome = _measure(GOOD)
-    print(f"{'good runbook (baseline)':28s} {seconds * 1000:8.1f} ms  peak {mib:6.2f} MiB  {outcome}")
+    good_s, good_mib, outcome = _measure(GOOD)
+    print(f"{'good runbook (baseline)':28s} {good_s * 1000:8.1f} ms  peak {good_mib:6.2f} MiB  {outcome}")
     worst_s = worst_mib = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for name, content in _cases().items():
@@ -69,10 +71,12 @@ def main() -> None:
             seconds, mib, outcome = _measure(path)
             worst_s, worst_mib = max(worst_s, seconds), max(worst_mib, mib)
             print(f"{name:28s} {seconds * 1000:8.1f} ms  peak {mib:6.2f} MiB  {outcome}")
-    verdict = "meets" if worst_s <= TARGET_S and worst_mib <= TARGET_MIB else "MISSES"
-    print(
-        f"worst refusal: {worst_s * 1000:.0f} ms, {worst_mib:.1f} MiB; "
-        f"target {TARGET_S:.0f} s and {TARGET_MIB} MiB: {verdict}"
+    goal(
+        "hostile_runbooks worst refusal",
+        worst_s <= TARGET_S and worst_mib <= TARGET_MIB,
+        f"{worst_s * 1000:.0f} ms, {worst_mib:.1f} MiB",
+        f"the good runbook's {good_s * 1000:.1f} ms, {good_mib:.2f} MiB",
+        f"<= {TARGET_S:.0f} s and {TARGET_MIB} MiB",
     )
 
 

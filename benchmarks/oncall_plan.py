@@ -1,9 +1,10 @@
 """`lifeboat plan` start-up against `python -c pass`, as an on-call runs it (a process each).
 
-Cold: a fresh plan cache (the optimizer runs: `import sky` plus SkyPilot's optimizer over
-the shipped snapshot). Warm: the same runbook, task and catalog as the last plan, so the
-remembered plan answers without importing SkyPilot. Interleaved, 5 rounds, medians.
-Goal (issue #18): warm `plan` <= 1.5 s on an idle machine.
+Cold: a fresh plan cache, a cache miss (the optimizer runs: `import sky` plus SkyPilot's
+optimizer over the shipped snapshot). Warm: the same runbook, task and catalog as the last plan,
+so the remembered plan answers without importing SkyPilot. After one untimed warm-up (the .pyc
+files, the offline catalog's copy), interleaved, 5 rounds, medians.
+Goals: warm `plan` <= 1.5 s on an idle machine (issue #18), and cold (a cache miss) too (#31).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks._goals import goal
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNBOOK = "runbooks/llama-70b-pretrain.yaml"
@@ -40,8 +43,12 @@ def _wall(argv: list[str], env: dict[str, str], name: str) -> float:
 
 
 def main() -> None:
-    base = {**os.environ, "PYTHONPATH": str(ROOT), "LIFEBOAT_SKY_HOME": tempfile.mkdtemp(prefix="no-sky-")}
+    # as an installed `lifeboat` runs (pip compiles its .pyc files): a PYTHONDONTWRITEBYTECODE
+    # in the caller's environment would have every run compile Lifeboat's modules again
+    inherited = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    base = {**inherited, "PYTHONPATH": str(ROOT), "LIFEBOAT_SKY_HOME": tempfile.mkdtemp(prefix="no-sky-")}
     plan = [sys.executable, "-m", "lifeboat_dr", "plan", RUNBOOK]
+    _wall(plan, {**base, "LIFEBOAT_CACHE_DIR": tempfile.mkdtemp(prefix="lifeboat-memo-")}, "warm-up")
     times: dict[str, list[float]] = {"python -c pass": [], "plan (cold)": [], "plan (warm)": []}
     for _ in range(ROUNDS):
         cache = tempfile.mkdtemp(prefix="lifeboat-memo-")
@@ -58,8 +65,13 @@ def main() -> None:
             f"  {name:16} {med:6.2f} s wall (+{med - bare:5.2f} s over python -c pass; "
             f"min {min(values):.2f}), {cpu:5.2f} s CPU"
         )
-    warm = statistics.median(times["plan (warm)"])
-    verdict = "PASS" if warm <= GOAL_S else "FAIL"
-    print(
-        f"  goal: warm plan <= {GOAL_S} s wall: {verdict} ({warm:.2f} s; load average {os.getloadavg()[0]:.1f})"
-    )
+    load = f"load average {os.getloadavg()[0]:.1f}"
+    for name, issue in (("plan (warm)", "#18"), ("plan (cold)", "#31: a cache miss")):
+        med = statistics.median(times[name])
+        goal(
+            f"oncall_plan {name}",
+            med <= GOAL_S,
+            f"{med:.2f} s wall, {statistics.median(CPU[name]):.2f} s CPU ({load})",
+            f"python -c pass {bare:.2f} s",
+            f"<= {GOAL_S} s, {issue}",
+        )

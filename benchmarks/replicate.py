@@ -13,7 +13,7 @@ and CPU time (the child's rusage), requests by S3 operation counted at the serve
 (benchmarks/_s3server.py), and for Lifeboat the bytes hashed in its process counted where the
 hash libraries are entered (benchmarks/_probe/sitecustomize.py: CRC32C, MD5, SHA-256).
 
-Goals (PASS/FAIL per shape): wall <= 1.2x s5cmd's (median of the paired ratios), content
+Goals (a GOAL line each, per shape): wall <= 1.2x s5cmd's (median of the paired ratios), content
 hashing 1.0 byte per byte copied, 0 HEAD per object, peak RSS <= 100 MiB.
 
 `LIFEBOAT_BENCH_QUICK=1` (or `python -m benchmarks replicate --quick`): smaller shapes, 2 runs.
@@ -33,6 +33,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from benchmarks._goals import goal
 
 QUICK = os.environ.get("LIFEBOAT_BENCH_QUICK") == "1" or "--quick" in sys.argv
 MiB = 1 << 20
@@ -173,7 +175,7 @@ class _Bench:
         return sum(len(p.get("Contents", [])) for p in pages)
 
 
-def _shape(bench: _Bench, name: str, n: int, size: int) -> list[tuple[str, bool, str]]:
+def _shape(bench: _Bench, name: str, n: int, size: int) -> list[tuple]:
     primary = bench.work / f"primary-{n}-{size}"
     _, total = _dataset(primary, n, size)
     objects = n + 1  # the shards and the manifest
@@ -219,11 +221,23 @@ def _shape(bench: _Bench, name: str, n: int, size: int) -> list[tuple[str, bool,
     heads = max(r.ops.get("HeadObject", 0) for r in lb) / objects
     rss = max(r.rss_mib for r in lb)
     print(f"  ratio core/s5cmd wall: median of paired {ratio:.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})")
-    return [
-        (f"{name}: wall <= {GOAL_RATIO}x s5cmd", ratio <= GOAL_RATIO, f"{ratio:.2f}x"),
-        (f"{name}: content hashing 1.0 byte per byte", abs(content - 1.0) <= 0.01, f"{content:.3f}"),
-        (f"{name}: 0 HEAD per object", heads == 0, f"{heads:.3f}"),
-        (f"{name}: peak RSS <= {GOAL_RSS_MIB} MiB", rss <= GOAL_RSS_MIB, f"{rss:.0f} MiB"),
+    return [  # goal() arguments: name, ok, figure, baseline, goal
+        (f"replicate {name} wall", ratio <= GOAL_RATIO, f"{ratio:.2f}x", "s5cmd's", f"<= {GOAL_RATIO}x"),
+        (
+            f"replicate {name} content hashing",
+            abs(content - 1.0) <= 0.01,
+            f"{content:.3f} byte per byte sent",
+            "the checkpoint's bytes",
+            "1.0 +- 0.01",
+        ),
+        (f"replicate {name} HEADs", heads == 0, f"{heads:.3f} per object", "none needed", "0"),
+        (
+            f"replicate {name} peak RSS",
+            rss <= GOAL_RSS_MIB,
+            f"{rss:.0f} MiB",
+            "a fixed bound",
+            f"<= {GOAL_RSS_MIB} MiB",
+        ),
     ]
 
 
@@ -246,8 +260,8 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("\ngoals:")
-    for what, ok, value in goals:
-        print(f"  {'PASS' if ok else 'FAIL'}  {what}: {value}")
+    for args in goals:
+        goal(*args)
 
 
 if __name__ == "__main__":

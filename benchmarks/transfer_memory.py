@@ -14,7 +14,7 @@ same CLI with the copy engine, the GCS store and ObjectInfo as they were at BASE
 (`CHANGED`, from git: benchmarks/_baseline.py). Set LIFEBOAT_BENCH_BASELINE
 to another commit, or to "none" to measure only the checkout.
 
-Goal (PASS/FAIL per shape, the checkout's run): peak RSS <= 100 MiB.
+Goal (a GOAL line per shape, the checkout's run): peak RSS <= 100 MiB.
 `LIFEBOAT_BENCH_QUICK=1`: 2,000 and 5,000 files on S3, 8 x 16 MiB on GCS;
 `LIFEBOAT_BENCH_FILES=5000,20000`: those file counts on S3.
 """
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks._baseline import materialize
+from benchmarks._goals import goal
 
 QUICK = os.environ.get("LIFEBOAT_BENCH_QUICK") == "1"
 KiB, MiB = 1 << 10, 1 << 20
@@ -137,7 +138,8 @@ class _Bench:
         return run
 
 
-def _measure(bench: _Bench, name: str, objects: int, total: int, run_one) -> tuple[str, bool, str]:
+def _measure(bench: _Bench, name: str, objects: int, total: int, run_one) -> tuple:
+    """One shape, before and after; returns goal()'s arguments for it."""
     print(f"\n{name}: {objects:,} objects, {total / MiB:,.0f} MiB", flush=True)
     order = ["after", "before"] if bench.old else ["after"]
     if len(name) % 2:  # alternate which goes first from shape to shape
@@ -152,7 +154,16 @@ def _measure(bench: _Bench, name: str, objects: int, total: int, run_one) -> tup
                 flush=True,
             )
     rss = runs["after"].rss_mib
-    return (f"{name}: peak RSS <= {GOAL_RSS_MIB} MiB", rss <= GOAL_RSS_MIB, f"{rss:.0f} MiB")
+    before = (
+        f"before {runs['before'].rss_mib:.0f} MiB at {BASELINE}" if "before" in runs else "no baseline run"
+    )
+    return (
+        f"transfer_memory {name} peak RSS",
+        rss <= GOAL_RSS_MIB,
+        f"{rss:.0f} MiB",
+        before,
+        f"<= {GOAL_RSS_MIB} MiB",
+    )
 
 
 def _s3(bench: _Bench) -> list:
@@ -224,8 +235,8 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\ngoals (load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}):")
-    for what, ok, value in goals:
-        print(f"  {'PASS' if ok else 'FAIL'}  {what}: {value}")
+    for args in goals:
+        goal(*args)
 
 
 if __name__ == "__main__":

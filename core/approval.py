@@ -156,6 +156,11 @@ class ApprovalProcess:
             )
         return None
 
+    def deciders(self) -> dict[str, list[str]]:
+        """The approvers a login may speak for now, each with its verified logins (what the gate
+        publishes for the identity proxy's screen: `viewer_may_decide`)."""
+        return {a: list(self.logins.get(a, ())) for a in sorted(self.allowed)}
+
     def refusal(self, decision: ApprovalDecision, now: datetime) -> str | None:
         """Why `decision` may not decide this gate, or None. The caller has verified who sent it
         (`lifeboat_dr.core.approval_proof`); the console's answer is the flow's own (dry runs, drills)."""
@@ -207,3 +212,24 @@ class ApprovalProcess:
             for s in self.trail
         ]
         return "\n".join(rows) + "\n"
+
+
+def viewer_may_decide(login: str | None, deciders: object) -> str:
+    """One Markdown line for the approval screen, per viewer: whether the person the identity
+    proxy verified as `login` may decide (by the same mapping `who` applies to their
+    decision), from what the gate published (`ApprovalProcess.deciders`)."""
+    if not login:
+        return "**Log in** through the identity proxy to see whether you may decide."
+    you = markdown_text(login)
+    if not isinstance(deciders, dict):
+        return f"**You ({you}): this run has not published who may decide**; the run checks your decision."
+    speaks_for = sorted(a for a, names in deciders.items() if isinstance(names, list) and login in names)
+    if speaks_for:
+        return f"**You ({you}) may approve or reject** (approver {markdown_text(', '.join(speaks_for))})."
+    known = sorted(
+        {n for names in deciders.values() if isinstance(names, list) for n in names if isinstance(n, str)}
+    )
+    return (
+        f"**You ({you}) may not decide:** not among the approvers' logins "
+        f"(approval.logins: {markdown_text(', '.join(known)) or 'none mapped'}); a decision you send is refused and recorded."
+    )

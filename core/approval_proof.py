@@ -39,6 +39,7 @@ ACTIONS = ("failover", "failback", "serving")  # what a gate can ask a person to
 MAX_AGE = timedelta(minutes=10)  # a signed decision is used at once; older ones are replays
 CLOCK_SKEW = timedelta(minutes=1)
 ASK_KEY = "lifeboat-ask"  # the flow run input where a gate publishes its `Ask` for the front doors
+DECIDERS_KEY = "lifeboat-deciders"  # and who may decide (`ApprovalProcess.deciders`), for the screen
 MAX_REASON = 2000
 MAX_APPROVER = 256
 

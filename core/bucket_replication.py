@@ -1,4 +1,5 @@
-"""Replication the bucket does itself (S3 Cross-Region Replication), as an input to RPO.
+"""Replication the bucket does itself (S3 Cross-Region Replication, a GCS dual-region
+bucket), as an input to RPO.
 
 A runbook with `replication: s3-crr` says a bucket rule copies the primary's store to the
 secondary's; Lifeboat then copies nothing that way and trusts only what the bucket says it
@@ -21,24 +22,38 @@ PENDING, COMPLETED or FAILED on the source, REPLICA on the destination.
 The rule replicates primary to secondary only: after a failover the way back is Lifeboat's
 copy, as without a rule. The rule must not cover `_lifeboat/` (the site state): a filter by
 the checkpoints' prefix; a replicated lease would put the primary's record over a fence.
+
+`replication: gcs-dual-region`: both sites name one dual-region (or multi-region) bucket,
+which reports no status per object, only its `rpo` setting: DEFAULT (Google: 99.9% of
+objects within 1 hour, 100% within 12 hours) or ASYNC_TURBO (100% within 15 minutes).
+Certification counts an object only once the store's own clock (the Date of the answer
+that gave the rpo, never this host's clock) is past its `updated` (GCS: never before its
+`timeCreated`) plus the 100% bound; a checkpoint younger than that is "replicating", with the
+time until it will be, never certified. An rpo the bucket does not report (a regional
+bucket, an unknown value) or a read that is not answered is never complete. One bucket GET
+per certification; the listing already has every object's `updated`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lifeboat_dr.core.checkpoints.inventory import StoredCheckpoint
 from lifeboat_dr.core.replication.lag import LagLog, LagRecord
-from lifeboat_dr.kernel.errors import NotFound
+from lifeboat_dr.kernel.durations import format_duration
+from lifeboat_dr.kernel.errors import ConfigError, NotFound, ProviderUnavailable
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
 if TYPE_CHECKING:  # certification imports this module, and needs none of the copy's
     from lifeboat_dr.core.replication.copying import ReplicationReport
 
-LIFEBOAT, S3_CRR = "lifeboat", "s3-crr"
-MODES = (LIFEBOAT, S3_CRR)
+LIFEBOAT, S3_CRR, GCS_DUAL_REGION = "lifeboat", "s3-crr", "gcs-dual-region"
+MODES = (LIFEBOAT, S3_CRR, GCS_DUAL_REGION)
+# the time within which a dual-region bucket has replicated every object, by its rpo setting
+RPO_BOUNDS = {"ASYNC_TURBO": timedelta(minutes=15), "DEFAULT": timedelta(hours=12)}
 REPLICA, COMPLETED, PENDING, FAILED = "REPLICA", "COMPLETED", "PENDING", "FAILED"
 
 
@@ -118,3 +133,52 @@ def bucket_pass(
     recorded = {r.checkpoint for r in lag_log.read() if r.complete}
     lags, failed = observe_replication(source, checkpoints, rpo_target=rpo_target, now=now, recorded=recorded)
     return ReplicationReport(lags=lags, failed=failed, dry_run=dry_run)
+
+
+@dataclass(frozen=True)
+class ReplicationBound:
+    """What a dual-region bucket vouches for: every object older than `bound` by the
+    store's clock `at` has replicated. `bound` None: nothing is vouched for (`why`)."""
+
+    bound: timedelta | None
+    at: datetime | None  # the store's clock, from the same answer
+    why: str  # the rpo and its bound, or why there is none
+
+    def replicating(self, newest: datetime, key: str) -> tuple[str, timedelta | None] | None:
+        """None when an object written at `newest` (the checkpoint's youngest, `key`) is past
+        the bound; else why not, and how long until it will be (None: never, as known now)."""
+        if self.bound is None or self.at is None:
+            return f"not known replicated: {self.why}", None
+        ready = newest + self.bound
+        if self.at > ready:
+            return None
+        wait = ready - self.at
+        return (
+            f"replicating: {key} was written {newest.isoformat()}, {format_duration(max(self.at - newest, timedelta(0)))} "
+            f"before the store's clock ({self.at.isoformat()}); {self.why}: complete in "
+            f"{format_duration(wait)} ({ready.isoformat()})"
+        ), wait
+
+
+def read_bound(store: Store) -> ReplicationBound:
+    """The bucket's replication bound, by one bucket GET (`store.bucket_rpo()`, GCS); a store
+    that cannot say, an rpo without a known bound, or no answer: no bound."""
+    ask = getattr(store, "bucket_rpo", None)
+    if ask is None:
+        return ReplicationBound(None, None, f"{store.uri} reports no bucket rpo")
+    try:
+        said = ask()
+    except (ProviderUnavailable, NotFound, ConfigError) as e:
+        line = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        return ReplicationBound(None, None, f"the bucket's rpo could not be read ({line})")
+    bound = RPO_BOUNDS.get(said.rpo or "")
+    if bound is None:
+        return ReplicationBound(
+            None,
+            said.at,
+            f"the bucket reports rpo {said.rpo or 'none'} (location type {said.location_type or 'unknown'}), "
+            f"which bounds no replication: not a dual-region bucket with {' or '.join(RPO_BOUNDS)}",
+        )
+    return ReplicationBound(
+        bound, said.at, f"the bucket's rpo {said.rpo} replicates every object within {format_duration(bound)}"
+    )

@@ -42,7 +42,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from lifeboat_dr.core.bucket_replication import LIFEBOAT, MODES, S3_CRR, not_vouched, source_says
+from lifeboat_dr.core.bucket_replication import (
+    GCS_DUAL_REGION,
+    LIFEBOAT,
+    MODES,
+    S3_CRR,
+    ReplicationBound,
+    not_vouched,
+    read_bound,
+    source_says,
+)
 from lifeboat_dr.core.checkpoints.formats import torn_file
 from lifeboat_dr.core.checkpoints.layouts import CheckpointDir, Discovery, discover, pointer_notes
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, iter_manifest
@@ -59,9 +68,22 @@ MAX_PROBLEMS = 10  # details kept per rejected checkpoint
 _PLAIN_MD5 = re.compile(r"^[0-9a-f]{32}$")
 
 # Rejection kinds, most decisive first.
-MISSING, NOT_REPLICATED, SIZE, CRC, INCOMPLETE, TORN, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEAGE = (
+(
+    MISSING,
+    NOT_REPLICATED,
+    REPLICATING,
+    SIZE,
+    CRC,
+    INCOMPLETE,
+    TORN,
+    BAD_METADATA,
+    REFUSED,
+    UNVERIFIABLE,
+    LINEAGE,
+) = (
     "missing shard",
-    "not replicated by the bucket",  # replicated_by="s3-crr": the replica's HEAD does not say REPLICA
+    "not replicated by the bucket",  # s3-crr: the replica's HEAD does not say REPLICA; gcs-dual-region: no rpo bound
+    "replicating",  # gcs-dual-region: an object younger than the bucket's rpo bound, by the store's clock
     "size mismatch",
     "crc mismatch",
     "incomplete layout",
@@ -77,6 +99,7 @@ _ORDER = {
     INCONSISTENT: -0.5,
     MISSING: 0,
     NOT_REPLICATED: 0.5,
+    REPLICATING: 0.5,
     SIZE: 1,
     CRC: 2,
     INCOMPLETE: 3,
@@ -110,10 +133,13 @@ class Certified:
 class Rejection:
     step: int
     uri: str
-    reason: str  # one of MISSING, NOT_REPLICATED, SIZE, CRC, INCOMPLETE, TORN, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEAGE, INCONSISTENT
+    reason: str  # MISSING, NOT_REPLICATED, REPLICATING, SIZE, CRC, INCOMPLETE, TORN, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEAGE, INCONSISTENT
     detail: str  # the first problem, e.g. "missing shard step_12/shard-3.bin"
     problems: tuple[str, ...] = ()  # up to MAX_PROBLEMS of them
     more: int = 0  # problems not listed
+    ready_in_s: float | None = (
+        None  # REPLICATING: seconds by the store's clock until the bucket vouches for it
+    )
 
 
 @dataclass
@@ -240,6 +266,8 @@ class _Certifier:
         if replicated_by not in MODES:
             raise ConfigError(f"replicated_by: {replicated_by!r} is not one of {', '.join(MODES)}")
         self.by_bucket = replicated_by == S3_CRR  # count only what the bucket reports it replicated
+        self.by_bound = replicated_by == GCS_DUAL_REGION  # count only what the bucket's rpo bound covers
+        self._bound: ReplicationBound | None = None
         self.calls: Counter[str] = Counter()
         self._lease, self._stores, self._sites = lease, (replica, source), sites
         self._source_probe = source_probe if source is not None and not source_down else None
@@ -262,6 +290,36 @@ class _Certifier:
         if self._lease == AUTO:
             self._lease = _site_lease(*self._stores, self._sites, source_error=self.source_error)
         return self._lease
+
+    @property
+    def bound(self) -> ReplicationBound:
+        """The dual-region bucket's bound and the store's clock: one bucket GET, when the first
+        checkpoint is judged (an earlier store time only makes objects look younger)."""
+        if self._bound is None:
+            with self._lock:
+                self.calls["replica.bucket_rpo"] += 1
+            self._bound = read_bound(self.replica.store)
+        return self._bound
+
+    def _unreplicated(self, ckpt: CheckpointDir) -> Rejection | None:
+        """gcs-dual-region: the checkpoint is rejected until its youngest object (by the
+        replica's listing) is past the bucket's bound."""
+        youngest = max(ckpt.files(self.replica), key=lambda info: info.updated, default=None)
+        if youngest is None:
+            return None
+        said = self.bound.replicating(youngest.updated, youngest.key)
+        if said is None:
+            return None
+        why, wait = said
+        reason = NOT_REPLICATED if wait is None else REPLICATING
+        return Rejection(
+            ckpt.step,
+            self._uri(ckpt),
+            reason,
+            why,
+            (why,),
+            ready_in_s=None if wait is None else round(wait.total_seconds(), 3),
+        )
 
     def _probe_source(self) -> None:
         """Ask the source once, within the probe's deadline: no answer, and it is down. A
@@ -348,6 +406,8 @@ class _Certifier:
         reason = incomplete_reason(_MetadataView(self, self.replica), layout, ckpt, self.found.pointers)
         if reason:
             return self._reject(ckpt, [(INCOMPLETE, f"{ckpt.name}: {reason}")], 1)
+        if self.by_bound and (young := self._unreplicated(ckpt)) is not None:
+            return young
         try:
             torn = self._torn(ckpt)
             if torn:
@@ -782,7 +842,10 @@ def certify_replica(
     `sites` too, in the source's role): asked once while the replica is listed, and a
     source that does not answer it is down, as with `source_down`. `replicated_by="s3-crr"`:
     the bucket replicates (core/bucket_replication.py): an object counts only when the
-    replica's HEAD reports it REPLICA (one HEAD per object judged)."""
+    replica's HEAD reports it REPLICA (one HEAD per object judged). `"gcs-dual-region"`:
+    one bucket is both sites' store: a checkpoint counts only when its youngest object is
+    past the bucket's rpo bound by the store's clock (one bucket GET); a younger one is
+    rejected as replicating, with `ready_in_s`."""
     at = at or datetime.now(UTC)
     c = _Certifier(
         replica,

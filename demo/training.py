@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         from lifeboat_dr.demo.serving import main as serving_demo
 
         return serving_demo(argv)
+    if "--fleet" in (sys.argv[1:] if argv is None else argv):  # the fleet arbitration demo
+        from lifeboat_dr.demo.fleet import main as fleet_demo
+
+        return fleet_demo(argv)
     p = argparse.ArgumentParser(prog="make demo", description=__doc__.splitlines()[0])
     p.add_argument("--approve-in-ui", action="store_true", help="pause for your approval in the Prefect UI")
     p.add_argument(

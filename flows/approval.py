@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from uuid import uuid4
 
 from lifeboat_dr.core.approval import ApprovalProcess, Escalate
-from lifeboat_dr.core.approval_proof import ASK_KEY, Ask, Unverified, verdict_key, verify_signed
+from lifeboat_dr.core.approval_proof import ASK_KEY, DECIDERS_KEY, Ask, Unverified, verdict_key, verify_signed
 from lifeboat_dr.kernel.errors import LifeboatError, PreconditionFailed
 from lifeboat_dr.kernel.text import one_line
 from lifeboat_dr.providers.chat.base import ApprovalCard, ApprovalDecision, CardRef, Chat, Via, outcome_text
@@ -172,8 +172,9 @@ def await_approval(
 
     card.run_id = run_id
     ask = Ask(run_id, runbook.name, card.action, card.epoch)
-    try:  # lifeboat serve signs a person's answer to exactly this
+    try:  # lifeboat serve signs a person's answer to exactly this, and tells a viewer if they may
         publish(run_id, ASK_KEY, ask.to_dict())
+        publish(run_id, DECIDERS_KEY, process.deciders())
     except LifeboatError as e:
         log.warning("could not publish what this gate asks (no person's decision can be signed): %s", e)
     card.run_url = card.run_url or flow_run_url(run_id)

@@ -10,7 +10,9 @@ name (`lifeboat deploy demo`) by that name, which each worker finds in its own i
 package (`lifeboat_dr.runbooks.examples`).
 Prefect fills `{{ $VAR }}` at deploy time, on the deploying host, which is why the path is
 written in here and never left to an environment variable. Every other entry (`failover`,
-started by the automation with the runbook from the outage event) is deployed once.
+started by the automation with the runbook from the outage event) is deployed once; one whose
+`runbooks` parameter is `RUNBOOKS_PLACEHOLDER` (`capacity`, over the whole fleet) gets the list
+of every runbook deployed.
 
 Two work pools: every entry runs on `pool` (`lifeboat`: workers at the secondary site or a
 third one, the control plane) except those the template puts on `lifeboat-secondary`, which
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from lifeboat_dr.runbooks.model import Runbook
 
 RUNBOOK_PLACEHOLDER = "{{ lifeboat.runbook }}"
+RUNBOOKS_PLACEHOLDER = "{{ lifeboat.runbooks }}"  # every runbook deployed, for the fleet's flows
 WORK_POOL = "lifeboat"
 SECONDARY_POOL = "lifeboat-secondary"  # the template's name for workers at the secondary site
 HEARTBEAT_S = 30  # failover runs beat this often; two missed beats mark one Crashed
@@ -65,7 +68,8 @@ def shipped_template() -> dict[str, Any]:
 @dataclass(frozen=True)
 class GitSource:
     """Where every flow run gets the project: `repository` (any URL git clones: https, ssh,
-    file) checked out at `commit` in the run's own folder, by Prefect's `git_clone` pull step."""
+        file) checked out at `commit` in the run's own folder, by the pull step `flows/pull.py` (Prefect's
+    `git_clone`, kept working from each worker host's mirror when the git server is down)."""
 
     repository: str
     commit: str
@@ -80,7 +84,7 @@ def pull_steps(project_root: Path, source: GitSource | None) -> list[dict[str, A
             {"prefect.deployments.steps.set_working_directory": {"directory": str(project_root.resolve())}}
         ]
     clone = {"repository": source.repository, "commit_sha": source.commit}
-    return [{"prefect.deployments.steps.git_clone": clone}]
+    return [{"lifeboat_dr.flows.pull.clone_pinned": clone}]  # git_clone, with a mirror for when git is down
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,14 @@ def cadence_inputs(rb: Runbook) -> CadenceInputs:
         overrides={f: getattr(rb.cadences, f) for f in FLOWS},
         loss_log=loss_log_key(rb) is not None,
     )
+
+
+def deployed_period(rb: Runbook, flow: str) -> tuple[timedelta, str]:
+    """The period `lifeboat deploy` schedules `flow` at for `rb` (shipped template), and why:
+    `runbook's cadences.<flow>`, `derived from the targets` or `the template's`."""
+    c = plan_cadences(cadence_inputs(rb), template_periods(shipped_template())).cadences[flow]
+    why = {"runbook": f"runbook's cadences.{flow}", "derived": "derived from the targets"}
+    return c.period, why.get(c.source, "the template's")
 
 
 def _flow_of(entry: dict[str, Any]) -> str:
@@ -239,7 +251,10 @@ def deployment_plan(
                     one["schedules"] = [{**one["schedules"][0], "interval": plan.seconds(_flow_of(one))}]
                 copies.append(one)
         else:
-            copies.append(copy.deepcopy(entry))
+            one = copy.deepcopy(entry)
+            if one.get("parameters", {}).get("runbooks") == RUNBOOKS_PLACEHOLDER:
+                one["parameters"]["runbooks"] = [t.path for t in targets]
+            copies.append(one)
         for one in copies:
             at_secondary = (one.get("work_pool") or {}).get("name") == SECONDARY_POOL
             one["work_pool"] = {

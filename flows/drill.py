@@ -114,6 +114,7 @@ def drill(
         "serving-kill",
         "serving-stale-standby",
         "serving-degraded",
+        "serving-rto",
         "batch-resume",
         "zombie-primary",
         "failback",

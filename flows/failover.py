@@ -128,7 +128,6 @@ def failover(
 
     from lifeboat_dr.flows.guard import Guard
     from lifeboat_dr.flows.record import publish
-    from lifeboat_dr.flows.sandbox import sandbox_images, sandboxed
     from lifeboat_dr.flows.wiring import build_gate, build_ledger, build_steps, providers_for, settings_for
     from lifeboat_dr.providers.compute.skycheck import load_runbook_and_task
     from lifeboat_dr.providers.image_registry import FakeRegistry
@@ -157,6 +156,8 @@ def failover(
         sky_rehearsal = sky_dry_run(rb)
         print(sky_rehearsal.summary())
     if dry_run:  # the same steps over a sandboxed copy: local stores and compute, a fake registry
+        from lifeboat_dr.flows.sandbox import sandbox_images, sandboxed  # the stand-in trainer, numpy
+
         registry = FakeRegistry(sandbox_images(rb))
         rerun = bool(flow_run.run_count and flow_run.run_count > 1)  # goes on in the sandbox it made
         rb = sandboxed(rb, run_id, keep=rerun)
@@ -238,9 +239,12 @@ def _note_start_up(ledger: RtoLedger, flow_run) -> None:
 
 
 def _deployed() -> bool:
-    from prefect.runtime import deployment
+    """From the run the engine holds: `prefect.runtime.deployment.id` reads the run from the
+    API again, a round trip in the start-up before the first step (#31)."""
+    from prefect.context import FlowRunContext
 
-    return deployment.id is not None
+    context = FlowRunContext.get()
+    return bool(context and context.flow_run and context.flow_run.deployment_id)
 
 
 def _heartbeat_s() -> int | None:

@@ -25,7 +25,7 @@ from lifeboat_dr.core.replication.direction import (
 )
 from lifeboat_dr.core.replication.lag import LAG_EVENT, LagLog, default_lag_log
 from lifeboat_dr.core.retention import retention_for
-from lifeboat_dr.flows.wiring import open_sites, open_witness, replication_settings
+from lifeboat_dr.flows.wiring import one_bucket, open_sites, open_witness, replication_settings
 from lifeboat_dr.kernel.errors import ProviderUnavailable, StandDown
 from lifeboat_dr.providers.orchestrator.prefect_api import emit as emit_event
 from lifeboat_dr.runbooks.loader import load_runbook
@@ -115,7 +115,9 @@ def replicate(
 ) -> dict:
     """Replicate a runbook's checkpoints from its active site to the standby, then apply
     retention there. Where the bucket replicates (`replication: s3-crr`), primary to
-    secondary is its rule's: the pass copies nothing that way and records its lag. The site state decides the direction: after a failover, secondary to
+    secondary is its rule's: the pass copies nothing that way and records its lag; one
+    dual-region bucket (`gcs-dual-region`) is both sites' store: nothing is copied or deleted.
+    The site state decides the direction: after a failover, secondary to
     primary; a source that stops being active mid-run stops the copy. One pass of a runbook
     at a time (its replication lock in the secondary's store): a second one changes nothing.
 
@@ -132,6 +134,9 @@ def replicate(
     from lifeboat_dr.core.lock import one_replication_pass
 
     rb = load_runbook(runbook)
+    if rb.replication == "gcs-dual-region":
+        print(one_bucket(rb))
+        return {"runbook": rb.name, "skipped": one_bucket(rb)}
     primary, secondary = open_sites(rb)
     try:
         with one_replication_pass(secondary, rb.name, str(flow_run.id or "local"), dry_run=dry_run):

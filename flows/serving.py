@@ -54,16 +54,29 @@ def serve_failover(
         outage = datetime.now(UTC)
         box.kill_primary()
         detected, evidence = box.confirm_outage(router)
-        return _serve(
+        return rehearse(
             box.rb,
             run_id=run_id,
             outage_started_at=outage,
             detected_at=detected,
             evidence=evidence,
-            force=False,
             approval="approve" if approval in (None, "wait") else approval,
-            rehearsal=True,
         )
+
+
+def rehearse(rb, *, run_id, outage_started_at, detected_at, evidence, approval="approve") -> dict:
+    """The serving failover of a sandboxed runbook (`flows.serving_sandbox`), as a dry run or a
+    drill runs it: the same guarded walk and task runs as a real one, its ledger entry a drill."""
+    return _serve(
+        rb,
+        run_id=run_id,
+        outage_started_at=outage_started_at,
+        detected_at=detected_at,
+        evidence=evidence,
+        force=False,
+        approval=approval,
+        rehearsal=True,
+    )
 
 
 def _serve(rb, *, run_id, outage_started_at, detected_at, evidence, force, approval, rehearsal) -> dict:

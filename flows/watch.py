@@ -42,11 +42,21 @@ def watch(runbook: str, xid_wait_ms: int = 0, vantage: str | None = None) -> dic
             that share one signal state (`LIFEBOAT_STATE_DIR`) are folded by vantage: a primary
             unreachable from one of them does not vote, from two it does.
     """
-    from lifeboat_dr.flows.wiring import build_probes
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
-    log = open_signal_log(rb.name)
+    decision = observe(rb, open_signal_log(rb.name), xid_wait_ms=xid_wait_ms, vantage=vantage)
+    spec = outage_event(decision, rb.name, runbook)
+    if spec:
+        emit(spec)
+    return decision.to_dict()
+
+
+def observe(rb, log, *, xid_wait_ms: int = 0, vantage: str | None = None):
+    """One tick of the watch: `rb`'s probes (a task run each) into `log` and the quorum's
+    decision, logged; emits nothing (the serving-rto drill ticks it on a sandbox's own log)."""
+    from lifeboat_dr.flows.wiring import build_probes
+
     readings = [
         run_probe(p, log.latest(p.source)) for p in build_probes(rb, xid_wait_ms=xid_wait_ms, vantage=vantage)
     ]
@@ -55,7 +65,4 @@ def watch(runbook: str, xid_wait_ms: int = 0, vantage: str | None = None) -> dic
     for r in readings:
         logger.info("%s %s: %s", r.signal, r.status, r.summary)
     logger.info("%s", decision.summary)
-    spec = outage_event(decision, rb.name, runbook)
-    if spec:
-        emit(spec)
-    return decision.to_dict()
+    return decision

@@ -528,6 +528,14 @@ def chained_ledger(rb: Runbook, where: str | None = None):
 
 
 # -- failback ----------------------------------------------------------------------------------
+def one_bucket(rb: Runbook) -> str:
+    """Why a `replication: gcs-dual-region` runbook's replicate pass does nothing."""
+    return (
+        f"{rb.primary.store}: one dual-region bucket is both sites' store (replication: gcs-dual-region): "
+        "the bucket replicates, nothing is copied, and retention there is the job's own"
+    )
+
+
 def swapped(rb: Runbook) -> Runbook:
     """The runbook with its sites' roles swapped, for a failback: the recovered primary is
     where the job goes (its infra the only candidate), the failover's cluster on the
@@ -540,7 +548,8 @@ def swapped(rb: Runbook) -> Runbook:
     away["cluster"] = cluster_name(rb)
     home["candidates"] = [{"infra": rb.primary.infra}]
     doc["primary"], doc["secondary"] = away, home
-    doc["replication"] = "lifeboat"  # a bucket rule replicates primary -> secondary only: back is ours
+    if doc["replication"] == "s3-crr":  # a bucket rule replicates primary -> secondary only: back is ours
+        doc["replication"] = "lifeboat"  # (one dual-region bucket replicates both ways: kept)
     # (the failback's parity compares with the DR job's own log: FailbackSteps replaces the loss log)
     view = Runbook.model_validate(doc)
     view._path = rb._path

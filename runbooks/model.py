@@ -60,6 +60,9 @@ class Replication(StrEnum):
 
     lifeboat = "lifeboat"  # the replicate flow
     s3_crr = "s3-crr"  # an S3 Cross-Region Replication rule: certify counts what it reports REPLICA
+    gcs_dual_region = (
+        "gcs-dual-region"  # one GCS dual-region bucket: certify counts what its rpo bound covers
+    )
 
 
 class OnTimeout(StrEnum):
@@ -110,6 +113,33 @@ DEFAULT_TARGETS: dict[Workload, tuple[timedelta, timedelta]] = {
     Workload.batch_inference: (timedelta(minutes=15), timedelta(minutes=5)),
     Workload.realtime_inference: (timedelta(0), timedelta(seconds=10)),
 }
+
+
+def _one_dual_region_bucket(primary: str, secondary: str, witness: "Witness | None") -> None:
+    """`replication: gcs-dual-region`: the bucket is the replica, so both sites name the same
+    store, and its one `_lifeboat/lease.json` is where the writers' guarded commits and every
+    fence meet (docs/certify.md). A witness in that bucket would be a third vote cast by the
+    same bucket."""
+    if not primary.startswith("gs://"):
+        raise ValueError(
+            f"primary.store: replication: gcs-dual-region needs a gs:// store, not {_shown(primary)}"
+        )
+    if secondary.rstrip("/") != primary.rstrip("/"):
+        raise ValueError(
+            f"secondary.store: replication: gcs-dual-region reads the checkpoints where the primary wrote "
+            f"them, so it must be primary.store {_shown(primary)}, not {_shown(secondary)} (a second lease "
+            "there would not be the one the writers commit against)"
+        )
+    bucket = primary.removeprefix("gs://").split("/", 1)[0]
+    if (
+        witness is not None
+        and witness.store.removeprefix("gs://").split("/", 1)[0] == bucket
+        and (witness.store.startswith("gs://"))
+    ):
+        raise ValueError(
+            f"witness.store: {_shown(witness.store)} is in the sites' dual-region bucket gs://{bucket}: "
+            "a witness must live in a third place, not cast a second vote for that bucket"
+        )
 
 
 def _shown(url: str) -> str:
@@ -706,6 +736,61 @@ class Cluster(_Strict):
         return self
 
 
+class GpuQuota(_Strict):
+    """GPUs the secondary's account may run at once in one place: a pre-approved service limit."""
+
+    infra: str = Field(
+        description="Where the limit applies, cloud/region as in a candidate: gcp/us-central1."
+    )
+    accelerator: str = Field(
+        description="The GPU type as a candidate names it, without the count: H100, A100-80GB, L4."
+    )
+    gpus: int = Field(
+        ge=1,
+        description="GPUs allowed at once (an AWS vCPU limit divided by the instance's vCPUs per GPU: p5.48xlarge has 192 for 8).",
+    )
+
+    @field_validator("infra")
+    @classmethod
+    def _cloud_region(cls, v: str) -> str:
+        if len([p for p in v.strip("/").split("/") if p]) < 2:
+            raise ValueError("infra must look like cloud/region, e.g. gcp/us-central1")
+        return v
+
+    @field_validator("accelerator")
+    @classmethod
+    def _type_only(cls, v: str) -> str:
+        if ":" in v or not v.strip():
+            raise ValueError("the GPU type alone, e.g. H100; the count goes in gpus")
+        return v
+
+
+class Fleet(_Strict):
+    """How this runbook shares the secondary when one outage fails many runbooks over at once
+    (`lifeboat capacity`, the fleet planner): realtime inference is placed first, then by
+    priority, then by the cost of waiting (GPUs x $/h)."""
+
+    priority: int = Field(0, description="Higher is placed first among runbooks of the same class.")
+    quota: list[GpuQuota] = Field(
+        [],
+        description="The secondary's pre-approved GPU quota per place and GPU type, shared with every "
+        "runbook failing over there: the fleet plan never allocates more; a place not listed counts as none.",
+    )
+
+    @field_validator("quota")
+    @classmethod
+    def _each_place_once(cls, v: list[GpuQuota]) -> list[GpuQuota]:
+        seen = set()
+        for q in v:
+            key = (q.infra.strip("/").lower(), q.accelerator.lower())
+            if key in seen:
+                raise ValueError(
+                    f"{q.infra} {q.accelerator} is listed twice; give each place and GPU type once"
+                )
+            seen.add(key)
+        return v
+
+
 class Runbook(_Strict):
     """A protected job and how to fail it over."""
 
@@ -727,9 +812,11 @@ class Runbook(_Strict):
     checkpoint: Checkpoint
     replication: Replication = Field(
         Replication.lifeboat,
-        description="Who copies checkpoints primary -> secondary: lifeboat (the replicate flow) or s3-crr "
+        description="Who copies checkpoints primary -> secondary: lifeboat (the replicate flow), s3-crr "
         "(the bucket's Cross-Region Replication rule: replicate copies nothing that way and records its lag, "
-        "certification counts only objects the replica's HEAD reports REPLICA).",
+        "certification counts only objects the replica's HEAD reports REPLICA) or gcs-dual-region (both sites "
+        "name one dual-region bucket: nothing is copied, certification counts only objects older, by the "
+        "store's clock, than the bucket's rpo bound: 15m ASYNC_TURBO, 12h DEFAULT).",
     )
     prestage: Prestage = Field(default_factory=Prestage)
     approval: Approval = Field(default_factory=lambda: Approval(required=False))
@@ -747,6 +834,10 @@ class Runbook(_Strict):
         None,
         description="The cluster's own numbers (GPUs, failure rate, checkpoint costs, prices, standby) for `lifeboat advise`.",
     )
+    fleet: Fleet = Field(
+        default_factory=Fleet,
+        description="Priority and the secondary's declared GPU quota, for fleet-wide failover.",
+    )
     serving: Serving | None = Field(
         None,
         description="Realtime inference: the router, the standby and how traffic moves (required for realtime-inference).",
@@ -762,7 +853,9 @@ class Runbook(_Strict):
 
     @model_validator(mode="after")
     def _cross_field(self) -> Self:
-        if self.primary.store.rstrip("/") == self.secondary.store.rstrip("/"):
+        if self.replication is Replication.gcs_dual_region:
+            _one_dual_region_bucket(self.primary.store, self.secondary.store, self.witness)
+        elif self.primary.store.rstrip("/") == self.secondary.store.rstrip("/"):
             raise ValueError("secondary.store: same as primary.store; a replica must live elsewhere")
         if self.witness is not None and self.witness.store.rstrip("/") in {
             self.primary.store.rstrip("/"),

@@ -126,7 +126,7 @@ def _ls(uri: str) -> str:
     if scheme == "s3":
         return f"aws s3 ls --recursive {uri}/"
     if scheme == "gs":
-        return f"gcloud storage ls -l -r {uri}/"
+        return f"gsutil ls -l -r {uri}/"
     return f"ls -lR {_local_path(uri)}"
 
 
@@ -145,7 +145,8 @@ def _from_root(uri: str, source: str) -> str:
 
 def _checksum(uri: str) -> str:
     """A command that prints one object's size and CRC32C (base64, as S3 and GCS show it), and
-    on S3 whether that CRC32C is of the full object (`FULL_OBJECT`) or of its parts (`COMPOSITE`)."""
+    on S3 whether that CRC32C is of the full object (`FULL_OBJECT`) or of its parts (`COMPOSITE`).
+    GCS commands are gsutil's (pip-installable, so tests/runbooks runs them; `gcloud` is not)."""
     parsed = urlparse(uri)
     key = posixpath.join(parsed.path.strip("/"), "CHECKPOINT/SHARD")
     if parsed.scheme == "s3":
@@ -154,9 +155,7 @@ def _checksum(uri: str) -> str:
             "--query '[ContentLength,ChecksumCRC32C,ChecksumType]'"
         )
     if parsed.scheme == "gs":
-        return (
-            f"gcloud storage objects describe gs://{parsed.netloc}/{key} --format='value(size,crc32c_hash)'"
-        )
+        return f"gsutil stat gs://{parsed.netloc}/{key}"  # its Content-Length and Hash (crc32c)
     return _local_checksum(posixpath.join(_local_path(uri), "CHECKPOINT/SHARD"))
 
 
@@ -175,7 +174,7 @@ def _copy_here(uri: str, to: str) -> str:
     if scheme == "s3":
         return f"aws s3 cp {uri} {to}"
     if scheme == "gs":
-        return f"gcloud storage cp {uri} {to}"
+        return f"gsutil cp {uri} {to}"
     return f"cp {_local_path(uri)} {to}"
 
 
@@ -205,8 +204,9 @@ By hand (nothing here needs the primary but the comparison in 4, if it answers):
    `{_checksum(secondary)}`
 4. Compare with the source's: {manifest}; or on the primary, if it answers:
    `{_checksum(primary)}`
-   Compare full-object CRC32C values only. S3 prints each one's `ChecksumType`: `FULL_OBJECT` (or
-   none, from an S3-compatible store, for a single-part upload) compares with GCS's `crc32c_hash`,
+   Compare full-object CRC32C values only (gsutil prints `Content-Length` and `Hash (crc32c)`).
+   S3 prints each one's `ChecksumType`: `FULL_OBJECT` (or
+   none, from an S3-compatible store, for a single-part upload) compares with GCS's `Hash (crc32c)`,
    a local file's and the manifest's; `COMPOSITE` (a multipart
    upload's, the value ending in `-N`) is a checksum of the parts' checksums and equals none of
    them, and neither ETags nor MD5 compare across S3 and GCS (a GCS composite object has no MD5).
@@ -399,7 +399,7 @@ Nothing to prestage.
 {auto}
 
 By hand:{hand}
-- copy weights with `gcloud storage cp -r` or `aws s3 sync`.
+- copy weights with `gsutil -m cp -r` or `aws s3 sync`.
 """
 
 

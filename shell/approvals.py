@@ -28,6 +28,7 @@ a Lifeboat gate (no ask) → 409; Prefect down → 502.
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -37,10 +38,18 @@ from uuid import UUID
 from pydantic import BaseModel, Field, SecretStr
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from lifeboat_dr.core.approval_proof import ASK_KEY, MAX_REASON, published_ask, sign_decision, verdict_key
+from lifeboat_dr.core.approval import viewer_may_decide
+from lifeboat_dr.core.approval_proof import (
+    ASK_KEY,
+    DECIDERS_KEY,
+    MAX_REASON,
+    published_ask,
+    sign_decision,
+    verdict_key,
+)
 from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed, ProviderUnavailable
 from lifeboat_dr.kernel.text import one_line
 from lifeboat_dr.providers.chat.base import ApprovalDecision, Via
@@ -87,6 +96,12 @@ def _prefect_ask(run_id: str) -> Any:
     return read_run_input(run_id, ASK_KEY)
 
 
+def _prefect_input(run_id: str, key: str) -> Any:
+    from lifeboat_dr.providers.orchestrator.prefect_api import read_run_input
+
+    return read_run_input(run_id, key)
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"detail": message}, status_code=status)
 
@@ -100,6 +115,7 @@ class ProxiedDecisions:
         resume: Resume | None = None,
         cancel: Cancel | None = None,
         ask: ReadAsk | None = None,
+        read_input: Callable[[str, str], Any] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
         if not settings.proxy_secret.get_secret_value() or signing_key is None:
@@ -109,6 +125,7 @@ class ProxiedDecisions:
         self.settings, self.key, self.clock = settings, signing_key, clock
         self.resume, self.cancel = resume or _prefect_resume, cancel or _prefect_cancel
         self.ask = ask or _prefect_ask
+        self.read_input = read_input or _prefect_input
         self._secret = settings.proxy_secret.get_secret_value().encode()
 
     def _identity(self, request: Request) -> str | None:
@@ -160,6 +177,33 @@ class ProxiedDecisions:
         log.info("%s %s run %s via %s", login, "approved" if approved else "rejected", run_id, via)
         return JSONResponse(answer, status_code=status, headers={VERDICT_HEADER: verdict_key(signed) or ""})
 
+    async def card_route(self, request: Request) -> Response:
+        """The approval screen's card (a paused run's form description), as Prefect serves it,
+        headed by whether this viewer may decide (`viewer_may_decide`, from the run's published
+        deciders): the Prefect UI shows one card to everyone, so the proxy sends its read here."""
+        try:
+            run_id = str(UUID(request.path_params["id"]))
+        except ValueError:
+            return _error(400, "not a flow run id")
+        key = request.path_params["key"]
+        presented = request.headers.get(self.settings.secret_header, "").encode("latin-1", "replace")
+        if not hmac.compare_digest(presented, self._secret):
+            return _error(401, "Unauthorized: the card is read only through the identity proxy")
+        login = self._identity(request)
+        if login is None:
+            return _error(401, "log in through the identity proxy to see the card and whether you may decide")
+        if not key.endswith("-description") or len(key) > 200:
+            return _error(404, "Flow run input not found")
+        try:
+            card = await run_in_threadpool(self.read_input, run_id, key)
+            deciders = await run_in_threadpool(self.read_input, run_id, DECIDERS_KEY)
+        except ProviderUnavailable as e:
+            return _error(502, str(e))
+        if not isinstance(card, str):
+            return _error(404, "Flow run input not found")
+        shown = f"{viewer_may_decide(login, deciders)}\n\n{card}"
+        return PlainTextResponse(json.dumps(shown))  # Prefect's own encoding of a run input
+
     async def cancel_route(self, request: Request) -> JSONResponse:
         got = await self._read(request)
         if isinstance(got, JSONResponse):
@@ -186,4 +230,5 @@ def approval_routes(settings: ProxySettings, signing_key, **kw) -> list[Route]:
     return [
         Route("/api/flow_runs/{id}/resume", d.resume_route, methods=["POST"]),
         Route("/api/flow_runs/{id}/set_state", d.cancel_route, methods=["POST"]),
+        Route("/api/flow_runs/{id}/input/{key}", d.card_route, methods=["GET", "HEAD"]),
     ]

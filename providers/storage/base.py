@@ -45,6 +45,15 @@ class ObjectInfo:
 
 
 @dataclass(frozen=True)
+class BucketRpo:
+    """A bucket's own replication across regions, as one answer says it (GCS dual-region)."""
+
+    rpo: str | None  # the bucket's `rpo`: DEFAULT or ASYNC_TURBO; None: the bucket reports none
+    location_type: str | None  # region, dual-region, multi-region
+    at: datetime  # the store's clock: that answer's Date header
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a backend can do; checked before an incident, not during one."""
 

@@ -30,7 +30,14 @@ from lifeboat_dr.kernel.errors import (
     PreconditionFailed,
     ProviderUnavailable,
 )
-from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, checked_key, join, store_deadline
+from lifeboat_dr.providers.storage.base import (
+    BucketRpo,
+    Capabilities,
+    ObjectInfo,
+    checked_key,
+    join,
+    store_deadline,
+)
 from lifeboat_dr.providers.storage.buffers import BUFFERS, gather_cost
 
 CHUNK = 1 << 20
@@ -276,6 +283,37 @@ class GcsStore:
                 f"{self.uri}/{key}: stored CRC32C {info.crc32c or 0:08x}, expected {crc32c:08x}; removed"
             )
         return info
+
+    def bucket_rpo(self) -> BucketRpo:
+        """The bucket's replication setting (`Bucket.rpo`: DEFAULT or ASYNC_TURBO on a dual-
+        or multi-region bucket, None on a regional one) and the store's clock, both from one
+        bucket GET: its Date header, never this host's clock. No Date is `ProviderUnavailable`."""
+        from email.utils import parsedate_to_datetime
+
+        from google.api_core import exceptions as gexc
+
+        storage = _storage()
+
+        def get():
+            client = self._client()
+            url = client._connection.build_api_url(
+                f"/b/{self.bucket_name}", {"fields": "rpo,locationType,location"}
+            )
+            response = client._http.request("GET", url, timeout=self._rpc["timeout"])
+            if response.status_code >= 400:
+                raise gexc.from_http_response(response)
+            return response
+
+        response = self._call("get_bucket", None, get)
+        bucket = storage.Bucket(self._client(), name=self.bucket_name)
+        bucket._set_properties(response.json())
+        try:
+            at = parsedate_to_datetime(response.headers["Date"]).astimezone(UTC)
+        except (KeyError, TypeError, ValueError):
+            raise ProviderUnavailable(
+                f"{self.uri}: the bucket's answer has no readable Date header: the store's clock is unknown"
+            ) from None
+        return BucketRpo(bucket.rpo, bucket.location_type, at)
 
     def delete(self, key: str) -> None:
         name = self._key(key)

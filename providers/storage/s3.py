@@ -5,7 +5,8 @@ nowhere else, every call goes through `_call()` (bounded retries with backoff on
 and 5xx, then `ProviderUnavailable`; S3 error codes mapped to Lifeboat's errors, naming the
 store).
 botocore's own retries are off so the attempt count is ours and the API-call counters
-(`calls`, by operation) are exact.
+(`calls`, by operation) are exact. `LIFEBOAT_S3_ENGINE=awscrt` sends single PutObjects through
+awscrt's C client instead (s3_crt.py; same checksum, preconditions, errors and deadline).
 
 Checksums: objects are written with full-object CRC32C (`ChecksumType=FULL_OBJECT` for
 multipart too), which equals the GCS `crc32c`. Each byte is hashed once, as it is gathered
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import mmap
+import os
 import random
 import threading
 import time
@@ -62,6 +64,7 @@ PART_WORKERS = 8  # parts in flight per store, all objects together (bytes: the 
 POOL_CONNECTIONS = 64  # HTTP connections kept alive: copy threads + part workers + HEADs
 COPY_PART_SIZE = 1 << 30  # UploadPartCopy part size above COPY_LIMIT
 COPY_LIMIT = 5 << 30  # CopyObject's single-request ceiling
+ENGINES = ("botocore", "awscrt")  # LIFEBOAT_S3_ENGINE: who sends single PutObjects (s3_crt.py)
 
 _RETRYABLE_CODES = {
     "SlowDown",
@@ -126,6 +129,10 @@ class S3Store:
         self._lock = threading.Lock()
         self._clients: dict[float, object] = {}  # read timeout -> client
         self._parts_pool: ThreadPoolExecutor | None = None
+        self.engine = os.environ.get("LIFEBOAT_S3_ENGINE", "botocore")  # single PUTs: botocore or awscrt
+        if self.engine not in ENGINES:
+            raise ConfigError(f"LIFEBOAT_S3_ENGINE={self.engine!r}: one of {', '.join(ENGINES)}")
+        self._crt = None
 
     # -- the one place a boto3 client is built and called ---------------------------------
 
@@ -206,24 +213,10 @@ class S3Store:
                 status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
                 if code == "InvalidRange":
                     raise _EmptyRange() from None
-                if code == "NoSuchBucket":
-                    raise NotFound(f"{self.uri}: bucket {self.bucket!r} does not exist") from None
-                if code in ("NoSuchKey", "NotFound", "404") or status == 404:
-                    raise NotFound(f"{where}: no such object") from None
-                if code in _CHECKSUM_CODES:
-                    raise ChecksumMismatch(
-                        f"{where}: the server refused the body's CRC32C ({code})"
-                    ) from None
-                if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (412, 409):
-                    raise PreconditionFailed(f"{where}: conditional write lost ({code})") from None
-                if code in _CREDENTIAL_CODES or status == 403:
-                    raise ConfigError(
-                        f"{self.uri}: access refused ({code or status}); check the credentials for this store"
-                    ) from None
-                if code in _RETRYABLE_CODES or status == 429 or status >= 500:
-                    last = f"{code or status}"
-                else:
-                    raise ProviderUnavailable(f"{where}: {op} failed: {code} {err.get('Message', '')}") from e
+                refused = self._refused(op, where, code, status, err.get("Message", ""))
+                if refused is not None:
+                    raise refused from None
+                last = f"{code or status}"
             except (ConnectionError, HTTPClientError) as e:  # refused, connect/read timeouts
                 last = f"{type(e).__name__}: {e}"
             delay = min(self.backoff_cap, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
@@ -233,6 +226,78 @@ class S3Store:
                 )
             time.sleep(delay)
         raise AssertionError("unreachable")  # the loop always returns or raises
+
+    def _refused(self, op: str, where: str, code: str, status: int, message: str) -> Exception | None:
+        """Lifeboat's error for an S3 error answer; None when another attempt may succeed."""
+        if code == "NoSuchBucket":
+            return NotFound(f"{self.uri}: bucket {self.bucket!r} does not exist")
+        if code in ("NoSuchKey", "NotFound", "404") or status == 404:
+            return NotFound(f"{where}: no such object")
+        if code in _CHECKSUM_CODES:
+            return ChecksumMismatch(f"{where}: the server refused the body's CRC32C ({code})")
+        if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (412, 409):
+            return PreconditionFailed(f"{where}: conditional write lost ({code})")
+        if code in _CREDENTIAL_CODES or status == 403:
+            return ConfigError(
+                f"{self.uri}: access refused ({code or status}); check the credentials for this store"
+            )
+        if code in _RETRYABLE_CODES or status == 429 or status >= 500:
+            return None
+        return ProviderUnavailable(f"{where}: {op} failed: {code} {message}")
+
+    def _crt_putter(self):
+        """awscrt's client for single PUTs (providers/storage/s3_crt.py), with botocore's
+        credentials and region."""
+        with self._lock:
+            if self._crt is None:
+                try:
+                    from lifeboat_dr.providers.storage.s3_crt import CrtPutter
+                except ImportError:
+                    raise ConfigError("LIFEBOAT_S3_ENGINE=awscrt needs awscrt: pip install awscrt") from None
+                session = _botocore().session.Session()
+                credentials = session.get_credentials()
+                if credentials is None:
+                    raise ConfigError(f"{self.uri}: no usable S3 credentials")
+                self._crt = CrtPutter(
+                    self.endpoint_url,
+                    session.get_config_variable("region") or "us-east-1",
+                    credentials,
+                    max_attempts=self.max_attempts,
+                    connect_s=min(5.0, self.deadline_s / 2),
+                )
+            return self._crt
+
+    def _crt_put(self, key: str, body, size: int, cond: dict, crc: int) -> dict:
+        """One PutObject through awscrt; the answer as botocore's would read for `_landed`."""
+        where = f"{self.uri}/{key}"
+        # as botocore sends them (moto stores the value only beside the algorithm's name)
+        headers = {"x-amz-sdk-checksum-algorithm": "CRC32C", "x-amz-checksum-crc32c": to_b64(crc)}
+        headers.update(
+            {{"IfNoneMatch": "If-None-Match", "IfMatch": "If-Match"}[k]: v for k, v in cond.items()}
+        )
+        with self._lock:
+            self.calls["PutObject"] += 1
+        status, answer, error_body, error = self._crt_putter().put(
+            self.bucket, self._key(key), body, size, headers, self.deadline_s
+        )
+        if status is None:
+            raise ProviderUnavailable(f"{where}: PutObject: no answer within {self.deadline_s:g}s (awscrt)")
+        if error is not None or not 200 <= status < 300:
+            from lifeboat_dr.providers.storage.s3_crt import error_code
+
+            code = error_code(error_body)
+            refused = self._refused("PutObject", where, code, status, str(error)) if status else None
+            if refused is not None:
+                raise refused
+            raise ProviderUnavailable(
+                f"{where}: PutObject failed after up to {self.max_attempts} attempt(s) ({code or status or error})"
+            )
+        return {
+            "ETag": answer.get("etag"),
+            "ChecksumCRC32C": answer.get("x-amz-checksum-crc32c"),
+            "ChecksumType": answer.get("x-amz-checksum-type", "FULL_OBJECT"),
+            "ResponseMetadata": {"HTTPHeaders": answer},
+        }
 
     # -- primitives ----------------------------------------------------------------------
 
@@ -318,6 +383,9 @@ class S3Store:
         body's CRC32C when the caller hashed it already."""
         if crc is None:
             crc = crc32c(data)
+        n = len(data) if size is None else size
+        if self.engine == "awscrt":
+            return self._landed(key, n, self._crt_put(key, data, n, cond, crc), crc)
         r = self._call(
             "PutObject",
             key,
@@ -328,7 +396,7 @@ class S3Store:
             ChecksumCRC32C=to_b64(crc),
             **cond,
         )
-        return self._landed(key, len(data) if size is None else size, r, crc)
+        return self._landed(key, n, r, crc)
 
     def _landed(self, key: str, size: int, response: dict, sent_crc: int | None) -> ObjectInfo:
         """What a write's own answer says about the object (no HEAD): its ETag, the CRC32C the

@@ -17,6 +17,12 @@ from lifeboat_dr.kernel.errors import ConfigError, NotFound, PreconditionFailed,
 from lifeboat_dr.kernel.text import one_line
 from lifeboat_dr.shell.cli import COMMANDS
 
+# Prefect pauses a run first and saves its approval form's schema just after; a resume in
+# between is refused with this reason. A decision sent the moment the card appears waits
+# this long for the form before it is called missing.
+FORM_NOT_SAVED = "Run input schema not found"
+FORM_WAIT_S = 10.0
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -44,13 +50,23 @@ def run(args, *, poll_s: float = 0.5) -> int:
     from lifeboat_dr.providers.orchestrator.prefect_api import read_run_input, require_api_url, send_decision
 
     require_api_url()
-    try:
-        answer, verdict_key = send_decision(run_id, {"approved": approved, "reason": args.reason})
-    except (NotFound, PreconditionFailed) as e:
-        raise ConfigError(str(e)) from None
-    if answer.get("status") != "ACCEPT":
-        why = (answer.get("details") or {}).get("reason") or answer.get("status") or "no answer"
-        raise ConfigError(f"Prefect did not resume run {run_id}: {one_line(why, 300)}")
+    form_deadline = time.monotonic() + FORM_WAIT_S
+    while True:
+        try:
+            answer, verdict_key = send_decision(run_id, {"approved": approved, "reason": args.reason})
+        except (NotFound, PreconditionFailed) as e:
+            raise ConfigError(str(e)) from None
+        if answer.get("status") == "ACCEPT":
+            break
+        why = str((answer.get("details") or {}).get("reason") or answer.get("status") or "no answer")
+        if not why.startswith(FORM_NOT_SAVED):
+            raise ConfigError(f"Prefect did not resume run {run_id}: {one_line(why, 300)}")
+        if time.monotonic() >= form_deadline:
+            raise ConfigError(
+                f"run {run_id} is paused, but Prefect has no approval form for it after {FORM_WAIT_S:g}s "
+                f"({FORM_NOT_SAVED}): is it paused at a Lifeboat gate? See the run's page"
+            )
+        time.sleep(poll_s)
     if verdict_key is None:
         raise ConfigError(
             f"run {run_id} was resumed, but not through the identity proxy: nothing signed who you are, "

@@ -9,7 +9,7 @@ and working directory of every flow run (no run's job variables can change what 
 starts); a pool that exists already is left as it is, with a warning when a run could.
 
 Run with PREFECT_API_URL set, from a checkout of the project: with `--repository URL` every
-flow run clones that repository at the checkout's HEAD commit (Prefect's `git_clone` pull step)
+flow run checks that repository out at the checkout's HEAD commit (flows/pull.py: Prefect's `git_clone`, with a per-host mirror)
 and runs there, so a worker needs only the package installed, no checkout of its own; without
 it, from the folder the workers will run in (a checkout, or any folder where the package is
 installed). Runbooks inside it are written in relative, shipped examples by name. Re-running

@@ -1,9 +1,9 @@
 """`lifeboat drill RUNBOOK --kind K [--scope az|region] [--trainer numpy|torch]`: rehearse a failure.
 
 `--kind partition` is the quarterly AZ test: the partition drill in network namespaces
-(`benchmarks/partition_drill.py`, root and iproute2; it plays its own sites, so RUNBOOK's
-policy is not used), outside the drill flow: it starts its own Prefect server in the control
-plane's namespace."""
+(`lifeboat_dr.flows.drills.partition`, root, iproute2 and moto's server; it plays its own
+sites, so RUNBOOK's policy is not used), outside the drill flow: it starts its own Prefect
+server in the control plane's namespace."""
 
 from __future__ import annotations
 
@@ -77,7 +77,6 @@ def run(args) -> int:
 
 
 PARTITION = "partition"
-CHECKOUT = Path(__file__).resolve().parents[2]  # the repository the package is installed from
 PARTITION_TIMEOUT_S = 480  # the drill bounds each of its own steps far below this
 
 
@@ -91,21 +90,16 @@ def partition(args) -> int:
         )
     if shutil.which("ip") is None:
         raise ConfigError("the partition drill needs iproute2's `ip` (apt-get install iproute2)")
-    if not (CHECKOUT / "benchmarks" / "partition_drill.py").exists():
+    if not (Path(sys.executable).parent / "moto_server").exists():
         raise ConfigError(
-            f"the partition drill runs from a source checkout: no benchmarks/ beside {CHECKOUT}"
+            "the partition drill's primary store is moto's S3 server: pip install 'moto[server,s3]' "
+            f"beside {sys.executable}"
         )
     with tempfile.TemporaryDirectory(prefix="lifeboat-partition-cli-") as tmp:
         out = Path(tmp) / "result.json"
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH")])),
-        }
-        argv = [sys.executable, "-m", "benchmarks.partition_drill", "--json", str(out)]
+        argv = [sys.executable, "-m", "lifeboat_dr.flows.drills.partition.drill", "--json", str(out)]
         try:
-            done = subprocess.run(
-                argv, cwd=CHECKOUT, env=env, capture_output=True, text=True, timeout=PARTITION_TIMEOUT_S
-            )
+            done = subprocess.run(argv, cwd=tmp, capture_output=True, text=True, timeout=PARTITION_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise ConfigError(f"the partition drill did not finish within {PARTITION_TIMEOUT_S} s") from None
         if not out.exists():  # it said why it could not run (namespaces refused), or it crashed

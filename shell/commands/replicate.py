@@ -84,9 +84,16 @@ def run(args) -> int:
     if args.concurrency < 1:
         raise ConfigError(f"--concurrency must be at least 1, not {args.concurrency}")
     rb = load_runbook(args.runbook)
-    primary, secondary = open_sites(rb)
     doc: dict = {"runbook": rb.name, "dry_run": args.dry_run}
     say = functools.partial(print, file=sys.stderr) if args.json else print
+    if rb.replication == "gcs-dual-region":
+        from lifeboat_dr.flows.wiring import one_bucket
+
+        say(one_bucket(rb))
+        if args.json:
+            print(json.dumps(doc | {"one_bucket": one_bucket(rb), "exit": 0}, indent=2))
+        return 0
+    primary, secondary = open_sites(rb)
     try:
         with one_replication_pass(secondary, rb.name, f"cli-{os.getpid()}", dry_run=args.dry_run):
             code = _one_pass(args, rb, primary, secondary, say, doc)

@@ -19,7 +19,7 @@ def register(subparsers) -> None:
         "the ledger, the signal state) would go down with the runbook's primary site, when the "
         "probes reach fewer independent targets than the quorum (a dark store would be one vote), when "
         "the periods `lifeboat deploy` would give its watch, replicate and certify (printed) cannot "
-        "meet its RPO or RTO target, and, "
+        "meet its RPO or RTO target, when its declared fleet.quota holds its GPUs on none of its candidates, and, "
         "with PREFECT_API_URL set, when a work pool of Lifeboat's deployments lets a flow run set its "
         "own command, environment or working directory.",
     )
@@ -37,6 +37,7 @@ def run(args) -> int:
         from lifeboat_dr.core.resume import parity_warnings
         from lifeboat_dr.core.shared_fate import shared_fate_warnings
         from lifeboat_dr.flows.deploy import cadence_inputs, shipped_template, template_periods
+        from lifeboat_dr.flows.fleet_inputs import fit_warnings
         from lifeboat_dr.providers.compute.skycheck import load_runbook_and_task
         from lifeboat_dr.runbooks.loader import RunbookInvalid
         from lifeboat_dr.runbooks.overlap import overlapping_runbooks
@@ -66,6 +67,7 @@ def run(args) -> int:
             *detection_warnings(rb.detection, rb.primary, rb.secondary, base_dir=rb.base_dir),
             *shared_fate_warnings(rb.primary, os.environ, base_dir=rb.base_dir),
             *parity_warnings(rb.workload.value, rb.verify.parity_steps, rb.verify.parity_min_coverage),
+            *fit_warnings(rb),
         ]
         report["files"].append(
             {

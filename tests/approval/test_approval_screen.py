@@ -98,7 +98,8 @@ def test_the_on_call_reads_the_card_and_approves_in_the_prefect_ui(stack, runboo
             page.get_by_role("button", name="Resume").click()
             dialog = page.get_by_role("dialog")
             for fact in ("Failover approval: llama-70b-pretrain", "Certified checkpoint", "RPO", "/h", "Expected RTO", "Deadline",
-                         "Resumes from", "Proof", "On a parity mismatch", "node", "At the deadline", "May decide", "alice@example.com"):  # fmt: skip
+                         "Resumes from", "Proof", "On a parity mismatch", "node", "At the deadline", "May decide", "alice@example.com",
+                         "You (alice@example.com) may approve or reject"):  # fmt: skip
                 expect(dialog.get_by_text(fact).first).to_be_visible(timeout=30_000)
             page.screenshot(path=SHOTS / "2-card.png", full_page=True)
             toggle = dialog.locator(

@@ -43,6 +43,14 @@ def test_every_command_that_prints_a_result_takes_json(name):
         assert "--json" in flags(subcommand(name)), f"lifeboat {name} prints a result but has no --json"
 
 
+@pytest.mark.parametrize("argv", [["--help"], *([name, "--help"] for name in COMMANDS)], ids=lambda a: a[0])
+def test_every_help_renders(argv, capsys):
+    """argparse %-formats help strings: a bare "50% of" broke `lifeboat --help` itself."""
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 0 and "usage: lifeboat" in capsys.readouterr().out
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as done:
         main(["--version"])

@@ -80,3 +80,16 @@ def test_lifeboat_drill_kind_partition_without_ip_says_so_in_one_line(monkeypatc
 
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("lifeboat drill: the partition drill needs iproute2's `ip`"), line
+
+
+def test_lifeboat_drill_kind_partition_without_moto_server_says_so_in_one_line(monkeypatch, capsys, tmp_path):
+    """An installed Lifeboat runs the partition drill from its package (no checkout); its primary
+    store is moto's server, found beside the interpreter."""
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    monkeypatch.setattr("shutil.which", lambda name, *a, **kw: f"/usr/sbin/{name}")
+    monkeypatch.setattr("sys.executable", str(tmp_path / "bin" / "python"))
+
+    assert main(["drill", str(DEMO), "--kind", "partition"]) == 1
+
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("lifeboat drill: the partition drill's primary store is moto's S3 server"), line

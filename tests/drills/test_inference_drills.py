@@ -56,7 +56,12 @@ def test_batch_resume_drill_proves_exactly_once(tmp_path, ledger):
 def test_all_means_the_kinds_that_fit_the_workload():
     serving = load_runbook(ROOT / "runbooks" / "chat-serving.yaml")
     batch = load_runbook(ROOT / "runbooks" / "batch-embed.yaml")
-    assert kinds_for("all", serving) == ("serving-kill", "serving-stale-standby", "serving-degraded")
+    assert kinds_for("all", serving) == (
+        "serving-kill",
+        "serving-stale-standby",
+        "serving-degraded",
+        "serving-rto",
+    )
     assert kinds_for("all", batch)[-1] == "batch-resume"
     with pytest.raises(ConfigError, match="does not fit chat-serving"):
         kinds_for("process-kill", serving)

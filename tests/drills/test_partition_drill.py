@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks._netns import Sites, leftovers, unavailable
-from benchmarks.partition_drill import DRILL_ENV
+from lifeboat_dr.flows.drills.partition.drill import DRILL_ENV
+from lifeboat_dr.flows.drills.partition.netns import Sites, leftovers, unavailable
 from tests.peers import missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +53,15 @@ def tag():
 
 def test_a_hung_primary_is_detected_failed_over_and_fenced_out_with_nothing_left_running(tag, tmp_path):
     out = tmp_path / "result.json"
-    argv = [sys.executable, "-m", "benchmarks.partition_drill", "--json", str(out), "--tag", tag]
+    argv = [
+        sys.executable,
+        "-m",
+        "lifeboat_dr.flows.drills.partition.drill",
+        "--json",
+        str(out),
+        "--tag",
+        tag,
+    ]
     argv += ["--workdir", str(tmp_path)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -161,7 +169,15 @@ def test_a_drill_killed_half_way_leaves_nothing_once_its_namespaces_are_swept(ta
     """Half-done: the drill is SIGKILLed with its sites up and processes running in them (no
     `finally` runs); sweeping its namespaces (this fixture's finalizer) kills every process
     in them and removes them all."""
-    argv = [sys.executable, "-m", "benchmarks.partition_drill", "--tag", tag, "--workdir", str(tmp_path)]
+    argv = [
+        sys.executable,
+        "-m",
+        "lifeboat_dr.flows.drills.partition.drill",
+        "--tag",
+        tag,
+        "--workdir",
+        str(tmp_path),
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # fmt: skip

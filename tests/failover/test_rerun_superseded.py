@@ -15,30 +15,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lifeboat_dr.core.detection.quorum import QuorumPolicy
-from lifeboat_dr.core.failover.steps import Providers, ProviderSteps, StepSpec
+from lifeboat_dr.core.failover.steps import Providers, ProviderSteps
 from lifeboat_dr.core.fencing import fence_job, read_lease
 from lifeboat_dr.kernel.errors import ProviderUnavailable, StandDown
 from lifeboat_dr.providers.compute.base import JobSpec, PlanOption
 from lifeboat_dr.providers.compute.fake import FakeCompute
 from lifeboat_dr.providers.storage.local import LocalStore
+from tests.step_specs import bare_spec
 
 
 def steps_of(run_id: str, primary, secondary) -> ProviderSteps:
-    spec = StepSpec(
-        layout="manifest",
-        blocked=(),
-        candidates=(),
-        provision_budget_s=1,
-        first_step_timeout_s=1,
-        parity_steps=0,
-        parity_tolerance=0,
-        job=lambda uri: None,
-        quorum=QuorumPolicy(signals=()),
-        probes=lambda: (),
-        prestage=lambda: None,
-        runbook="trainer",
-    )
+    spec = bare_spec()
     return ProviderSteps(
         spec,
         Providers(primary, secondary, None, None, None),

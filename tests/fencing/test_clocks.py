@@ -173,29 +173,16 @@ def test_a_failover_whose_control_plane_runs_10min_ahead_measures_the_skew_and_k
     small write), records the skew for the ledger with a warning, and the RPO it reports is
     the real one, not 10 min more."""
     from lifeboat_dr.core.commit import commit_checkpoint
-    from lifeboat_dr.core.detection.quorum import QuorumPolicy
-    from lifeboat_dr.core.failover.steps import Providers, ProviderSteps, StepSpec
+    from lifeboat_dr.core.failover.steps import Providers, ProviderSteps
     from lifeboat_dr.standins.checkpoints import write_checkpoint
+    from tests.step_specs import bare_spec
 
     primary, secondary = LocalStore(tmp_path / "p"), LocalStore(tmp_path / "s")
     commit_checkpoint(primary, write_checkpoint(primary, "manifest", 10), 10, 0)
     _replicate(primary, secondary)
     fast = timedelta(minutes=10)
     outage = datetime.now(UTC) + fast  # as the control plane's clock read it
-    spec = StepSpec(
-        layout="manifest",
-        blocked=(),
-        candidates=(),
-        provision_budget_s=1,
-        first_step_timeout_s=1,
-        parity_steps=0,
-        parity_tolerance=0,
-        job=lambda uri: None,
-        quorum=QuorumPolicy(signals=()),
-        probes=lambda: (),
-        prestage=lambda: None,
-        runbook="trainer",
-    )
+    spec = bare_spec()
     steps = ProviderSteps(
         spec,
         Providers(None, secondary, None, None, None),

@@ -139,6 +139,20 @@ BROKEN = [
         ["3: replication: s3-crr replicates S3 to S3, but secondary.store is 'gs://dr/ckpt'"],
     ),
     (
+        "one dual-region bucket on S3",
+        ("workload: pretraining\n", "workload: pretraining\nreplication: gcs-dual-region\n"),
+        ["6: primary.store: replication: gcs-dual-region needs a gs:// store, not 's3://prim/ckpt'"],
+    ),
+    (
+        "one dual-region bucket, two stores",
+        ("store: s3://prim/ckpt", "store: gs://dr/other\nreplication: gcs-dual-region"),
+        [
+            "9: secondary.store: replication: gcs-dual-region reads the checkpoints where the primary "
+            "wrote them, so it must be primary.store 'gs://dr/other', not 'gs://dr/ckpt' (a second lease "
+            "there would not be the one the writers commit against)"
+        ],
+    ),
+    (
         "duplicate key",
         ("workload: pretraining\n", "workload: pretraining\nworkload: finetuning\n"),
         ["3: workload: duplicate key"],
@@ -169,6 +183,29 @@ def test_a_runbook_whose_bucket_replicates_says_so_and_the_default_is_lifeboat(t
     from lifeboat_dr.flows.wiring import swapped
 
     assert swapped(rb).replication == "lifeboat"  # the rule is one way: a failback's copy back is ours
+
+
+DUAL = GOOD.replace("s3://prim/ckpt", "gs://dr/ckpt").replace(
+    "workload:", "replication: gcs-dual-region\nworkload:"
+)
+
+
+def test_one_dual_region_bucket_is_both_sites_store_and_stays_so_for_a_failback(tmp_path):
+    rb = load_runbook(write(tmp_path, DUAL))
+    assert rb.replication == "gcs-dual-region" and rb.primary.store == rb.secondary.store == "gs://dr/ckpt"
+    from lifeboat_dr.flows.wiring import swapped
+
+    assert swapped(rb).replication == "gcs-dual-region"  # the bucket replicates both ways
+
+
+def test_a_witness_in_the_dual_region_bucket_is_refused_and_one_elsewhere_is_not(tmp_path):
+    inside = write(tmp_path, DUAL + "witness:\n  store: gs://dr/witness\n")
+    assert problems(inside) == [
+        "21: witness.store: 'gs://dr/witness' is in the sites' dual-region bucket gs://dr: a witness must "
+        "live in a third place, not cast a second vote for that bucket"
+    ]
+    elsewhere = write(tmp_path, DUAL + "witness:\n  store: s3://third/witness\n")
+    assert load_runbook(elsewhere).witness.store == "s3://third/witness"
 
 
 def test_targets_override_the_workload_defaults(tmp_path):

@@ -51,7 +51,7 @@ def test_render_shows_manual_commands_for_every_step():
     text = render_markdown(rb, "runbooks/llama-70b-pretrain.yaml", advice_markdown(advice_figures(rb)))
     for heading in ("Detect", "Certify", "Fence", "Approve", "Provision", "Prestage", "Resume", "Verify"):
         assert f". {heading}" in text
-    assert "gcloud storage ls -l -r gs://acme-ckpt-dr-usc1/llama-70b/" in text
+    assert "gsutil ls -l -r gs://acme-ckpt-dr-usc1/llama-70b/" in text
     assert "sky launch -c llama-70b-pretrain-dr --infra gcp/us-central1 --gpus H100:8" in text
     assert "| RPO (work you may lose) | 2h | pretraining default |" in text
 

@@ -62,7 +62,7 @@ def test_no_hand_command_names_the_primarys_store_but_the_comparison_while_it_an
     text = _markdown(S3_RUNBOOK)
     primary_bucket = rb.primary.store.split("/")[2]
     for title in ("2. Certify", "3. Fence", "8. Verify"):
-        commands = _inline(_section(text, title), ("aws ", "gcloud ", "sky ", "python ", "cp "))
+        commands = _inline(_section(text, title), ("aws ", "gsutil ", "sky ", "python ", "cp "))
         on_primary = [c for c in commands if primary_bucket in c]
         # the one command on the primary: its checksum, "if it answers"
         assert len(on_primary) == (1 if title == "2. Certify" else 0), on_primary
@@ -71,7 +71,7 @@ def test_no_hand_command_names_the_primarys_store_but_the_comparison_while_it_an
 
 def test_the_hand_certify_says_which_checksums_compare_across_s3_and_gcs():
     text = _section(_markdown("llama-70b-pretrain"), "2. Certify")  # primary S3, secondary GCS
-    assert "`FULL_OBJECT`" in text and "`COMPOSITE`" in text and "`crc32c_hash`" in text
+    assert "`FULL_OBJECT`" in text and "`COMPOSITE`" in text and "`Hash (crc32c)`" in text
     assert "neither ETags nor MD5 compare across S3 and GCS" in text
 
 

@@ -1,5 +1,5 @@
-"""One store fixture over every backend: local dirs, moto S3, fake-gcs-server, the GCS emulator,
-the memory fake.
+"""One store fixture over every backend: local dirs, moto S3, SeaweedFS S3, fake-gcs-server, the
+GCS emulator, the memory fake.
 
 The servers are real HTTP peers on 127.0.0.1, started once per session and stopped after;
 each test gets a fresh bucket.
@@ -13,7 +13,7 @@ from lifeboat_dr.providers.storage.s3 import S3Store
 from lifeboat_dr.testing.emulators import new_gcs_bucket, new_s3_bucket
 from lifeboat_dr.testing.memory_store import MemoryStore
 
-BACKENDS = ["local", "s3", "gcs", "fake-gcs", "memory"]
+BACKENDS = ["local", "s3", "seaweedfs", "gcs", "fake-gcs", "memory"]
 
 
 @pytest.fixture
@@ -24,8 +24,8 @@ def make_store(request, tmp_path):
     def make(backend: str, prefix: str = "ckpt"):
         if backend == "local":
             return LocalStore(tmp_path / f"store{next(count)}" / prefix)
-        if backend == "s3":
-            url = request.getfixturevalue("s3_endpoint")
+        if backend in ("s3", "seaweedfs"):
+            url = request.getfixturevalue("s3_endpoint" if backend == "s3" else "seaweedfs_endpoint")
             return S3Store(new_s3_bucket(url), prefix, endpoint_url=url)
         if backend in ("gcs", "fake-gcs"):
             url = request.getfixturevalue("gcs_endpoint" if backend == "gcs" else "fake_gcs_endpoint")

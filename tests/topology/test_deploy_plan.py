@@ -130,7 +130,7 @@ def test_with_a_git_source_every_run_clones_the_pinned_commit_and_no_folder_is_n
     plan = deployment_plan(TEMPLATE, [runbook_target("runbooks/demo.yaml", ROOT)], ROOT, source=source)
     assert plan["pull"] == [
         {
-            "prefect.deployments.steps.git_clone": {
+            "lifeboat_dr.flows.pull.clone_pinned": {
                 "repository": "https://git.example.com/acme/dr.git",
                 "commit_sha": "0123456789abcdef0123456789abcdef01234567",
             }

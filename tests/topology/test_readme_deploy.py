@@ -59,6 +59,7 @@ def _env(api_url: str, tmp_path: Path) -> dict[str, str]:
         "PREFECT_WORKER_PREFETCH_SECONDS": "1",
         "LIFEBOAT_STATE_DIR": str(tmp_path / "detect"),
         "LIFEBOAT_LEDGER": str(tmp_path / "ledger.jsonl"),
+        "LIFEBOAT_GIT_CACHE": str(tmp_path / "git-mirrors"),  # the worker hosts' mirror of the git server
         # the failover the automation may start holds the demo's lock while it waits for a
         # person; killed at the end, its hold lapses 3 s later, not a minute (tests/checkout.py)
         "LIFEBOAT_LOCK_LEASE": "3",
@@ -110,6 +111,7 @@ def test_deploy_refuses_a_runbook_it_cannot_read_in_one_line(tmp_path):
 
 def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(prefect_on_postgres, tmp_path):
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from lifeboat_dr.core.ledger import LedgerFile
@@ -159,7 +161,7 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(p
             assert watch.parameters == {"runbook": "runbooks/demo.yaml", "vantage": "control-plane"}
             # the code comes from the git server at the deployed commit, not from a folder here
             clone = {"repository": f"file://{git_server}", "commit_sha": head.strip()}
-            assert watch.pull_steps == [{"prefect.deployments.steps.git_clone": clone}]
+            assert watch.pull_steps == [{"lifeboat_dr.flows.pull.clone_pinned": clone}]
             assert str(ROOT) not in json.dumps(watch.pull_steps)
             assert watch.work_pool_name == "lifeboat"
             second = client.read_deployment_by_name("watch/watch-secondary-demo")
@@ -190,6 +192,18 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(p
             # the secondary's watch ran on the secondary's worker, not the control plane's
             assert finished[1].work_pool_name == "lifeboat-secondary"
             assert finished[0].work_pool_name == finished[2].work_pool_name == "lifeboat"
+
+            # the git server goes down with the region: the next failover still runs, from the
+            # mirror the earlier runs left on the worker host (flows/pull.py)
+            git_server.rename(tmp_path / "git-server-gone")
+            again = client.create_flow_run_from_deployment(
+                failover.id, parameters={"runbook": "runbooks/demo.yaml", "dry_run": True}
+            )
+            run = _wait_final(client, again.id, timeout=240)
+            log = "".join((tmp_path / f"worker{i}.log").read_text() for i in range(len(workers)))
+            assert run.state.is_completed(), f"{run.name}: {run.state.message}\n{log[-3000:]}"
+            said = [entry.message for entry in client.read_logs(LogFilter(flow_run_id={"any_": [again.id]}))]
+            assert any("did not answer" in m and "from this host's copy" in m for m in said), said
         # both watches wrote their vantage's readings into the one shared signal log
         # (JSON lines, appended: core/detection/log.py)
         lines = (tmp_path / "detect" / "demo.jsonl").read_text().splitlines()
@@ -199,6 +213,7 @@ def test_readme_deploy_runs_watch_and_a_dry_run_failover_through_a_real_worker(p
         entries = LedgerFile(tmp_path / "ledger.jsonl").read("demo")
         by_run = {e.run_id: e for e in entries}
         assert by_run.pop(str(runs[2].id)).outcome == "completed"
+        assert by_run.pop(str(again.id)).outcome == "completed"
         # The watches found the demo's primary silent here, so the automation may have started
         # a real failover by now: it waits for a person, and nothing was fenced without one.
         for other in by_run.values():

@@ -1,7 +1,7 @@
-"""What runs inside each namespace of the partition drill (`benchmarks/partition_drill.py`).
+"""What runs inside each namespace of the partition drill (`flows/drills/partition/drill.py`).
 
-    python -m benchmarks._partition_sites primary RUNBOOK   # the primary site's job
-    python -m benchmarks._partition_sites vantage RUNBOOK NAME   # one probe round, JSON out
+    python -m lifeboat_dr.flows.drills.partition.sites primary RUNBOOK   # the primary site's job
+    python -m lifeboat_dr.flows.drills.partition.sites vantage RUNBOOK NAME   # one probe round, JSON out
 
 `primary`: the numpy trainer on the node's disk (paced, a checkpoint every 5 steps) and its
 uploader, which puts each committed checkpoint and the heartbeat on the site's S3 store (moto
@@ -23,6 +23,12 @@ BUCKET = "primary-ckpt"
 STEP_SECONDS = 0.1
 
 
+def _new_bucket(endpoint_url: str, name: str) -> None:
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint_url, region_name="us-east-1").create_bucket(Bucket=name)
+
+
 def primary_site(runbook: str) -> None:
     from lifeboat_dr.core.checkpoints.inventory import stored_checkpoints
     from lifeboat_dr.core.replication.copying import replicate_checkpoints
@@ -30,14 +36,13 @@ def primary_site(runbook: str) -> None:
     from lifeboat_dr.providers.storage.local import LocalStore
     from lifeboat_dr.runbooks.loader import load_runbook
     from lifeboat_dr.standins.trainer.core import Trainer
-    from lifeboat_dr.testing.emulators import new_s3_bucket
 
     rb = load_runbook(runbook)
     disk = rb.base_dir / "primary-disk"
     heartbeat = disk / "heartbeat.json"
     for _ in range(100):  # moto starts beside us
         try:
-            new_s3_bucket(rb.primary.endpoint_url, BUCKET)
+            _new_bucket(rb.primary.endpoint_url, BUCKET)
             break
         except Exception:
             time.sleep(0.2)

@@ -1,6 +1,6 @@
 """The control plane's side of the partition drill, run in its namespace (see partition_drill.py).
 
-    python -m benchmarks._partition_control RUNBOOK TAG RESULT_JSON
+    python -m lifeboat_dr.flows.drills.partition.control RUNBOOK TAG RESULT_JSON
 
 Every wait has a deadline; the result (checks and figures) is written even when a phase fails.
 """
@@ -19,7 +19,7 @@ from subprocess import PIPE
 
 from prefect import flow
 
-from benchmarks._netns import Sites
+from lifeboat_dr.flows.drills.partition.netns import Sites
 
 VANTAGE_TIMEOUT_S = 40  # one probe round at the secondary, interpreter start-up included
 DETECTION_ROUNDS = 3
@@ -36,13 +36,20 @@ def http_up(url: str) -> bool:
 
 def probe_round(runbook: str, sites: Sites) -> list:
     """The runbook's probes from the control plane and, at once, from the secondary's namespace."""
-    from benchmarks._partition_sites import vantage_round
     from lifeboat_dr.core.detection.signals import Reading
+    from lifeboat_dr.flows.drills.partition.sites import vantage_round
 
     remote: dict = {}
 
     def at_secondary() -> None:
-        argv = [sys.executable, "-m", "benchmarks._partition_sites", "vantage", runbook, "secondary"]
+        argv = [
+            sys.executable,
+            "-m",
+            "lifeboat_dr.flows.drills.partition.sites",
+            "vantage",
+            runbook,
+            "secondary",
+        ]
         try:
             done = sites.run(
                 "secondary", argv, timeout=VANTAGE_TIMEOUT_S, stdout=PIPE, stderr=PIPE, text=True
@@ -152,7 +159,12 @@ def _took(entry, milestone: str) -> float | None:
 
 
 def main(runbook: str, tag: str, result_path: str) -> int:
-    from benchmarks._partition_checks import after_the_partition, before_the_partition, judge, wait_for
+    from lifeboat_dr.flows.drills.partition.checks import (
+        after_the_partition,
+        before_the_partition,
+        judge,
+        wait_for,
+    )
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb, sites, result = load_runbook(runbook), Sites(tag), {"checks": []}

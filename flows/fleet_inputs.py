@@ -1,0 +1,125 @@
+"""What the fleet plan and `lifeboat capacity` read of each runbook: the composition root's part.
+
+A job's GPUs are its `cluster.gpus`, else its task's `num_nodes` x the GPUs per node of the
+task's accelerators (else of its first candidate's). Each candidate is a place (cloud/region)
+and a GPU type: its own `accelerators`, else the task's. A runbook whose GPU count or GPU
+types cannot be told this way is unsized: listed, never planned on a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lifeboat_dr.core.fleet.capacity import (
+    CapacityReport,
+    DeclaredQuota,
+    check_capacity,
+    combined_quota,
+    fit_warning,
+)
+from lifeboat_dr.core.fleet.plan import FleetJob, Place
+from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.runbooks.skytask import read_task
+
+if TYPE_CHECKING:
+    from lifeboat_dr.runbooks.model import Runbook
+
+
+@dataclass(frozen=True)
+class Unsized:
+    """A runbook the fleet cannot plan, and why."""
+
+    name: str
+    why: str
+
+
+def place(infra: str, accelerator: str) -> Place:
+    return Place(infra.strip("/").lower(), accelerator)
+
+
+def declared_quota(rb: Runbook) -> list[DeclaredQuota]:
+    return [DeclaredQuota(rb.name, place(q.infra, q.accelerator), q.gpus) for q in rb.fleet.quota]
+
+
+def fleet_capacity(
+    runbooks: Sequence[Runbook], *, domains: Sequence[str] = (), recovery_s: float | None = None
+) -> CapacityReport:
+    """`check_capacity` over loaded runbooks: their declared quota, their jobs, the unsized listed."""
+    read = [fleet_job(rb) for rb in runbooks]
+    return check_capacity(
+        [j for j in read if not isinstance(j, Unsized)],
+        [q for rb in runbooks for q in declared_quota(rb)],
+        unsized=[(u.name, u.why) for u in read if isinstance(u, Unsized)],
+        domains=domains,
+        recovery_s=recovery_s,
+    )
+
+
+def fit_warnings(rb: Runbook) -> list[str]:
+    """`validate`'s word when the runbook declares quota and none of its candidates can hold its
+    GPUs (nothing is said without declared quota: the secondary's room is then unknown)."""
+    if not rb.fleet.quota:
+        return []
+    job = fleet_job(rb)
+    if isinstance(job, Unsized):
+        return [f"fleet.quota: declared, but the job cannot be sized: {job.why}"]
+    warning = fit_warning(job, combined_quota(declared_quota(rb))[0])
+    return [warning] if warning else []
+
+
+def fleet_job(rb: Runbook) -> FleetJob | Unsized:
+    """The runbook as the fleet plan sees it, or why it cannot."""
+    named = all(c.accelerators for c in rb.secondary.candidates) and rb.cluster is not None
+    task = {} if named else _task(rb)  # read only when the runbook leaves a number to it
+    resources = task.get("resources") if isinstance(task.get("resources"), Mapping) else {}
+    task_gpu = accelerator_of(resources.get("accelerators"))
+    candidates = []
+    for c in rb.secondary.candidates:
+        gpu = accelerator_of(c.accelerators) or task_gpu
+        if gpu is None:
+            return Unsized(rb.name, f"candidate {c.infra} names no accelerators, nor does the task")
+        candidates.append((c.infra, gpu))
+    gpus = rb.cluster.gpus if rb.cluster else None
+    if gpus is None and (per_node := task_gpu or (candidates[0][1] if candidates else None)):
+        nodes = task.get("num_nodes", 1)
+        gpus = nodes * per_node[1] if isinstance(nodes, int) and nodes > 0 else None
+    if gpus is None:
+        return Unsized(rb.name, "no GPU count: give cluster.gpus")
+    return FleetJob(
+        name=rb.name,
+        workload=rb.workload.value,
+        gpus=gpus,
+        rto_s=rb.rto_target.total_seconds(),
+        candidates=tuple(dict.fromkeys(place(infra, gpu[0]) for infra, gpu in candidates)),
+        gpu_hour_usd=rb.cluster.gpu_hour_usd if rb.cluster else None,
+        priority=rb.fleet.priority,
+        primary=rb.primary.infra.strip("/").lower(),
+    )
+
+
+def accelerator_of(spec: object) -> tuple[str, int] | None:
+    """`H100:8` -> ("H100", 8); `H100` -> ("H100", 1); SkyPilot's `{H100: 8}` and list forms
+    give their first entry; anything else None."""
+    if isinstance(spec, Mapping):
+        spec = next((f"{k}:{v}" if v is not None else str(k) for k, v in spec.items()), None)
+    elif isinstance(spec, list | tuple):
+        spec = spec[0] if spec else None
+    if not isinstance(spec, str) or not spec.strip():
+        return None
+    name, _, count = spec.strip().partition(":")
+    try:
+        per_node = int(float(count)) if count else 1
+    except ValueError:
+        return None
+    return (name, per_node) if per_node > 0 else None
+
+
+def _task(rb: Runbook) -> dict:
+    if not rb.job.task:
+        return {}
+    try:
+        return read_task(rb.resolve(rb.job.task), rb.job.task)[0]
+    except ConfigError:  # validate reports a bad task; the fleet reads what it can without it
+        return {}
