@@ -93,8 +93,10 @@ _PLAIN_MD5 = re.compile(r"^[0-9a-f]{32}$")
     "unverifiable",
     "not the active lineage",
 )
+INCONSISTENT = "inconsistent state"  # its commit record says so (the training guard's emergency record)
 _ORDER = {
     LINEAGE: -1,
+    INCONSISTENT: -0.5,
     MISSING: 0,
     NOT_REPLICATED: 0.5,
     REPLICATING: 0.5,
@@ -131,7 +133,7 @@ class Certified:
 class Rejection:
     step: int
     uri: str
-    reason: str  # MISSING, NOT_REPLICATED, REPLICATING, SIZE, CRC, INCOMPLETE, TORN, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEAGE
+    reason: str  # MISSING, NOT_REPLICATED, REPLICATING, SIZE, CRC, INCOMPLETE, TORN, BAD_METADATA, REFUSED, UNVERIFIABLE, LINEAGE, INCONSISTENT
     detail: str  # the first problem, e.g. "missing shard step_12/shard-3.bin"
     problems: tuple[str, ...] = ()  # up to MAX_PROBLEMS of them
     more: int = 0  # problems not listed
@@ -459,6 +461,8 @@ class _Certifier:
         if problems:
             return self._reject(ckpt, problems, total)
         marker = read_marker(self.replica, ckpt.name) if COMMIT_MARKER in ckpt.markers else None
+        if why := inconsistent_record(ckpt.name, marker):
+            return self._reject(ckpt, [(INCONSISTENT, why)], 1)
         written, basis = self._written_at(ckpt, src_dir, manifest.opened if manifest else None, marker)
         if self.lease is not None and (why := lineage_problem(ckpt.name, marker, self.lease, ckpt.newest)):
             return self._reject(ckpt, [(LINEAGE, why)], 1)
@@ -670,6 +674,22 @@ class _Certifier:
                 f"({certified.written_at_basis}); RPO counted as 0"
             )
         return max(rpo, timedelta(0))
+
+
+def inconsistent_record(checkpoint: str, marker: bytes | None) -> str | None:
+    """Why `checkpoint`'s commit record disowns its state, or None: an emergency record (or
+    any) saying `"consistent": false` or `"partial": true` is never certified, whatever its
+    checksums say (every shard can be intact and still hold two ranks at two steps)."""
+    try:
+        doc = json.loads(marker) if marker else {}
+    except ValueError:
+        return None  # an unreadable marker is the lineage check's to judge
+    if not isinstance(doc, dict):
+        return None
+    for record in (doc, doc.get("emergency") if isinstance(doc.get("emergency"), dict) else {}):
+        if record.get("consistent") is False or record.get("partial") is True:
+            return f"{checkpoint}: its commit record says its state is not consistent ({record.get('why', 'no reason given')})"
+    return None
 
 
 def _committed_at(marker: bytes | None) -> datetime | None:

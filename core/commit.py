@@ -45,10 +45,13 @@ def epoch_from_env() -> int:
         raise SystemExit(f"lifeboat: {EPOCH_ENV}={value!r} is not an epoch (a whole number)") from None
 
 
-def commit_checkpoint(store: Store, checkpoint: str, step: int, epoch: int) -> int:
+def commit_checkpoint(
+    store: Store, checkpoint: str, step: int, epoch: int, *, record: dict | None = None
+) -> int:
     """Guarded commit of checkpoint directory `checkpoint`; returns its sequence number.
+    `record` goes into its commit record (the training guard's `{"emergency": ...}`).
     Raises `StopFailover` when fenced out (nothing written)."""
-    return guarded_commit(store, f"{checkpoint.strip('/')}/{COMMIT_MARKER}", epoch, step)
+    return guarded_commit(store, f"{checkpoint.strip('/')}/{COMMIT_MARKER}", epoch, step, record=record)
 
 
 def commit_or_exit(

@@ -567,11 +567,14 @@ def marker_body(
     clock: Clock = _utcnow,
     committed_at: datetime | None = None,
     counter: str = "",
+    record: dict | None = None,
 ) -> bytes:
     """A guarded-commit marker: epoch, step, commit sequence (on lease counter `counter`) and
     lineage decide; the times are for RPO and people (`committed_at`: the store's clock when
-    the commit was counted, `written_at`: the writer's own clock). No decision reads a time."""
-    doc = {"epoch": my_epoch, "step": step, "seq": seq, "lineage": f"{active}@{my_epoch}"}
+    the commit was counted, `written_at`: the writer's own clock). No decision reads a time.
+    `record`: more of the commit record, e.g. the training guard's `{"emergency": {...}}`
+    (its keys never replace the ones above)."""
+    doc = (record or {}) | {"epoch": my_epoch, "step": step, "seq": seq, "lineage": f"{active}@{my_epoch}"}
     if counter:
         doc["counter"] = counter
     if committed_at is not None:
@@ -579,9 +582,18 @@ def marker_body(
     return json.dumps(doc | {"written_at": clock().isoformat()}).encode()
 
 
-def guarded_commit(store: Store, marker_key: str, my_epoch: int, step: int, *, clock: Clock = _utcnow) -> int:
+def guarded_commit(
+    store: Store,
+    marker_key: str,
+    my_epoch: int,
+    step: int,
+    *,
+    clock: Clock = _utcnow,
+    record: dict | None = None,
+) -> int:
     """Commit a checkpoint: count it in the lease while the epoch is `my_epoch` (if-match),
-    then write its marker create-only. Returns the commit's sequence number.
+    then write its marker create-only (`record`: more of its commit record, see
+    `marker_body`). Returns the commit's sequence number.
 
     A write whose answer is lost (the connection reset after it landed; the client's retry
     then meets its own write) is read back: the lease naming this marker as its last commit,
@@ -602,6 +614,7 @@ def guarded_commit(store: Store, marker_key: str, my_epoch: int, step: int, *, c
         clock,
         committed_at=info.updated,
         counter=counted.counter,
+        record=record,
     )
     try:
         store.put(marker_key, body, if_none_match=True)

@@ -118,6 +118,8 @@ def drill(
         "batch-resume",
         "zombie-primary",
         "failback",
+        "nccl-hang",
+        "cuda-error",
         "all",
     ] = "all",
     scope: Literal["az", "region"] | None = None,

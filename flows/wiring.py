@@ -226,6 +226,7 @@ def job_spec(rb: Runbook, checkpoint: str | None = None) -> JobSpec:
         checkpoint=checkpoint,
         store_uri=rb.store_uri(rb.secondary.store),
         primary_store_uri=rb.store_uri(rb.primary.store),
+        env=job.guard.env() if job.guard else {},
     )
 
 

@@ -285,6 +285,25 @@ class ManagedJob(_Strict):
         return {"strategy": self.strategy, "max_restarts_on_errors": self.max_restarts_on_errors}
 
 
+class TrainingGuardPolicy(_Strict):
+    """The training guard's watchdog (`lifeboat_dr.core.guard`), passed to the job Lifeboat
+    starts as $LIFEBOAT_HANG_MULTIPLE and $LIFEBOAT_HANG_FLOOR_S."""
+
+    hang_multiple: float = Field(
+        10.0, gt=1, le=1000, description="A step running longer than this x the recent median step is a hang."
+    )
+    hang_floor: Duration = Field(
+        timedelta(seconds=5),
+        description="Never call a step shorter than this a hang (noise on millisecond steps).",
+    )
+
+    def env(self) -> dict[str, str]:
+        return {
+            "LIFEBOAT_HANG_MULTIPLE": f"{self.hang_multiple:g}",
+            "LIFEBOAT_HANG_FLOOR_S": f"{self.hang_floor.total_seconds():g}",
+        }
+
+
 class Job(_Strict):
     """The training or serving job to restart on the secondary."""
 
@@ -302,6 +321,9 @@ class Job(_Strict):
     managed: ManagedJob | None = Field(
         None,
         description="Launch the task as a SkyPilot managed job (its controller recovers preemptions); omitted: a plain cluster.",
+    )
+    guard: TrainingGuardPolicy | None = Field(
+        None, description="The training guard's hang watchdog for the job (omitted: the guard's defaults)."
     )
 
     @model_validator(mode="after")

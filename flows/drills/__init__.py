@@ -27,6 +27,7 @@ Each kind is two halves: how to inject its fault into a sandboxed copy of the ru
                        kind `failback` in the ledger, the primary active on both stores,
                        replication primary -> secondary again
 
+and, for the torch job's training guard (`flows/drills/guard.py`): nccl-hang, cuda-error;
 and, for the inference classes (`flows/drills/serving.py`): serving-kill,
 serving-stale-standby, serving-degraded (realtime runbooks) and batch-resume.
 
@@ -68,6 +69,7 @@ from lifeboat_dr.flows.drills.detection import (
     verify_gpu_fault,
     verify_process_kill,
 )
+from lifeboat_dr.flows.drills.guard import GUARD_KINDS, prepare_guarded_fault, verify_guarded_fault
 from lifeboat_dr.flows.drills.lineage import (
     prepare_failback,
     prepare_zombie_primary,
@@ -91,7 +93,7 @@ from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.runbooks.model import Runbook
 
 INFERENCE_KINDS = SERVING_KINDS + BATCH_KINDS
-ALL_KINDS = KINDS + INFERENCE_KINDS
+ALL_KINDS = KINDS + GUARD_KINDS + INFERENCE_KINDS
 
 DRILLS: dict[str, Drill] = {
     "process-kill": Drill(prepare_process_kill, verify_process_kill, history=False),
@@ -102,6 +104,7 @@ DRILLS: dict[str, Drill] = {
     "stale-primary": Drill(prepare_stale_primary, verify_stale_primary),
     "zombie-primary": Drill(prepare_zombie_primary, verify_zombie_primary),
     "failback": Drill(prepare_failback, verify_failback),
+    **{kind: Drill(prepare_guarded_fault, verify_guarded_fault, history=False) for kind in GUARD_KINDS},
 }
 
 

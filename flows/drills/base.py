@@ -26,7 +26,10 @@ KINDS = (
     "failback",
 )
 SCOPES = ("az", "region")
-TRAINER_KINDS = {"numpy": KINDS, "torch": ("process-kill",)}  # the kinds each sandbox job drills
+TRAINER_KINDS = {  # the kinds each sandbox job drills (the guard's: flows/drills/guard.py)
+    "numpy": KINDS,
+    "torch": ("process-kill", "nccl-hang", "cuda-error"),
+}
 
 SANDBOX_JOB_STEPS = (
     50  # the sandbox job trains to step 50 (lifeboat_dr.flows.sandbox: steps 40 + 2 x every 5)

@@ -213,6 +213,14 @@ def emit(event: str, resource: dict[str, str], payload: dict[str, Any], **kw: An
     emit_event(event=event, resource=resource, payload=payload, **kw)
 
 
+def drain_events(timeout_s: float) -> None:
+    """Wait up to `timeout_s` for the events client to send what `emit` queued (a process
+    about to exit: the client sends in the background)."""
+    from prefect.events.worker import EventsWorker
+
+    EventsWorker.drain_all(timeout=timeout_s)
+
+
 def emit_spec(spec) -> None:
     """Emit an outage decision's event (`lifeboat_dr.core.detection.events.EventSpec`); its stable id
     makes a decision emitted twice (two receivers, a retry) stored once."""

@@ -22,6 +22,15 @@ initialises the optimizer state, so `dcp.load` has Adam's moments to load into),
 never stopped. Loading into a fresh optimizer's empty `state_dict()` instead loads no moments
 and drifts from the second resumed step on (see docs/DESIGN.md); without the RNG state the
 batches differ at once.
+
+The step loop runs inside the training guard (`lifeboat_dr.core.guard`): an NCCL, CUDA or
+timeout error ends the job with an emergency checkpoint of the last consistent step
+(committed with its `emergency` record) and exit code 80-82, a silent hang with the
+watchdog's stop (83). `$LIFEBOAT_HANG_MULTIPLE` and `$LIFEBOAT_HANG_FLOOR_S` set the
+watchdog's bound; `$LIFEBOAT_INJECT=nccl-error@N` (or `cuda-error@N`) makes every rank
+raise that error at step N, between the forward and the backward (the drills' fault);
+`nccl-error@N:R` only rank R (its peers then wait in the all-reduce).
+`$LIFEBOAT_GUARD=off` runs the loop unguarded (the RPO benchmark's other side).
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from lifeboat_dr.core.checkpoints.safe_pickle import load_dcp_metadata
 from lifeboat_dr.core.commit import FENCED_EXIT, commit_checkpoint, epoch_from_env
+from lifeboat_dr.core.guard import HangRule, TrainingGuard
 from lifeboat_dr.kernel.errors import ConfigError, LifeboatError, StopFailover
 from lifeboat_dr.providers.storage.local import LocalStore
 from lifeboat_dr.standins.trainer.core import checkpoint_name, local_checkpoint_path, newest_committed
@@ -54,6 +64,8 @@ from lifeboat_dr.standins.trainer.options import parse_trainer_args
 DIM, HIDDEN, BATCH = 16, 32, 16  # BATCH per rank
 LR, DROPOUT = 1e-2, 0.1
 COMMIT = ".metadata"  # written last by rank 0: DCP's commit point
+INJECT_ENV = "LIFEBOAT_INJECT"
+INJECTABLE = ("nccl-error", "cuda-error")
 
 
 def build(seed: int) -> tuple[DistributedDataParallel, torch.optim.Optimizer, torch.Tensor]:
@@ -69,12 +81,18 @@ def build(seed: int) -> tuple[DistributedDataParallel, torch.optim.Optimizer, to
 
 
 def train_step(
-    model: DistributedDataParallel, optimizer: torch.optim.Optimizer, target: torch.Tensor
+    model: DistributedDataParallel,
+    optimizer: torch.optim.Optimizer,
+    target: torch.Tensor,
+    fault: Exception | None = None,
 ) -> float:
-    """One step on this rank's batch; returns the loss before the update, averaged over ranks."""
+    """One step on this rank's batch; returns the loss before the update, averaged over ranks.
+    `fault` is raised after the forward, where DDP's gradient all-reduce would meet it."""
     x = torch.randn(BATCH, DIM)
     y = torch.sin(x @ target)
     loss = nn.functional.mse_loss(model(x).squeeze(-1), y)
+    if fault is not None:
+        raise fault
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
@@ -93,28 +111,31 @@ def checkpoint_state(model, optimizer, step: int) -> dict:
     }
 
 
-def save_checkpoint(model, optimizer, step: int, ckpt_dir: Path) -> Path:
-    """`ckpt_dir/step-N/` as one DCP save; `.metadata` (rank 0, last) commits it."""
+def save_checkpoint(model, optimizer, step: int, ckpt_dir: Path, group=None) -> Path:
+    """`ckpt_dir/step-N/` as one DCP save over `group` (default: the job's); `.metadata`
+    (rank 0, last) commits it."""
     path = ckpt_dir / checkpoint_name(step)
     if dist.get_rank() == 0 and path.exists():  # an older lineage's (a run we resumed before it)
         shutil.rmtree(path)  # its .metadata must never vouch for our shards
-    dist.barrier()
-    dcp.save(checkpoint_state(model, optimizer, step), checkpoint_id=path)
+    dist.barrier(group)
+    dcp.save(checkpoint_state(model, optimizer, step), checkpoint_id=path, process_group=group)
     return path
 
 
-def commit_save(ckpt_dir: Path, path: Path, step: int, epoch: int) -> None:
+def commit_save(
+    ckpt_dir: Path, path: Path, step: int, epoch: int, *, record: dict | None = None, group=None
+) -> None:
     """Once every rank has saved `path`: rank 0 commits it (the guarded commit, under
-    `epoch`) and every rank learns the outcome. Raises `StopFailover` on every rank when a
-    failover fenced this job out (no marker was written)."""
-    dist.barrier()  # every rank's shard is written
+    `epoch`, `record` in its commit record) and every rank learns the outcome. Raises
+    `StopFailover` on every rank when a failover fenced this job out (no marker was written)."""
+    dist.barrier(group)  # every rank's shard is written
     refused, why = torch.zeros(1, dtype=torch.int32), ""
     if dist.get_rank() == 0:
         try:
-            commit_checkpoint(LocalStore(ckpt_dir), path.name, step, epoch)
+            commit_checkpoint(LocalStore(ckpt_dir), path.name, step, epoch, record=record)
         except StopFailover as e:
             refused[0], why = 1, str(e)
-    dist.broadcast(refused, 0)
+    dist.broadcast(refused, 0, group=group)
     if refused.item():
         raise StopFailover(why or "rank 0's guarded commit was refused")
 
@@ -164,25 +185,77 @@ def load_checkpoint(model, optimizer, path: Path) -> int:
     return int(state["step"])
 
 
+def injected(spec: str | None) -> tuple[str, int, int | None] | None:
+    """`$LIFEBOAT_INJECT` (`nccl-error@N`, `cuda-error@N`, on every rank; `...@N:R` on rank R
+    only) as (kind, step, rank or None), or None."""
+    if not spec:
+        return None
+    kind, _, at = spec.partition("@")
+    at, _, rank = at.partition(":")
+    if kind not in INJECTABLE or not at.isdigit() or (rank and not rank.isdigit()):
+        raise ConfigError(f"{INJECT_ENV}={spec!r}: use one of {', '.join(INJECTABLE)} then @STEP[:RANK]")
+    return kind, int(at), int(rank) if rank else None
+
+
+def fault_at(injection: tuple[str, int, int | None] | None, step: int) -> Exception | None:
+    """The error an NCCL or CUDA failure raises in torch, at the injected step and rank(s)."""
+    if injection is None or injection[1] != step or injection[2] not in (None, dist.get_rank()):
+        return None
+    if injection[0] == "nccl-error":
+        return dist.DistBackendError(
+            f"NCCL error in: ProcessGroupNCCL.cpp, remote process exited or there was a network error "
+            f"(injected by {INJECT_ENV} at step {step})"
+        )
+    return torch.AcceleratorError(
+        f"CUDA error: an illegal memory access was encountered (injected at step {step})"
+    )
+
+
+def hang_rule(env=os.environ) -> HangRule:
+    """The watchdog's bound: `$LIFEBOAT_HANG_MULTIPLE` x the recent median step, at least
+    `$LIFEBOAT_HANG_FLOOR_S` (the runbook's `job.env` sets them)."""
+    try:
+        return HangRule(
+            multiple=float(env.get("LIFEBOAT_HANG_MULTIPLE", "10")),
+            floor_s=float(env.get("LIFEBOAT_HANG_FLOOR_S", "5")),
+        )
+    except ValueError as e:
+        raise ConfigError(f"LIFEBOAT_HANG_MULTIPLE / LIFEBOAT_HANG_FLOOR_S: {e}") from None
+
+
 def train(args) -> int:
     """Train to `args.steps` from scratch or `args.resume`; the step reached. Each save is
-    committed under the epoch in $LIFEBOAT_EPOCH (0 under an audit: its folder is its own)."""
+    committed under the epoch in $LIFEBOAT_EPOCH (0 under an audit: its folder is its own).
+    A fault in a step ends the job through the guard (it exits the process with its code)."""
     epoch = 0 if args.audit else epoch_from_env()
+    injection = injected(os.environ.get(INJECT_ENV))
     model, optimizer, target = build(args.seed)
     step = load_checkpoint(model, optimizer, committed_checkpoint(args.resume)) if args.resume else 0
     ckpt_dir = Path(args.ckpt_dir)
     lead = dist.get_rank() == 0  # rank 0 logs for the job
+
+    def emergency_save(at: int, record: dict, group) -> None:
+        path = save_checkpoint(model, optimizer, at, ckpt_dir, group)
+        commit_save(ckpt_dir, path, at, epoch, record=record, group=group)
+
     log = RunLog(args.loss_log, args.heartbeat, echo=True) if lead else None
-    with log if log else contextlib.nullcontext():
+    guarded = os.environ.get("LIFEBOAT_GUARD", "on") != "off"
+    guard = TrainingGuard(save=emergency_save, optimizer=optimizer, rule=hang_rule()) if guarded else None
+    with log if log else contextlib.nullcontext(), guard or contextlib.nullcontext():
+        if guard and args.resume:
+            guard.committed(step)
         if args.resume and log:
             log.loaded(step)
         while step < args.steps:
-            loss = train_step(model, optimizer, target)
+            with guard.step(step + 1) if guard else contextlib.nullcontext():
+                loss = train_step(model, optimizer, target, fault_at(injection, step + 1))
             step += 1
             if log:
                 log.step(step, loss)
             if args.every and step % args.every == 0:
                 commit_save(ckpt_dir, save_checkpoint(model, optimizer, step, ckpt_dir), step, epoch)
+                if guard:
+                    guard.committed(step)
             if args.step_seconds:
                 time.sleep(args.step_seconds)
     return step

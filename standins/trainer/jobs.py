@@ -10,9 +10,11 @@ sandbox and the process-kill drill run either. Nothing here imports torch.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,8 +70,11 @@ class TrainerJob:
         """`argv` as one shell line (a runbook's `job.command`)."""
         return shlex.join(self.argv(**kwargs))
 
-    def start(self, *, log: str | Path | None = None, **kwargs) -> subprocess.Popen:
-        """Start a run in its own process group (SIGKILL the group to lose the "node")."""
+    def start(
+        self, *, log: str | Path | None = None, env: Mapping[str, str] | None = None, **kwargs
+    ) -> subprocess.Popen:
+        """Start a run in its own process group (SIGKILL the group to lose the "node");
+        `env` is added to this process's environment."""
         out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
         try:
             return subprocess.Popen(
@@ -78,6 +83,7 @@ class TrainerJob:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env={**os.environ, **env} if env else None,
             )
         finally:
             if log:
@@ -93,6 +99,23 @@ class TrainerJob:
     def newest_committed(self, ckpt_dir: str | Path) -> Path | None:
         """The newest committed `step-N/` under `ckpt_dir`, or None."""
         return newest_committed(ckpt_dir, self.commit_marker)
+
+
+def rank_pid(marker: str | Path, rank: int) -> int | None:
+    """The pid of the live torch trainer rank `rank` (torchrun's $RANK) whose command line
+    names `marker` (its checkpoint folder), or None. Linux (/proc); for drills and tests."""
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd, env = (proc / "cmdline").read_bytes(), (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if (
+            str(marker).encode() in cmd
+            and b"trainer.dcp" in cmd
+            and f"\0RANK={rank}\0".encode() in b"\0" + env
+        ):
+            return int(proc.name)
+    return None
 
 
 TRAINERS = {

@@ -32,7 +32,10 @@ def _artifacts(key):
 def test_lifeboat_drill_refuses_a_kind_the_torch_job_does_not_drill(capsys):
     assert main(["drill", str(DEMO), "--kind", "gpu-fault", "--trainer", "torch"]) == 1
     err = capsys.readouterr().err.strip()
-    assert err == "lifeboat drill: the torch trainer drills process-kill only, not gpu-fault"
+    assert (
+        err
+        == "lifeboat drill: the torch trainer drills process-kill, nccl-hang, cuda-error only, not gpu-fault"
+    )
 
 
 def test_lifeboat_drill_refuses_an_unknown_kind(capsys):

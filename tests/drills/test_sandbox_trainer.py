@@ -31,10 +31,15 @@ def test_the_numpy_sandbox_keeps_the_manifest_layout(tmp_path):
     ]
 
 
-def test_the_torch_job_drills_process_kill_only():
-    assert kinds_for("all", trainer="torch") == ("process-kill",)
+def test_the_torch_job_drills_process_kill_and_its_guards_faults_only():
+    assert kinds_for("all", trainer="torch") == ("process-kill", "nccl-hang", "cuda-error")
     assert kinds_for("process-kill", trainer="torch") == ("process-kill",)
-    with pytest.raises(ConfigError, match="the torch trainer drills process-kill only, not region-outage"):
+    with pytest.raises(
+        ConfigError,
+        match="the torch trainer drills process-kill, nccl-hang, cuda-error only, not region-outage",
+    ):
         kinds_for("region-outage", trainer="torch")
+    with pytest.raises(ConfigError, match="the numpy trainer drills .* only, not nccl-hang"):
+        kinds_for("nccl-hang")  # the guard is the torch job's
     with pytest.raises(ConfigError, match="unknown trainer 'jax'; use one of numpy, torch"):
         kinds_for("all", trainer="jax")

@@ -1,0 +1,37 @@
+"""The training guard's drills on the demo runbook with the torch job: a SIGSTOPped rank
+(nccl-hang) and a CUDA error (cuda-error), each recovered by the real failover, exactly."""
+
+import pytest
+
+from lifeboat_dr.core.ledger import LedgerFile
+from lifeboat_dr.flows.drill import drill
+from lifeboat_dr.standins.trainer.jobs import TRAINERS
+from tests.drills.conftest import DEMO
+
+TORCH_MISSING = TRAINERS["torch"].missing()
+pytestmark = [
+    pytest.mark.integration,  # the shared Prefect server
+    pytest.mark.processes,  # torchrun
+    pytest.mark.skipif(TORCH_MISSING is not None, reason=TORCH_MISSING or ""),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "own_check"),
+    [
+        ("nccl-hang", "the watchdog named the stopped rank within its bound"),
+        ("cuda-error", "an emergency checkpoint of the step before the fault, committed as consistent"),
+    ],
+)
+def test_a_guarded_fault_drill_ends_in_the_guards_stop_and_an_exact_resume(
+    prefect_server, workdir, kind, own_check
+):
+    (result,) = drill(str(DEMO), kind=kind, trainer="torch")
+
+    checks = {name: (ok, detail) for name, ok, detail in result["checks"]}
+    assert result["passed"], result["checks"]
+    assert checks[own_check][0]
+    assert "identical" in checks["resumed losses equal an uninterrupted run's exactly"][1]
+    (entry,) = LedgerFile(workdir / "ledger.jsonl").read("demo")
+    assert entry.drill and entry.notes["drill"] == kind
+    assert list(workdir.glob(".lifeboat/sandbox/*")) == []  # a passed drill leaves no sandbox
