@@ -26,6 +26,7 @@ from datetime import datetime
 from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME
 from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME
 from lifeboat_dr.core.fencing import COMMIT_MARKER
+from lifeboat_dr.core.transfer_records import sorted_items
 from lifeboat_dr.kernel.errors import ConfigError, NotFound, RefusedKey
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
@@ -229,8 +230,7 @@ def rediscover(
         if known is None:
             yield from store.list(f"{name}/")
             return
-        for path in sorted(known):
-            info = known[path]
+        for _, info in sorted_items(known):
             yield replace(info, crc32c=None) if strip and info.crc32c is not None else info
 
     def listing() -> Iterator[ObjectInfo]:
