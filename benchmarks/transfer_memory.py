@@ -43,6 +43,7 @@ CHANGED = (
     "core/replication/copying.py",
     "core/checkpoints/receipt.py",
     "core/checkpoints/layouts.py",
+    "providers/storage/local.py",
 )
 S3_FILES = tuple(
     int(n)

@@ -157,8 +157,8 @@ def _listed(store: Store, found: Discovery | None, name: str) -> Iterable[Object
     if found is None or "/" in name:
         return None
     for d in found.checkpoints:
-        if d.name == name:
-            return _Files(d, store)
+        if d.name == name:  # held or spilled: the same objects each pass (else listed once)
+            return _Files(d, store) if d.objects is not None or d.spilled else list(d.files(store))
     return None if name in found.names else []
 
 
