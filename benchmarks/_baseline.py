@@ -3,7 +3,7 @@ that measures a change to them against the change, in the same run, on the same 
 
 `python -m benchmarks._baseline DIR ARGS...` runs `lifeboat ARGS...`: DIR holds the old sources,
 laid out as in the repository (`core/transfer.py` ...); each is loaded as its `lifeboat_dr`
-module before the CLI imports it, the rest of the checkout as it is (DIR `-`: none, the
+module wherever it is imported (`_OldSources`), the rest of the checkout as it is (DIR `-`: none, the
 checkout as it is). `materialize(ref, paths, into)` writes DIR from git (`git show REF:PATH`).
 
 `LIFEBOAT_BENCH_HWM=FILE`: the process's own peak RSS (VmHWM, KiB) is written there at exit.
@@ -14,6 +14,7 @@ in-process emulator's data reads that as the child's."""
 from __future__ import annotations
 
 import atexit
+import importlib.abc
 import importlib.util
 import os
 import runpy
@@ -38,24 +39,30 @@ def _write_peak(path: str) -> None:
     Path(path).write_text(hwm)
 
 
-def _layer_first(source: Path) -> tuple[int, str]:
-    """Lower layers first (setup.py's order), so that an old module's imports find the old
-    modules below it (`providers/storage/base.py` before the `core/` that imports it)."""
-    layers = ("kernel", "runbooks", "providers", "core", "standins", "flows", "shell", "demo", "testing")
-    top = next((p for p in source.parts if p in layers), "")
-    return (layers.index(top) if top else len(layers), str(source))
+class _OldSources(importlib.abc.MetaPathFinder):
+    """Finds the old source of each module in DIR whenever it is imported, by whichever
+    module first: loading them up front in some order let an old module import a new one
+    that was not replaced yet (old `core/replication/copying.py` bound the new
+    `core/transfer.py`)."""
+
+    def __init__(self, sources: dict[str, Path]):
+        self.sources = sources
+
+    def find_spec(self, name, path=None, target=None):
+        source = self.sources.get(name)
+        return importlib.util.spec_from_file_location(name, source) if source else None
 
 
 def main() -> None:
     old, sys.argv = sys.argv[1], ["lifeboat", *sys.argv[2:]]
     if os.environ.get("LIFEBOAT_BENCH_HWM"):
         atexit.register(_write_peak, os.environ["LIFEBOAT_BENCH_HWM"])
-    for source in sorted(Path(old).rglob("*.py"), key=_layer_first) if old != "-" else ():
-        name = "lifeboat_dr." + ".".join(source.relative_to(old).with_suffix("").parts)
-        spec = importlib.util.spec_from_file_location(name, source)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # before it runs: its own imports find it
-        spec.loader.exec_module(module)
+    if old != "-":
+        sources = {
+            "lifeboat_dr." + ".".join(source.relative_to(old).with_suffix("").parts): source
+            for source in Path(old).rglob("*.py")
+        }
+        sys.meta_path.insert(0, _OldSources(sources))
     runpy.run_module("lifeboat_dr", run_name="__main__", alter_sys=True)
 
 

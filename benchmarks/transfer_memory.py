@@ -10,9 +10,9 @@ VmHWM (benchmarks/_baseline.py says why not its rusage); CPU and wall from its r
 average beside each run.
 
 Each shape runs twice, in alternating order: the current checkout ("after") and "before", the
-same CLI with the copy engine, the GCS store and ObjectInfo as they were at BASELINE
-(`CHANGED`, from git: benchmarks/_baseline.py). Set LIFEBOAT_BENCH_BASELINE
-to another commit, or to "none" to measure only the checkout.
+same CLI with the copy engine, the replication pass, the receipt and the standby's view as
+they were at BASELINE (`CHANGED`, from git: benchmarks/_baseline.py). Set
+LIFEBOAT_BENCH_BASELINE to another commit, or to "none" to measure only the checkout.
 
 Goal (a GOAL line per shape, the checkout's run): peak RSS <= 100 MiB.
 `LIFEBOAT_BENCH_QUICK=1`: 2,000 and 5,000 files on S3, 8 x 16 MiB on GCS;
@@ -36,9 +36,16 @@ from benchmarks._goals import goal
 QUICK = os.environ.get("LIFEBOAT_BENCH_QUICK") == "1"
 KiB, MiB = 1 << 10, 1 << 20
 GOAL_RSS_MIB = 100
-# the commit before per-file state was streamed and GCS uploads drew from the byte budget
-BASELINE = os.environ.get("LIFEBOAT_BENCH_BASELINE", "e9b8e91")
-CHANGED = ("providers/storage/base.py", "providers/storage/gcs.py", "core/transfer.py")
+# main before the copy's per-file records were made compact or streamed (e9b8e91 -> e648480
+# streamed the engine's own loop and put GCS uploads in the byte budget)
+BASELINE = os.environ.get("LIFEBOAT_BENCH_BASELINE", "e648480")
+CHANGED = (
+    "core/transfer.py",
+    "core/replication/copying.py",
+    "core/checkpoints/receipt.py",
+    "core/checkpoints/layouts.py",
+    "providers/storage/local.py",
+)
 S3_FILES = tuple(
     int(n)
     for n in os.environ.get("LIFEBOAT_BENCH_FILES", "2000,5000" if QUICK else "5000,20000,100000").split(",")

@@ -50,13 +50,15 @@ from __future__ import annotations
 import random
 import threading
 import time
+from array import array
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
+from lifeboat_dr.core.transfer_records import Destination, Landed, Names, ShardTable
 from lifeboat_dr.kernel.crc32c import crc32c_of
 from lifeboat_dr.kernel.errors import (
     ChecksumMismatch,
@@ -67,9 +69,6 @@ from lifeboat_dr.kernel.errors import (
 )
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store, join
 from lifeboat_dr.providers.storage.buffers import BUFFERS, gather, gather_cost, tune_allocator
-
-if TYPE_CHECKING:
-    from lifeboat_dr.core.checkpoints.manifest import Shard
 
 # Basenames whose presence declares a checkpoint (or part of one) complete, in the order they
 # are written: after every other object, deepest directory first, and within a directory the
@@ -156,20 +155,22 @@ class TransferReport:
 
     src: str
     dst: str
-    copied: list[str] = field(default_factory=list)  # streamed through us, verified
-    server_copied: list[str] = field(default_factory=list)  # copied inside the provider
-    skipped: list[str] = field(default_factory=list)  # already present with same size + CRC32C
+    # per-file names are `Names` (compact lists; core/transfer_records.py)
+    copied: Names = field(default_factory=Names)  # streamed through us, verified
+    server_copied: Names = field(default_factory=Names)  # copied inside the provider
+    skipped: Names = field(default_factory=Names)  # already present with same size + CRC32C
     failed: dict[str, str] = field(default_factory=dict)  # key -> last error
     refused: dict[str, str] = field(default_factory=dict)  # of those, keys a store refuses -> its one line
-    hashed: list[str] = field(default_factory=list)  # no source CRC32C anywhere: read twice (hashed first)
+    hashed: Names = field(default_factory=Names)  # no source CRC32C anywhere: read twice (hashed first)
     # what the destination holds, by relative key, with its CRC32C: objects written (from the
-    # write's answer) and objects skipped whose CRC32C was compared (replication receipts)
-    landed: dict[str, ObjectInfo] = field(default_factory=dict)
+    # write's answer) and objects skipped whose CRC32C was compared (replication receipts);
+    # kept in a temporary file, read in key order
+    landed: Landed = field(default_factory=Landed)
     # the destination prefix as this copy left it, by relative key: its listing, less what
     # the copy deleted, plus what it wrote (an object whose copy failed is left out: unknown)
-    destination: dict[str, ObjectInfo] = field(default_factory=dict)
+    destination: Mapping[str, ObjectInfo] = field(default_factory=dict)
     markers: list[str] = field(default_factory=list)  # commit markers written last
-    planned: list[str] = field(default_factory=list)  # what had to move (a dry run stops here)
+    planned: Names = field(default_factory=Names)  # what had to move (a dry run stops here)
     source_written: datetime | None = None  # newest write among the source objects
     bytes_copied: int = 0
     bytes_skipped: int = 0
@@ -185,11 +186,24 @@ class TransferReport:
         return self.bytes_copied / self.seconds if self.seconds else 0.0
 
 
-@dataclass(frozen=True, slots=True)  # one per object to move, kept until it is copied
+@dataclass(frozen=True, slots=True)  # one per object in flight (the window), and per marker
 class _Item:
     rel: str
     src: ObjectInfo
     expected_crc: int | None  # source CRC32C: metadata, HEAD or manifest
+    position: int = -1  # in the source's listing
+
+
+class _Objects:
+    """The source's objects, without "directory" placeholders, iterable again and again in
+    the same order: a discovery's listing is read back from its file for each pass rather
+    than held (core/checkpoints/layouts.py)."""
+
+    def __init__(self, listing: Iterable[ObjectInfo]):
+        self._listing = listing
+
+    def __iter__(self) -> Iterator[ObjectInfo]:
+        return (info for info in self._listing if not info.key.endswith("/"))
 
 
 def copy_prefix(
@@ -244,11 +258,13 @@ def copy_prefix(
     src_base, dst_base = _dir(src_prefix), _dir(dst_prefix)
     if sources is None:
         sources = retry.call(lambda: list(src.list(src_base)), count_retry)
-    sources = [info for info in sources if not info.key.endswith("/")]  # "directory" placeholders
+    elif iter(sources) is sources:  # a one-shot iterator: the copy reads its sources in passes
+        sources = list(sources)
+    sources = _Objects(sources)
     if present is None:
         present = retry.call(lambda: list(dst.list(dst_base)), count_retry)
     present = {info.key[len(dst_base) :]: info for info in present}
-    report.destination = dict(present)
+    report.destination = Destination(present, report.landed)
     conditional = dst.capabilities.conditional_writes
     unmarked: set[str] = set()  # markers deleted before the data: their writes are create-only
 
@@ -262,7 +278,8 @@ def copy_prefix(
 
     report.source_written = max((i.updated for i in sources), default=None)
     if trust_committed and _committed_replica(src, dst, src_base, sources, present, markers, retry):
-        report.skipped = sorted(i.key[len(src_base) :] for i in sources)
+        report.skipped = Names(i.key[len(src_base) :] for i in sources)
+        report.skipped.sort()
         report.bytes_skipped = sum(i.size for i in sources)
         report.seconds = time.monotonic() - started
         return report
@@ -280,7 +297,8 @@ def copy_prefix(
     window = 2 * workers  # calls submitted ahead: every worker busy, a Future per call in flight only
     with ThreadPoolExecutor(max_workers=workers) as pool:
         # 1. plan
-        def plan(info: ObjectInfo) -> tuple[_Item, bool, int | None] | None:
+        def plan(at: tuple[int, ObjectInfo]) -> tuple[_Item, bool, int | None] | None:
+            position, info = at
             rel = info.key[len(src_base) :]
             shard = manifest.get(rel)
             expected = info.crc32c
@@ -295,47 +313,61 @@ def copy_prefix(
                 with lock:
                     report.failed[rel] = problem
                 return None
-            item = _Item(rel, info, shard.crc32c if shard else expected)
+            item = _Item(rel, info, shard[1] if shard else expected, position)
             return item, *_same(dst, join(dst_prefix, rel), present.get(rel), item, retry, count_retry)
 
-        # Streamed: an object already in place is reported as it is planned; only what must
-        # move is kept (markers wait until the data is known).
-        data: list[_Item] = []
+        # Streamed: an object already in place is reported as it is planned; of what must
+        # move only its position and expected CRC32C are kept (the copy reads the listing
+        # again); markers wait until the data is known.
+        move = bytearray()  # by position: 1 to copy
+        expected = array("q")  # by position: the CRC32C to copy against (-1: none)
+        moving = moving_bytes = 0
         marks: list[tuple[_Item, bool, int | None]] = []
+        last_rel = ""
 
         def skip(item: _Item, dst_crc: int | None) -> None:
             report.skipped.append(item.rel)
             report.bytes_skipped += item.src.size
             if dst_crc is not None:
-                report.landed[item.rel] = replace(present[item.rel], crc32c=dst_crc)
+                report.landed.add(item.position, item.rel, replace(present[item.rel], crc32c=dst_crc))
 
-        for planned in _bounded(pool, plan, sources, window, ordered=True):
+        for planned in _bounded(pool, plan, enumerate(sources), window, ordered=True):
+            move.append(0)
+            expected.append(-1)
             if planned is None:
                 continue
             item, same, dst_crc = planned
+            if item.rel < last_rel:
+                report.landed.in_key_order = False
+            last_rel = item.rel
             if _basename(item.rel) in markers:
                 marks.append(planned)
             elif same:
                 skip(item, dst_crc)
             else:
-                data.append(item)
+                move[-1] = 1
+                expected[-1] = -1 if item.expected_crc is None else item.expected_crc
+                moving, moving_bytes = moving + 1, moving_bytes + item.src.size
+                report.planned.append(item.rel)
         # Any data change re-commits every marker; otherwise only markers that differ.
         commit = sorted(
-            (i for i, same, _ in marks if data or not same), key=lambda i: commit_order(i.rel, markers)
+            (i for i, same, _ in marks if moving or not same), key=lambda i: commit_order(i.rel, markers)
         )
         for item, same, dst_crc in marks:
-            if not (data or not same):
+            if not (moving or not same):
                 skip(item, dst_crc)
-        report.planned = sorted([*(i.rel for i in data), *(i.rel for i in commit)])
+        for item in commit:
+            report.planned.append(item.rel)
+        report.planned.sort()
         if dry_run:
             report.seconds = time.monotonic() - started
             return report
         if progress:
-            progress.planned(len(data) + len(commit), sum(i.src.size for i in [*data, *commit]))
+            progress.planned(moving + len(commit), moving_bytes + sum(i.src.size for i in commit))
 
         # 2. unmark: an existing marker must not vouch for data about to change
-        unmark = [r for r in present if _basename(r) in markers] if data else []
-        if data and before_commit is not None:  # planning took a while: check before writing
+        unmark = [r for r in present if _basename(r) in markers] if moving else []
+        if moving and before_commit is not None:  # planning took a while: check before writing
             before_commit()
         for rel in sorted(unmark, key=lambda r: commit_order(r, markers), reverse=True):
             report.destination.pop(rel)  # unknown until the delete answers
@@ -362,12 +394,18 @@ def copy_prefix(
             with lock:
                 (report.server_copied if how == "server" else report.copied).append(item.rel)
                 report.bytes_copied += item.src.size
-                report.landed[item.rel] = info
-                report.destination[item.rel] = info
+                report.landed.add(item.position, item.rel, info)
                 if item.expected_crc is None and how == "stream":
                     report.hashed.append(item.rel)
 
-        for _ in _bounded(pool, copy_one, data, window, ordered=False):
+        def data() -> Iterator[_Item]:
+            """What must move, from the listing read again (only positions were kept)."""
+            for position, info in enumerate(sources):
+                if position < len(move) and move[position]:
+                    crc = expected[position]
+                    yield _Item(info.key[len(src_base) :], info, None if crc < 0 else crc, position)
+
+        for _ in _bounded(pool, copy_one, data() if moving else (), window, ordered=False):
             pass
 
     # 4. commit markers, deepest first, only over a complete copy
@@ -526,7 +564,7 @@ def _committed_replica(
     src: Store,
     dst: Store,
     src_base: str,
-    sources: list[ObjectInfo],
+    sources: Iterable[ObjectInfo],
     present: dict[str, ObjectInfo],
     markers: tuple[str, ...],
     retry: RetryPolicy,
@@ -556,21 +594,30 @@ def _committed_replica(
     return True
 
 
-def _unlisted(manifest: dict[str, Shard], sources: list[ObjectInfo], base: str) -> list[str]:
-    """Objects a manifest names that the source does not hold (a set of keys held only here,
-    not for the whole copy)."""
-    listed = {info.key for info in sources}
-    return sorted(rel for rel in manifest if base + rel not in listed)
+def _unlisted(manifest: ShardTable, sources: Iterable[ObjectInfo], base: str) -> list[str]:
+    """Objects a manifest names that the source does not hold (a byte per shard, held only
+    here)."""
+    if not len(manifest):
+        return []
+    listed = bytearray(len(manifest))
+    for info in sources:
+        if info.key.startswith(base) and (i := manifest.index(info.key[len(base) :])) is not None:
+            listed[i] = 1
+    # of a path named twice, the later entry is the one looked up
+    return sorted(
+        {p for p, seen in zip(manifest, listed, strict=True) if not (seen or listed[manifest.index(p)])}
+    )
 
 
-def _contradicts(info: ObjectInfo, crc: int | None, shard: Shard | None) -> str | None:
-    """Why the source object disagrees with its own manifest (a corrupt source), if it does."""
+def _contradicts(info: ObjectInfo, crc: int | None, shard: tuple[int, int] | None) -> str | None:
+    """Why the source object disagrees with its own manifest (size, CRC32C): a corrupt source."""
     if shard is None:
         return None
-    if info.size != shard.size:
-        return f"source holds {info.size} bytes, its manifest says {shard.size}: not replicated"
-    if crc is not None and crc != shard.crc32c:
-        return f"source CRC32C {crc:08x} differs from its manifest's {shard.crc32c:08x}: not replicated"
+    size, shard_crc = shard
+    if info.size != size:
+        return f"source holds {info.size} bytes, its manifest says {size}: not replicated"
+    if crc is not None and crc != shard_crc:
+        return f"source CRC32C {crc:08x} differs from its manifest's {shard_crc:08x}: not replicated"
     return None
 
 
@@ -598,32 +645,41 @@ def _same(
 
 
 def _manifest_shards(
-    src: Store, base: str, sources: list[ObjectInfo], markers: tuple[str, ...], retry: RetryPolicy
-) -> tuple[dict[str, Shard], dict[str, str]]:
-    """Shards named by the Lifeboat manifests in the source (relative path -> Shard), and
-    manifests that cannot be read (relative path -> why). A manifest gives the expected
+    src: Store, base: str, sources: Iterable[ObjectInfo], markers: tuple[str, ...], retry: RetryPolicy
+) -> tuple[ShardTable, dict[str, str]]:
+    """Shards named by the Lifeboat manifests in the source (relative path -> size, CRC32C),
+    and manifests that cannot be read (relative path -> why). A manifest gives the expected
     CRC32C without a HEAD per object on stores whose list carries none (S3), and lets the
-    copy refuse a source that contradicts its own manifest. A manifest whose key a store
-    refuses is given as the `RefusedKey` itself."""
-    from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, Manifest
+    copy refuse a source that contradicts its own manifest. Each is parsed as it streams in
+    (`iter_manifest`), into a compact table. A manifest whose key a store refuses is given
+    as the `RefusedKey` itself."""
+    from lifeboat_dr.core.checkpoints.manifest import MANIFEST_NAME, iter_manifest
 
-    shards: dict[str, Shard] = {}
+    shards = ShardTable()
     broken: dict[str, str | RefusedKey] = {}
+    if MANIFEST_NAME not in markers:
+        return shards, broken
     for info in sources:
         rel = info.key[len(base) :]
-        if _basename(rel) != MANIFEST_NAME or MANIFEST_NAME not in markers:
+        if _basename(rel) != MANIFEST_NAME:
             continue
+        folder, before = rel[: -len(MANIFEST_NAME)], len(shards)
+
+        def parse(key: str = info.key, folder: str = folder, before: int = before) -> None:
+            shards.truncate(before)  # an attempt that broke off mid-way: start it over
+            _, listed = iter_manifest(src.read(key), where=key)
+            for s in listed:
+                shards.add(folder + s.path, s.size, s.crc32c)
+
         try:
-            body = b"".join(retry.call(lambda key=info.key: list(src.read(key))))
-            manifest = Manifest.from_json(body, where=info.key)
+            retry.call(parse)
         except RefusedKey as e:
+            shards.truncate(before)
             broken[rel] = e
-            continue
         except LifeboatError as e:
+            shards.truncate(before)
             broken[rel] = f"{type(e).__name__}: {e}"
-            continue
-        folder = rel[: -len(MANIFEST_NAME)]
-        shards.update({folder + s.path: s for s in manifest.shards})
+    shards.seal()
     return shards, broken
 
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import codecs
 import json
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from lifeboat_dr.core.transfer_records import sorted_items
 from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store, join
 
@@ -42,7 +44,11 @@ def write_receipt(
     listed and each object HEADed. Objects without a comparable CRC32C or an ETag are left
     out (certification HEADs or streams them)."""
     if known is not None:
-        lines = [_line(path, info) for path, info in sorted(known.items()) if path != RECEIPT_NAME]
+        return _put_lines(
+            replica,
+            join(directory, RECEIPT_NAME),
+            (_line(path, info) for path, info in sorted_items(known) if path != RECEIPT_NAME),
+        )
     else:
         plen = len(directory.rstrip("/")) + 1
         infos = [i for i in replica.list(f"{directory.rstrip('/')}/") if i.key[plen:] != RECEIPT_NAME]
@@ -53,8 +59,22 @@ def write_receipt(
 
         with ThreadPoolExecutor(16) as pool:  # one HEAD per object (S3), in flight together
             lines = list(pool.map(line, infos))
-    lines = [x for x in lines if x is not None]
-    return replica.put(join(directory, RECEIPT_NAME), ("\n".join(lines) + "\n").encode())
+    return _put_lines(replica, join(directory, RECEIPT_NAME), lines)
+
+
+def _put_lines(replica: Store, key: str, lines: Iterable[str | None]) -> ObjectInfo:
+    """One object of the lines (None: left out), each ended by a newline; gathered in an
+    unnamed temporary file, not in memory (a receipt of 100,000 objects is ~10 MB), then
+    streamed to the store with its size (the store hashes it, once)."""
+    with tempfile.TemporaryFile() as f:
+        for line in lines:
+            if line is not None:
+                f.write(line.encode() + b"\n")
+        if not f.tell():
+            f.write(b"\n")  # no line: the receipt of nothing is one empty line, as ever
+        size = f.tell()
+        f.seek(0)
+        return replica.put(key, iter(lambda: f.read(1 << 20), b""), size=size)
 
 
 def _line(path: str, info: ObjectInfo) -> str | None:

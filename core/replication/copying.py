@@ -16,12 +16,12 @@ stops the copy (`RolesFlipped`, `SiteStateUnknown`) stops the whole pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from lifeboat_dr.core.checkpoints.inventory import StoredCheckpoint
-from lifeboat_dr.core.checkpoints.layouts import POINTERS, Discovery, rediscover
+from lifeboat_dr.core.checkpoints.layouts import POINTERS, CheckpointDir, Discovery, rediscover
 from lifeboat_dr.core.checkpoints.protocols import pointer_step
 from lifeboat_dr.core.checkpoints.receipt import RECEIPT_NAME, write_receipt
 from lifeboat_dr.core.replication.lag import LagRecord
@@ -93,7 +93,7 @@ def replicate_checkpoints(
     `report.destination_found` is the secondary as the run left it."""
     report = ReplicationReport(dry_run=dry_run)
     checkpoints = list(checkpoints)
-    left: dict[str, dict[str, ObjectInfo] | None] = {}  # directory -> as the copy left it (None: unknown)
+    left: dict[str, Mapping[str, ObjectInfo] | None] = {}  # directory -> as the copy left it (None: unknown)
     for ckpt in sorted(checkpoints, key=lambda c: (c.step, c.prefix), reverse=True):
         name, nested = ckpt.prefix.strip("/"), "/" in ckpt.prefix.strip("/")
         left[name.split("/")[0]] = None
@@ -150,15 +150,26 @@ def replicate_checkpoints(
     return report
 
 
-def _listed(store: Store, found: Discovery | None, name: str) -> list[ObjectInfo] | None:
-    """A top-level directory's objects as `found` listed them; None when it did not look or
-    cannot tell them (a nested prefix, or a directory it did not take for a checkpoint)."""
+def _listed(store: Store, found: Discovery | None, name: str) -> Iterable[ObjectInfo] | None:
+    """A top-level directory's objects as `found` listed them (read again from the
+    discovery for each pass of the copy, never held as a list); None when it did not look
+    or cannot tell them (a nested prefix, or a directory it did not take for a checkpoint)."""
     if found is None or "/" in name:
         return None
     for d in found.checkpoints:
-        if d.name == name:
-            return list(d.files(store))
+        if d.name == name:  # held or spilled: the same objects each pass (else listed once)
+            return _Files(d, store) if d.objects is not None or d.spilled else list(d.files(store))
     return None if name in found.names else []
+
+
+class _Files:
+    """A checkpoint directory's listing, iterable more than once (`CheckpointDir.files`)."""
+
+    def __init__(self, directory: CheckpointDir, store: Store):
+        self._directory, self._store = directory, store
+
+    def __iter__(self) -> Iterator[ObjectInfo]:
+        return self._directory.files(self._store)
 
 
 def _copy_file(
