@@ -308,10 +308,9 @@ def _pause_for_input(form, timeout: int, poll_interval: float):
     process ends."""
     from prefect.client.orchestration import get_client
     from prefect.context import FlowRunContext
-    from prefect.exceptions import Abort, FlowPauseTimeout, TerminationSignal
+    from prefect.exceptions import TerminationSignal
     from prefect.input.run_input import keyset_from_paused_state, run_input_subclass_from_type
     from prefect.states import Paused
-    from prefect.utilities.engine import propose_state_sync
 
     run_id = FlowRunContext.get().flow_run.id
     model = run_input_subclass_from_type(form)
@@ -321,32 +320,42 @@ def _pause_for_input(form, timeout: int, poll_interval: float):
     state.state_details.run_input_keyset = keyset
     with get_client(sync_client=True) as client:
         try:
-            got = propose_state_sync(client=client, state=state, flow_run_id=run_id)
-        except Abort as e:  # cancelled before it could pause
-            got = client.read_flow_run(run_id).state
-            if not (got and (got.is_cancelling() or got.is_cancelled())):
-                raise RuntimeError(f"the run could not pause for approval: {e}") from None
-        if got.is_cancelling() or got.is_cancelled():
-            return Cancelled(got.message or "")
-        if not got.is_paused():
-            raise RuntimeError(f"the run could not pause for approval: Prefect answered {got.type.value}")
-        model.save(keyset)
-        log.info("waiting for a decision: approve or reject in Slack, the Prefect UI or `lifeboat approve`")
-        give_up = time.monotonic() + timeout
-        while True:
-            try:
-                time.sleep(poll_interval)
-                current = client.read_flow_run(run_id).state
-            except TerminationSignal:  # a worker stops the run's process on Cancel: say so first
-                current = client.read_flow_run(run_id).state
-                if not (current is not None and (current.is_cancelling() or current.is_cancelled())):
-                    raise
-            if current is not None and current.is_running():
-                return model.load(keyset)
+            return _pause_and_wait(client, run_id, state, model, keyset, timeout, poll_interval)
+        except TerminationSignal:  # a worker stops the run's process on Cancel: say so first
+            current = client.read_flow_run(run_id).state
             if current is not None and (current.is_cancelling() or current.is_cancelled()):
                 return Cancelled(current.message or "")
-            if time.monotonic() > give_up:
-                raise FlowPauseTimeout("the run was paused for approval and never resumed")
+            raise
+
+
+def _pause_and_wait(client, run_id, state, model, keyset, timeout: int, poll_interval: float):
+    """`_pause_for_input`'s body, every line of it inside its `TerminationSignal` handler
+    (the worker's SIGTERM can land between any two of them)."""
+    from prefect.exceptions import Abort, FlowPauseTimeout
+    from prefect.utilities.engine import propose_state_sync
+
+    try:
+        got = propose_state_sync(client=client, state=state, flow_run_id=run_id)
+    except Abort as e:  # cancelled before it could pause
+        got = client.read_flow_run(run_id).state
+        if not (got and (got.is_cancelling() or got.is_cancelled())):
+            raise RuntimeError(f"the run could not pause for approval: {e}") from None
+    if got.is_cancelling() or got.is_cancelled():
+        return Cancelled(got.message or "")
+    if not got.is_paused():
+        raise RuntimeError(f"the run could not pause for approval: Prefect answered {got.type.value}")
+    model.save(keyset)
+    log.info("waiting for a decision: approve or reject in Slack, the Prefect UI or `lifeboat approve`")
+    give_up = time.monotonic() + timeout
+    while True:
+        time.sleep(poll_interval)
+        current = client.read_flow_run(run_id).state
+        if current is not None and current.is_running():
+            return model.load(keyset)
+        if current is not None and (current.is_cancelling() or current.is_cancelled()):
+            return Cancelled(current.message or "")
+        if time.monotonic() > give_up:
+            raise FlowPauseTimeout("the run was paused for approval and never resumed")
 
 
 def _record(

@@ -124,6 +124,7 @@ def drill(
     ] = "all",
     scope: Literal["az", "region"] | None = None,
     trainer: Literal["numpy", "torch"] = "numpy",
+    hang_in: Literal["step", "save"] | None = None,
 ) -> list[dict[str, Any]]:
     """Rehearse a failure in a sandbox (never production) and prove the failover handled it.
 
@@ -133,6 +134,8 @@ def drill(
         scope: region-outage only: block the primary's zone (az) or its whole region.
         trainer: The sandbox job: the numpy trainer (every kind), or a PyTorch job under
             torchrun with DCP checkpoints (process-kill; needs the torch extra).
+        hang_in: nccl-hang only: stop rank 1 in a training step or in a periodic checkpoint
+            save; unset, the drill's seed picks.
     """
     from lifeboat_dr.runbooks.loader import load_runbook
 
@@ -140,7 +143,12 @@ def drill(
     results = []
     for k in kinds_for(kind, rb, trainer):
         result = run_drill(
-            rb, k, failover=run_failover, scope=scope if k == "region-outage" else None, trainer=trainer
+            rb,
+            k,
+            failover=run_failover,
+            scope=scope if k == "region-outage" else None,
+            trainer=trainer,
+            options={"hang_in": hang_in} if k == "nccl-hang" and hang_in else None,
         )
         print("\n".join(result.lines()))
         _publish(rb.name, result)

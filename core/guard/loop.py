@@ -68,7 +68,8 @@ class TrainingGuard:
                     loss = train_step(...)
                 step += 1
                 if step % every == 0:
-                    save_and_commit(step)
+                    with guard.saving(step):
+                        save_and_commit(step)
                     guard.committed(step)
 
     `save(step, record, group)` writes the checkpoint of `step` collectively over `group`
@@ -81,6 +82,7 @@ class TrainingGuard:
         save: EmergencySave,
         optimizer: Any = None,
         rule: HangRule | None = None,
+        save_rule: HangRule | None = None,
         events: EventSink | None = None,
         job: str | None = None,
         coordinate_timeout_s: float = 30.0,
@@ -89,6 +91,10 @@ class TrainingGuard:
     ):
         self.save, self.optimizer = save, optimizer
         self.rule = rule or HangRule()
+        self.save_rule = save_rule or HangRule(  # saves against saves: they are no steps
+            multiple=self.rule.multiple, floor_s=self.rule.floor_s, first_s=self.rule.first_s, warmup=2
+        )
+        self._span = "step"  # what the watchdog watches now
         self.events = events if events is not None else events_from_env()
         self.job = job or os.environ.get("TORCHELASTIC_RUN_ID", "job")
         self.coordinate_timeout_s, self.poll_s, self.exit = coordinate_timeout_s, poll_s, exit
@@ -143,6 +149,7 @@ class TrainingGuard:
 
         cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
         self._rng, self._phase = (torch.get_rng_state(), cuda), BEFORE
+        self._span = "step"
         self.watchdog.begin(n)
         try:
             yield
@@ -152,6 +159,20 @@ class TrainingGuard:
             if kind is None:
                 raise  # a bug in the script: its own traceback
             self._on_fault(kind, error, n)
+        self.watchdog.end()
+
+    @contextmanager
+    def saving(self, n: int) -> Iterator[None]:
+        """Watch the periodic checkpoint save of step `n` (collective: a rank stopped there
+        stalls the others in its barrier as in a step's all-reduce) against the recent saves'
+        median (`save_rule`). What it raises (a fenced commit) passes through, unwatched."""
+        self._span = "checkpoint save of step"
+        self.watchdog.begin(n, self.save_rule)
+        try:
+            yield
+        except BaseException:
+            self.watchdog.pause()
+            raise
         self.watchdog.end()
 
     def _local_candidate(self, kind: str, error: BaseException, n: int) -> tuple[int, str]:
@@ -226,16 +247,17 @@ class TrainingGuard:
                 _signal(pid, signal.SIGKILL)
             else:
                 _signal(pid, signal.SIGUSR1)  # its stacks, on its stderr
-        median = self.rule.median()
+        rule = self.rule if self._span == "step" else self.save_rule
+        median = rule.median()
         detail = (
-            f"step {n} ran {elapsed:.2f} s, past the bound {bound:.2f} s "
-            f"({self.rule.multiple:g} x median {median:.3f} s, floor {self.rule.floor_s:g} s)"
-            if median is not None
-            else f"step {n} ran {elapsed:.2f} s, past the first-steps bound {bound:.2f} s"
+            f"{self._span} {n} ran {elapsed:.2f} s, past the bound {bound:.2f} s "
+            f"({rule.multiple:g} x median {median:.3f} s, floor {rule.floor_s:g} s)"
+            if median is not None and rule.warmed()
+            else f"{self._span} {n} ran {elapsed:.2f} s, past the first-{self._span.split()[0]}s bound {bound:.2f} s"
         )
         fault = Fault("hang", at_fault, self.host, n, "; ".join([detail, *notes]))
         why = "a hang: a rank is stuck in a collective, DCP's collective save needs it: no checkpoint"
-        self._finish(fault, None, why, True, ranks=[self.rank], elapsed=elapsed, bound=bound)
+        self._finish(fault, None, why, True, ranks=[self.rank], elapsed=elapsed, bound=bound, span=self._span)
         exit_now(fault.exit_code)  # from the watchdog thread: only a hard exit ends the process
 
     # -- the report --------------------------------------------------------------------------

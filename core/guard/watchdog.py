@@ -12,6 +12,8 @@ running after `bound()` seconds is a hang:
 `multiple` is the runbook's (`job.guard.hang_multiple`, `$LIFEBOAT_HANG_MULTIPLE`); `floor_s`
 keeps a job of millisecond steps on shared CPUs from calling scheduling noise a hang. The
 thread looks every `poll_s`, so a hang is noticed within `bound + poll_s` of its step's start.
+A periodic checkpoint save is watched the same way with a rule of its own (saves against
+saves: a save is no step), since a rank stopped in a save stalls the others in its barrier.
 `HangRule` is the arithmetic (a plain value, tested on its own); `StepWatchdog` the thread.
 """
 
@@ -45,9 +47,13 @@ class HangRule:
     def median(self) -> float | None:
         return statistics.median(self._recent) if self._recent else None
 
+    def warmed(self) -> bool:
+        """Whether `warmup` spans are measured: the bound is the median's, not `first_s`."""
+        return len(self._recent) >= self.warmup
+
     def bound(self) -> float:
         """Seconds a step may take before it is a hang."""
-        if len(self._recent) < self.warmup:
+        if not self.warmed():
             return self.first_s
         return max(self.multiple * statistics.median(self._recent), self.floor_s)
 
@@ -57,7 +63,8 @@ OnHang = Callable[[int, float, float], None]  # (step, seconds it has run, the b
 
 class StepWatchdog:
     """A daemon thread calling `on_hang(step, elapsed, bound)` once, from the watchdog
-    thread, when the step begun by `begin(step)` is not `end()`ed within the rule's bound.
+    thread, when the span begun by `begin(step)` is not `end()`ed within its rule's bound
+    (the watchdog's rule, or the one `begin` was given: a checkpoint save has its own).
     `on_hang` is expected to end the process (the guard's does: `os._exit`)."""
 
     def __init__(
@@ -70,7 +77,7 @@ class StepWatchdog:
     ):
         self.rule, self.on_hang, self.clock, self.poll_s = rule, on_hang, clock, poll_s
         self._lock = threading.Lock()
-        self._running: tuple[int, float, float] | None = None  # step, started, bound
+        self._running: tuple[int, float, float, HangRule] | None = None  # step, started, bound, rule
         self._stop = threading.Event()
         self._fired = False
         self._thread = threading.Thread(target=self._watch, name="lifeboat-guard-watchdog", daemon=True)
@@ -84,17 +91,19 @@ class StepWatchdog:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=2 * self.poll_s + 1)
 
-    def begin(self, step: int) -> None:
+    def begin(self, step: int, rule: HangRule | None = None) -> None:
+        """Watch `step` (a step, or with `rule` another span, e.g. its checkpoint save)."""
+        rule = rule or self.rule
         with self._lock:
-            self._running = (step, self.clock(), self.rule.bound())
+            self._running = (step, self.clock(), rule.bound(), rule)
 
     def end(self) -> float:
-        """Close the running step and count it; its duration."""
+        """Close the running span and count it in its rule; its duration."""
         with self._lock:
-            step, started, _ = self._running
+            _, started, _, rule = self._running
             self._running = None
         seconds = self.clock() - started
-        self.rule.record(seconds)
+        rule.record(seconds)
         return seconds
 
     def pause(self) -> None:
@@ -109,7 +118,7 @@ class StepWatchdog:
             running = self._running
         if running is None or self._fired:
             return False
-        step, started, bound = running
+        step, started, bound, _ = running
         elapsed = self.clock() - started
         if elapsed <= bound:
             return False

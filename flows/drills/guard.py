@@ -1,10 +1,12 @@
 """Drills of the training guard (torch job): a silent NCCL hang and a CUDA error. See __init__.py.
 
     nccl-hang   rank 1 of the primary's torchrun job is SIGSTOPped (raising nothing, as a
-                suspended network interface or a hung NCCL kernel would): the guard's
-                watchdog stops the job within its bound (exit 83), names rank 1 in its event
-                and dumps rank 0's stacks; the failover resumes from the newest certified
-                periodic checkpoint with losses equal to an uninterrupted run
+                suspended network interface or a hung NCCL kernel would), in a step or in a
+                periodic checkpoint save (option `hang_in`: step or save; by default the
+                drill's seed picks): the guard's watchdog stops the job within its bound
+                (exit 83), names rank 1 in its event and dumps rank 0's stacks; the failover
+                resumes from the newest certified periodic checkpoint with losses equal to
+                an uninterrupted run
     cuda-error  every rank raises a CUDA error at a random step: the guard writes an
                 emergency checkpoint of the step before (its commit record says so), exits
                 81; the failover certifies and resumes from that very checkpoint, exactly
@@ -53,6 +55,13 @@ def prepare_guarded_fault(rig: Rig, options: Mapping[str, Any]) -> None:
     fault_at = rig.rng.randint(11, SANDBOX_JOB_STEPS - 16)
     if (fault_at - 1) % every == 0:  # the step before is a periodic checkpoint: nothing to write
         fault_at += 1
+    hang_in = (
+        (options.get("hang_in") or rig.rng.choice(("step", "save"))) if rig.kind == "nccl-hang" else None
+    )
+    if hang_in == "save":  # rank 0 saves right after logging it
+        fault_at = max(fault_at // every, 3) * every  # two saves measured: the saves' bound is warm
+    elif hang_in == "step" and fault_at % every == 0:  # not right before a save
+        fault_at += 1
     events = FileEvents(box.root / "guard-events.jsonl")
     env = {"LIFEBOAT_GUARD_EVENTS": str(events.path), "LIFEBOAT_HANG_FLOOR_S": str(FLOOR_S)}
     if rig.kind == "cuda-error":
@@ -94,6 +103,7 @@ def prepare_guarded_fault(rig: Rig, options: Mapping[str, Any]) -> None:
     rig.outage_started_at = utcnow()
     rig.facts.update(
         fault_at=fault_at,
+        hang_in=hang_in,
         returncode=code,
         ended_after_s=time.monotonic() - started,
         last_step=_last_step(box.pre_failure_log),
@@ -136,9 +146,13 @@ def verify_guarded_fault(rig: Rig, outcome: Outcome) -> list[Check]:
                 and payload.get("rank") == 1
                 and bound is not None
                 and payload["elapsed"] <= bound + 0.5,
-                payload.get("detail", "no event"),
+                f"stopped in a {f['hang_in']} after step {f['fault_at']}: {payload.get('detail', 'no event')}",
             ),
-            Check("rank 0's stacks were dumped", "Thread 0x" in f["log"] and "train_step" in f["log"]),
+            Check(
+                "rank 0's stacks were dumped",
+                "Thread 0x" in f["log"]
+                and ("save_checkpoint" if f["hang_in"] == "save" else "train_step") in f["log"],
+            ),
         ]
         expected = payload.get("last_committed")
     else:

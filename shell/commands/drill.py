@@ -42,6 +42,12 @@ def register(subparsers) -> None:
         default="numpy",
         help="the sandbox job: numpy (every kind) or torch (torchrun + DCP; process-kill)",
     )
+    p.add_argument(
+        "--hang-in",
+        choices=("step", "save"),
+        default=None,
+        help="nccl-hang: stop rank 1 in a training step or a checkpoint save (default: the drill picks)",
+    )
     p.add_argument("--json", action="store_true", help="print every drill's checks as JSON")
     p.set_defaults(handler=run)
 
@@ -58,7 +64,9 @@ def run(args) -> int:
     if why := trainer_job(args.trainer).missing():
         raise ConfigError(why)
     try:
-        results = drill(args.runbook, kind=args.kind, scope=args.scope, trainer=args.trainer)
+        results = drill(
+            args.runbook, kind=args.kind, scope=args.scope, trainer=args.trainer, hang_in=args.hang_in
+        )
     except DrillFailed as e:
         print(json.dumps({"passed": False, "failure": str(e)}) if args.json else e)
         return 1

@@ -42,6 +42,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -123,11 +124,20 @@ def save_checkpoint(model, optimizer, step: int, ckpt_dir: Path, group=None) -> 
 
 
 def commit_save(
-    ckpt_dir: Path, path: Path, step: int, epoch: int, *, record: dict | None = None, group=None
+    ckpt_dir: Path,
+    path: Path,
+    step: int,
+    epoch: int,
+    *,
+    record: dict | None = None,
+    group=None,
+    committed: Callable[[int], None] | None = None,
 ) -> None:
     """Once every rank has saved `path`: rank 0 commits it (the guarded commit, under
     `epoch`, `record` in its commit record) and every rank learns the outcome. Raises
-    `StopFailover` on every rank when a failover fenced this job out (no marker was written)."""
+    `StopFailover` on every rank when a failover fenced this job out (no marker was written).
+    `committed(step)` is told as soon as the marker is written (rank 0: before the broadcast,
+    which a stuck peer can hold up; the others: after it)."""
     dist.barrier(group)  # every rank's shard is written
     refused, why = torch.zeros(1, dtype=torch.int32), ""
     if dist.get_rank() == 0:
@@ -135,9 +145,13 @@ def commit_save(
             commit_checkpoint(LocalStore(ckpt_dir), path.name, step, epoch, record=record)
         except StopFailover as e:
             refused[0], why = 1, str(e)
+        if committed and not refused.item():
+            committed(step)
     dist.broadcast(refused, 0, group=group)
     if refused.item():
         raise StopFailover(why or "rank 0's guarded commit was refused")
+    if committed and dist.get_rank() != 0:
+        committed(step)
 
 
 def committed_checkpoint(uri: str) -> Path:
@@ -253,9 +267,9 @@ def train(args) -> int:
             if log:
                 log.step(step, loss)
             if args.every and step % args.every == 0:
-                commit_save(ckpt_dir, save_checkpoint(model, optimizer, step, ckpt_dir), step, epoch)
-                if guard:
-                    guard.committed(step)
+                with guard.saving(step) if guard else contextlib.nullcontext():
+                    path = save_checkpoint(model, optimizer, step, ckpt_dir)
+                    commit_save(ckpt_dir, path, step, epoch, committed=guard.committed if guard else None)
             if args.step_seconds:
                 time.sleep(args.step_seconds)
     return step

@@ -17,20 +17,24 @@ pytestmark = [
 
 
 @pytest.mark.parametrize(
-    ("kind", "own_check"),
+    ("kind", "options", "own_check"),
     [
-        ("nccl-hang", "the watchdog named the stopped rank within its bound"),
-        ("cuda-error", "an emergency checkpoint of the step before the fault, committed as consistent"),
+        ("nccl-hang", {"hang_in": "step"}, "the watchdog named the stopped rank within its bound"),
+        # rank 1 stopped in a periodic checkpoint save: rank 0 waits in the save's barrier
+        ("nccl-hang", {"hang_in": "save"}, "the watchdog named the stopped rank within its bound"),
+        ("cuda-error", {}, "an emergency checkpoint of the step before the fault, committed as consistent"),
     ],
 )
 def test_a_guarded_fault_drill_ends_in_the_guards_stop_and_an_exact_resume(
-    prefect_server, workdir, kind, own_check
+    prefect_server, workdir, kind, options, own_check
 ):
-    (result,) = drill(str(DEMO), kind=kind, trainer="torch")
+    (result,) = drill(str(DEMO), kind=kind, trainer="torch", **options)
 
     checks = {name: (ok, detail) for name, ok, detail in result["checks"]}
     assert result["passed"], result["checks"]
     assert checks[own_check][0]
+    if options.get("hang_in") == "save":
+        assert "checkpoint save of step" in checks[own_check][1]
     assert "identical" in checks["resumed losses equal an uninterrupted run's exactly"][1]
     (entry,) = LedgerFile(workdir / "ledger.jsonl").read("demo")
     assert entry.drill and entry.notes["drill"] == kind

@@ -100,3 +100,20 @@ def test_a_step_that_raised_is_not_watched_any_more():
     dog.pause()  # the guard handles the exception (its own bounded agreement and save)
     clock.now += 100
     assert not dog.check() and fired == []
+
+
+def test_a_checkpoint_save_is_watched_against_saves_and_leaves_the_steps_median_alone():
+    clock, fired = FakeClock(), []
+    steps, saves = HangRule(multiple=4, floor_s=1, warmup=2), HangRule(multiple=4, floor_s=1, warmup=2)
+    dog = StepWatchdog(steps, lambda *a: fired.append(a), clock=clock)
+    for n, rule, seconds in ((1, None, 0.1), (2, None, 0.1), (2, saves, 3.0), (4, saves, 3.0)):
+        dog.begin(n, rule)
+        clock.now += seconds
+        assert not dog.check()
+        dog.end()
+    assert (steps.bound(), saves.bound()) == (1.0, 12.0)  # a 3 s save is no hang; a 3 s step is
+    dog.begin(6, saves)
+    clock.now += 11.9
+    assert not dog.check()
+    clock.now += 0.2
+    assert dog.check() and fired == [(6, pytest.approx(12.1), 12.0)]

@@ -175,3 +175,37 @@ def test_a_usr1_handler_the_job_had_still_runs_after_the_stacks(group, tmp_path,
         assert "most recent call first" in capfd.readouterr().err
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+def test_a_rank_stuck_in_a_checkpoint_save_is_a_hang_that_names_the_save(group, tmp_path, monkeypatch):
+    """The save is collective: a peer stopped there holds this rank in its barrier."""
+    import lifeboat_dr.core.guard.loop as loop
+
+    monkeypatch.setattr(loop, "exit_now", sys.exit)  # the hang path's hard exit, caught here
+    clock, job = FakeClock(), Job(tmp_path)
+    with job.guard() as guard, pytest.raises(SystemExit) as stop:
+        guard.watchdog.stop()  # this test looks itself, on its own clock
+        guard.watchdog.clock = clock
+        for n in range(1, 7):
+            with guard.step(n):
+                job.step()
+                clock.now += 0.01
+            if n % 2 == 0:
+                with guard.saving(n):
+                    clock.now += 6.0 if n == 6 else 0.4  # the third save never ends
+                    guard.watchdog.check()
+                guard.committed(n)
+    assert stop.value.code == 83
+    (event,) = job.events.read()
+    payload = event["payload"]
+    assert (payload["kind"], payload["step"], payload["span"]) == ("hang", 6, "checkpoint save of step")
+    assert payload["detail"].startswith("checkpoint save of step 6 ran 6.00 s, past the bound 5.00 s")
+    assert payload["last_committed"] == 4 and payload["bound"] == 5.0  # the steps' 0.01 s never set it
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
