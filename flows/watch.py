@@ -4,7 +4,9 @@ Scheduled (prefect.yaml: every minute at most, at the period the runbook's RTO n
 `lifeboat_dr.core.cadences`). Each run reads the runbook's signals, records the
 readings in the runbook's signal log (shared with `lifeboat serve`, which adds alerts),
 and emits `lifeboat.outage.suspected` / `.confirmed` / `.recovered` when the decision
-changes. `lifeboat.outage.confirmed` is what the failover automation waits for.
+changes. `lifeboat.outage.confirmed` is what the failover automation waits for. Each GPU
+XID NVML reported is also a `lifeboat.training.fault` event (kind `xid`), the training
+guard's event for the faults it sees from inside the job.
 
 Where it runs matters for one signal: `gpu_health` asks NVML on the worker's own host, so
 deploy a watch to a work pool on the GPU nodes, or leave GPU health to DCGM exporter alerts
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger, task
 
-from lifeboat_dr.core.detection.events import outage_event
+from lifeboat_dr.core.detection.events import outage_event, xid_fault_events
 from lifeboat_dr.core.detection.probes import Probe
 from lifeboat_dr.core.detection.quorum import QuorumPolicy
 from lifeboat_dr.core.detection.shared_state import open_signal_log
@@ -45,7 +47,9 @@ def watch(runbook: str, xid_wait_ms: int = 0, vantage: str | None = None) -> dic
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(runbook)
-    decision = observe(rb, open_signal_log(rb.name), xid_wait_ms=xid_wait_ms, vantage=vantage)
+    decision, readings = tick(rb, open_signal_log(rb.name), xid_wait_ms=xid_wait_ms, vantage=vantage)
+    for spec in xid_fault_events(readings, rb.name, runbook):
+        emit(spec)
     spec = outage_event(decision, rb.name, runbook)
     if spec:
         emit(spec)
@@ -55,6 +59,11 @@ def watch(runbook: str, xid_wait_ms: int = 0, vantage: str | None = None) -> dic
 def observe(rb, log, *, xid_wait_ms: int = 0, vantage: str | None = None):
     """One tick of the watch: `rb`'s probes (a task run each) into `log` and the quorum's
     decision, logged; emits nothing (the serving-rto drill ticks it on a sandbox's own log)."""
+    return tick(rb, log, xid_wait_ms=xid_wait_ms, vantage=vantage)[0]
+
+
+def tick(rb, log, *, xid_wait_ms: int = 0, vantage: str | None = None):
+    """`observe`, with the readings behind the decision."""
     from lifeboat_dr.flows.wiring import build_probes
 
     readings = [
@@ -65,4 +74,4 @@ def observe(rb, log, *, xid_wait_ms: int = 0, vantage: str | None = None):
     for r in readings:
         logger.info("%s %s: %s", r.signal, r.status, r.summary)
     logger.info("%s", decision.summary)
-    return decision
+    return decision, readings

@@ -1,4 +1,5 @@
-"""Outage decisions as Prefect events: `lifeboat.outage.{suspected,confirmed,recovered}`.
+"""Outage decisions as Prefect events: `lifeboat.outage.{suspected,confirmed,recovered}`;
+and each GPU XID a watch read, as the training guard's `lifeboat.training.fault` (kind `xid`).
 
 The runbook is the event's resource (`lifeboat.runbook.<name>`, with its path as a label
 the failover automation passes on). The payload carries `evidence` (one line per reading,
@@ -14,7 +15,10 @@ from datetime import datetime
 from typing import Any
 
 from lifeboat_dr.core.detection.quorum import OutageDecision, OutageState
-from lifeboat_dr.core.detection.signals import iso
+from lifeboat_dr.core.detection.signals import Reading, iso
+from lifeboat_dr.core.guard.loop import EVENT as FAULT_EVENT
+from lifeboat_dr.core.guard.loop import EVENT_NAMESPACE
+from lifeboat_dr.providers.health import CRITICAL_XIDS
 
 RESOURCE_PREFIX = "lifeboat.runbook."
 PATH_LABEL = "lifeboat.runbook.path"
@@ -68,3 +72,39 @@ def outage_event(decision: OutageDecision, name: str, path: str | None) -> Event
         decision.episode_id(name),
         decision.at,
     )
+
+
+def xid_fault_events(readings: list[Reading], name: str, path: str | None) -> list[EventSpec]:
+    """One `lifeboat.training.fault` event per XID in the watch's GPU-health readings, named
+    as the training guard names its faults (kind `xid`, with the XID, GPU and host; rank and
+    step unknown from outside the job). NVML hands each XID out once, so a reading's XIDs are
+    new; the id (runbook, host, GPU, XID, reading time) stores a re-emitted reading once."""
+    specs = []
+    for r in readings:
+        if r.signal != "gpu_health":
+            continue
+        host = str(r.evidence.get("host") or r.source.partition("@")[2])
+        for gpu, xid in r.evidence.get("xids") or ():
+            meaning = CRITICAL_XIDS.get(xid, "not in the critical list: usually the application's own fault")
+            payload = {
+                "kind": "xid",
+                "xid": xid,
+                "gpu": gpu,
+                "critical": xid in CRITICAL_XIDS,
+                "rank": None,
+                "host": host,
+                "step": None,
+                "detail": f"XID {xid} on GPU {gpu} of {host}: {meaning}",
+                "runbook": str(path or name),
+                "reported_by": r.source,
+            }
+            resource = {
+                **runbook_resource(name, path),
+                "lifeboat.fault": "xid",
+                "lifeboat.xid": str(xid),
+                "lifeboat.host": host,
+                "lifeboat.critical": str(xid in CRITICAL_XIDS).lower(),
+            }
+            key = f"{name}/xid/{host}/{gpu}/{xid}/{iso(r.at)}"
+            specs.append(EventSpec(FAULT_EVENT, resource, payload, uuid.uuid5(EVENT_NAMESPACE, key), r.at))
+    return specs
