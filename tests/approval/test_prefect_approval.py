@@ -383,8 +383,9 @@ def test_slack_down_during_the_incident_still_lets_the_ui_decide(
 ):
     slack_stub.fail_next("chat.postMessage", "service_unavailable", status=503)
     rb = make_runbook(tmp_path)
+    others = set(_paused_run_ids())  # the shared server may hold other tests' paused runs
     t = in_thread(gate_flow, rb.model_dump(mode="json"), slack_stub.base_url, str(tmp_path / "ledger.jsonl"))
-    (run_id,) = wait_until(_paused_run_ids)
+    (run_id,) = wait_until(lambda: [r for r in _paused_run_ids() if r not in others])
     assert _proxied(
         approval_keys, run_id, "alice@example.com", reason="Slack is down, approving in the UI"
     ).is_success
