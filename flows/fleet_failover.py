@@ -222,7 +222,7 @@ def _ask(plan, jobs, loaded, path_of, to_run, fleet, run_id, started, dry_run, m
             f"fleet of {len(plan.placements)} runbook(s): {len(to_run)} to fail over now, "
             f"{len(plan.waiting())} wait"
         ],
-        plan="\n".join(lines),
+        jobs=lines,
         cost_per_hour=sum(p.cost_per_h_usd or 0 for p in to_run),
         expected_rto=max(expected.values()),
         drill=dry_run,

@@ -74,7 +74,7 @@ def fleet_approval(sections: Sequence, *, rehearsal: bool = False):
 
 
 def card_lines(plan: FleetPlan, jobs: Mapping[str, FleetJob], expected: Mapping[str, timedelta]) -> list[str]:
-    """One line per job, in the fleet's order: where it runs (GPU type, downgrade marked),
+    """One line per job, in the fleet's order (the card numbers them): where it runs (GPU type, downgrade marked),
     $/h, expected RTO against its class target; or how long it waits."""
     lines = []
     for p in plan.placements:
@@ -87,11 +87,10 @@ def card_lines(plan: FleetPlan, jobs: Mapping[str, FleetJob], expected: Mapping[
             )
             rto = format_duration(expected[p.job]) if p.job in expected else "unknown"
             lines.append(
-                f"{p.order + 1}. {p.job}: {p.gpus}x {gpu} on {p.place.infra}, {price}, "
-                f"expected RTO {rto} (target {target})"
+                f"{p.job}: {p.gpus}x {gpu} on {p.place.infra}, {price}, expected RTO {rto} (target {target})"
             )
         else:
-            lines.append(f"{p.order + 1}. {p.describe()}; not failed over now (target {target})")
+            lines.append(f"{p.describe()}; not failed over now (target {target})")
     return lines
 
 

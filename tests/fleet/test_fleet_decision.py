@@ -117,14 +117,14 @@ def test_the_card_lists_every_job_placement_gpu_price_expected_rto_and_the_waits
         p, {j.name: j for j in JOBS}, {"chat": timedelta(seconds=40), "sft": timedelta(minutes=9)}
     )
     assert lines == [
-        "1. chat: 16x H100 on gcp/us-central1, $64/h, expected RTO 40s (target 10s)",
-        "2. pretrain: 128x A100-80GB (downgraded from H100) on gcp/us-central1, $486/h, "
+        "chat: 16x H100 on gcp/us-central1, $64/h, expected RTO 40s (target 10s)",
+        "pretrain: 128x A100-80GB (downgraded from H100) on gcp/us-central1, $486/h, "
         "expected RTO unknown (target 30m)",
-        "3. sft: 64x H100 on gcp/us-central1, $243/h, expected RTO 9m (target 1h)",
+        "sft: 64x H100 on gcp/us-central1, $243/h, expected RTO 9m (target 1h)",
     ]
     tight = plan({H100: 16, A100: 64})
     waits = card_lines(tight, {j.name: j for j in JOBS}, {})
-    assert waits[1].startswith("2. pretrain: waits an unknown time, then the recovered primary ($486/h")
+    assert waits[1].startswith("pretrain: waits an unknown time, then the recovered primary ($486/h")
     assert waits[1].endswith("not failed over now (target 30m)")
 
 
@@ -189,3 +189,21 @@ def test_the_fleet_entry_says_which_jobs_met_their_class_rto(tmp_path):
     book.append(entry)
     book.append(entry)
     assert [e.fleet for e in book.read()] == [entry.fleet] * 2
+
+
+def test_one_card_in_the_prefect_ui_and_in_slack_lists_every_job():
+    from lifeboat_dr.flows.approval_screen import card_markdown
+    from lifeboat_dr.providers.chat.base import ApprovalCard
+    from lifeboat_dr.providers.chat.slack import card_blocks
+
+    p = plan({H100: 16, A100: 128})
+    lines = card_lines(p, {j.name: j for j in JOBS}, {"chat": timedelta(seconds=40)})
+    card = ApprovalCard(
+        runbook=fleet_name(p), run_id=RUN, jobs=lines, cost_per_hour=550.4, approvers=["U0ALICE"]
+    )
+    markdown, slack = card_markdown(card), str(card_blocks(card))
+    for n, line in enumerate(lines, 1):
+        assert f"**Job {n}:** {line}" in markdown
+        assert line.replace("&", "&amp;") in slack or line in slack
+    assert "Certified checkpoint" not in markdown  # each job certifies its own after the decision
+    assert "$550.40/h" in markdown
