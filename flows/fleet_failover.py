@@ -163,7 +163,9 @@ def run_fleet(
                     run_id=member_id[p.job],
                     flow_run=flow_run,
                     dry_run=dry_run,
-                    outage_started_at=outage_started_at,
+                    # one outage: a rehearsal's every member measures from the fleet's start,
+                    # so a later member's RTO includes the members failed over before it
+                    outage_started_at=started if dry_run else outage_started_at,
                     evidence=evidence,
                     force=force,
                     gate=gate,
