@@ -235,6 +235,8 @@ def _ask(plan, jobs, loaded, path_of, to_run, fleet, run_id, started, dry_run, m
 
 
 def _decision_text(decision, done) -> str:
+    if decision is None and not done:
+        return "none asked: no job has room on the secondary now"
     if decision is None:
         return f"none asked: every placed job had completed ({', '.join(sorted(done))})"
     verdict = "approved" if decision.approved else "rejected"
