@@ -125,6 +125,10 @@ def run_fleet(
         }
     except (ConfigError, ValueError) as e:
         return Failed(message=f"fleet failover: {e}", data=FleetFailoverFailed(str(e)))
+    names = [rb.name for rb in loaded.values()]
+    if twice := sorted({n for n in names if names.count(n) > 1}):  # one failover per runbook
+        why = f"runbook(s) given twice: {', '.join(twice)}"
+        return Failed(message=f"fleet failover: {why}", data=FleetFailoverFailed(why))
     read = {path: fleet_job(rb) for path, rb in loaded.items()}
     if unsized := [j for j in read.values() if isinstance(j, Unsized)]:
         why = "; ".join(f"{u.name}: {u.why}" for u in unsized)

@@ -186,3 +186,14 @@ def test_the_fleet_gate_refuses_unsigned_member_signed_and_partly_allowed_decisi
     assert "U01ONCALL02" in refused
     assert [j.outcome for j in entry.jobs] == ["not run", "not run", "waiting"]
     assert not ledger_path.exists() or LedgerFile(ledger_path).read() == []  # no failover started
+
+
+def test_a_runbook_given_twice_fails_the_fleet_in_one_line_before_anything_is_asked(
+    prefect_server, tmp_path, ledger_path
+):
+    a = three_runbooks(tmp_path)[0]
+    again = tmp_path / "again.yaml"
+    again.write_text(Path(a).read_text())  # the same runbook under another path
+    state = fleet_failover(runbooks=[a, str(again)], dry_run=True, return_state=True)
+    assert state.is_failed() and state.message == "fleet failover: runbook(s) given twice: pretrain-a"
+    assert FleetLedger().read() == [] and not ledger_path.exists()
