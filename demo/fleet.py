@@ -10,12 +10,17 @@ waiting (GPUs x $/h); a job may be downgraded to another GPU type it lists; what
 placed waits, with its expected wait and what each hour of it costs. The fine-tuning run has
 30 minutes left (the demo says so: runbooks do not declare it), so the job behind it is given
 its GPUs then; the one still waiting when the primary is due back (4 h) resumes at home.
-Nothing is launched. Exit 0 when the fleet plan stays within the quota.
+Nothing is launched. Then the `fleet-failover` flow rehearses it in dry run, on a temporary
+Prefect server: one card listing every job, one decision (the console's, in a rehearsal), each
+placed runbook's own failover in its own sandbox, and the fleet's ledger entry (which jobs met
+their class RTO). `--plan-only` stops after the plan. Exit 0 when the fleet plan stays within
+the quota and every placed job's failover completed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -83,7 +88,8 @@ def sandboxed_runbooks(folder: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="make demo DEMO_ARGS=--fleet", description=__doc__.splitlines()[0])
     p.add_argument("--fleet", action="store_true", help="(selects this demo from lifeboat_dr.demo.training)")
-    p.parse_args(argv)
+    p.add_argument("--plan-only", action="store_true", help="stop after the plan: no fleet failover dry run")
+    args = p.parse_args(argv)
 
     from lifeboat_dr.core.fleet.capacity import combined_quota, domain_capacity
     from lifeboat_dr.core.fleet.plan import plan_fleet
@@ -92,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
 
     enter()
     shutil.rmtree(DEMO, ignore_errors=True)
-    runbooks = [load_runbook(path) for path in sandboxed_runbooks(DEMO / "runbooks")]
+    paths = sandboxed_runbooks(DEMO / "runbooks")
+    runbooks = [load_runbook(path) for path in paths]
     jobs = [replace(job, runtime_left_s=ENDS_IN_S.get(job.name)) for job in map(fleet_job, runbooks)]
     quota, _ = combined_quota(q for rb in runbooks for q in declared_quota(rb))
     lost = sum(j.gpus for j in jobs)
@@ -134,5 +141,57 @@ def main(argv: list[str] | None = None) -> int:
         f"50% minimum: {outage.quota_gpus} GPUs of quota for the {outage.primary_gpus} lost: "
         + ("met" if outage.covers_minimum else "NOT MET")
     )
-    say("demo passed: the fleet plan stays within the quota" if within else "demo FAILED: past the quota")
-    return 0 if within else 1
+    if not within:
+        say("demo FAILED: past the quota")
+        return 1
+    say("the fleet plan stays within the quota")
+    if not args.plan_only and not rehearse(paths):
+        say("demo FAILED: a placed job's failover did not complete")
+        return 1
+    say("demo passed" + (": the fleet plan stays within the quota" if args.plan_only else ""))
+    return 0
+
+
+def rehearse(paths: list[Path]) -> bool:
+    """The fleet failover of `paths` in dry run, on a temporary Prefect server; True when every
+    placed job's failover completed."""
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_HOME,
+        PREFECT_SERVER_ALLOW_EPHEMERAL_MODE,
+        temporary_settings,
+    )
+
+    say()
+    say("the fleet failover, in dry run: one card, one decision, each placed job's own failover")
+    home = (DEMO / "prefect").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    ledger = os.environ.get("LIFEBOAT_LEDGER")
+    os.environ["LIFEBOAT_LEDGER"] = str((DEMO / "ledger.jsonl").resolve())  # fleet.jsonl beside it
+    settings = {PREFECT_SERVER_ALLOW_EPHEMERAL_MODE: True, PREFECT_HOME: str(home)}
+    try:
+        with temporary_settings(updates=settings, restore_defaults={PREFECT_API_URL}):
+            from lifeboat_dr.flows.fleet_failover import fleet_failover
+
+            runs = [str(p) for p in paths]
+            state = fleet_failover(runbooks=runs, dry_run=True, recovery="4h", return_state=True)
+            result = state.result(raise_on_failure=False)
+    finally:  # the caller's ledger as it was
+        if ledger is None:
+            del os.environ["LIFEBOAT_LEDGER"]
+        else:
+            os.environ["LIFEBOAT_LEDGER"] = ledger
+    if not isinstance(result, dict):
+        say(f"  the fleet failover ended {state.type.value}: {state.message}")
+        return False
+    for j in result["jobs"]:
+        if j["rto_s"] is not None:
+            met = "met" if j["met"] else "MISSED"
+            how = f"RTO {j['rto_s']:.0f}s against {j['rto_target_s']:.0f}s: {met}"
+        else:
+            how = "expected wait " + (
+                f"{j['expected_wait_s'] / 3600:.1f}h" if j["expected_wait_s"] else "unknown"
+            )
+        say(f"  {j['runbook']}: {j['outcome']}, {how}")
+    say(f"fleet ledger {DEMO / 'fleet.jsonl'}: {result['fleet']}, {result['decision'][:80]}")
+    return state.is_completed()

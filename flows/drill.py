@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from prefect import flow
 
-from lifeboat_dr.flows.drills import DrillResult, Outcome, Rig, kinds_for, run_drill
+from lifeboat_dr.flows.drills import FLEET_KIND, DrillResult, Outcome, Rig, kinds_for, run_drill
 from lifeboat_dr.kernel.errors import LifeboatError
 
 
@@ -101,6 +101,18 @@ def _publish(rb_name: str, result: DrillResult) -> None:
         print(f"could not record the drill artifact: {e}")
 
 
+def _fleet_drill(rb) -> DrillResult:
+    """The `fleet` drill inside this flow run (flows/drills/fleet.py)."""
+    import secrets
+
+    from prefect.runtime import flow_run
+
+    from lifeboat_dr.flows.drills.fleet import fleet_drill
+    from lifeboat_dr.flows.sandbox import SANDBOX_ROOT
+
+    return fleet_drill(rb, flow_run=flow_run, root=SANDBOX_ROOT, drill_id=f"fleet-{secrets.token_hex(4)}")
+
+
 @flow(name="drill", log_prints=True)
 def drill(
     runbook: str,
@@ -120,6 +132,7 @@ def drill(
         "failback",
         "nccl-hang",
         "cuda-error",
+        "fleet",
         "all",
     ] = "all",
     scope: Literal["az", "region"] | None = None,
@@ -130,7 +143,8 @@ def drill(
 
     Args:
         runbook: Path of the runbook YAML on the worker.
-        kind: Which failure to rehearse, or all of them in turn.
+        kind: Which failure to rehearse, or all of them in turn (`fleet`, three copies of the
+            runbook failing over on a secondary with room for two, only when named).
         scope: region-outage only: block the primary's zone (az) or its whole region.
         trainer: The sandbox job: the numpy trainer (every kind), or a PyTorch job under
             torchrun with DCP checkpoints (process-kill; needs the torch extra).
@@ -142,13 +156,17 @@ def drill(
     rb = load_runbook(runbook)
     results = []
     for k in kinds_for(kind, rb, trainer):
-        result = run_drill(
-            rb,
-            k,
-            failover=run_failover,
-            scope=scope if k == "region-outage" else None,
-            trainer=trainer,
-            options={"hang_in": hang_in} if k == "nccl-hang" and hang_in else None,
+        result = (
+            _fleet_drill(rb)
+            if k == FLEET_KIND
+            else run_drill(
+                rb,
+                k,
+                failover=run_failover,
+                scope=scope if k == "region-outage" else None,
+                trainer=trainer,
+                options={"hang_in": hang_in} if k == "nccl-hang" and hang_in else None,
+            )
         )
         print("\n".join(result.lines()))
         _publish(rb.name, result)

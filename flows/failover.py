@@ -126,6 +126,36 @@ def failover(
     """
     from prefect.runtime import flow_run
 
+    run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
+    return run_failover(
+        runbook,
+        run_id=run_id,
+        flow_run=flow_run,
+        dry_run=dry_run,
+        outage_started_at=outage_started_at,
+        detected_at=detected_at,
+        evidence=evidence,
+        force=force,
+        approval=approval,
+    )
+
+
+def run_failover(
+    runbook: str,
+    *,
+    run_id: str,
+    flow_run,
+    dry_run: bool = False,
+    outage_started_at: datetime | None = None,
+    detected_at: datetime | None = None,
+    evidence: list[str] | None = None,
+    force: bool = False,
+    approval: str | None = None,
+    gate: Gate | None = None,
+) -> dict:
+    """The `failover` flow's body for one run id, inside a flow run (`flow_run`: Prefect's
+    runtime view of it). `gate` replaces the runbook's own approval gate: only code passes
+    one (the fleet flow, with the decision its own gate verified), never a parameter."""
     from lifeboat_dr.flows.guard import Guard
     from lifeboat_dr.flows.record import publish
     from lifeboat_dr.flows.wiring import build_gate, build_ledger, build_steps, providers_for, settings_for
@@ -134,7 +164,6 @@ def failover(
     from lifeboat_dr.providers.orchestrator.prefect_api import tag_run
 
     rb = load_runbook_and_task(runbook)  # the task YAML too: a typo stops here, not after approval
-    run_id = str(flow_run.id or f"local-{_now():%Y%m%dT%H%M%S}")
     if rb.serving is not None:  # realtime serving: verify the hot standby, move traffic
         from lifeboat_dr.flows.serving import serve_failover
 
@@ -182,8 +211,8 @@ def failover(
     if sky_rehearsal is not None:
         ledger.note("skypilot dry run", sky_rehearsal.summary())
     _note_start_up(ledger, flow_run)
-    gate = build_gate(rb, console=guard.console, drill=dry_run)
-    if flow_run.id:
+    gate = gate or build_gate(rb, console=guard.console, drill=dry_run)
+    if flow_run.id and run_id == str(flow_run.id):  # a fleet's member is no run of its own
         try:
             tag_run(run_id, run_tags(rb, dry_run=dry_run))
         except LifeboatError as e:  # labels only: never a reason to stop a failover

@@ -93,7 +93,8 @@ from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.runbooks.model import Runbook
 
 INFERENCE_KINDS = SERVING_KINDS + BATCH_KINDS
-ALL_KINDS = KINDS + GUARD_KINDS + INFERENCE_KINDS
+FLEET_KIND = "fleet"  # three copies of the runbook, room for two: flows/drills/fleet.py; not in `all`
+ALL_KINDS = KINDS + GUARD_KINDS + INFERENCE_KINDS + (FLEET_KIND,)
 
 DRILLS: dict[str, Drill] = {
     "process-kill": Drill(prepare_process_kill, verify_process_kill, history=False),
@@ -190,8 +191,12 @@ def kinds_for(kind: str, rb: Runbook | None = None, trainer: str = "numpy") -> t
         check_trainer(kind, trainer)
         training = TRAINER_KINDS[trainer]
         return training + BATCH_KINDS if workload == "batch-inference" else training
-    if kind not in DRILLS and kind not in INFERENCE_KINDS:
+    if kind not in DRILLS and kind not in INFERENCE_KINDS and kind != FLEET_KIND:
         raise ConfigError(f"unknown drill kind {kind!r}; use one of {', '.join(ALL_KINDS)} or all")
+    if kind == FLEET_KIND:
+        if rb is not None and rb.serving is not None:
+            raise ConfigError(f"drill 'fleet' rehearses training failovers; {rb.name} serves traffic")
+        return (kind,)
     if rb is not None and (kind in SERVING_KINDS) != (rb.serving is not None):
         raise ConfigError(
             f"drill {kind!r} does not fit {rb.name} ({rb.workload.value}); "
@@ -204,6 +209,7 @@ def kinds_for(kind: str, rb: Runbook | None = None, trainer: str = "numpy") -> t
 
 __all__ = [
     "ALL_KINDS",
+    "FLEET_KIND",
     "KINDS",
     "SCOPES",
     "Check",

@@ -81,6 +81,7 @@ class ApprovalCard:
     proof: str | None = None  # how the resumed job will prove it: its own steps, a replay, none
     if_mismatch: str | None = None  # what a parity mismatch would do (a possible rollback)
     epoch: int | None = None  # the site epoch when asked (signed with the answer: no replay across epochs)
+    jobs: list[str] = field(default_factory=list)  # a fleet's card: one line per job, in place of one plan
 
     @property
     def what(self) -> str:
@@ -102,6 +103,21 @@ class ApprovalCard:
             else ""
         )
         deadline = self.deadline.isoformat(timespec="seconds") if self.deadline else "none"
+        if self.jobs:  # a fleet: each job its own line; each certifies its own checkpoint after the decision
+            priced = f"${self.cost_per_hour:,.2f}/h" if self.cost_per_hour is not None else "unknown"
+            lines = [
+                ("Outage evidence", "; ".join(self.evidence) or "none recorded"),
+                *((f"Job {n}", line) for n, line in enumerate(self.jobs, 1)),
+                ("Cost of the placed jobs", priced),
+                ("Expected RTO", vs(self.expected_rto, self.rto_target)),
+                ("Deadline", deadline),
+                (
+                    "At the deadline",
+                    ON_TIMEOUT.get(self.on_timeout, self.on_timeout) if self.on_timeout else None,
+                ),
+                ("May decide", self.deciders()),
+            ]
+            return [(label, text) for label, text in lines if text is not None]
         lines = [
             ("Outage evidence", "; ".join(self.evidence) or "none recorded"),
             ("Certified checkpoint", self.checkpoint or "none certified"),

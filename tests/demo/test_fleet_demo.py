@@ -10,7 +10,7 @@ from lifeboat_dr.demo import training as demo
 def test_fleet_demo_arbitrates_a_secondary_too_small_for_the_region(monkeypatch, capsys):
     monkeypatch.chdir(demo.ROOT)
 
-    assert demo.main(["--fleet"]) == 0
+    assert demo.main(["--fleet", "--plan-only"]) == 0
 
     out = capsys.readouterr().out
     assert "gcp/us-central1 H100: 176 GPUs booked of 96 (over)" in out

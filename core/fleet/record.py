@@ -1,0 +1,95 @@
+"""The fleet's ledger entry: one per fleet failover, beside each runbook's own entry.
+
+Every job of the plan: its class RTO target, the RTO its own failover measured and whether it
+met the target; the jobs that wait, with their expected wait; the decision and the plan's
+digest it was signed over. Kept as JSON lines in `fleet.jsonl` beside the RTO ledger
+(`LIFEBOAT_LEDGER`'s folder), append-only like it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from lifeboat_dr.core.ledger import DEFAULT_LEDGER, LedgerEntry
+from lifeboat_dr.kernel.errors import WriteFailed
+
+
+class FleetJobRecord(BaseModel):
+    runbook: str
+    workload: str
+    rto_target_s: float
+    outcome: str  # completed | failed | aborted | stood-down | waiting | not run
+    run_id: str | None = None  # its own failover's run id (its ledger entry)
+    place: str | None = None
+    downgraded: bool = False
+    rto_s: float | None = None  # measured by its own failover; None when it did not run or end
+    met: bool | None = None  # rto_s within rto_target_s; None when not measured
+    expected_wait_s: float | None = None  # for a waiting job: its expected wait (None: unknown)
+
+
+class FleetEntry(BaseModel):
+    fleet: str  # fleet-<digest>: the name the decision was signed for
+    run_id: str  # the fleet flow's run
+    plan_digest: str
+    decision: str  # "approved by U1 via slack: ..." or the rejection
+    drill: bool = False
+    recorded_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    jobs: list[FleetJobRecord]
+    notes: dict[str, str] = {}  # the fleet gate's: approval_requested, refusals, the decision
+
+    def met(self) -> list[str]:
+        return [j.runbook for j in self.jobs if j.met]
+
+    def summary(self) -> str:
+        ran = [j for j in self.jobs if j.rto_s is not None]
+        waiting = [j for j in self.jobs if j.outcome == "waiting"]
+        return f"{len(self.met())} of {len(ran)} failed-over job(s) met their class RTO; {len(waiting)} wait"
+
+
+def job_record(job, placement, entry: LedgerEntry | None, outcome: str | None = None) -> FleetJobRecord:
+    """One job's line: `job` a `FleetJob`, `placement` its `Placement`, `entry` its own ledger
+    entry (None when its failover did not run)."""
+    rto = entry.rto.total_seconds() if entry is not None and entry.rto is not None else None
+    return FleetJobRecord(
+        runbook=job.name,
+        workload=job.workload,
+        rto_target_s=job.rto_s,
+        outcome=outcome or (entry.outcome if entry is not None else "not run"),
+        run_id=entry.run_id if entry is not None else None,
+        place=str(placement.place) if placement.place and not placement.waits else None,
+        downgraded=placement.downgraded and not placement.waits,
+        rto_s=rto,
+        met=None if rto is None else rto <= job.rto_s,
+        expected_wait_s=placement.wait_s if placement.waits else None,
+    )
+
+
+class FleetLedger:
+    """`fleet.jsonl` beside the RTO ledger; `WriteFailed` naming the path when it cannot write."""
+
+    def __init__(self, path: str | Path | None = None):
+        ledger = Path(os.environ.get("LIFEBOAT_LEDGER") or DEFAULT_LEDGER)
+        self.path = Path(path) if path else ledger.with_name("fleet.jsonl")
+
+    def append(self, entry: FleetEntry) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "ab") as f:
+                fcntl.flock(f, fcntl.LOCK_EX)
+                f.write(entry.model_dump_json().encode() + b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise WriteFailed(f"cannot write the fleet ledger {self.path}: {e.strerror or e}") from None
+
+    def read(self) -> list[FleetEntry]:
+        try:
+            lines = self.path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        return [FleetEntry.model_validate_json(line) for line in lines if line.strip()]
