@@ -808,7 +808,8 @@ class Rung(_Strict):
         "The failover rung is approved by the runbook's `approval` section: none here.",
     )
     rto: Duration | None = Field(
-        None, description="This rung's RTO target (default: the runbook's); also how long it waits for health."
+        None,
+        description="This rung's RTO target (default: the runbook's); also how long it waits for health.",
     )
     zones: list[str] = Field(
         [],

@@ -127,7 +127,7 @@ class ComputeRungs:
                 raise RungFailed(f"other-zone: no zone but the failed one ({fault.zone})")
             name = f"{self.cluster}-zone"
             result = launch_with_fallback(self.compute, name, options, job, **self._timing)
-            notes["zone"] = result.status.option.infra
+            notes["zone"] = result.cluster.option.infra
             return name, notes
         raise ValueError(f"ComputeRungs does not act the {rung.name} rung")
 
