@@ -53,12 +53,12 @@ def rig(tmp_path):
     fake.launch("job-a", OPTION, JobSpec(name="job-a", command="train"))
     sink = LedgerFile(tmp_path / "ledger.jsonl")
 
-    def walk(fault=HANG, ladder=rungs("restart", "relaunch-without-node", "other-zone", "failover"), **kw):
+    def walk(fault=HANG, ladder=None, **kw):
         kw.setdefault("failover", Failover())
         return Walk(
             "ev-1",
             fault,
-            ladder,
+            ladder or rungs("restart", "relaunch-without-node", "other-zone", "failover"),
             ComputeRungs(fake, "job-a", OPTION, JOB, lambda: CKPT, clock=fake.clock, sleep=fake.clock.sleep),
             Ledgers(
                 "job-a", sink, rto_target=timedelta(hours=1), rpo_target=timedelta(minutes=30), clock=Ticks()
