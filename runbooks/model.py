@@ -956,6 +956,8 @@ class Runbook(_Strict):
             )
         if self.serving is not None and self.workload is not Workload.realtime_inference:
             raise ValueError("serving: only realtime-inference runbooks move traffic")
+        if set(self.recovery.names) - {"failover"} and not self.primary.cluster:
+            raise ValueError("primary.cluster: the recovery ladder's rungs act on the job's cluster: name it")
         if self.secondary.infra != "local" and not self.job.task:
             raise ValueError("job.task: a SkyPilot secondary needs job.task (the task YAML)")
         for field, url in self._endpoints():

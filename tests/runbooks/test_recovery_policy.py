@@ -4,7 +4,10 @@ failover alone (every runbook written before the ladder keeps today's behaviour)
 import pytest
 
 from lifeboat_dr.runbooks.loader import load_runbook
-from tests.runbooks.test_broken_runbooks import GOOD, problems, write
+from tests.runbooks.test_broken_runbooks import GOOD as BARE
+from tests.runbooks.test_broken_runbooks import problems, write
+
+GOOD = BARE.replace("  store: s3://prim/ckpt\n", "  store: s3://prim/ckpt\n  cluster: job-a\n")
 
 LADDER = """\
 recovery:
@@ -36,12 +39,12 @@ BROKEN = [
     (
         "unknown rung",
         ("    - rung: restart\n", "    - rung: reboot\n"),
-        "21: recovery.rungs.0.rung: Input should be 'restart', 'relaunch-without-node', 'other-zone' or 'failover'",
+        "22: recovery.rungs.0.rung: Input should be 'restart', 'relaunch-without-node', 'other-zone' or 'failover'",
     ),
     (
         "a rung twice",
         ("    - rung: failover\n", "    - rung: restart\n    - rung: failover\n"),
-        "20: recovery.rungs: restart listed twice: each rung is tried at most once",
+        "21: recovery.rungs: restart listed twice: each rung is tried at most once",
     ),
     (
         "failover not last",
@@ -51,22 +54,22 @@ BROKEN = [
     (
         "approval on the failover rung",
         ("    - rung: failover\n", "    - rung: failover\n      approval: auto\n"),
-        "28: recovery.rungs.3.approval: the failover rung is approved by the runbook's approval section",
+        "29: recovery.rungs.3.approval: the failover rung is approved by the runbook's approval section",
     ),
     (
         "other-zone without zones",
         ("      zones: [aws/us-east-1/us-east-1b, aws/us-east-1/us-east-1c]\n", ""),
-        "25: recovery.rungs.2.zones: other-zone needs the zones to relaunch in (aws/us-east-1/us-east-1b)",
+        "26: recovery.rungs.2.zones: other-zone needs the zones to relaunch in (aws/us-east-1/us-east-1b)",
     ),
     (
         "a zone that is a region",
         ("aws/us-east-1/us-east-1b,", "aws/us-east-1,"),
-        "26: recovery.rungs.2.zones: 'aws/us-east-1' is not cloud/region/zone",
+        "27: recovery.rungs.2.zones: 'aws/us-east-1' is not cloud/region/zone",
     ),
     (
         "a bad approval word",
         ("      approval: wait\n", "      approval: ask\n"),
-        "24: recovery.rungs.1.approval: Input should be 'auto' or 'wait'",
+        "25: recovery.rungs.1.approval: Input should be 'auto' or 'wait'",
     ),
 ]
 
@@ -76,11 +79,18 @@ def test_a_broken_ladder_is_one_line_naming_file_line_and_field(tmp_path, case, 
     text = (GOOD + LADDER).replace(*edit)
     if case == "failover not last":
         text = text.replace("  rungs:\n", "  rungs:\n    - rung: failover\n")
-        expected = "20: recovery.rungs: failover must be the last rung: nothing is smaller after it"
+        expected = "21: recovery.rungs: failover must be the last rung: nothing is smaller after it"
     assert problems(write(tmp_path, text)) == [expected]
 
 
 def test_an_empty_ladder_is_refused(tmp_path):
     assert problems(write(tmp_path, GOOD + "recovery:\n  rungs: []\n")) == [
-        "20: recovery.rungs: the ladder is empty: name at least one rung (failover, alone, is today's)"
+        "21: recovery.rungs: the ladder is empty: name at least one rung (failover, alone, is today's)"
     ]
+
+
+def test_a_ladder_that_acts_on_the_cluster_needs_the_primarys_cluster_named(tmp_path):
+    assert problems(write(tmp_path, BARE + LADDER)) == [
+        "3: primary.cluster: the recovery ladder's rungs act on the job's cluster: name it"
+    ]
+    assert load_runbook(write(tmp_path, BARE + "recovery:\n  rungs:\n    - rung: failover\n")).recovery
