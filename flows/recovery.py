@@ -27,14 +27,14 @@ def rung_settings(rb) -> list[RungSetting]:
     ]
 
 
-def newest_committed(rb) -> str | None:
-    """The URI of the primary store's newest committed checkpoint (None: none committed)."""
+def newest_committed(rb) -> tuple[str, int] | None:
+    """The primary store's newest committed checkpoint (URI, step); None: none committed."""
     from lifeboat_dr.core.checkpoints.inventory import committed_checkpoints
     from lifeboat_dr.flows.wiring import open_site
 
     store = open_site(rb, rb.primary)
     found = committed_checkpoints(store, rb.checkpoint.layout.value)
-    return f"{store.uri.rstrip('/')}/{found[0].prefix}" if found else None
+    return (f"{store.uri.rstrip('/')}/{found[0].prefix}", found[0].step) if found else None
 
 
 def _approve(rb, run_id: str):
@@ -107,6 +107,7 @@ def recover(
         PlanOption(rb.primary.infra, None, None, False, None),
         job_spec(rb),
         lambda: newest_committed(rb),
+        first_step=True,
     )
     why = f"training guard: {seen.kind or 'fault'} on {seen.host or 'unknown host'} ({scope} outage)"
     entry = Walk(

@@ -28,6 +28,7 @@ from typing import Protocol
 
 from lifeboat_dr.core.guard.ladder import ENDED, FaultSeen, next_rung, rungs_for
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
+from lifeboat_dr.core.resume import wait_first_step
 from lifeboat_dr.kernel.errors import LifeboatError
 from lifeboat_dr.providers.compute.base import Compute, JobSpec, JobState, PlanOption, wait_for
 from lifeboat_dr.providers.compute.fallback import launch_with_fallback
@@ -89,7 +90,10 @@ class RungActions(Protocol):
 
 class ComputeRungs:
     """The rungs through the compute interface. `cluster`/`option`: where the job runs now;
-    `checkpoint()`: the newest committed checkpoint's URI (None: a fresh start)."""
+    `checkpoint()`: the newest committed checkpoint (URI, step), None for a fresh start.
+    Healthy: with `first_step`, a step with a finite loss in the job's log after the
+    checkpoint's (`core.resume.wait_first_step`, as the failover's resume); without it (a
+    fake, whose jobs log nothing), the job running or done."""
 
     def __init__(
         self,
@@ -97,18 +101,22 @@ class ComputeRungs:
         cluster: str,
         option: PlanOption,
         job: JobSpec,
-        checkpoint: Callable[[], str | None],
+        checkpoint: Callable[[], tuple[str, int] | None],
         *,
+        first_step: bool = False,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], None] | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
         self.compute, self.cluster, self.option, self.job = compute, cluster, option, job
-        self.checkpoint, self.now = checkpoint, now
+        self.checkpoint, self.first_step, self.now = checkpoint, first_step, now
         self._timing = {k: v for k, v in (("clock", clock), ("sleep", sleep)) if v is not None}
+        self._after = 0  # the step the job resumed from
 
     def act(self, rung: RungSetting, fault: FaultSeen) -> tuple[str, dict[str, str]]:
-        job = self.job.resuming_from(self.checkpoint())
+        newest = self.checkpoint()
+        job = self.job.resuming_from(newest[0] if newest else None)
+        self._after = newest[1] if newest else 0
         notes = {"checkpoint": job.checkpoint or "none: a fresh start"}
         if rung.name == "restart":
             self.compute.run(self.cluster, job)  # replaces the stopped job on the same cluster
@@ -140,6 +148,14 @@ class ComputeRungs:
         return {"teardown": f"{cluster} torn down"}
 
     def healthy(self, cluster: str, timeout_s: float) -> datetime:
+        if self.first_step:
+            return wait_first_step(
+                lambda: self.compute.logs(cluster),
+                self._after,
+                timeout_s=timeout_s,
+                job_alive=lambda: self.compute.status(cluster).job is JobState.RUNNING,
+                **self._timing,
+            ).at
         st = wait_for(
             self.compute,
             cluster,

@@ -59,7 +59,9 @@ def rig(tmp_path):
             "ev-1",
             fault,
             ladder or rungs("restart", "relaunch-without-node", "other-zone", "failover"),
-            ComputeRungs(fake, "job-a", OPTION, JOB, lambda: CKPT, clock=fake.clock, sleep=fake.clock.sleep),
+            ComputeRungs(
+                fake, "job-a", OPTION, JOB, lambda: (CKPT, 40), clock=fake.clock, sleep=fake.clock.sleep
+            ),
             Ledgers(
                 "job-a", sink, rto_target=timedelta(hours=1), rpo_target=timedelta(minutes=30), clock=Ticks()
             ),
