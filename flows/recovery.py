@@ -10,6 +10,7 @@ walk itself is plain Python, tested over the fake compute.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -35,6 +36,18 @@ def newest_committed(rb) -> tuple[str, int] | None:
     store = open_site(rb, rb.primary)
     found = committed_checkpoints(store, rb.checkpoint.layout.value)
     return (f"{store.uri.rstrip('/')}/{found[0].prefix}", found[0].step) if found else None
+
+
+def primary_job(rb, home: str):
+    """The runbook's job as it runs on the primary: checkpoints to the primary's store at the
+    site state's epoch (`core.commit`: a job fenced out since exits 75, and its rung fails)."""
+    from lifeboat_dr.core.sitestate import read_site_state, site_stores
+    from lifeboat_dr.flows.wiring import job_spec, open_sites, open_witness
+
+    job = job_spec(rb)
+    epoch = read_site_state(site_stores(*open_sites(rb), open_witness(rb)), runbook=rb.name).epoch
+    env = {**job.env, "LIFEBOAT_STORE": home, "LIFEBOAT_EPOCH": str(epoch)}
+    return replace(job, store_uri=home, primary_store_uri=None, env=env)
 
 
 def _approve(rb, run_id: str):
@@ -93,7 +106,7 @@ def recover(
     """
     from prefect.runtime import flow_run
 
-    from lifeboat_dr.flows.wiring import compute_for, job_spec, ledger_sink
+    from lifeboat_dr.flows.wiring import compute_for, ledger_sink
     from lifeboat_dr.providers.compute.base import PlanOption
     from lifeboat_dr.providers.compute.skycheck import load_runbook_and_task
 
@@ -101,11 +114,12 @@ def recover(
     detected = datetime.now(UTC)
     outage = occurred or detected
     seen = fault_from_event(fault, scope, zone)
+    home = rb.store_uri(rb.primary.store)  # every rung but failover stays on the primary's site
     rungs = ComputeRungs(
-        compute_for(rb),
+        compute_for(rb, store_uri=home, primary_store_uri=None),  # SkyPilot mounts the primary's store
         rb.primary.cluster or "",
         PlanOption(rb.primary.infra, None, None, False, None),
-        job_spec(rb),
+        primary_job(rb, home),
         lambda: newest_committed(rb),
         first_step=True,
     )
