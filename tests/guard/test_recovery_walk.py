@@ -55,15 +55,23 @@ def rig(tmp_path):
 
     def walk(fault=HANG, ladder=None, **kw):
         kw.setdefault("failover", Failover())
+        ticks = Ticks()  # one clock for the ledger and the health check
         return Walk(
             "ev-1",
             fault,
             ladder or rungs("restart", "relaunch-without-node", "other-zone", "failover"),
             ComputeRungs(
-                fake, "job-a", OPTION, JOB, lambda: (CKPT, 40), clock=fake.clock, sleep=fake.clock.sleep
+                fake,
+                "job-a",
+                OPTION,
+                JOB,
+                lambda: (CKPT, 40),
+                clock=fake.clock,
+                sleep=fake.clock.sleep,
+                now=ticks,
             ),
             Ledgers(
-                "job-a", sink, rto_target=timedelta(hours=1), rpo_target=timedelta(minutes=30), clock=Ticks()
+                "job-a", sink, rto_target=timedelta(hours=1), rpo_target=timedelta(minutes=30), clock=ticks
             ),
             outage_start=T0,
             detected=T0 + timedelta(seconds=20),
@@ -91,6 +99,7 @@ def test_a_hang_recovers_at_the_restart_on_the_same_cluster_from_the_newest_chec
     restart = entry(sink, "restart")
     assert restart.kind == "restart" and restart.outcome == "completed"
     assert restart.rto == restart.phases["first_step"] - T0 and restart.rto_target == timedelta(minutes=5)
+    assert timedelta(seconds=30) < restart.rto < timedelta(minutes=1) and not restart.needs_rca
     assert whole.rto == restart.rto  # the ladder's RTO is the recovering rung's
     assert entry(sink, "relaunch-without-node") is None  # never reached
 
