@@ -54,7 +54,7 @@ def fault_from_event(payload: Mapping, scope: str = "node", zone: str = "") -> F
         kind=kind if isinstance(kind, str) else None,
         scope=scope,
         poisoned=kind == "cuda" and not detail.startswith("OutOfMemoryError"),
-        host=str(payload.get("host") or ""),
+        host=str(payload.get("host") or "")[:200],  # a line in the ledger, not a document
         rank=payload.get("rank") if isinstance(payload.get("rank"), int) else None,
         step=payload.get("step") if isinstance(payload.get("step"), int) else None,
         zone=zone,

@@ -21,6 +21,7 @@ not serialised here: nothing holds a lock across the walk.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -29,7 +30,7 @@ from typing import Protocol
 from lifeboat_dr.core.guard.ladder import ENDED, FaultSeen, next_rung, rungs_for
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
 from lifeboat_dr.core.resume import wait_first_step
-from lifeboat_dr.kernel.errors import LifeboatError
+from lifeboat_dr.kernel.errors import ConfigError, LifeboatError
 from lifeboat_dr.providers.compute.base import Compute, JobSpec, JobState, PlanOption, wait_for
 from lifeboat_dr.providers.compute.fallback import launch_with_fallback
 
@@ -48,7 +49,14 @@ class RungSetting:
     zones: tuple[str, ...] = ()  # other-zone: cloud/region/zone infra strings, in order
 
 
+_EVENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_:-]{0,99}")  # a Prefect event id is a UUID
+
+
 def ladder_id(event_id: str) -> str:
+    """The ladder's run id for a fault event; `ConfigError` for an id that could name another
+    run or key (a ledger store keys entries by run id: no `/`, no `..`, no `.`)."""
+    if not isinstance(event_id, str) or not _EVENT_ID.fullmatch(event_id):
+        raise ConfigError(f"event id {str(event_id)[:40]!r}: letters, digits, _ : - only, at most 100")
     return f"recovery-{event_id}"
 
 

@@ -8,6 +8,7 @@ import pytest
 from lifeboat_dr.core.guard.ladder import FaultSeen
 from lifeboat_dr.core.guard.recovery import ComputeRungs, Ledgers, RungSetting, Walk, ladder_id
 from lifeboat_dr.core.ledger import LedgerFile
+from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.providers.compute.base import JobSpec, PlanOption
 from lifeboat_dr.providers.compute.fake import FakeCompute
 
@@ -228,3 +229,13 @@ def test_a_walk_dead_after_its_restart_recovered_finishes_without_restarting_aga
     assert entry(sink, "restart").outcome == "completed" and entry(sink).outcome == "in-progress"
     whole = walk().run()
     assert whole.notes["recovered_by"] == "restart" and fake.run_calls == ["job-a"]
+
+
+@pytest.mark.parametrize("forged", ["../other-run", "ev/1", "ev.1", "", "x" * 101, "ev 1"])
+def test_a_forged_event_id_that_could_name_another_runs_entry_is_refused(rig, forged):
+    fake, sink, walk = rig
+    w = walk()
+    w.event_id = forged
+    with pytest.raises(ConfigError, match="event id"):
+        w.run()
+    assert sink.read() == [] and fake.run_calls == []
