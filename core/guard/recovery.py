@@ -129,31 +129,35 @@ class ComputeRungs:
         if rung.name == "restart":
             self.compute.run(self.cluster, job)  # replaces the stopped job on the same cluster
             return self.cluster, notes
-        notes.update(self._release(self.cluster))
+        released = self._release(self.cluster, notes)
         if rung.name == "relaunch-without-node":
+            if not released:  # a launch under the same name would find the failed cluster
+                raise RungFailed(f"relaunch-without-node: {notes['teardown']}")
             notes["failed node"] = f"{fault.host or 'unknown'} (rank {fault.rank})"
-            name = f"{self.cluster}-relaunch"
-            self.compute.launch(name, self.option, job)
-            return name, notes
+            self.compute.launch(self.cluster, self.option, job)
+            return self.cluster, notes
         if rung.name == "other-zone":
             options = [
                 replace(self.option, infra=z, rank=i) for i, z in enumerate(rung.zones) if z != fault.zone
             ]
             if not options:
                 raise RungFailed(f"other-zone: no zone but the failed one ({fault.zone})")
-            name = f"{self.cluster}-zone"
+            name = self.cluster if released else f"{self.cluster}-zone"  # the failed zone kept its name
             result = launch_with_fallback(self.compute, name, options, job, **self._timing)
             notes["zone"] = result.cluster.option.infra
             return name, notes
         raise ValueError(f"ComputeRungs does not act the {rung.name} rung")
 
-    def _release(self, cluster: str) -> dict[str, str]:
-        """Tear the failed cluster down (its node released); an outage may refuse: noted."""
+    def _release(self, cluster: str, notes: dict[str, str]) -> bool:
+        """Tear the failed cluster down (its nodes released), said in `notes`; False when the
+        provider refused (an outage may)."""
         try:
             self.compute.teardown(cluster)
         except LifeboatError as e:
-            return {"teardown": f"{cluster} not torn down: {e}"}
-        return {"teardown": f"{cluster} torn down"}
+            notes["teardown"] = f"{cluster} not torn down: {e}"
+            return False
+        notes["teardown"] = f"{cluster} torn down"
+        return True
 
     def healthy(self, cluster: str, timeout_s: float) -> datetime:
         if self.first_step:

@@ -8,7 +8,7 @@ import pytest
 from lifeboat_dr.core.guard.ladder import FaultSeen
 from lifeboat_dr.core.guard.recovery import ComputeRungs, Ledgers, RungSetting, Walk, ladder_id
 from lifeboat_dr.core.ledger import LedgerFile
-from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.kernel.errors import ConfigError, ProviderUnavailable
 from lifeboat_dr.providers.compute.base import JobSpec, PlanOption
 from lifeboat_dr.providers.compute.fake import FakeCompute
 
@@ -113,8 +113,11 @@ def test_a_restart_on_a_cluster_that_is_gone_escalates_to_a_relaunch_that_record
     assert entry(sink, "restart").outcome == "failed"
     relaunch = entry(sink, "relaunch-without-node")
     assert relaunch.notes["failed node"] == "node-7 (rank 1)"
-    assert relaunch.notes["cluster"] == "job-a-relaunch" and fake.clusters() == ["job-a-relaunch"]
-    assert fake.status("job-a-relaunch").option.infra == OPTION.infra  # same provider and region
+    assert relaunch.notes["cluster"] == "job-a" and fake.clusters() == ["job-a"]  # the runbook's name still
+    assert [c for c, _ in fake.launch_calls] == ["job-a", "job-a"] and relaunch.notes[
+        "teardown"
+    ] == "job-a torn down"
+    assert fake.status("job-a").option.infra == OPTION.infra  # same provider and region
 
 
 def test_a_poisoned_device_never_restarts_in_place(rig):
@@ -131,6 +134,24 @@ def test_a_zone_outage_relaunches_in_the_first_other_zone_with_capacity(rig):
     assert whole.notes["recovered_by"] == "other-zone" and fake.run_calls == []
     assert entry(sink, "other-zone").notes["zone"] == ZONES[2]
     assert [infra for _, infra in fake.launch_calls[1:]] == [ZONES[1], ZONES[2]]  # never the failed zone
+
+
+def test_a_cluster_the_provider_will_not_tear_down_fails_the_relaunch_and_other_zone_uses_a_new_name(rig):
+    fake, sink, walk = rig
+    fake.preempt("job-a")
+
+    def refuse(cluster):
+        raise ProviderUnavailable(f"{cluster}: the zone's API does not answer (scripted)")
+
+    fake.teardown = refuse
+    whole = walk().run()
+    assert entry(sink, "relaunch-without-node").outcome == "failed"
+    assert "not torn down" in entry(sink, "relaunch-without-node").failures[0].error
+    assert (
+        whole.notes["recovered_by"] == "other-zone"
+        and entry(sink, "other-zone").notes["cluster"] == "job-a-zone"
+    )
+    assert fake.status("job-a-zone").option.infra == ZONES[1]  # the failed zone (the fault's) skipped
 
 
 def test_a_region_outage_goes_straight_to_the_failover_flow_and_touches_no_cluster(rig):
