@@ -4,8 +4,10 @@ what each rung's entry records, twice (one event, one walk), half-done (a walk d
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from lifeboat_dr.core.guard.ladder import FaultSeen
+from lifeboat_dr.core.guard.ladder import RUNGS, FaultSeen
 from lifeboat_dr.core.guard.recovery import ComputeRungs, Ledgers, RungSetting, Walk, ladder_id
 from lifeboat_dr.core.ledger import LedgerFile
 from lifeboat_dr.kernel.errors import ConfigError, ProviderUnavailable
@@ -260,3 +262,66 @@ def test_a_forged_event_id_that_could_name_another_runs_entry_is_refused(rig, fo
     with pytest.raises(ConfigError, match="event id"):
         w.run()
     assert sink.read() == [] and fake.run_calls == []
+
+
+class _MemorySink:
+    """Ledger entries in memory (a property test makes hundreds of walks)."""
+
+    def __init__(self):
+        self.entries = {}
+
+    def append(self, e):
+        self.entries[e.run_id] = e.model_copy(deep=True)
+
+    def entry(self, runbook, run_id):
+        return self.entries.get(run_id)
+
+
+class _Scripted:
+    """Rung actions that fail where told, counting each action issued."""
+
+    def __init__(self, failing):
+        self.failing, self.acted = failing, []
+
+    def act(self, rung, fault):
+        self.acted.append(rung.name)
+        if rung.name in self.failing:
+            raise ProviderUnavailable(f"{rung.name}: scripted")
+        return "job-a", {}
+
+    def healthy(self, cluster, timeout_s):
+        return T0 + timedelta(seconds=50)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(RUNGS), unique=True),
+    st.sets(st.sampled_from(RUNGS)),
+    st.sampled_from(["node", "zone", "region"]),
+)
+def test_property_the_walk_acts_each_rung_at_most_once_and_names_the_first_that_recovered(
+    policy, failing, scope
+):
+    policy = [r for r in policy if r != "failover"] + (["failover"] if "failover" in policy else [])
+    sink, actions = _MemorySink(), _Scripted(failing)
+    failover = Failover("failed" if "failover" in failing else "completed")
+    walk = Walk(
+        "ev-p",
+        FaultSeen("hang", scope=scope, host="node-7", rank=1),
+        rungs(*policy),
+        actions,
+        Ledgers(
+            "job-a", sink, rto_target=timedelta(hours=1), rpo_target=timedelta(minutes=30), clock=Ticks()
+        ),
+        outage_start=T0,
+        detected=T0 + timedelta(seconds=20),
+        failover=failover,
+    )
+    whole = walk.run()
+    tried = actions.acted + ["failover"] * failover.calls
+    assert len(tried) == len(set(tried))  # no rung twice
+    working = [r for r in tried if r not in failing]
+    assert whole.notes.get("recovered_by") == (working[0] if working else None)
+    if "failover" in policy and not working:
+        assert failover.calls == 1  # every earlier rung failed: the failover was not skipped
+    assert walk.run() == whole and len(actions.acted) + failover.calls == len(tried)  # twice: once
