@@ -52,7 +52,7 @@ def test_a_killed_job_recovers_at_the_restart_rung_from_its_newest_committed_che
     home = rb.store_uri(rb.primary.store)
     compute.launch("demo-primary", PlanOption("local", None, None, False, None), primary_job(rb, home))
     try:
-        _until(lambda: len(committed_checkpoints(open_site(rb, rb.primary))) >= 2)
+        _until(lambda: len(committed_checkpoints(open_site(rb, rb.primary), "manifest")) >= 2)
         pid = compute._state("demo-primary")["pid"]
         os.killpg(pid, signal.SIGKILL)  # the job dies as the guard's exit would end it
         _until(lambda: compute.status("demo-primary").job is JobState.FAILED, 10)
