@@ -35,7 +35,7 @@ from lifeboat_dr.kernel.errors import PreconditionFailed
 from lifeboat_dr.providers.chat.base import ApprovalDecision, Via
 
 SIGNING_VIAS = (Via.slack, Via.ui, Via.cli)  # channels a front door signs for
-ACTIONS = ("failover", "failback", "serving")  # what a gate can ask a person to approve
+ACTIONS = ("failover", "failback", "serving", "recovery")  # what a gate can ask a person to approve
 MAX_AGE = timedelta(minutes=10)  # a signed decision is used at once; older ones are replays
 CLOCK_SKEW = timedelta(minutes=1)
 ASK_KEY = "lifeboat-ask"  # the flow run input where a gate publishes its `Ask` for the front doors
@@ -54,7 +54,7 @@ class Ask:
 
     run_id: str
     runbook: str
-    action: str  # failover | failback | serving
+    action: str  # failover | failback | serving | recovery (a rung of the ladder)
     epoch: int | None  # the site epoch when asked; None where the action has none (serving)
 
     @classmethod

@@ -490,6 +490,15 @@ def build_ledger(
     with LIFEBOAT_LEDGER_CHAIN set, as a hash chain in stores (`chained_ledger`).
     `reopen` (failover, failback): go on in the entry an earlier attempt of this run id left,
     when the sink holds one (a re-run after a lost worker; `lifeboat_dr.core.failover.rerun`)."""
+    sink = ledger_sink(rb, path)
+    table = "serving" if rb.serving is not None else "training"
+    prior = sink.entry(rb.name, run_id) if reopen else None
+    return new_ledger(rb, run_id, drill=bool(drill), kind=kind, table=table, sink=sink, prior=prior)
+
+
+def ledger_sink(rb: Runbook, path: str | Path | None = None):
+    """Where the runbook's ledger entries are kept: `LedgerFile(path)`, teed into the ledger
+    chain when LIFEBOAT_LEDGER_CHAIN names one (`chained_ledger`)."""
     from lifeboat_dr.core.ledger import LedgerFile
 
     sink = LedgerFile(path)
@@ -498,9 +507,7 @@ def build_ledger(
         from lifeboat_dr.core.ledger_chain import TeedLedger
 
         sink = TeedLedger(sink, chain)
-    table = "serving" if rb.serving is not None else "training"
-    prior = sink.entry(rb.name, run_id) if reopen else None
-    return new_ledger(rb, run_id, drill=bool(drill), kind=kind, table=table, sink=sink, prior=prior)
+    return sink
 
 
 def new_ledger(rb: Runbook, run_id: str, **kw) -> RtoLedger:

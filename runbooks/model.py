@@ -791,6 +791,76 @@ class Fleet(_Strict):
         return v
 
 
+RUNGS = ("restart", "relaunch-without-node", "other-zone", "failover")  # smallest recovery first
+
+
+class Rung(_Strict):
+    """One rung of the recovery ladder (`lifeboat_dr.core.guard.ladder`)."""
+
+    rung: Literal["restart", "relaunch-without-node", "other-zone", "failover"] = Field(
+        description="restart: the job again on the same cluster from its newest committed checkpoint; "
+        "relaunch-without-node: a fresh cluster on the same infra, the failed node's identity recorded; "
+        "other-zone: a fresh cluster in one of `zones`; failover: the failover flow (the secondary site)."
+    )
+    approval: Literal["auto", "wait"] | None = Field(
+        None,
+        description="auto: the rung acts at once; wait: a person approves it first (default auto). "
+        "The failover rung is approved by the runbook's `approval` section: none here.",
+    )
+    rto: Duration | None = Field(
+        None,
+        description="This rung's RTO target (default: the runbook's); also how long it waits for health.",
+    )
+    zones: list[str] = Field(
+        [],
+        description="other-zone only: SkyPilot infra strings with a zone (aws/us-east-1/us-east-1b), "
+        "tried in order; the failed zone is skipped.",
+    )
+
+    @model_validator(mode="after")
+    def _fits_the_rung(self) -> Self:
+        if self.rung == "failover" and self.approval is not None:
+            raise ValueError("approval: the failover rung is approved by the runbook's approval section")
+        if self.rung == "other-zone" and not self.zones:
+            raise ValueError("zones: other-zone needs the zones to relaunch in (aws/us-east-1/us-east-1b)")
+        if self.rung != "other-zone" and self.zones:
+            raise ValueError(f"zones: only other-zone relaunches in zones, not {self.rung}")
+        for zone in self.zones:
+            if len(zone.strip("/").split("/")) != 3:
+                raise ValueError(f"zones: {zone!r} is not cloud/region/zone")
+        return self
+
+
+class Recovery(_Strict):
+    """The smallest recovery that works: rungs tried in order after a training fault, each
+    next one when the last failed or the fault says it cannot help."""
+
+    rungs: list[Rung] = Field(
+        default_factory=lambda: [Rung(rung="failover")],
+        description="Ordered rungs from restart, relaunch-without-node, other-zone, failover "
+        "(each at most once, failover last). Omitted: the failover alone.",
+    )
+
+    @field_validator("rungs")
+    @classmethod
+    def _an_order(cls, v: list[Rung]) -> list[Rung]:
+        names = [r.rung for r in v]
+        if not names:
+            raise ValueError("the ladder is empty: name at least one rung (failover, alone, is today's)")
+        if dupes := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"{', '.join(dupes)} listed twice: each rung is tried at most once")
+        if "failover" in names and names[-1] != "failover":
+            raise ValueError("failover must be the last rung: nothing is smaller after it")
+        return v
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(r.rung for r in self.rungs)
+
+    def rung(self, name: str) -> Rung:
+        return next(r for r in self.rungs if r.rung == name)
+
+
 class Runbook(_Strict):
     """A protected job and how to fail it over."""
 
@@ -824,6 +894,10 @@ class Runbook(_Strict):
     verify: Verify = Field(default_factory=Verify)
     failover: FailoverPolicy = Field(
         default_factory=FailoverPolicy, description="Retries and timeouts of the failover's steps."
+    )
+    recovery: Recovery = Field(
+        default_factory=Recovery,
+        description="The recovery ladder after a training guard's fault (omitted: the failover alone).",
     )
     cadences: Cadences = Field(
         default_factory=Cadences,
@@ -882,6 +956,8 @@ class Runbook(_Strict):
             )
         if self.serving is not None and self.workload is not Workload.realtime_inference:
             raise ValueError("serving: only realtime-inference runbooks move traffic")
+        if set(self.recovery.names) - {"failover"} and not self.primary.cluster:
+            raise ValueError("primary.cluster: the recovery ladder's rungs act on the job's cluster: name it")
         if self.secondary.infra != "local" and not self.job.task:
             raise ValueError("job.task: a SkyPilot secondary needs job.task (the task YAML)")
         for field, url in self._endpoints():

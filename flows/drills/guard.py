@@ -12,8 +12,8 @@
                 81; the failover certifies and resumes from that very checkpoint, exactly
 
 The primary's guard events go to a file in the sandbox (`FileEvents`); the failover starts
-from that event as its evidence. The smallest recovery (an in-job restart before a
-failover, issue #33's ladder) is not built: the drill's recovery is the failover.
+from that event as its evidence. The smallest recovery (issue #33's ladder, `flows/recovery.py`)
+is not walked here: the drill's recovery is the failover.
 """
 
 from __future__ import annotations
