@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 RUNGS = ("restart", "relaunch-without-node", "other-zone", "failover")
 SCOPES = ("node", "zone", "region", "provider")  # how wide the outage is, from detection
-ENDED = ("completed", "failed", "rejected")  # a rung's outcome once it ran
+ENDED = ("completed", "failed", "rejected", "stood-down")  # a rung's outcome once it ran
+STOPS = ("completed", "rejected", "stood-down")  # no rung after these: done, a no, a live job
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ def rungs_for(policy: Sequence[str], fault: FaultSeen) -> list[str]:
 
 def next_rung(plan: Sequence[str], outcomes: Mapping[str, str]) -> str | None:
     """The rung to try now, given each tried rung's outcome: None when one completed, a
-    person rejected one (no larger action after a no), or every rung of `plan` has ended."""
-    if any(outcomes.get(r) in ("completed", "rejected") for r in plan):
+    person rejected one (no larger action after a no), one stood down (the job it was to
+    recover is running: no action on a live job), or every rung of `plan` has ended."""
+    if any(outcomes.get(r) in STOPS for r in plan):
         return None
     return next((r for r in plan if outcomes.get(r) not in ENDED), None)

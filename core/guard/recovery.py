@@ -17,6 +17,8 @@ Half-done: a re-run under the same event id reads each rung's entry: an ended ru
 outcome (a completed one is never repeated), a rung whose action was issued (`provisioned`)
 only waits for health again, any other starts over. Concurrent deliveries of one event are
 not serialised here: nothing holds a lock across the walk.
+Forged or stale: a rung acts only on a job seen stopped (`ComputeRungs`, `JobRunning`): a
+live job's rung stands down and the ladder stops there.
 """
 
 from __future__ import annotations
@@ -31,12 +33,17 @@ from lifeboat_dr.core.guard.ladder import ENDED, FaultSeen, next_rung, rungs_for
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
 from lifeboat_dr.core.resume import wait_first_step
 from lifeboat_dr.kernel.errors import ConfigError, LifeboatError
-from lifeboat_dr.providers.compute.base import Compute, JobSpec, JobState, PlanOption, wait_for
+from lifeboat_dr.providers.compute.base import Compute, JobSpec, JobState, JobTimeout, PlanOption, wait_for
 from lifeboat_dr.providers.compute.fallback import launch_with_fallback
 
 
 class RungFailed(LifeboatError):
     """A rung's job did not become healthy (it failed again, or not in time)."""
+
+
+class JobRunning(LifeboatError):
+    """The job a rung was to recover runs on its cluster: the fault event is stale (a re-run
+    after the recovery), duplicated or forged. Nothing is done to a live job."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,7 @@ class ComputeRungs:
         self._after = 0  # the step the job resumed from
 
     def act(self, rung: RungSetting, fault: FaultSeen) -> tuple[str, dict[str, str]]:
+        self._ended()
         newest = self.checkpoint()
         job = self.job.resuming_from(newest[0] if newest else None)
         self._after = newest[1] if newest else 0
@@ -147,6 +155,25 @@ class ComputeRungs:
             notes["zone"] = result.cluster.option.infra
             return name, notes
         raise ValueError(f"ComputeRungs does not act the {rung.name} rung")
+
+    def _ended(self, settle_s: float = 30.0) -> None:
+        """`JobRunning` unless the job on the cluster has stopped: a faulted rank exits right
+        after its event, so its job gets `settle_s` to be seen stopped. A cluster whose status
+        cannot be read (its zone or provider out) is no live job to protect: the rung acts."""
+        try:
+            wait_for(
+                self.compute,
+                self.cluster,
+                lambda s: s.job is not JobState.RUNNING,
+                timeout=settle_s,
+                **self._timing,
+            )
+        except JobTimeout:
+            raise JobRunning(
+                f"the job on {self.cluster} is running: a stale, repeated or forged fault event; nothing done"
+            ) from None
+        except LifeboatError:
+            return
 
     def _release(self, cluster: str, notes: dict[str, str]) -> bool:
         """Tear the failed cluster down (its nodes released), said in `notes`; False when the
@@ -223,10 +250,15 @@ class Walk:
     def _finish(self, whole: RtoLedger, plan: list[str], outcomes: dict) -> LedgerEntry:
         done = next((r for r in plan if outcomes.get(r) == "completed"), None)
         if done is None:
-            rejected = next((r for r in plan if outcomes.get(r) == "rejected"), None)
-            why = f"{rejected} rejected" if rejected else "every rung failed"
-            whole.fail("first_step", why, outcome="rejected" if rejected else "failed")
-            return whole.finish("rejected" if rejected else "failed")
+            stopped = next((r for r in plan if outcomes.get(r) in ("rejected", "stood-down")), None)
+            outcome = outcomes[stopped] if stopped else "failed"
+            why = {
+                "failed": "every rung failed",
+                "rejected": f"{stopped} rejected",
+                "stood-down": f"{stopped} stood down: the job is running, nothing to recover",
+            }[outcome]
+            whole.fail("first_step", why, outcome=outcome)
+            return whole.finish(outcome)
         whole.note("recovered_by", done)
         if done != "failover":
             healthy = self.ledgers.read(f"{whole.entry.run_id}.{done}").phases.get("first_step")
@@ -250,6 +282,9 @@ class Walk:
             led.begin("provisioned")
             try:
                 cluster, notes = self.actions.act(rung, self.fault)
+            except JobRunning as e:
+                led.fail("provisioned", e, outcome="stood-down")
+                return led.finish("stood-down").outcome
             except LifeboatError as e:
                 led.fail("provisioned", e)
                 return led.finish("failed").outcome

@@ -160,6 +160,12 @@ class FakeCompute:
                 return self.boot_seconds[key]
         return 0.0
 
+    def end_job(self, cluster: str, exit_code: int) -> None:
+        """The job on `cluster` exits now with `exit_code` (a training guard's 83, a crash)."""
+        c = self._get(cluster)
+        c.finishes_at, c.exit_code = self.clock(), exit_code
+        c.log.append(f"fake: the job exited {exit_code}")
+
     def preempt(self, cluster: str) -> None:
         """Reclaim a (spot) cluster: its job fails, the cluster is gone as in the cloud."""
         c = self._get(cluster)

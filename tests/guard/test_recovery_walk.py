@@ -54,6 +54,7 @@ def rungs(*names, **settings):
 def rig(tmp_path):
     fake = FakeCompute(prices={"aws": 98.3}, job_seconds=None)
     fake.launch("job-a", OPTION, JobSpec(name="job-a", command="train"))
+    fake.end_job("job-a", 83)  # the guard stopped it: the fault the walks recover from
     sink = LedgerFile(tmp_path / "ledger.jsonl")
 
     def walk(fault=HANG, ladder=None, **kw):
@@ -252,6 +253,41 @@ def test_a_walk_dead_after_its_restart_recovered_finishes_without_restarting_aga
     assert entry(sink, "restart").outcome == "completed" and entry(sink).outcome == "in-progress"
     whole = walk().run()
     assert whole.notes["recovered_by"] == "restart" and fake.run_calls == ["job-a"]
+
+
+def _failed(e):
+    return {f.phase: f.error for f in e.failures}
+
+
+def test_a_fault_event_for_a_job_that_is_running_acts_on_nothing(rig):
+    """Forged (whoever reaches Prefect's API), repeated, or stale: the job runs, so no rung
+    restarts, tears down or relaunches it, and no larger rung follows."""
+    fake, sink, walk = rig
+    fake.run("job-a", JOB)  # a live job on the cluster (the fake's jobs run forever here)
+    failover = Failover()
+    whole = walk(failover=failover).run()
+    assert whole.outcome == "stood-down" and "the job is running" in _failed(whole)["first_step"]
+    assert fake.run_calls == ["job-a"] and fake.clusters() == ["job-a"] and failover.calls == 0
+    assert "forged fault event; nothing done" in _failed(entry(sink, "restart"))["provisioned"]
+    assert entry(sink, "relaunch-without-node") is None
+
+
+def test_a_walk_dead_between_its_restart_and_the_record_does_not_touch_the_restarted_job(rig, monkeypatch):
+    """Half-done: the restart was issued, the walk died before writing it down; the re-run
+    finds the job running and stands down (a person looks) rather than escalate to a teardown."""
+    fake, sink, walk = rig
+    run = type(fake).run
+
+    def restart_then_die(self, cluster, job):
+        run(self, cluster, job)
+        raise _Died()
+
+    monkeypatch.setattr(type(fake), "run", restart_then_die)
+    with pytest.raises(_Died):
+        walk().run()
+    monkeypatch.setattr(type(fake), "run", run)
+    whole = walk().run()
+    assert whole.outcome == "stood-down" and fake.clusters() == ["job-a"] and fake.run_calls == ["job-a"]
 
 
 @pytest.mark.parametrize("forged", ["../other-run", "ev/1", "ev.1", "", "x" * 101, "ev 1"])
