@@ -204,6 +204,12 @@ class TrainingGuard:
         return [int(t.item()) for t in every]
 
     def _on_fault(self, kind: str, error: BaseException, n: int) -> None:
+        with _sigterm_deferred():  # a peer's exit makes torchrun SIGTERM us: report first
+            code = self._handle(kind, error, n)
+        self.exit(code)
+
+    def _handle(self, kind: str, error: BaseException, n: int) -> int:
+        """Agree, save where consistent, report; the fault's exit code."""
         caught = time.monotonic()
         candidate, why = self._local_candidate(kind, error, n)
         answers = self._agree(candidate)
@@ -227,7 +233,7 @@ class TrainingGuard:
         reporter = answers is None or self.rank == 0  # agreed: rank 0 speaks for the job
         handled_s = round(time.monotonic() - caught, 3)  # agreement + emergency save + commit
         self._finish(fault, emergency, why, reporter, ranks=self._ranks(answers), handled_s=handled_s)
-        self.exit(fault.exit_code)
+        return fault.exit_code
 
     def _ranks(self, answers: list[int] | None) -> list[int]:
         return list(range(self.world)) if answers is not None else [self.rank]
@@ -304,6 +310,23 @@ class TrainingGuard:
             self.events.emit(EVENT, resource, payload, id=event_id)
         except Exception as e:  # noqa: BLE001 - the job is ending: the event is best effort, said so
             print(f"guard: the fault event was not sent ({one_line(e)})", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _sigterm_deferred() -> Iterator[None]:
+    """SIGTERM ignored while a faulted rank agrees, saves and reports (bounded by the
+    coordination timeout; torchrun waits 30 s before its SIGKILL): without it, a peer that
+    exits first (its watchdog's 83) has torchrun stop this rank before it names the fault, and
+    the job's exit says "hang" for what was rank 1's NCCL error. Main thread only."""
+    try:
+        previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except ValueError:  # not the main thread: nothing to defer
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _stopped(pid: int) -> bool:

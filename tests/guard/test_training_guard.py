@@ -209,3 +209,26 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def test_a_sigterm_while_a_fault_is_reported_waits_for_the_report(group, tmp_path):
+    """torchrun SIGTERMs every other rank as soon as one exits (a peer's watchdog, 83): the
+    faulted rank still agrees, saves and names its fault, then exits with its own code."""
+    import os
+    import signal
+
+    seen = []
+    previous = signal.signal(signal.SIGTERM, lambda *_: seen.append("SIGTERM"))
+    try:
+        job = Job(tmp_path)
+        job.save = lambda step, record, group: os.kill(os.getpid(), signal.SIGTERM)  # mid-report
+        handler = signal.getsignal(signal.SIGTERM)
+        with job.guard() as guard, pytest.raises(SystemExit) as stop:
+            for n in range(1, 4):
+                with guard.step(n):
+                    job.step(fault_before=nccl(n) if n == 3 else None)
+        assert stop.value.code == 80 and seen == []
+        assert job.events.read()[0]["payload"]["kind"] == "nccl"
+        assert signal.getsignal(signal.SIGTERM) is handler  # the job's own handler is back
+    finally:
+        signal.signal(signal.SIGTERM, previous)
