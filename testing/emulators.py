@@ -41,7 +41,8 @@ def stop(proc: subprocess.Popen, timeout: float = 10) -> None:
 @contextmanager
 def moto_server() -> Iterator[str]:
     """A moto S3 server on 127.0.0.1 (real HTTP); yields its endpoint URL. It answers
-    destination preconditions on copies as S3 does (`_s3_copy_preconditions`)."""
+    destination preconditions on copies as S3 does and decides conditional writes atomically
+    (`_s3_copy_preconditions`)."""
     from moto.server import ThreadedMotoServer
 
     for k, v in AWS_TEST_ENV.items():
@@ -144,7 +145,8 @@ def _s3_copy_preconditions() -> None:
     and `If-Match` on CopyObject, and `If-Match` on CompleteMultipartUpload (botocore's S3
     model documents both: 412 when the destination exists / holds another ETag). moto checks
     `If-None-Match` on CompleteMultipartUpload itself. Without this a conditional server-side
-    copy would overwrite on moto where S3 refuses it, and no test could tell them apart."""
+    copy would overwrite on moto where S3 refuses it, and no test could tell them apart. And
+    conditional writes are atomic, as on S3 (`atomic`)."""
     from moto.s3.exceptions import MissingKey, PreconditionFailed
     from moto.s3.responses import S3Response
 
@@ -161,7 +163,25 @@ def _s3_copy_preconditions() -> None:
         if if_match and if_match.strip('"') != existing.etag.strip('"'):
             raise PreconditionFailed("If-Match")
 
-    copy_object, post = S3Response.copy_object, S3Response._key_response_post
+    copy_object, post, put_object = (
+        S3Response.copy_object,
+        S3Response._key_response_post,
+        S3Response.put_object,
+    )
+    one_at_a_time = threading.RLock()
+
+    def atomic(write):
+        """S3 decides a conditional write and makes it as one step; moto checks the ETag, then
+        writes, with nothing between: under load two If-Match PUTs on one ETag both landed (two
+        fencing winners, tests/fencing/test_fencing_race.py). Conditional writes take turns here."""
+
+        def serialised(self, *args):
+            if "If-Match" in self.headers or "If-None-Match" in self.headers:
+                with one_at_a_time:
+                    return write(self, *args)
+            return write(self, *args)
+
+        return serialised
 
     def conditional_copy_object(self):
         check(self, self.bucket_name, self.parse_key_name(), none_match=True)
@@ -177,8 +197,9 @@ def _s3_copy_preconditions() -> None:
                 check(self, bucket_name, key_name, none_match=False)
         return post(self, request, body, bucket_name, query, key_name)
 
-    S3Response.copy_object = conditional_copy_object
-    S3Response._key_response_post = conditional_complete
+    S3Response.copy_object = atomic(conditional_copy_object)
+    S3Response._key_response_post = atomic(conditional_complete)
+    S3Response.put_object = atomic(put_object)
     S3Response._lifeboat_copy_preconditions = True
 
 
