@@ -302,3 +302,12 @@ def oci_registry(request):
         yield url, *account
     finally:
         registry.__exit__(None, None, None)
+
+
+@pytest.fixture
+def ledger_path(tmp_path, monkeypatch):
+    """The RTO ledger file flows write in this test (`LIFEBOAT_LEDGER`), run from `tmp_path`."""
+    path = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv("LIFEBOAT_LEDGER", str(path))
+    monkeypatch.chdir(tmp_path)
+    return path

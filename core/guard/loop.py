@@ -258,7 +258,7 @@ class TrainingGuard:
         detail = (
             f"{self._span} {n} ran {elapsed:.2f} s, past the bound {bound:.2f} s "
             f"({rule.multiple:g} x median {median:.3f} s, floor {rule.floor_s:g} s)"
-            if median is not None and rule.warmed()
+            if rule.warmed()
             else f"{self._span} {n} ran {elapsed:.2f} s, past the first-{self._span.split()[0]}s bound {bound:.2f} s"
         )
         fault = Fault("hang", at_fault, self.host, n, "; ".join([detail, *notes]))

@@ -104,29 +104,24 @@ class ApprovalCard:
         )
         deadline = self.deadline.isoformat(timespec="seconds") if self.deadline else "none"
         if self.jobs:  # a fleet: each job its own line; each certifies its own checkpoint after the decision
-            priced = f"${self.cost_per_hour:,.2f}/h" if self.cost_per_hour is not None else "unknown"
-            lines = [
-                ("Outage evidence", "; ".join(self.evidence) or "none recorded"),
+            total = f"${self.cost_per_hour:,.2f}/h" if self.cost_per_hour is not None else "unknown"
+            what = [
                 *((f"Job {n}", line) for n, line in enumerate(self.jobs, 1)),
-                ("Cost of the placed jobs", priced),
-                ("Expected RTO", vs(self.expected_rto, self.rto_target)),
-                ("Deadline", deadline),
-                (
-                    "At the deadline",
-                    ON_TIMEOUT.get(self.on_timeout, self.on_timeout) if self.on_timeout else None,
-                ),
-                ("May decide", self.deciders()),
+                ("Cost of the placed jobs", total),
             ]
-            return [(label, text) for label, text in lines if text is not None]
+        else:
+            what = [
+                ("Certified checkpoint", self.checkpoint or "none certified"),
+                ("RPO", vs(self.rpo, self.rpo_target)),
+                ("Resumes from", self.resume_from),
+                ("Proof", self.proof),
+                ("On a parity mismatch", self.if_mismatch),
+                ("Plan", (self.plan or "not planned yet") + cost + nodes),
+                ("Prestage", "; ".join(self.prestage) or "nothing to prestage"),
+            ]
         lines = [
             ("Outage evidence", "; ".join(self.evidence) or "none recorded"),
-            ("Certified checkpoint", self.checkpoint or "none certified"),
-            ("RPO", vs(self.rpo, self.rpo_target)),
-            ("Resumes from", self.resume_from),
-            ("Proof", self.proof),
-            ("On a parity mismatch", self.if_mismatch),
-            ("Plan", (self.plan or "not planned yet") + cost + nodes),
-            ("Prestage", "; ".join(self.prestage) or "nothing to prestage"),
+            *what,
             ("Expected RTO", vs(self.expected_rto, self.rto_target)),
             ("Deadline", deadline),
             (

@@ -11,14 +11,6 @@ from lifeboat_dr.flows.failover import failover
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def ledger_path(tmp_path, monkeypatch):
-    path = tmp_path / "ledger.jsonl"
-    monkeypatch.setenv("LIFEBOAT_LEDGER", str(path))
-    monkeypatch.chdir(tmp_path)
-    return path
-
-
 @pytest.mark.parametrize(
     "runbook, parity",
     [

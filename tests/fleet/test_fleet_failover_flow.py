@@ -27,14 +27,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 USC1 = "gcp/us-central1"
 
 
-@pytest.fixture
-def ledger_path(tmp_path, monkeypatch):
-    path = tmp_path / "ledger.jsonl"
-    monkeypatch.setenv("LIFEBOAT_LEDGER", str(path))
-    monkeypatch.chdir(tmp_path)
-    return path
-
-
 def three_runbooks(folder: Path) -> list[str]:
     """128 H100s of quota for three 64-GPU jobs: the two costliest run, the third waits."""
     a = fleet_runbook(folder, "pretrain-a", gpus=64, price=4.0, quota=((USC1, "H100", 128),))

@@ -11,14 +11,6 @@ from lifeboat_dr.flows.failover import failover
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def ledger_path(tmp_path, monkeypatch):
-    path = tmp_path / "ledger.jsonl"
-    monkeypatch.setenv("LIFEBOAT_LEDGER", str(path))
-    monkeypatch.chdir(tmp_path)
-    return path
-
-
 def test_dry_run_of_a_serving_runbook_verifies_the_standby_and_moves_traffic(prefect_server, ledger_path):
     result = failover(str(ROOT / "runbooks" / "chat-serving.yaml"), dry_run=True)
 
