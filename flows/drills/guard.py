@@ -1,9 +1,10 @@
 """Drills of the training guard (torch job): a silent NCCL hang and a CUDA error. See __init__.py.
 
     nccl-hang   rank 1 of the primary's torchrun job is SIGSTOPped (raising nothing, as a
-                suspended network interface or a hung NCCL kernel would), in a step or in a
-                periodic checkpoint save (option `hang_in`: step or save; by default the
-                drill's seed picks): the guard's watchdog stops the job within its bound
+                suspended network interface or a hung NCCL kernel would), as a step or a
+                periodic checkpoint save begins (option `hang_in`: step or save; by default
+                the drill's seed picks; the rank stops itself there, `$LIFEBOAT_INJECT`, so a
+                loaded machine cannot move the hang into the next step): the guard's watchdog stops the job within its bound
                 (exit 83), names rank 1 in its event and dumps rank 0's stacks; the failover
                 resumes from the newest certified periodic checkpoint with losses equal to
                 an uninterrupted run
@@ -19,10 +20,9 @@ is not walked here: the drill's recovery is the failover.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from lifeboat_dr.flows.drills.base import (
@@ -66,6 +66,10 @@ def prepare_guarded_fault(rig: Rig, options: Mapping[str, Any]) -> None:
     env = {"LIFEBOAT_GUARD_EVENTS": str(events.path), "LIFEBOAT_HANG_FLOOR_S": str(FLOOR_S)}
     if rig.kind == "cuda-error":
         env["LIFEBOAT_INJECT"] = f"cuda-error@{fault_at}"
+    elif hang_in == "save":
+        env["LIFEBOAT_INJECT"] = f"stop-in-save@{fault_at}:1"
+    else:
+        env["LIFEBOAT_INJECT"] = f"stop@{fault_at + 1}:1"
     reference = job.start(
         steps=SANDBOX_JOB_STEPS,
         every=every,
@@ -87,18 +91,19 @@ def prepare_guarded_fault(rig: Rig, options: Mapping[str, Any]) -> None:
     )
     rig.processes.append(proc)
     deadline = time.monotonic() + 120  # torchrun starts three interpreters that import torch
-    reach = fault_at if rig.kind == "nccl-hang" else fault_at - 1  # the CUDA error comes in the next step
-    while _last_step(box.pre_failure_log) < reach:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the primary trainer stopped or stalled before step {reach}")
-        time.sleep(0.01)
-    started = time.monotonic()  # the fault (within a step)
-    if rig.kind == "nccl-hang":
-        pid = rank_pid(box.primary, 1)
-        if pid is None:
-            raise RuntimeError("rank 1 of the primary trainer was not found")
-        os.kill(pid, signal.SIGSTOP)
+    if rig.kind == "nccl-hang":  # rank 1 stops itself where the drill aimed (the fault)
+        pid = None
+        while (pid := pid or rank_pid(box.primary, 1)) is None or not _stopped(pid):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"rank 1 of the primary trainer did not stop after step {fault_at}")
+            time.sleep(0.01)
         rig.facts["stopped_pid"] = pid
+    else:
+        while _last_step(box.pre_failure_log) < fault_at - 1:  # the CUDA error comes in the next step
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the primary trainer stopped or stalled before step {fault_at - 1}")
+            time.sleep(0.01)
+    started = time.monotonic()  # the fault (within a step)
     code = proc.wait(timeout=float(options.get("end_timeout_s", 180)))
     rig.outage_started_at = utcnow()
     rig.facts.update(
@@ -117,6 +122,14 @@ def prepare_guarded_fault(rig: Rig, options: Mapping[str, Any]) -> None:
     said = [f"guard: {e['payload']['kind']} at step {e['payload']['step']}, rank {e['payload']['rank']} "
             f"on {e['payload']['host']}: {e['payload']['detail']}" for e in rig.facts["events"]]  # fmt: skip
     simulated_outage(rig, *said)
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP: state T in /proc)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
 
 
 def verify_guarded_fault(rig: Rig, outcome: Outcome) -> list[Check]:

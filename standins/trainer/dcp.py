@@ -29,7 +29,10 @@ timeout error ends the job with an emergency checkpoint of the last consistent s
 watchdog's stop (83). `$LIFEBOAT_HANG_MULTIPLE` and `$LIFEBOAT_HANG_FLOOR_S` set the
 watchdog's bound; `$LIFEBOAT_INJECT=nccl-error@N` (or `cuda-error@N`) makes every rank
 raise that error at step N, between the forward and the backward (the drills' fault);
-`nccl-error@N:R` only rank R (its peers then wait in the all-reduce).
+`nccl-error@N:R` only rank R (its peers then wait in the all-reduce); `stop@N:R` makes rank R
+SIGSTOP itself as step N begins, `stop-in-save@N:R` as the save of step N begins (a hang that
+raises nothing, landing exactly there: its peers wait in the step's all-reduce or the save's
+barrier).
 `$LIFEBOAT_GUARD=off` runs the loop unguarded (the RPO benchmark's other side).
 """
 
@@ -66,7 +69,7 @@ DIM, HIDDEN, BATCH = 16, 32, 16  # BATCH per rank
 LR, DROPOUT = 1e-2, 0.1
 COMMIT = ".metadata"  # written last by rank 0: DCP's commit point
 INJECT_ENV = "LIFEBOAT_INJECT"
-INJECTABLE = ("nccl-error", "cuda-error")
+INJECTABLE = ("nccl-error", "cuda-error", "stop", "stop-in-save")
 
 
 def build(seed: int) -> tuple[DistributedDataParallel, torch.optim.Optimizer, torch.Tensor]:
@@ -213,7 +216,7 @@ def injected(spec: str | None) -> tuple[str, int, int | None] | None:
 
 def fault_at(injection: tuple[str, int, int | None] | None, step: int) -> Exception | None:
     """The error an NCCL or CUDA failure raises in torch, at the injected step and rank(s)."""
-    if injection is None or injection[1] != step or injection[2] not in (None, dist.get_rank()):
+    if not _here(injection, ("nccl-error", "cuda-error"), step):
         return None
     if injection[0] == "nccl-error":
         return dist.DistBackendError(
@@ -222,6 +225,21 @@ def fault_at(injection: tuple[str, int, int | None] | None, step: int) -> Except
         )
     return torch.AcceleratorError(
         f"CUDA error: an illegal memory access was encountered (injected at step {step})"
+    )
+
+
+def stop_at(injection: tuple[str, int, int | None] | None, kind: str, step: int) -> None:
+    """SIGSTOP this rank where `$LIFEBOAT_INJECT` stops it (`stop` or `stop-in-save` at `step`)."""
+    if _here(injection, (kind,), step):
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def _here(injection: tuple[str, int, int | None] | None, kinds: tuple[str, ...], step: int) -> bool:
+    return (
+        injection is not None
+        and injection[0] in kinds
+        and injection[1] == step
+        and injection[2] in (None, dist.get_rank())
     )
 
 
@@ -262,12 +280,14 @@ def train(args) -> int:
             log.loaded(step)
         while step < args.steps:
             with guard.step(step + 1) if guard else contextlib.nullcontext():
+                stop_at(injection, "stop", step + 1)
                 loss = train_step(model, optimizer, target, fault_at(injection, step + 1))
             step += 1
             if log:
                 log.step(step, loss)
             if args.every and step % args.every == 0:
                 with guard.saving(step) if guard else contextlib.nullcontext():
+                    stop_at(injection, "stop-in-save", step)
                     path = save_checkpoint(model, optimizer, step, ckpt_dir)
                     commit_save(ckpt_dir, path, step, epoch, committed=guard.committed if guard else None)
             if args.step_seconds:
