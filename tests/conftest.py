@@ -183,6 +183,27 @@ def pytest_runtest_protocol(item, nextitem):
         _running[0] = None
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A RecursionError's one-line summary names the frames that repeat: CI prints only the
+    summary, and a recursion that depends on what ran before in the worker is not reproducible."""
+    report = yield
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if call.excinfo is not None and call.excinfo.errisinstance(RecursionError) and crash is not None:
+        crash.message += f" [repeating: {_repeating_frames(call.excinfo.tb)}]"
+    return report
+
+
+def _repeating_frames(tb, top: int = 4) -> str:
+    import collections
+    import traceback
+
+    frames = collections.Counter(
+        f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in traceback.extract_tb(tb)
+    )
+    return "; ".join(f"{frame} x{n}" for frame, n in frames.most_common(top))
+
+
 @pytest.fixture(autouse=True)
 def _lifeboat_env_left_as_found():
     """A test that leaves a LIFEBOAT_* variable changed fails, naming it: every later test
