@@ -61,6 +61,8 @@ class PricedLocal:
         return self.planner.plan(candidates, blocked)
 
     def __getattr__(self, name: str):
+        if "local" not in vars(self):  # a copy or unpickling, before __init__: no recursion
+            raise AttributeError(name)
         return getattr(self.local, name)
 
 
