@@ -171,7 +171,7 @@ def await_approval(
         return _record(process, runbook, ledger, None, card, chat, later)
 
     card.run_id = run_id
-    ask = Ask(run_id, runbook.name, card.action, card.epoch)
+    ask = Ask(run_id, runbook.name, card.action, card.epoch, jobs=tuple(card.placed) or None)
     try:  # lifeboat serve signs a person's answer to exactly this, and tells a viewer if they may
         publish(run_id, ASK_KEY, ask.to_dict())
         publish(run_id, DECIDERS_KEY, process.deciders())
