@@ -266,7 +266,9 @@ def _decision_text(decision, done) -> str:
     if decision is None and not done:
         return "none asked: no job has room on the secondary now"
     if decision is None:
-        return f"none asked: every placed job had completed ({', '.join(sorted(done))})"
+        denied = sorted(job for job, e in done.items() if _denied(e))
+        said = f"; denied earlier: {', '.join(denied)}" if denied else ""
+        return f"none asked: every placed job had completed or was denied ({', '.join(sorted(done))}){said}"
     verdict = "approved" if decision.approved else "rejected"
     if decision.approved and decision.jobs is not None:
         verdict = (

@@ -96,7 +96,7 @@ def test_a_fleet_rerun_after_a_crash_starts_no_second_failover(prefect_server, t
 
     again = fleet_again(runbooks, fleet_run)  # twice: nothing left to do, nothing asked
     assert (lines_of(ledger_path, member_a), lines_of(ledger_path, member_b)) == (a_lines, b_lines)
-    assert again["decision"].startswith("none asked: every placed job had completed")
+    assert again["decision"].startswith("none asked: every placed job had completed or was denied")
     assert len(FleetLedger().read()) == 2
 
 
@@ -251,3 +251,12 @@ def test_a_per_job_decision_fails_over_the_approved_job_and_records_the_denied_o
     assert set(b.phases) == {"approval_requested"} and b.rto is None
     assert b.notes["approval"].startswith("denied by U01ONCALL01 via slack, per job (approved: pretrain-a)")
     assert LedgerFile(ledger_path).read("pretrain-c") == []
+
+    b_lines = lines_of(ledger_path, b.run_id)
+    again = fleet_again(runbooks, run_id)  # a re-run of the fleet run: b stays denied, nothing asked
+    assert again["decision"] == (
+        "none asked: every placed job had completed or was denied (pretrain-a, pretrain-b); "
+        "denied earlier: pretrain-b"
+    )
+    assert [j["outcome"] for j in again["jobs"]] == ["completed", "denied", "waiting"]
+    assert lines_of(ledger_path, b.run_id) == b_lines
