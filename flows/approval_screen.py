@@ -87,6 +87,8 @@ def fleet_form(placed: list[str]) -> type[ApprovalForm]:
                 title="Jobs to fail over now",
                 description="The placed jobs this approval covers, every one by default. Remove a job "
                 "to deny it: it does not fail over, and its ledger and the fleet's record say denied.",
+                # an enum even for one job (pydantic writes `const`), so the UI shows a choice
+                json_schema_extra={"items": {"type": "string", "enum": list(placed)}},
             ),
         ),
     )

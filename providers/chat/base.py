@@ -45,6 +45,7 @@ class ApprovalDecision(BaseModel):
         None,
         description="A fleet's decision per job: the placed jobs approved (the others denied). "
         "None: the whole plan, approved or rejected as one.",
+        exclude_if=lambda jobs: jobs is None,  # a whole decision dumps (and resumes a run) as before
     )
 
     def approves(self, job: str) -> bool:

@@ -290,3 +290,15 @@ def test_the_fleets_form_lists_the_placed_jobs_every_one_approved_by_default():
     assert "deny" in jobs["description"]
     one = approval_form(ApprovalCard(runbook="llama", run_id=RUN)).model_json_schema()
     assert "jobs" not in one["properties"]  # a runbook's own gate asks about it whole
+
+
+def test_the_policys_resume_at_the_deadline_passes_the_fleets_form_as_prefect_checks_it():
+    from prefect.utilities.schema_tools import ValidationError, validate
+
+    from lifeboat_dr.flows.approval_screen import fleet_form
+
+    schema = fleet_form(["chat"]).model_json_schema()
+    policy = ApprovalDecision(approved=False, reason="nobody answered", approver="policy", via="policy")
+    validate(policy.model_dump(mode="json"), schema, raise_on_error=True)  # the whole plan: no `jobs`
+    with pytest.raises(ValidationError):  # a job the plan did not place: Prefect refuses the resume
+        validate({"approved": True, "reason": "x", "jobs": ["sft"]}, schema, raise_on_error=True)
