@@ -256,7 +256,9 @@ def _wait_for_verified(process, timer, keys, ask, card, ledger, clock, grace_s, 
                 approver="prefect",
                 via=Via.prefect,
             )
-        run_input = answer.model_dump()
+        # what the resume sent, not the form's defaults: a whole-plan answer at a fleet's gate
+        # gains no `jobs` its signature does not cover
+        run_input = answer.model_dump(exclude_unset=True)
         key = verdict_key(run_input)
         try:
             if key in seen:

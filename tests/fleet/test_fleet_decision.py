@@ -302,3 +302,16 @@ def test_the_policys_resume_at_the_deadline_passes_the_fleets_form_as_prefect_ch
     validate(policy.model_dump(mode="json"), schema, raise_on_error=True)  # the whole plan: no `jobs`
     with pytest.raises(ValidationError):  # a job the plan did not place: Prefect refuses the resume
         validate({"approved": True, "reason": "x", "jobs": ["sft"]}, schema, raise_on_error=True)
+
+
+def test_a_whole_plan_answer_read_through_the_fleets_form_gains_no_jobs():
+    """The form's default (every placed job) must not be added to what was signed: Slack's
+    whole-plan click would then read as a per-job answer whose signature does not match."""
+    from lifeboat_dr.flows.approval_screen import fleet_form
+
+    ask = fleet_ask_per_job()
+    signed = sign_decision(KEY, ask, ALICE, T0)
+    read = fleet_form(list(ask.jobs)).model_validate(signed)
+    assert read.jobs == list(ask.jobs)  # the form's default, which the gate must not verify
+    d = verify_signed(PUBLIC, ask, read.model_dump(exclude_unset=True), T0)  # as flows/approval.py reads it
+    assert d.jobs is None and d.approved
