@@ -10,7 +10,8 @@ only the two front doors that *verified* a person sign what they decided —
   authenticated the login it passes on (the approver is that login);
 
 with Ed25519 over the question (`Ask`: run id, runbook, action, and the site epoch it was
-asked at) and the answer (verdict, reason, approver, via, time). The private key lives only
+asked at) and the answer (verdict, reason, approver, via, time, and for a fleet's gate the
+jobs a per-job answer approves). The private key lives only
 with `lifeboat serve`; the flow verifies with public keys (`lifeboat_dr.core.approval_keys`),
 so neither a worker nor anyone holding Prefect's API can sign. A bare REST resume, a decision
 signed for another run, runbook, action or epoch, an altered or an old one is `Unverified`,
@@ -42,6 +43,7 @@ ASK_KEY = "lifeboat-ask"  # the flow run input where a gate publishes its `Ask` 
 DECIDERS_KEY = "lifeboat-deciders"  # and who may decide (`ApprovalProcess.deciders`), for the screen
 MAX_REASON = 2000
 MAX_APPROVER = 256
+MAX_JOBS = 1000  # a fleet's ask names at most this many jobs
 
 
 class Unverified(PreconditionFailed):
@@ -56,6 +58,7 @@ class Ask:
     runbook: str
     action: str  # failover | failback | serving | recovery (a rung of the ladder)
     epoch: int | None  # the site epoch when asked; None where the action has none (serving)
+    jobs: tuple[str, ...] | None = None  # a fleet's gate: the placed jobs an answer may approve one by one
 
     @classmethod
     def from_dict(cls, d: object) -> Ask:
@@ -67,10 +70,27 @@ class Ask:
             raise PreconditionFailed("the run's ask names no run, runbook or known action")
         if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
             raise PreconditionFailed("the run's ask has an epoch that is not a number")
-        return cls(run_id[:64], runbook[:200], action, epoch)
+        jobs = d.get("jobs")
+        if jobs is not None and not _names(jobs):
+            raise PreconditionFailed("the run's ask lists jobs that are not names")
+        return cls(run_id[:64], runbook[:200], action, epoch, tuple(jobs) if jobs is not None else None)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """As published; `jobs` only for a fleet's ask (a runbook's ask reads as it always did)."""
+        d = asdict(self)
+        if self.jobs is None:
+            del d["jobs"]
+        else:
+            d["jobs"] = list(self.jobs)
+        return d
+
+
+def _names(jobs: object) -> bool:
+    return (
+        isinstance(jobs, list | tuple)
+        and len(jobs) <= MAX_JOBS
+        and all(isinstance(j, str) and 0 < len(j) <= 200 for j in jobs)
+    )
 
 
 def published_ask(published: object, run_id: str) -> Ask:
@@ -84,9 +104,13 @@ def published_ask(published: object, run_id: str) -> Ask:
     return ask
 
 
-def _message(ask: Ask, approved: bool, reason: str, approver: str, via: str, signed_at: str) -> bytes:
+def _message(
+    ask: Ask, approved: bool, reason: str, approver: str, via: str, signed_at: str, jobs: list[str] | None
+) -> bytes:
+    per_job = {} if jobs is None else {"jobs": sorted(jobs)}  # a whole answer signs as it always did
     return json.dumps(
         {
+            **per_job,
             "v": 1,
             "run": str(ask.run_id),
             "runbook": ask.runbook,
@@ -105,11 +129,15 @@ def _message(ask: Ask, approved: bool, reason: str, approver: str, via: str, sig
 
 
 def sign_decision(key: Ed25519PrivateKey, ask: Ask, decision: ApprovalDecision, at: datetime) -> dict:
-    """The `run_input` that answers `ask` with `decision`, signed by a front door."""
+    """The `run_input` that answers `ask` with `decision`, signed by a front door (its
+    `jobs`, a per-job answer to a fleet, signed with it)."""
     signed_at = at.astimezone(UTC).isoformat(timespec="seconds")
     reason, approver = decision.reason[:MAX_REASON], decision.approver[:MAX_APPROVER]
-    message = _message(ask, decision.approved, reason, approver, decision.via, signed_at)
+    jobs = None if decision.jobs is None else list(decision.jobs)
+    message = _message(ask, decision.approved, reason, approver, decision.via, signed_at, jobs)
+    per_job = {} if jobs is None else {"jobs": jobs}
     return {
+        **per_job,
         "approved": decision.approved,
         "reason": reason,
         "approver": approver,
@@ -136,7 +164,8 @@ def verify_signed(
     keys: Sequence[Ed25519PublicKey], ask: Ask, run_input: dict, now: datetime
 ) -> ApprovalDecision:
     """The decision in `run_input` if a front door signed it for `ask` within `MAX_AGE`;
-    else `Unverified` saying why. Never trusts a field of the input without the signature."""
+    else `Unverified` saying why. Never trusts a field of the input without the signature.
+    A per-job answer (`jobs`) counts only at a fleet's gate and only naming its placed jobs."""
     if not keys:
         raise Unverified(
             "this worker has no approval public key (LIFEBOAT_APPROVAL_PUBLIC_KEYS), so no decision can be verified"
@@ -152,6 +181,9 @@ def verify_signed(
         raise Unverified("a signed decision without approver, reason or verdict")
     if via not in {str(v) for v in SIGNING_VIAS}:
         raise Unverified(f"via {str(via)[:20]!r} is not a channel a front door signs for")
+    jobs = run_input.get("jobs")
+    if jobs is not None and not _names(jobs):
+        raise Unverified("a signed decision whose jobs are not a list of names")
     for field, mine in (("runbook", ask.runbook), ("action", ask.action), ("epoch", ask.epoch)):
         if field in run_input and run_input[field] != mine:
             raise Unverified(
@@ -161,7 +193,7 @@ def verify_signed(
         raw = base64.b64decode(signature, validate=True)
     except ValueError:
         raw = b""
-    message = _message(ask, approved, reason, approver, via, signed_at)
+    message = _message(ask, approved, reason, approver, via, signed_at, None if jobs is None else list(jobs))
     if not any(_valid(k, raw, message) for k in keys):
         raise Unverified(
             f"bad signature (forged, altered, or signed for another run) claiming {approver[:80]} via {via}"
@@ -172,7 +204,18 @@ def verify_signed(
         raise Unverified(f"signed_at {signed_at[:40]!r} is not a time") from None
     if at.tzinfo is None or not (now - MAX_AGE <= at <= now + CLOCK_SKEW):
         raise Unverified(f"signed at {signed_at}, outside {MAX_AGE} of now: a replay")
-    return ApprovalDecision(approved=approved, reason=reason, approver=approver, via=Via(via))
+    if jobs is not None:
+        if ask.jobs is None:
+            raise Unverified(f"a per-job decision, but this gate asks about {ask.runbook} as a whole")
+        if stray := sorted(set(jobs) - set(ask.jobs)):
+            raise Unverified(f"names job(s) not in the plan: {', '.join(stray)[:200]}")
+    return ApprovalDecision(
+        approved=approved,
+        reason=reason,
+        approver=approver,
+        via=Via(via),
+        jobs=None if jobs is None else list(jobs),
+    )
 
 
 def _valid(key: Ed25519PublicKey, signature: bytes, message: bytes) -> bool:

@@ -171,7 +171,7 @@ def await_approval(
         return _record(process, runbook, ledger, None, card, chat, later)
 
     card.run_id = run_id
-    ask = Ask(run_id, runbook.name, card.action, card.epoch)
+    ask = Ask(run_id, runbook.name, card.action, card.epoch, jobs=tuple(card.placed) or None)
     try:  # lifeboat serve signs a person's answer to exactly this, and tells a viewer if they may
         publish(run_id, ASK_KEY, ask.to_dict())
         publish(run_id, DECIDERS_KEY, process.deciders())
@@ -256,7 +256,9 @@ def _wait_for_verified(process, timer, keys, ask, card, ledger, clock, grace_s, 
                 approver="prefect",
                 via=Via.prefect,
             )
-        run_input = answer.model_dump()
+        # what the resume sent, not the form's defaults: a whole-plan answer at a fleet's gate
+        # gains no `jobs` its signature does not cover
+        run_input = answer.model_dump(exclude_unset=True)
         key = verdict_key(run_input)
         try:
             if key in seen:

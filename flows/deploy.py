@@ -10,7 +10,8 @@ name (`lifeboat deploy demo`) by that name, which each worker finds in its own i
 package (`lifeboat_dr.runbooks.examples`).
 Prefect fills `{{ $VAR }}` at deploy time, on the deploying host, which is why the path is
 written in here and never left to an environment variable. Every other entry (`failover`,
-started by the automation with the runbook from the outage event) is deployed once; one whose
+started by the automation with the runbook from the outage event; `failback` and
+`fleet-failover`, started by hand) is deployed once; one whose
 `runbooks` parameter is `RUNBOOKS_PLACEHOLDER` (`capacity`, over the whole fleet) gets the list
 of every runbook deployed.
 
@@ -273,9 +274,12 @@ def deployment_plan(
     return doc
 
 
+FLOW_NAMES = {"fleet_failover": "fleet-failover"}  # the `@flow(name=…)` where it is not the function's
+
+
 def deployment_names(plan: dict[str, Any]) -> list[str]:
-    """`flow/deployment` of every entry in a plan."""
-    return [f"{d['entrypoint'].rsplit(':', 1)[1]}/{d['name']}" for d in plan["deployments"]]
+    """`flow/deployment` of every entry in a plan, as Prefect names them."""
+    return [f"{FLOW_NAMES.get(_flow_of(d), _flow_of(d))}/{d['name']}" for d in plan["deployments"]]
 
 
 def pools_of(plan: dict[str, Any]) -> list[str]:

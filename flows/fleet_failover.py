@@ -6,8 +6,9 @@ the question, its allow-list and the card's lines are `core/fleet/decision.py`; 
 the same pause, Slack card, signature check and refusals), then runs each placed runbook's
 own failover body (`flows/failover.py`, `run_failover`) one after another in this run, each
 with its own run id (`<fleet run>-<runbook>`), lock, fencing, certification and ledger entry,
-its approval the fleet's verified decision. A re-run of the fleet run (its worker lost) skips
-the members whose entry is completed and lets the others go on from their own entries.
+its approval the fleet's verified decision: the whole plan's, or per job, where a denied
+job's own entry records its denial and nothing of it acts. A re-run of the fleet run (its worker lost) skips
+the members whose entry is completed or denied and lets the others go on from their own entries.
 """
 
 from __future__ import annotations
@@ -140,11 +141,8 @@ def run_fleet(
     fleet, digest = fleet_name(plan), plan_digest(plan)
     member_id = {p.job: f"{run_id}-{p.job}" for p in plan.placements}
     ledger = LedgerFile()
-    done = {
-        p.job: e
-        for p in plan.placed()
-        if (e := ledger.entry(p.job, member_id[p.job])) is not None and e.outcome == "completed"
-    }
+    earlier = {p.job: e for p in plan.placed() if (e := ledger.entry(p.job, member_id[p.job])) is not None}
+    done = {job: e for job, e in earlier.items() if e.outcome == "completed" or _denied(e)}
     started = outage_started_at or _now()
     for p in plan.placements:
         print(p.describe())
@@ -160,7 +158,12 @@ def run_fleet(
     if decision is not None and decision.approved:
         for p in to_run:
             rb = loaded[path_of[p.job]]
-            gate = FleetDecisionGate(decision, fleet, run_id, notify=build_gate(rb, drill=dry_run).notify)
+            gate = FleetDecisionGate(
+                decision, fleet, run_id, notify=build_gate(rb, drill=dry_run).notify, job=p.job
+            )
+            if not decision.approves(p.job):  # denied: its own entry says so; nothing of it acts
+                entries[p.job] = _record_denial(rb, member_id[p.job], gate, dry_run)
+                continue
             try:
                 run_failover(
                     path_of[p.job],
@@ -184,7 +187,9 @@ def run_fleet(
             jobs[p.job],
             p,
             entries.get(p.job),
-            outcome="waiting" if p.waits else (None if p.job in entries else "not run"),
+            outcome="waiting"
+            if p.waits
+            else ("denied" if _denied(entries.get(p.job)) else (None if p.job in entries else "not run")),
         )
         for p in plan.placements
     ]
@@ -200,7 +205,7 @@ def run_fleet(
     FleetLedger().append(entry)
     print(f"{fleet}: {entry.summary()}")
     result = entry.model_dump(mode="json")
-    if decision is not None and not decision.approved:
+    if decision is not None and not any(decision.approves(p.job) for p in to_run):
         return Cancelled(message=f"fleet failover rejected: {said}"[:500], data=result)
     if failed:
         why = f"fleet failover: {', '.join(failed)} did not complete"
@@ -229,6 +234,7 @@ def _ask(plan, jobs, loaded, path_of, to_run, fleet, run_id, started, dry_run, m
             f"{len(plan.waiting())} wait"
         ],
         jobs=lines,
+        placed=[p.job for p in to_run],
         cost_per_hour=sum(p.cost_per_h_usd or 0 for p in to_run),
         expected_rto=max(expected.values()),
         drill=dry_run,
@@ -238,10 +244,36 @@ def _ask(plan, jobs, loaded, path_of, to_run, fleet, run_id, started, dry_run, m
     return decision
 
 
+def _denied(entry) -> bool:
+    """A member's entry that records a per-job denial (`FleetDecisionGate`): decided, not run."""
+    return (
+        entry is not None
+        and entry.outcome == "aborted"
+        and entry.notes.get("approval", "").startswith("denied")
+    )
+
+
+def _record_denial(rb, run_id: str, gate, dry_run: bool):
+    """The denied member's own ledger entry: asked, denied by the fleet's decision, aborted."""
+    from lifeboat_dr.flows.wiring import build_ledger
+
+    ledger = build_ledger(rb, run_id=run_id, drill="dry-run" if dry_run else None, reopen=True)
+    gate.request(None, ledger)
+    return ledger.finish("aborted")
+
+
 def _decision_text(decision, done) -> str:
     if decision is None and not done:
         return "none asked: no job has room on the secondary now"
     if decision is None:
-        return f"none asked: every placed job had completed ({', '.join(sorted(done))})"
+        denied = sorted(job for job, e in done.items() if _denied(e))
+        said = f"; denied earlier: {', '.join(denied)}" if denied else ""
+        return f"none asked: every placed job had completed or was denied ({', '.join(sorted(done))}){said}"
     verdict = "approved" if decision.approved else "rejected"
+    if decision.approved and decision.jobs is not None:
+        verdict = (
+            f"approved per job ({', '.join(decision.jobs)}; the others denied)"
+            if decision.jobs
+            else "denied every job"
+        )
     return f"{verdict} by {decision.approver} via {decision.via}: {decision.reason}"

@@ -21,7 +21,7 @@ person could set (Running, Completed, Scheduled) would act around the gate.
 
 Refusals change nothing: no or wrong proxy secret, or no identity → 401; a body over
 `max_body` → 413 (before reading it); not JSON, bad UTF-8, not a run id, or no
-`approved`/`reason` → 400; a state other than a Cancel → 403; no such run → 404; a run not at
+`approved`/`reason`, or `jobs` (a fleet's per-job answer) not a list of names → 400; a state other than a Cancel → 403; no such run → 404; a run not at
 a Lifeboat gate (no ask) → 409; Prefect down → 502.
 """
 
@@ -162,8 +162,13 @@ class ProxiedDecisions:
         reason = run_input.get("reason") if isinstance(run_input, dict) else None
         if not isinstance(approved, bool) or not isinstance(reason, str) or not reason.strip():
             return _error(400, 'expected {"run_input": {"approved": true|false, "reason": "…"}}')
+        jobs = run_input.get("jobs")  # a fleet's form: the placed jobs approved, signed with the rest
+        if jobs is not None and not (isinstance(jobs, list) and all(isinstance(j, str) for j in jobs)):
+            return _error(400, '"jobs" must be a list of job names')
         via = Via.cli if request.headers.get("user-agent", "").startswith("prefect/") else Via.ui
-        decision = ApprovalDecision(approved=approved, reason=reason[:MAX_REASON], approver=login, via=via)
+        decision = ApprovalDecision(
+            approved=approved, reason=reason[:MAX_REASON], approver=login, via=via, jobs=jobs
+        )
         try:
             ask = published_ask(await run_in_threadpool(self.ask, run_id), run_id)
             signed = sign_decision(self.key, ask, decision, self.clock())

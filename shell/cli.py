@@ -28,6 +28,7 @@ COMMANDS = {  # name -> what it does, in the order an on-call meets them
     "replicate": "copy committed checkpoints from the active site to the standby (newest first), then apply retention",
     "plan": "rank the secondary's candidates with $/h, the failed primary blocked",
     "failover": "fail a job over now (the failover flow, run in this process)",
+    "fleet-failover": "fail the runbooks of one outage over together: one plan, one approval (whole or per job)",
     "fence": "fence the old primary by hand, straight against the stores (Prefect down)",
     "failback": "bring the job back to the recovered primary (the failback flow)",
     "approve": "approve or reject a failover waiting at its approval gate",
@@ -86,7 +87,8 @@ def build_parser(argv: list[str] | None = None, *, every: bool = False) -> argpa
     chosen = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
     for name, summary in COMMANDS.items():
         if every or name == chosen:
-            importlib.import_module(f"lifeboat_dr.shell.commands.{name}").register(subparsers)
+            module = name.replace("-", "_")  # fleet-failover: shell/commands/fleet_failover.py
+            importlib.import_module(f"lifeboat_dr.shell.commands.{module}").register(subparsers)
         else:
             subparsers.add_parser(name, help=summary)
     return parser

@@ -8,7 +8,11 @@ never verifies here, and a fleet decision verifies nowhere else.
 
 Who may decide is every placed runbook's allow-list at once (`fleet_approval`): an approver
 counts only if each of those runbooks lists them, with only the logins each of them gives.
-The plan is approved or rejected whole; a per-job decision is not built.
+The plan is approved or rejected whole (Slack's buttons, `lifeboat approve` without `--job`),
+or job by job: the Prefect UI's fleet form and `lifeboat approve --job` send the placed jobs
+approved (`ApprovalDecision.jobs`), signed with the rest of the answer; the others are denied.
+A per-job answer naming a job the plan did not place, or one signed for another plan, is
+refused (`verify_signed`).
 """
 
 from __future__ import annotations
@@ -96,24 +100,31 @@ def card_lines(plan: FleetPlan, jobs: Mapping[str, FleetJob], expected: Mapping[
 
 class FleetDecisionGate:
     """A member failover's `Gate` (`core/failover/contract.py`): the decision the fleet's gate
-    verified, recorded in the member's own ledger as its approval. Built only by the fleet flow
-    from what its gate returned: no parameter or API call can hand a failover one."""
+    verified, recorded in the member's own ledger as its approval; for `job`, a per-job
+    decision that leaves it out is its denial. Built only by the fleet flow from what its gate
+    returned: no parameter or API call can hand a failover one."""
 
-    def __init__(self, decision, fleet: str, fleet_run_id: str, notify=None):
-        self.decision, self.fleet, self.fleet_run_id = decision, fleet, fleet_run_id
+    def __init__(self, decision, fleet: str, fleet_run_id: str, notify=None, *, job: str | None = None):
+        self.decision, self.fleet, self.fleet_run_id, self.job = decision, fleet, fleet_run_id, job
         self._notify = notify
 
     def request(self, card, ledger):
+        """Records the decision for this job and returns it (a denial: as a rejection)."""
         ledger.mark("approval_requested")
         d = self.decision
-        said = f"by {d.approver} via {d.via}: {d.reason} (the fleet decision {self.fleet}, run {self.fleet_run_id})"
-        if d.approved:
-            ledger.note("approval", f"approved {said}")
+        approved = d.approves(self.job) if self.job is not None else d.approved
+        per_job = f", per job (approved: {', '.join(d.jobs) or 'none'})" if d.jobs is not None else ""
+        said = (
+            f"by {d.approver} via {d.via}{per_job}: {d.reason} "
+            f"(the fleet decision {self.fleet}, run {self.fleet_run_id})"
+        )
+        verdict = "approved" if approved else ("denied" if d.approved else "rejected")
+        ledger.note("approval", f"{verdict} {said}")
+        if approved:
             ledger.mark("approval_granted")
-        else:
-            ledger.note("approval", f"rejected {said}")
-            ledger.fail("approval_granted", f"rejected {said}", outcome="aborted")
-        return d
+            return d
+        ledger.fail("approval_granted", f"{verdict} {said}", outcome="aborted")
+        return d.model_copy(update={"approved": False})
 
     def announce(self) -> None:
         """The fleet's gate announced the decision once, for every job."""

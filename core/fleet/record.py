@@ -23,11 +23,11 @@ class FleetJobRecord(BaseModel):
     runbook: str
     workload: str
     rto_target_s: float
-    outcome: str  # completed | failed | aborted | stood-down | waiting | not run
+    outcome: str  # completed | failed | aborted | stood-down | denied (per job) | waiting | not run
     run_id: str | None = None  # its own failover's run id (its ledger entry)
     place: str | None = None
     downgraded: bool = False
-    rto_s: float | None = None  # measured by its own failover; None when it did not run or end
+    rto_s: float | None = None  # measured by its own failover; None when it did not run or end (denied)
     met: bool | None = None  # rto_s within rto_target_s; None when not measured
     expected_wait_s: float | None = None  # for a waiting job: its expected wait (None: unknown)
 
@@ -48,7 +48,9 @@ class FleetEntry(BaseModel):
     def summary(self) -> str:
         ran = [j for j in self.jobs if j.rto_s is not None]
         waiting = [j for j in self.jobs if j.outcome == "waiting"]
-        return f"{len(self.met())} of {len(ran)} failed-over job(s) met their class RTO; {len(waiting)} wait"
+        denied = [j for j in self.jobs if j.outcome == "denied"]
+        said = f"{len(self.met())} of {len(ran)} failed-over job(s) met their class RTO; {len(waiting)} wait"
+        return said + (f"; {len(denied)} denied" if denied else "")
 
 
 def job_record(job, placement, entry: LedgerEntry | None, outcome: str | None = None) -> FleetJobRecord:

@@ -41,6 +41,16 @@ class ApprovalDecision(BaseModel):
     )
     approver: str = Field("unknown", description="Who decided: a Slack user ID or a verified login.")
     via: Via = Field(Via.ui, description="Where the decision was made: ui, slack, cli, policy or console.")
+    jobs: list[str] | None = Field(
+        None,
+        description="A fleet's decision per job: the placed jobs approved (the others denied). "
+        "None: the whole plan, approved or rejected as one.",
+        exclude_if=lambda jobs: jobs is None,  # a whole decision dumps (and resumes a run) as before
+    )
+
+    def approves(self, job: str) -> bool:
+        """Whether this decision lets `job` (one of a fleet's placed jobs) fail over."""
+        return self.approved and (self.jobs is None or job in self.jobs)
 
 
 ON_TIMEOUT = {  # approval.on_timeout, as the card says it
@@ -82,6 +92,9 @@ class ApprovalCard:
     if_mismatch: str | None = None  # what a parity mismatch would do (a possible rollback)
     epoch: int | None = None  # the site epoch when asked (signed with the answer: no replay across epochs)
     jobs: list[str] = field(default_factory=list)  # a fleet's card: one line per job, in place of one plan
+    placed: list[str] = field(
+        default_factory=list
+    )  # a fleet's card: the jobs a decision may approve one by one
 
     @property
     def what(self) -> str:

@@ -1,5 +1,6 @@
-"""`lifeboat approve RUN_ID [--reject] --reason …`: decide a paused run from a terminal, and
-wait for the run to accept or refuse the decision.
+"""`lifeboat approve RUN_ID [--reject | --job RUNBOOK…] --reason …`: decide a paused run from a
+terminal (a fleet's plan whole, or only the placed jobs named), and wait for the run to accept
+or refuse the decision.
 
 Who decides is not an argument: the identity proxy in front of Prefect authenticates you
 (PREFECT_API_URL pointing at the proxy, PREFECT_API_AUTH_STRING=`login:password`, or your
@@ -32,6 +33,12 @@ def register(subparsers) -> None:
     )
     p.add_argument("run_id", metavar="RUN_ID", help="the Prefect flow run id shown on the approval card")
     p.add_argument("--reject", action="store_true", help="reject: stop the failover")
+    p.add_argument(
+        "--job",
+        action="append",
+        metavar="RUNBOOK",
+        help="a fleet failover: approve only this placed job (repeat for more); the others are denied",
+    )
     p.add_argument("--reason", required=True, help="why; recorded in the ledger and on the card")
     p.add_argument(
         "--wait", type=float, default=60.0, metavar="S", help="seconds to wait for the run's verdict (60)"
@@ -46,14 +53,19 @@ def run(args, *, poll_s: float = 0.5) -> int:
     except ValueError:
         raise ConfigError(f"{args.run_id!r} is not a flow run id (a UUID, as on the approval card)") from None
     approved = not args.reject
-    verb = "approve" if approved else "reject"
+    if args.job and args.reject:
+        raise ConfigError(
+            "--job approves jobs of a fleet one by one; --reject rejects the whole plan: give one"
+        )
+    verb = f"approve {', '.join(args.job)}" if args.job else ("approve" if approved else "reject")
+    run_input = {"approved": approved, "reason": args.reason} | ({"jobs": args.job} if args.job else {})
     from lifeboat_dr.providers.orchestrator.prefect_api import read_run_input, require_api_url, send_decision
 
     require_api_url()
     form_deadline = time.monotonic() + FORM_WAIT_S
     while True:
         try:
-            answer, verdict_key = send_decision(run_id, {"approved": approved, "reason": args.reason})
+            answer, verdict_key = send_decision(run_id, run_input)
         except (NotFound, PreconditionFailed) as e:
             raise ConfigError(str(e)) from None
         if answer.get("status") == "ACCEPT":
@@ -84,7 +96,15 @@ def run(args, *, poll_s: float = 0.5) -> int:
                 raise ConfigError(f"run {run_id} refused your decision to {verb}: {why}")
             if args.json:
                 print(
-                    json.dumps({"run_id": run_id, "decision": verb, "accepted": True, "reason": args.reason})
+                    json.dumps(
+                        {
+                            "run_id": run_id,
+                            "decision": "approve" if approved else "reject",
+                            "jobs": args.job,
+                            "accepted": True,
+                            "reason": args.reason,
+                        }
+                    )
                 )
             else:
                 print(f"run {run_id} accepted your decision to {verb}: {args.reason}")

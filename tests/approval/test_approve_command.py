@@ -38,3 +38,9 @@ def test_keys_generate_writes_a_private_file_and_prints_the_public_key(tmp_path,
         .err.strip()
         .endswith("exists: a signing key is never overwritten (remove it first)")
     )
+
+
+def test_approve_refuses_per_job_and_reject_together(capsys):
+    argv = ["approve", "8d4c1a52-0000-4000-8000-000000000001", "--reject", "--job", "a", "--reason", "no"]
+    assert lifeboat(argv) == 1
+    assert "--reject rejects the whole plan: give one" in capsys.readouterr().err

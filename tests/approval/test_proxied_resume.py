@@ -24,6 +24,9 @@ def ask_of(run_id):
         return None  # not a Lifeboat gate
     if run_id.endswith("999"):
         return {"run_id": RUN, "runbook": "llama-pretrain", "action": "failover", "epoch": 4}
+    if run_id.endswith("f1ee7"):  # a fleet's gate: the placed jobs may be decided one by one
+        return {"run_id": run_id, "runbook": "fleet-0123456789abcdef", "action": "failover", "epoch": None,
+                "jobs": ["pretrain-a", "pretrain-b"]}  # fmt: skip
     return {"run_id": run_id, "runbook": "llama-pretrain", "action": "failback", "epoch": 4}
 
 
@@ -81,6 +84,7 @@ def test_without_the_proxys_secret_and_a_login_nothing_happens(route, headers, p
         (b'{"run_input": {"approved": "yes", "reason": "r"}}', 400),
         (b'{"run_input": {"approved": true, "reason": "   "}}', 400),
         (b'{"run_input": [1, 2]}', 400),
+        (b'{"run_input": {"approved": true, "reason": "r", "jobs": "pretrain-a"}}', 400),
         (b'{"other": 1}', 400),
     ],
     ids=[
@@ -91,6 +95,7 @@ def test_without_the_proxys_secret_and_a_login_nothing_happens(route, headers, p
         "approved-not-bool",
         "blank-reason",
         "list",
+        "jobs-not-a-list",
         "no-input",
     ],
 )
@@ -126,3 +131,13 @@ def test_a_person_may_cancel_but_set_no_other_state(route):
         r = route.post(f"/api/flow_runs/{RUN}/set_state", json=body, headers=PROXY)
         assert r.status_code == 403, kind
     assert route.calls == []
+
+
+def test_the_fleet_forms_jobs_are_signed_with_the_decision(route):
+    fleet = "8d4c1a52-0000-4000-8000-0000000f1ee7"
+    body = {"run_input": {"approved": True, "reason": "a first", "jobs": ["pretrain-a"]}}
+    assert route.post(f"/api/flow_runs/{fleet}/resume", json=body, headers=PROXY).status_code == 201
+    ((_, _, run_input),) = route.calls
+    ask = Ask(fleet, "fleet-0123456789abcdef", "failover", None, jobs=("pretrain-a", "pretrain-b"))
+    d = verify_signed(public_keys(), ask, run_input, datetime.now(UTC))
+    assert (d.approver, d.via, d.jobs) == ("alice@example.com", "ui", ["pretrain-a"])

@@ -14,6 +14,7 @@ NEEDS_PREFECT = [
     ["failover", "demo", "--dry-run"],
     ["failover", "demo", "--dry-run", "--json"],
     ["failback", "demo"],
+    ["fleet-failover", "demo", "--dry-run", "--json"],
     ["approve", "11111111-2222-3333-4444-555555555555", "--reason", "restore"],
     ["deploy", "demo"],
     ["drill", "demo", "--kind", "process-kill"],

@@ -207,3 +207,111 @@ def test_one_card_in_the_prefect_ui_and_in_slack_lists_every_job():
         assert line.replace("&", "&amp;") in slack or line in slack
     assert "Certified checkpoint" not in markdown  # each job certifies its own after the decision
     assert "$550.40/h" in markdown
+
+
+def fleet_ask_per_job(p=None) -> Ask:
+    p = p or plan()
+    return Ask(RUN, fleet_name(p), "failover", None, jobs=tuple(pl.job for pl in p.placed()))
+
+
+def test_a_per_job_decision_verifies_with_the_jobs_it_approves():
+    ask = fleet_ask_per_job()
+    some = ALICE.model_copy(update={"jobs": ["chat", "sft"]})
+    d = verify_signed(PUBLIC, ask, sign_decision(KEY, ask, some, T0), T0)
+    assert d.jobs == ["chat", "sft"] and d.approves("chat") and not d.approves("pretrain")
+    whole = verify_signed(PUBLIC, ask, sign_decision(KEY, ask, ALICE, T0), T0)  # Slack's buttons: the plan
+    assert whole.jobs is None and all(whole.approves(j.name) for j in JOBS)
+    rejected = ALICE.model_copy(update={"approved": False, "jobs": ["chat"]})
+    assert not verify_signed(PUBLIC, ask, sign_decision(KEY, ask, rejected, T0), T0).approves("chat")
+
+
+def test_the_jobs_of_a_signed_decision_cannot_be_changed_added_or_dropped():
+    ask = fleet_ask_per_job()
+    signed = sign_decision(KEY, ask, ALICE.model_copy(update={"jobs": ["chat"]}), T0)
+    for forged in (
+        signed | {"jobs": ["chat", "pretrain"]},  # a job added
+        {k: v for k, v in signed.items() if k != "jobs"},  # dropped: the whole plan approved
+    ):
+        with pytest.raises(Unverified, match="bad signature"):
+            verify_signed(PUBLIC, ask, forged, T0)
+    whole = sign_decision(KEY, ask, ALICE.model_copy(update={"approved": False}), T0)
+    with pytest.raises(Unverified, match="bad signature"):  # a rejection turned into a per-job approval
+        verify_signed(PUBLIC, ask, whole | {"approved": True, "jobs": ["chat"]}, T0)
+
+
+def test_a_per_job_decision_naming_a_job_not_in_the_plan_is_refused():
+    ask = fleet_ask_per_job()
+    stray = sign_decision(KEY, ask, ALICE.model_copy(update={"jobs": ["chat", "someone-else"]}), T0)
+    with pytest.raises(Unverified, match="names job\\(s\\) not in the plan: someone-else"):
+        verify_signed(PUBLIC, ask, stray, T0)
+    for bad in ("chat", [1], [""]):
+        with pytest.raises(Unverified, match="not a list of names"):
+            verify_signed(PUBLIC, ask, stray | {"jobs": bad}, T0)
+
+
+def test_a_per_job_decision_signed_for_another_plan_or_at_a_runbooks_gate_is_refused():
+    other = fleet_ask_per_job(plan({H100: 200, A100: 128}))
+    signed = sign_decision(KEY, other, ALICE.model_copy(update={"jobs": ["chat"]}), T0)
+    with pytest.raises(Unverified, match="signed for runbook"):
+        verify_signed(PUBLIC, fleet_ask_per_job(), signed, T0)
+    member = Ask(RUN, "chat", "failover", 3)  # a runbook's own gate asks about the runbook whole
+    per_job = sign_decision(KEY, member, ALICE.model_copy(update={"jobs": ["chat"]}), T0)
+    with pytest.raises(Unverified, match="per-job decision, but this gate asks about chat as a whole"):
+        verify_signed(PUBLIC, member, per_job, T0)
+
+
+def test_a_fleet_ask_publishes_its_placed_jobs_and_a_runbooks_ask_reads_as_before():
+    ask = fleet_ask_per_job()
+    assert Ask.from_dict(ask.to_dict()) == ask and ask.to_dict()["jobs"] == ["chat", "pretrain", "sft"]
+    member = Ask(RUN, "chat", "failover", 3)
+    assert member.to_dict() == {"run_id": RUN, "runbook": "chat", "action": "failover", "epoch": 3}
+
+
+def test_a_denied_member_records_the_denial_as_its_own_approval_and_aborts():
+    some = ALICE.model_copy(update={"jobs": ["chat"]})
+    approved, denied = Ledger(), Ledger()
+    FleetDecisionGate(some, "fleet-x", RUN, job="chat").request(None, approved)
+    said = FleetDecisionGate(some, "fleet-x", RUN, job="sft").request(None, denied)
+    assert approved.phases == ["approval_requested", "approval_granted"]
+    assert not said.approved and denied.phases == ["approval_requested"]
+    assert denied.notes["approval"] == (
+        f"denied by U0ALICE via slack, per job (approved: chat): region down (the fleet decision fleet-x, run {RUN})"
+    )
+    assert denied.failed[0][2] == "aborted"
+
+
+def test_the_fleets_form_lists_the_placed_jobs_every_one_approved_by_default():
+    from lifeboat_dr.flows.approval_screen import approval_form
+    from lifeboat_dr.providers.chat.base import ApprovalCard
+
+    card = ApprovalCard(runbook="fleet-x", run_id=RUN, jobs=["chat: ...", "sft: ..."], placed=["chat", "sft"])
+    jobs = approval_form(card).model_json_schema()["properties"]["jobs"]
+    assert jobs["items"]["enum"] == ["chat", "sft"] and jobs["default"] == ["chat", "sft"]
+    assert "deny" in jobs["description"]
+    one = approval_form(ApprovalCard(runbook="llama", run_id=RUN)).model_json_schema()
+    assert "jobs" not in one["properties"]  # a runbook's own gate asks about it whole
+
+
+def test_the_policys_resume_at_the_deadline_passes_the_fleets_form_as_prefect_checks_it():
+    from prefect.utilities.schema_tools import ValidationError, validate
+
+    from lifeboat_dr.flows.approval_screen import fleet_form
+
+    schema = fleet_form(["chat"]).model_json_schema()
+    policy = ApprovalDecision(approved=False, reason="nobody answered", approver="policy", via="policy")
+    validate(policy.model_dump(mode="json"), schema, raise_on_error=True)  # the whole plan: no `jobs`
+    with pytest.raises(ValidationError):  # a job the plan did not place: Prefect refuses the resume
+        validate({"approved": True, "reason": "x", "jobs": ["sft"]}, schema, raise_on_error=True)
+
+
+def test_a_whole_plan_answer_read_through_the_fleets_form_gains_no_jobs():
+    """The form's default (every placed job) must not be added to what was signed: Slack's
+    whole-plan click would then read as a per-job answer whose signature does not match."""
+    from lifeboat_dr.flows.approval_screen import fleet_form
+
+    ask = fleet_ask_per_job()
+    signed = sign_decision(KEY, ask, ALICE, T0)
+    read = fleet_form(list(ask.jobs)).model_validate(signed)
+    assert read.jobs == list(ask.jobs)  # the form's default, which the gate must not verify
+    d = verify_signed(PUBLIC, ask, read.model_dump(exclude_unset=True), T0)  # as flows/approval.py reads it
+    assert d.jobs is None and d.approved

@@ -96,7 +96,7 @@ def test_a_fleet_rerun_after_a_crash_starts_no_second_failover(prefect_server, t
 
     again = fleet_again(runbooks, fleet_run)  # twice: nothing left to do, nothing asked
     assert (lines_of(ledger_path, member_a), lines_of(ledger_path, member_b)) == (a_lines, b_lines)
-    assert again["decision"].startswith("none asked: every placed job had completed")
+    assert again["decision"].startswith("none asked: every placed job had completed or was denied")
     assert len(FleetLedger().read()) == 2
 
 
@@ -189,3 +189,74 @@ def test_a_runbook_given_twice_fails_the_fleet_in_one_line_before_anything_is_as
     state = fleet_failover(runbooks=[a, str(again)], dry_run=True, return_state=True)
     assert state.is_failed() and state.message == "fleet failover: runbook(s) given twice: pretrain-a"
     assert FleetLedger().read() == [] and not ledger_path.exists()
+
+
+def test_a_per_job_decision_fails_over_the_approved_job_and_records_the_denied_one(
+    prefect_server, tmp_path, ledger_path, monkeypatch
+):
+    """The real gate, real keys: a per-job answer naming a job the plan did not place is
+    refused at Prefect's door (the form's enum), one signed for another plan by the gate; then
+    pretrain-a approved and pretrain-b denied: a fails over, b's own entry says denied."""
+    from prefect.flow_runs import resume_flow_run
+    from prefect.input.run_input import read_flow_run_input
+
+    from lifeboat_dr.core.approval_keys import generate, load_signing_key, public_text
+
+    key_file = tmp_path / "keys" / "signing.pem"
+    key_file.parent.mkdir()
+    monkeypatch.setenv("LIFEBOAT_APPROVAL_PUBLIC_KEYS", public_text(generate(key_file)))
+    signing = load_signing_key(key_file)
+    runbooks = three_runbooks(tmp_path)
+
+    t = in_thread(
+        fleet_failover, runbooks=runbooks, dry_run=True, approval="wait", recovery="4h", return_state=True
+    )
+    seen: set[str] = set()
+    run_id, pause = wait_until(lambda: _paused(None, seen), timeout=120)
+    ask = Ask.from_dict(read_flow_run_input(ASK_KEY, flow_run_id=UUID(run_id)))
+    assert ask.jobs == ("pretrain-a", "pretrain-b")  # pretrain-c waits: not asked about
+
+    def signed(for_ask, jobs):
+        d = ApprovalDecision(approved=True, reason="a first", approver="U01ONCALL01", via="slack", jobs=jobs)
+        return sign_decision(signing, for_ask, d, datetime.now(UTC))
+
+    with pytest.raises(RuntimeError, match="Cannot resume this run"):  # not in the form's enum
+        resume_flow_run(UUID(run_id), run_input=signed(ask, ["pretrain-a", "pretrain-c"]))
+    assert _paused(run_id, set()) == (run_id, pause)  # still waiting at the same pause
+    other_plan = Ask(run_id, "fleet-0000000000000000", "failover", None, jobs=ask.jobs)
+    seen.add(pause)
+    resume_flow_run(UUID(run_id), run_input=signed(other_plan, ["pretrain-a"]))
+    _, pause = wait_until(lambda: _paused(run_id, seen), timeout=60)
+    resume_flow_run(UUID(run_id), run_input=signed(ask, ["pretrain-a"]))
+    t.join(timeout=300)
+    assert not t.is_alive() and "error" not in t.out, t.out
+    state = t.out["value"]
+    assert state.is_completed(), state.message
+    assert state.message.endswith("; 1 wait; 1 denied")
+    result = state.result()
+    jobs = {j["runbook"]: j for j in result["jobs"]}
+    assert [jobs[n]["outcome"] for n in ("pretrain-a", "pretrain-b", "pretrain-c")] == [
+        "completed",
+        "denied",
+        "waiting",
+    ]
+    assert result["decision"] == (
+        "approved per job (pretrain-a; the others denied) by U01ONCALL01 via slack: a first"
+    )
+    assert "signed for runbook 'fleet-0000000000000000'" in result["notes"]["approval refused"]
+    (a,) = LedgerFile(ledger_path).read("pretrain-a")
+    assert a.outcome == "completed" and "fenced" in a.phases
+    (b,) = LedgerFile(ledger_path).read("pretrain-b")  # its own entry: asked, denied, nothing done
+    assert b.run_id == jobs["pretrain-b"]["run_id"] and b.outcome == "aborted"
+    assert set(b.phases) == {"approval_requested"} and b.rto is None
+    assert b.notes["approval"].startswith("denied by U01ONCALL01 via slack, per job (approved: pretrain-a)")
+    assert LedgerFile(ledger_path).read("pretrain-c") == []
+
+    b_lines = lines_of(ledger_path, b.run_id)
+    again = fleet_again(runbooks, run_id)  # a re-run of the fleet run: b stays denied, nothing asked
+    assert again["decision"] == (
+        "none asked: every placed job had completed or was denied (pretrain-a, pretrain-b); "
+        "denied earlier: pretrain-b"
+    )
+    assert [j["outcome"] for j in again["jobs"]] == ["completed", "denied", "waiting"]
+    assert lines_of(ledger_path, b.run_id) == b_lines

@@ -44,6 +44,7 @@ def test_each_runbook_gets_its_own_scheduled_deployments_with_its_path_written_i
     per_runbook = sum(1 for d in TEMPLATE["deployments"] if is_per_runbook(d))
     shared = len(TEMPLATE["deployments"]) - per_runbook  # failover, failback: the runbook comes with the run
     assert names.count("failback/failback") == 1
+    assert names.count("fleet-failover/fleet-failover") == 1  # by hand: its runbooks come with the run
     # neither keeps its loss log in the primary store: no `loss_log` pass for either
     assert len(names) == shared + 2 * (per_runbook - 1) and not any(n.startswith("loss_log/") for n in names)
     assert len(set(names)) == len(names)
@@ -164,3 +165,13 @@ def test_a_git_source_refuses_a_runbook_the_workers_clone_would_not_hold(tmp_pat
     assert lifeboat(["deploy", str(outside), "--repository", "file:///srv/git/dr.git"]) == 1
     err = capsys.readouterr().err.strip()
     assert "is outside" in err and "a worker's clone cannot hold it" in err and len(err.splitlines()) == 1
+
+
+def test_every_deployment_name_is_the_flow_name_prefect_gives_it():
+    import importlib
+
+    plan = deployment_plan(TEMPLATE, [runbook_target("runbooks/demo.yaml", ROOT)], ROOT)
+    for d, name in zip(plan["deployments"], deployment_names(plan), strict=True):
+        module, function = d["entrypoint"].split(":")
+        flow = getattr(importlib.import_module(module), function)
+        assert name == f"{flow.name}/{d['name']}"
