@@ -68,7 +68,13 @@ from lifeboat_dr.kernel.errors import (
     RefusedKey,
 )
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store, join
-from lifeboat_dr.providers.storage.buffers import BUFFERS, gather, gather_cost, tune_allocator
+from lifeboat_dr.providers.storage.buffers import (
+    BUFFERS,
+    gather,
+    gather_cost,
+    release_freed,
+    tune_allocator,
+)
 
 # Basenames whose presence declares a checkpoint (or part of one) complete, in the order they
 # are written: after every other object, deepest directory first, and within a directory the
@@ -381,7 +387,7 @@ def copy_prefix(
                 flags[-1] = PLANNED | _MOVE | (_NO_CRC if item.expected_crc is None else 0)
                 expected[-1] = item.expected_crc or 0
                 moving, moving_bytes = moving + 1, moving_bytes + item.src.size
-        manifest = None  # planned: the data phase needs only `expected` (its buffers go back)
+        manifest = None  # planned: the data phase needs only `expected`
         # Any data change re-commits every marker; otherwise only markers that differ.
         commit = sorted(
             (i for i, same, _ in marks if moving or not same), key=lambda i: commit_order(i.rel, markers)
@@ -391,6 +397,8 @@ def copy_prefix(
                 skip(item, dst_crc)
         for item in commit:
             flags[item.position] |= PLANNED
+        report.landed.reserve(len(flags))
+        release_freed()  # the plan's tables and transients, before the data's bodies
         if dry_run:
             return _done(report, started, owned)
         if progress:

@@ -215,6 +215,11 @@ class Landed(Mapping[str, ObjectInfo]):
         self._count = 0
         self.in_key_order = True  # positions follow key order (a sorted listing)
 
+    def reserve(self, positions: int) -> None:
+        """Room for that many positions at once (not regrown entry by entry mid-copy)."""
+        if positions > len(self._starts):
+            self._starts.extend(array("q", [-1]) * (positions - len(self._starts)))
+
     def add(self, position: int, rel: str, info: ObjectInfo) -> None:
         if self._file is None:
             self._file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the report
@@ -231,8 +236,7 @@ class Landed(Mapping[str, ObjectInfo]):
             ]  # fmt: skip
         ).encode()
         os.pwrite(self._file.fileno(), line + b"\n", self._size)
-        if position >= len(self._starts):
-            self._starts.extend(array("q", [-1]) * (position + 1 - len(self._starts)))
+        self.reserve(position + 1)
         self._count += self._starts[position] < 0
         self._starts[position] = self._size
         self._size += len(line) + 1
