@@ -58,7 +58,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from lifeboat_dr.core.transfer_records import Destination, Landed, Names, ShardTable
+from lifeboat_dr.core.transfer_records import Destination, Landed, OutcomeNames, Outcomes, ShardTable
 from lifeboat_dr.kernel.crc32c import crc32c_of
 from lifeboat_dr.kernel.errors import (
     ChecksumMismatch,
@@ -68,7 +68,13 @@ from lifeboat_dr.kernel.errors import (
     RefusedKey,
 )
 from lifeboat_dr.providers.storage.base import ObjectInfo, Store, join
-from lifeboat_dr.providers.storage.buffers import BUFFERS, gather, gather_cost, tune_allocator
+from lifeboat_dr.providers.storage.buffers import (
+    BUFFERS,
+    gather,
+    gather_cost,
+    release_freed,
+    tune_allocator,
+)
 
 # Basenames whose presence declares a checkpoint (or part of one) complete, in the order they
 # are written: after every other object, deepest directory first, and within a directory the
@@ -149,19 +155,21 @@ class Progress(Protocol):
         """Bytes moved (streamed or server-copied) since the last call."""
 
 
+# What became of a source object (`Outcomes` flags, one byte per object: core/transfer_records.py)
+PLANNED, COPIED, SERVER_COPIED, SKIPPED, HASHED = 1, 2, 4, 8, 16
+_MOVE, _NO_CRC = 32, 64  # the copy's own: to be moved; no CRC32C to copy against
+
+
 @dataclass
 class TransferReport:
     """What a `copy_prefix` did: relative keys per outcome, and bytes moved."""
 
     src: str
     dst: str
-    # per-file names are `Names` (compact lists; core/transfer_records.py)
-    copied: Names = field(default_factory=Names)  # streamed through us, verified
-    server_copied: Names = field(default_factory=Names)  # copied inside the provider
-    skipped: Names = field(default_factory=Names)  # already present with same size + CRC32C
+    # by position in the source's listing; the keys of each outcome are read from it again
+    outcomes: Outcomes = field(default_factory=lambda: Outcomes(tuple, lambda: True))
     failed: dict[str, str] = field(default_factory=dict)  # key -> last error
     refused: dict[str, str] = field(default_factory=dict)  # of those, keys a store refuses -> its one line
-    hashed: Names = field(default_factory=Names)  # no source CRC32C anywhere: read twice (hashed first)
     # what the destination holds, by relative key, with its CRC32C: objects written (from the
     # write's answer) and objects skipped whose CRC32C was compared (replication receipts);
     # kept in a temporary file, read in key order
@@ -170,12 +178,36 @@ class TransferReport:
     # the copy deleted, plus what it wrote (an object whose copy failed is left out: unknown)
     destination: Mapping[str, ObjectInfo] = field(default_factory=dict)
     markers: list[str] = field(default_factory=list)  # commit markers written last
-    planned: Names = field(default_factory=Names)  # what had to move (a dry run stops here)
     source_written: datetime | None = None  # newest write among the source objects
     bytes_copied: int = 0
     bytes_skipped: int = 0
     retries: int = 0
     seconds: float = 0.0
+
+    @property
+    def copied(self) -> OutcomeNames:
+        """Streamed through us, verified."""
+        return self.outcomes.named(COPIED)
+
+    @property
+    def server_copied(self) -> OutcomeNames:
+        """Copied inside the provider."""
+        return self.outcomes.named(SERVER_COPIED)
+
+    @property
+    def skipped(self) -> OutcomeNames:
+        """Already present with the same size and CRC32C."""
+        return self.outcomes.named(SKIPPED)
+
+    @property
+    def hashed(self) -> OutcomeNames:
+        """No source CRC32C anywhere: read twice (hashed first)."""
+        return self.outcomes.named(HASHED)
+
+    @property
+    def planned(self) -> OutcomeNames:
+        """What had to move (a dry run stops here)."""
+        return self.outcomes.named(PLANNED)
 
     @property
     def complete(self) -> bool:
@@ -256,11 +288,16 @@ def copy_prefix(
             report.destination.pop(rel, None)
 
     src_base, dst_base = _dir(src_prefix), _dir(dst_prefix)
+    owned = sources is None or iter(sources) is sources  # a listing only this copy holds
     if sources is None:
         sources = retry.call(lambda: list(src.list(src_base)), count_retry)
-    elif iter(sources) is sources:  # a one-shot iterator: the copy reads its sources in passes
+    elif owned:  # a one-shot iterator: the copy reads its sources in passes
         sources = list(sources)
     sources = _Objects(sources)
+    report.outcomes = Outcomes(
+        lambda: (i.key[len(src_base) :] for i in sources), lambda: report.landed.in_key_order
+    )
+    flags = report.outcomes.flags
     if present is None:
         present = retry.call(lambda: list(dst.list(dst_base)), count_retry)
     present = {info.key[len(dst_base) :]: info for info in present}
@@ -278,11 +315,15 @@ def copy_prefix(
 
     report.source_written = max((i.updated for i in sources), default=None)
     if trust_committed and _committed_replica(src, dst, src_base, sources, present, markers, retry):
-        report.skipped = Names(i.key[len(src_base) :] for i in sources)
-        report.skipped.sort()
-        report.bytes_skipped = sum(i.size for i in sources)
-        report.seconds = time.monotonic() - started
-        return report
+        last = ""
+        for info in sources:
+            flags.append(SKIPPED)
+            report.bytes_skipped += info.size
+            if info.key < last:
+                report.landed.in_key_order = False
+            last = info.key
+        return _done(report, started, owned)
+    tune_allocator()  # before the per-file tables: their large buffers come from mmap
     manifest, broken = _manifest_shards(src, src_base, sources, markers, retry)
     for rel, problem in broken.items():
         if isinstance(problem, RefusedKey):
@@ -292,7 +333,6 @@ def copy_prefix(
     for rel in _unlisted(manifest, sources, src_base):
         report.failed[rel] = "named by the source's manifest but missing from the source"
 
-    tune_allocator()
     workers = max(1, concurrency)
     window = 2 * workers  # calls submitted ahead: every worker busy, a Future per call in flight only
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -316,24 +356,23 @@ def copy_prefix(
             item = _Item(rel, info, shard[1] if shard else expected, position)
             return item, *_same(dst, join(dst_prefix, rel), present.get(rel), item, retry, count_retry)
 
-        # Streamed: an object already in place is reported as it is planned; of what must
-        # move only its position and expected CRC32C are kept (the copy reads the listing
+        # Streamed: each object's outcome is a flag at its position (`flags`); of what must
+        # move only that and the expected CRC32C are kept (the copy reads the listing
         # again); markers wait until the data is known.
-        move = bytearray()  # by position: 1 to copy
-        expected = array("q")  # by position: the CRC32C to copy against (-1: none)
+        expected = array("I")  # by position: the CRC32C to copy against (unless _NO_CRC)
         moving = moving_bytes = 0
         marks: list[tuple[_Item, bool, int | None]] = []
         last_rel = ""
 
         def skip(item: _Item, dst_crc: int | None) -> None:
-            report.skipped.append(item.rel)
+            flags[item.position] |= SKIPPED
             report.bytes_skipped += item.src.size
             if dst_crc is not None:
                 report.landed.add(item.position, item.rel, replace(present[item.rel], crc32c=dst_crc))
 
         for planned in _bounded(pool, plan, enumerate(sources), window, ordered=True):
-            move.append(0)
-            expected.append(-1)
+            flags.append(0)
+            expected.append(0)
             if planned is None:
                 continue
             item, same, dst_crc = planned
@@ -345,10 +384,10 @@ def copy_prefix(
             elif same:
                 skip(item, dst_crc)
             else:
-                move[-1] = 1
-                expected[-1] = -1 if item.expected_crc is None else item.expected_crc
+                flags[-1] = PLANNED | _MOVE | (_NO_CRC if item.expected_crc is None else 0)
+                expected[-1] = item.expected_crc or 0
                 moving, moving_bytes = moving + 1, moving_bytes + item.src.size
-                report.planned.append(item.rel)
+        manifest = None  # planned: the data phase needs only `expected`
         # Any data change re-commits every marker; otherwise only markers that differ.
         commit = sorted(
             (i for i, same, _ in marks if moving or not same), key=lambda i: commit_order(i.rel, markers)
@@ -357,11 +396,11 @@ def copy_prefix(
             if not (moving or not same):
                 skip(item, dst_crc)
         for item in commit:
-            report.planned.append(item.rel)
-        report.planned.sort()
+            flags[item.position] |= PLANNED
+        report.landed.reserve(len(flags))
+        release_freed()  # the plan's tables and transients, before the data's bodies
         if dry_run:
-            report.seconds = time.monotonic() - started
-            return report
+            return _done(report, started, owned)
         if progress:
             progress.planned(moving + len(commit), moving_bytes + sum(i.src.size for i in commit))
 
@@ -392,18 +431,18 @@ def copy_prefix(
                     report.destination.pop(item.rel, None)  # old, new or deleted: unknown
                 return
             with lock:
-                (report.server_copied if how == "server" else report.copied).append(item.rel)
+                flags[item.position] |= SERVER_COPIED if how == "server" else COPIED
                 report.bytes_copied += item.src.size
                 report.landed.add(item.position, item.rel, info)
                 if item.expected_crc is None and how == "stream":
-                    report.hashed.append(item.rel)
+                    flags[item.position] |= HASHED
 
         def data() -> Iterator[_Item]:
             """What must move, from the listing read again (only positions were kept)."""
             for position, info in enumerate(sources):
-                if position < len(move) and move[position]:
-                    crc = expected[position]
-                    yield _Item(info.key[len(src_base) :], info, None if crc < 0 else crc, position)
+                if position < len(flags) and flags[position] & _MOVE:
+                    crc = None if flags[position] & _NO_CRC else expected[position]
+                    yield _Item(info.key[len(src_base) :], info, crc, position)
 
         for _ in _bounded(pool, copy_one, data() if moving else (), window, ordered=False):
             pass
@@ -417,9 +456,7 @@ def copy_prefix(
             if report.failed:
                 break
             report.markers.append(item.rel)
-    for names in (report.copied, report.server_copied, report.skipped, report.hashed):
-        names.sort()
-    report.seconds = time.monotonic() - started
+    _done(report, started, owned)
     if report.failed:
         first = next(iter(sorted(report.failed.items())))
         rerun = "rerun to resume" if set(report.failed) - set(report.refused) else "not replicated"
@@ -428,6 +465,14 @@ def copy_prefix(
             f"(first: {first[0]}: {first[1]}); no commit marker written, {rerun}",
             report,
         )
+    return report
+
+
+def _done(report: TransferReport, started: float, owned: bool) -> TransferReport:
+    """The report, timed; its outcomes keep their own keys when no caller holds the listing."""
+    if owned:
+        report.outcomes.detach()
+    report.seconds = time.monotonic() - started
     return report
 
 

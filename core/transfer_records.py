@@ -4,8 +4,11 @@ A Python object per file costs 70-400 bytes (a str, an `ObjectInfo` with its str
 datetime, a dict entry): at 100,000 files that alone is more than the whole process may hold
 (#31: 100 MiB). So the copy engine (core/transfer.py) keeps:
 
-- `Names`: the keys of each outcome (copied, skipped, planned, ...) in one buffer with an
-  offset each (~25 bytes a key, against ~80 for a list of str);
+- `Outcomes`: what became of each source object (planned, copied, skipped, ...) as one byte
+  per position in the source's listing; the keys of an outcome are read from the listing
+  again (a discovery's, held for the run anyway), never kept (~50 bytes a file as `Names`);
+- `Names`: keys in one buffer with an offset each (~25 bytes a key, against ~80 for a list
+  of str), for what a copy cannot read again from its caller's listing;
 - `ShardTable`: what the source's manifests say (path -> size, CRC32C), sorted, in a
   buffer and two arrays, looked up by bisection (a `Shard` per file was ~210 bytes);
 - `Landed`: what the destination holds after the copy (each write's answer, each compared
@@ -20,7 +23,7 @@ import os
 import tempfile
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 
 from lifeboat_dr.providers.storage.base import ObjectInfo
@@ -74,6 +77,71 @@ class Names(Sequence[str]):
         return NotImplemented
 
     __hash__ = None  # mutable, like a list
+
+    def __add__(self, other: Iterable[str]) -> list[str]:
+        return [*self, *other]
+
+    def __radd__(self, other: Iterable[str]) -> list[str]:
+        return [*other, *self]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
+class Outcomes:
+    """What became of each object of a source listing, a byte of flags per position (in
+    listing order). `named(flag)` is the keys with that flag, read from `names` (a callable
+    giving each position's key, in listing order) whenever they are asked for."""
+
+    def __init__(self, names: Callable[[], Iterable[str]], in_key_order: Callable[[], bool]):
+        self.flags = bytearray()
+        self._names, self._in_key_order = names, in_key_order
+
+    def named(self, flag: int) -> OutcomeNames:
+        return OutcomeNames(self, flag)
+
+    def keys(self, flag: int) -> Iterator[str]:
+        picked = (rel for rel, f in zip(self._names(), self.flags, strict=False) if f & flag)
+        return picked if self._in_key_order() else iter(sorted(picked))
+
+    def count(self, flag: int) -> int:
+        return self.flags.translate(bytes(int(bool(b & flag)) for b in range(256))).count(1)
+
+    def detach(self) -> None:
+        """Keep the keys that have an outcome (as `Names`), not the listing they came from:
+        for a listing the copy took itself, which no caller holds."""
+        names, flags, ordered = Names(), bytearray(), self._in_key_order()
+        for rel, f in zip(self._names(), self.flags, strict=False):
+            if f:
+                names.append(rel)
+                flags.append(f)
+        self.flags, self._names, self._in_key_order = flags, lambda: names, lambda: ordered
+
+
+class OutcomeNames(Sequence[str]):
+    """The keys with one outcome, in key order: a view of `Outcomes`, equal to a list of the
+    same keys (reports are compared with lists)."""
+
+    __slots__ = ("_outcomes", "_flag")
+
+    def __init__(self, outcomes: Outcomes, flag: int):
+        self._outcomes, self._flag = outcomes, flag
+
+    def __iter__(self) -> Iterator[str]:
+        return self._outcomes.keys(self._flag)
+
+    def __len__(self) -> int:
+        return self._outcomes.count(self._flag)
+
+    def __getitem__(self, i):
+        return list(self)[i]
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, OutcomeNames | Names | list | tuple):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None
 
     def __add__(self, other: Iterable[str]) -> list[str]:
         return [*self, *other]
@@ -143,9 +211,14 @@ class Landed(Mapping[str, ObjectInfo]):
     def __init__(self):
         self._file = None
         self._size = 0
-        self._order = array("q")  # the source listing's position of each entry
-        self._starts = array("q")  # where each entry's line starts in the file
+        self._starts = array("q")  # by position in the source's listing: its line's offset (-1: none)
+        self._count = 0
         self.in_key_order = True  # positions follow key order (a sorted listing)
+
+    def reserve(self, positions: int) -> None:
+        """Room for that many positions at once (not regrown entry by entry mid-copy)."""
+        if positions > len(self._starts):
+            self._starts.extend(array("q", [-1]) * (positions - len(self._starts)))
 
     def add(self, position: int, rel: str, info: ObjectInfo) -> None:
         if self._file is None:
@@ -163,25 +236,25 @@ class Landed(Mapping[str, ObjectInfo]):
             ]  # fmt: skip
         ).encode()
         os.pwrite(self._file.fileno(), line + b"\n", self._size)
-        self._order.append(position)
-        self._starts.append(self._size)
+        self.reserve(position + 1)
+        self._count += self._starts[position] < 0
+        self._starts[position] = self._size
         self._size += len(line) + 1
 
-    def _read(self, i: int) -> tuple[str, ObjectInfo]:
-        start = self._starts[i]
-        end = self._starts[i + 1] if i + 1 < len(self._starts) else self._size
-        rel, key, size, updated, version, crc, etag, replication = json.loads(
-            os.pread(self._file.fileno(), end - start, start)
-        )
+    def _read(self, start: int) -> tuple[str, ObjectInfo]:
+        want = 512  # most lines are shorter; each ends with a newline
+        while (end := (block := os.pread(self._file.fileno(), want, start)).find(b"\n")) < 0:
+            if len(block) < want:
+                raise OSError(f"landed records: no line end after offset {start}")
+            want *= 4
+        rel, key, size, updated, version, crc, etag, replication = json.loads(block[:end])
         return rel, ObjectInfo(key, size, datetime.fromisoformat(updated), version, crc, etag, replication)
 
     def sorted_items(self) -> Iterator[tuple[str, ObjectInfo]]:
         """(relative key, object), in key order: one entry at a time when the source's
         listing was sorted (a store's always is), else all of them sorted in memory."""
-        order = sorted(range(len(self._order)), key=self._order.__getitem__)
-        if self.in_key_order:
-            return (self._read(i) for i in order)
-        return iter(sorted((self._read(i) for i in order), key=lambda pair: pair[0]))
+        entries = (self._read(start) for start in self._starts if start >= 0)
+        return entries if self.in_key_order else iter(sorted(entries, key=lambda pair: pair[0]))
 
     def items(self):
         return list(self.sorted_items())
@@ -190,7 +263,7 @@ class Landed(Mapping[str, ObjectInfo]):
         return (rel for rel, _ in self.sorted_items())
 
     def __len__(self) -> int:
-        return len(self._order)
+        return self._count
 
     def __getitem__(self, rel: str) -> ObjectInfo:
         for have, info in self.sorted_items():

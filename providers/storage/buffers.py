@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import mmap
 import threading
 from collections.abc import Iterable, Iterator
@@ -78,14 +79,28 @@ def tune_allocator() -> None:
     if _TUNED:
         return
     _TUNED = True
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-    except OSError:
-        return
+    libc = _libc()
     if libc is not None and hasattr(libc, "mallopt"):
         libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
         libc.mallopt(-8, 2)  # M_ARENA_MAX
+
+
+def release_freed() -> None:
+    """Give the heap's free pages back to the OS (glibc `malloc_trim`; elsewhere nothing):
+    after a phase whose tables are dropped (a copy's plan: 100,000 files left ~7 MiB of
+    freed holes in the heap, #31), so the byte budget's bodies do not come on top of them."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
+@functools.cache
+def _libc():
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
 
 
 def gather(chunks: Iterable[bytes], size: int, where: str) -> tuple[bytes, int]:

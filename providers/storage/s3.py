@@ -36,6 +36,7 @@ import contextlib
 import mmap
 import os
 import random
+import sys
 import threading
 import time
 from collections import Counter
@@ -92,12 +93,24 @@ _CREDENTIAL_CODES = {
 }
 
 
+# botocore.httpsession imports urllib3's pyOpenSSL shim only to take the stdlib SSLContext it
+# saved before any patching, and falls back to that very class when the shim is missing; the
+# shim pulls in pyOpenSSL and cryptography (~7 MiB RSS, #31) into every S3 process for it.
+_PYOPENSSL_SHIM = "urllib3.contrib.pyopenssl"
+
+
 def _botocore():
+    shim = "botocore.httpsession" not in sys.modules and _PYOPENSSL_SHIM not in sys.modules
+    if shim:
+        sys.modules[_PYOPENSSL_SHIM] = None  # importing it is an ImportError, while botocore loads
     try:
         import botocore
         import botocore.session
     except ImportError:  # pragma: no cover - installed with lifeboat
         raise ConfigError("s3:// stores need boto3: pip install boto3") from None
+    finally:
+        if shim and sys.modules.get(_PYOPENSSL_SHIM, 0) is None:
+            del sys.modules[_PYOPENSSL_SHIM]
     return botocore
 
 

@@ -163,3 +163,25 @@ def test_clients_share_one_lean_copy_of_botocores_s3_models(s3_endpoint, bucket)
     assert {s for p in endpoints["partitions"] for s in p["services"]} <= {"s3", "s3-control"}
     a.put("k", b"v")  # and the lean client still works end to end
     assert b"".join(S3Store(bucket, "a", endpoint_url=s3_endpoint).read("k")) == b"v"
+
+
+@pytest.mark.processes
+def test_an_s3_client_loads_no_pyopenssl_nor_cryptography_and_keeps_the_stdlib_ssl_context():
+    """botocore imports urllib3's pyOpenSSL shim only for the SSLContext the stdlib gives it
+    anyway: ~7 MiB of every S3 process (#31). A later import of the shim still works."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, os, ssl, sys\n"
+        "os.environ.update(AWS_ACCESS_KEY_ID='k', AWS_SECRET_ACCESS_KEY='s', AWS_DEFAULT_REGION='us-east-1')\n"
+        "from lifeboat_dr.providers.storage.s3 import S3Store\n"
+        "S3Store('b', endpoint_url='http://127.0.0.1:9')._client()\n"
+        "import botocore.httpsession as h\n"
+        "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'OpenSSL', 'cryptography', 'bcrypt'})\n"
+        "import urllib3.contrib.pyopenssl\n"
+        "print(json.dumps([loaded, h.SSLContext is ssl.SSLContext]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [[], True]
