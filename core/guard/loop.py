@@ -298,16 +298,7 @@ class TrainingGuard:
             self._emit(fault, payload)
 
     def _emit(self, fault: Fault, payload: dict) -> None:
-        resource = {
-            "prefect.resource.id": f"lifeboat.job.{self.job}",
-            "prefect.resource.name": self.job,
-            "lifeboat.fault": fault.kind,
-            "lifeboat.rank": str(fault.rank),
-            "lifeboat.host": fault.host,
-        }
-        name, path = self.runbook  # none: a job Lifeboat did not launch, which nothing recovers
-        resource |= {"lifeboat.runbook": name} if name else {}
-        resource |= {"lifeboat.runbook.path": path} if path else {}
+        resource = fault_resource(self.job, fault, *self.runbook)
         event_id = str(uuid.uuid5(EVENT_NAMESPACE, f"{self.job}/{fault.kind}/{fault.rank}/{fault.step}"))
         if self.events is None:
             print(
@@ -318,6 +309,20 @@ class TrainingGuard:
             self.events.emit(EVENT, resource, payload, id=event_id)
         except Exception as e:  # noqa: BLE001 - the job is ending: the event is best effort, said so
             print(f"guard: the fault event was not sent ({one_line(e)})", file=sys.stderr, flush=True)
+
+
+def fault_resource(job: str, fault: Fault, runbook: str = "", path: str = "") -> dict[str, str]:
+    """The fault event's resource: the job, the fault, and the runbook's name and file when
+    Lifeboat launched the job (none: nothing recovers it automatically)."""
+    resource = {
+        "prefect.resource.id": f"lifeboat.job.{job}",
+        "prefect.resource.name": job,
+        "lifeboat.fault": fault.kind,
+        "lifeboat.rank": str(fault.rank),
+        "lifeboat.host": fault.host,
+    }
+    resource |= {"lifeboat.runbook": runbook} if runbook else {}
+    return resource | ({"lifeboat.runbook.path": path} if path else {})
 
 
 @contextmanager
@@ -351,4 +356,4 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
-__all__ = ["EVENT", "EXIT_CODES", "TrainingGuard"]
+__all__ = ["EVENT", "EXIT_CODES", "TrainingGuard", "fault_resource"]

@@ -75,7 +75,9 @@ def test_a_runbook_with_a_recovery_ladder_gets_a_recover_deployment_started_by_i
 
     path = tmp_path / "laddered.yaml"
     ladder = {"rungs": [{"rung": "restart"}, {"rung": "failover"}]}
-    path.write_text(two_site_runbook("laddered", primary={"store": "file://primary", "cluster": "train"}, recovery=ladder))
+    path.write_text(
+        two_site_runbook("laddered", primary={"store": "file://primary", "cluster": "train"}, recovery=ladder)
+    )
     targets = [runbook_target(path, ROOT), runbook_target("runbooks/demo.yaml", ROOT)]
     plan = deployment_plan(TEMPLATE, targets, ROOT)
     (recover,) = [d for d in plan["deployments"] if d["entrypoint"].endswith(":recover")]
