@@ -53,11 +53,12 @@ def newest_committed(rb) -> tuple[str, int] | None:
 
 def primary_job(rb, home: str):
     """The runbook's job as it runs on the primary: checkpoints to the primary's store at the
-    site state's epoch (`core.commit`: a job fenced out since exits 75, and its rung fails).
+    site state's epoch (`core.commit`: a job fenced out since exits 75, and its rung fails),
+    naming its runbook to the guard (`wiring.runbook_env`: its next fault is recovered too).
     `StopFailover` when the site state says the secondary is active: the job runs there since a
     failover, and the ladder's rungs act on the primary's cluster only."""
     from lifeboat_dr.core.sitestate import read_site_state, site_stores
-    from lifeboat_dr.flows.wiring import job_spec, open_sites, open_witness
+    from lifeboat_dr.flows.wiring import job_spec, open_sites, open_witness, runbook_env
 
     job = job_spec(rb)
     state = read_site_state(site_stores(*open_sites(rb), open_witness(rb)), runbook=rb.name)
@@ -66,7 +67,7 @@ def primary_job(rb, home: str):
             f"runbook {rb.name}: the {state.active} is active (epoch {state.epoch}): the ladder "
             "recovers the job on the primary's cluster only; nothing done"
         )
-    env = {**job.env, "LIFEBOAT_STORE": home, "LIFEBOAT_EPOCH": str(state.epoch)}
+    env = {**job.env, **runbook_env(rb), "LIFEBOAT_STORE": home, "LIFEBOAT_EPOCH": str(state.epoch)}
     return replace(job, store_uri=home, primary_store_uri=None, env=env)
 
 
