@@ -187,14 +187,14 @@ def recover_guarded_fault(rig: Rig, failover: FailoverRun) -> Outcome:
         ).run()
     except Exception as e:  # the checks judge it
         error = e
-    entry = ledgers.read(f"recovery-{rig.drill_id}")
-    steps["ladder"] = entry
-    return Outcome(entry, steps, error)
+    return Outcome(ledgers.read(f"recovery-{rig.drill_id}"), steps, error)
 
 
 def verify_guarded_fault(rig: Rig, outcome: Outcome) -> list[Check]:
     from lifeboat_dr.core.resume import parse_losses
     from lifeboat_dr.flows.sandbox import sandbox_of
+    from lifeboat_dr.flows.wiring import ledger_sink
+    from lifeboat_dr.providers.compute.local import LocalCompute
 
     box = sandbox_of(rig.drill_id, rig.root.parent)
     f = rig.facts
@@ -208,9 +208,6 @@ def verify_guarded_fault(rig: Rig, outcome: Outcome) -> list[Check]:
             f"exit {f['returncode']} {f['ended_after_s']:.1f}s after the fault; {len(f['events'])} event(s)",
         )
     ]
-    from lifeboat_dr.flows.wiring import ledger_sink
-    from lifeboat_dr.providers.compute.local import LocalCompute
-
     rung = RUNG[rig.kind]
     led = ledger_sink(rig.rb).entry(rig.rb.name, f"recovery-{rig.drill_id}.{rung}")
     uri = (led.notes.get("checkpoint") if led else None) or ""
