@@ -54,6 +54,7 @@ from lifeboat_dr.providers.storage.base import ObjectInfo, Store
 
 LOCK_KEY = "_lifeboat/lock.json"
 REPLICATION_LOCK_KEY = "_lifeboat/replication-lock.json"  # one replication pass of a runbook at a time
+RECOVERY_LOCK_KEY = "_lifeboat/recovery-lock.json"  # one recovery ladder walk of a runbook at a time
 DEFAULT_LEASE_S = 60.0
 MAX_LEASE_S = 600.0  # the longest any record may claim, whatever it says
 _TRIES = 20  # conditional writes lost to other takers before giving up
@@ -137,7 +138,7 @@ class RunbookLock:
         if not 0 < lease_s <= MAX_LEASE_S:
             raise ConfigError(f"a lock lease is more than 0 and at most {MAX_LEASE_S:g}s, not {lease_s:g}s")
         self.store, self.runbook, self.run_id, self.action = store, runbook, str(run_id), action
-        self.key = key  # the failover lock, or another one-at-a-time lock (REPLICATION_LOCK_KEY)
+        self.key = key  # the failover lock, or another one-at-a-time lock (REPLICATION_LOCK_KEY, ...)
         self.lease_s, self.clock, self.sleep = lease_s, clock, sleep
         self.token = secrets.token_hex(8)
         self.reclaimed: Holder | _Unreadable | None = None
@@ -210,7 +211,9 @@ class RunbookLock:
 
     @property
     def _what(self) -> str:
-        return "replication pass" if self.key == REPLICATION_LOCK_KEY else "failover"
+        return {REPLICATION_LOCK_KEY: "replication pass", RECOVERY_LOCK_KEY: "recovery"}.get(
+            self.key, "failover"
+        )
 
     def _store_now(self) -> datetime:
         """The store's time now (one small write): what a record's lapse is judged by."""

@@ -2,8 +2,10 @@
 
 `prefect.yaml` lists Lifeboat's deployments once. An entry whose `runbook` parameter is the
 placeholder `RUNBOOK_PLACEHOLDER` is per runbook (watch, certify, replicate, prestage, the
-drills, audit): `deployment_plan` makes one copy for each runbook given, named after it, with
-the runbook written in as the workers will find it (`runbook_target`): a file by its path,
+drills, audit, recover): `deployment_plan` makes one copy for each runbook given, named after it, with
+the runbook written in as the workers will find it, and its name where a trigger matches the
+runbook's own events (`NAME_PLACEHOLDER`: `recover`, only for a runbook with a `recovery:`
+ladder, started by the training faults that name it) (`runbook_target`): a file by its path,
 relative to the project root when it lives inside it (so every run reads the same file in its
 clone of the deployed commit, `GitSource`, or in the project folder itself) and absolute otherwise; a shipped example given by
 name (`lifeboat deploy demo`) by that name, which each worker finds in its own installed
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
 
 RUNBOOK_PLACEHOLDER = "{{ lifeboat.runbook }}"
 RUNBOOKS_PLACEHOLDER = "{{ lifeboat.runbooks }}"  # every runbook deployed, for the fleet's flows
+NAME_PLACEHOLDER = "{{ lifeboat.runbook.name }}"  # in a per-runbook entry's triggers: the runbook's name
 WORK_POOL = "lifeboat"
 SECONDARY_POOL = "lifeboat-secondary"  # the template's name for workers at the secondary site
 HEARTBEAT_S = 30  # failover runs beat this often; two missed beats mark one Crashed
@@ -96,6 +99,7 @@ class RunbookTarget:
     name: str
     path: str
     cadence_inputs: CadenceInputs | None = None
+    ladder: bool = False  # the runbook has a `recovery:` section: it gets a `recover` deployment
 
 
 def runbook_target(given: str | Path, project_root: Path) -> RunbookTarget:
@@ -105,15 +109,15 @@ def runbook_target(given: str | Path, project_root: Path) -> RunbookTarget:
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(given)
-    inputs = cadence_inputs(rb)
+    inputs, ladder = cadence_inputs(rb), "recovery" in rb.model_fields_set
     if example_named(given):
-        return RunbookTarget(rb.name, str(given), inputs)
+        return RunbookTarget(rb.name, str(given), inputs, ladder)
     full = rb.path
     try:
         shown = str(full.relative_to(project_root.resolve()))
     except ValueError:
         shown = str(full)
-    return RunbookTarget(rb.name, shown, inputs)
+    return RunbookTarget(rb.name, shown, inputs, ladder)
 
 
 def cadence_inputs(rb: Runbook) -> CadenceInputs:
@@ -204,6 +208,18 @@ def per_runbook_name(entry: dict[str, Any], runbook: str) -> str:
     return runbook if entry["name"] == flow else f"{entry['name']}-{runbook}"
 
 
+def for_runbook(entry: dict[str, Any], target: RunbookTarget) -> dict[str, Any]:
+    """A per-runbook `entry` for `target`: named after it, its path as the `runbook` parameter,
+    its name where the entry's trigger matches the runbook's events (`recover`)."""
+    one = copy.deepcopy(entry)
+    one["name"] = per_runbook_name(entry, target.name)
+    one["parameters"]["runbook"] = target.path
+    for trigger in one.get("triggers") or []:
+        match = trigger.get("match") or {}
+        trigger["match"] = {k: target.name if v == NAME_PLACEHOLDER else v for k, v in match.items()}
+    return one
+
+
 def deployment_plan(
     template: dict[str, Any],
     targets: list[RunbookTarget],
@@ -245,9 +261,9 @@ def deployment_plan(
                 plan = plans[t.name]
                 if plan is not None and _flow_of(entry) in FLOWS and _flow_of(entry) not in plan.cadences:
                     continue  # no loss log in the primary store: nothing for `loss_log` to ship
-                one = copy.deepcopy(entry)
-                one["name"] = per_runbook_name(entry, t.name)
-                one["parameters"]["runbook"] = t.path
+                if _flow_of(entry) == "recover" and not t.ladder:
+                    continue  # no ladder: a training fault is no outage, the watch decides those
+                one = for_runbook(entry, t)
                 if plan is not None and _flow_of(one) in FLOWS and _interval(one) is not None:
                     one["schedules"] = [{**one["schedules"][0], "interval": plan.seconds(_flow_of(one))}]
                 copies.append(one)

@@ -230,6 +230,16 @@ def job_spec(rb: Runbook, checkpoint: str | None = None) -> JobSpec:
     )
 
 
+def runbook_env(rb: Runbook) -> dict[str, str]:
+    """What a guarded job's fault event names its runbook by (`core.guard.loop`): its name,
+    which the runbook's `recover` automation matches, and its file, for whoever reads the event.
+    Only the primary's job carries it (`flows.recovery.primary_job`; the operator's own launch
+    sets it): a rehearsal's, an audit's or the secondary's job must start no recovery of it."""
+    from lifeboat_dr.core.guard.loop import RUNBOOK_ENV, RUNBOOK_NAME_ENV
+
+    return {RUNBOOK_NAME_ENV: rb.name} | ({RUNBOOK_ENV: str(rb.path)} if rb.path else {})
+
+
 def blocked_infras(rb: Runbook) -> tuple[str, ...]:
     """Where a failover must not go: the failed primary's infra (`local` names no region,
     so there is nothing to block)."""

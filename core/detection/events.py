@@ -100,6 +100,7 @@ def xid_fault_events(readings: list[Reading], name: str, path: str | None) -> li
             }
             resource = {
                 **runbook_resource(name, path),
+                "lifeboat.runbook": name,  # as the guard's events: what the recover automation matches
                 "lifeboat.fault": "xid",
                 "lifeboat.xid": str(xid),
                 "lifeboat.host": host,

@@ -11,8 +11,9 @@ Plain functions over names (no runbook, no provider). The rungs, smallest first:
 
 Where a fault starts on the ladder (`first_rung`): a region or provider outage starts at
 failover, a zone outage at other-zone, a CUDA error that poisoned the device
-(`faults.poisons_device`: any but an out-of-memory one) at relaunch-without-node, anything
-else the guard reports (nccl, timeout, hang, out-of-memory) at restart. The policy's rungs
+(`faults.poisons_device`: any but an out-of-memory one) or a critical XID the watch read at
+relaunch-without-node, anything else (nccl, timeout, hang, out-of-memory, an application's
+XID) at restart. The policy's rungs
 below that start are skipped; the rest are walked in the policy's order, each next one when
 the last failed (`next_rung`). No rung is tried twice.
 """
@@ -48,13 +49,15 @@ class FaultSeen:
 def fault_from_event(payload: Mapping, scope: str = "node", zone: str = "") -> FaultSeen:
     """The `lifeboat.training.fault` event's payload as the ladder reads it. A CUDA error is
     poisoning unless its detail names an out-of-memory error (`faults.one_line` puts the
-    exception's class first)."""
+    exception's class first); a watch's XID event is poisoning when the XID is a critical one
+    (`providers.health.CRITICAL_XIDS`: fallen off the bus, a double-bit error, ...)."""
     kind = payload.get("kind")
     detail = str(payload.get("detail") or "")
     return FaultSeen(
         kind=kind if isinstance(kind, str) else None,
         scope=scope,
-        poisoned=kind == "cuda" and not detail.startswith("OutOfMemoryError"),
+        poisoned=(kind == "cuda" and not detail.startswith("OutOfMemoryError"))
+        or (kind == "xid" and payload.get("critical") is True),
         host=str(payload.get("host") or "")[:200],  # a line in the ledger, not a document
         rank=payload.get("rank") if isinstance(payload.get("rank"), int) else None,
         step=payload.get("step") if isinstance(payload.get("step"), int) else None,

@@ -12,7 +12,10 @@ gloo side group made at entry, so a broken NCCL communicator does not take it do
   only when every rank answers with the same consistent step is the emergency checkpoint
   saved (the script's `save`, on the side group) and committed with its record; a rank that
   does not answer, a CUDA error that poisoned the device, a torn update: none is written.
-- The event (`EventSink`) names the fault; the process exits with the fault's code at once
+- The event (`EventSink`) names the fault, and the runbook when Lifeboat launched the job
+  (`$LIFEBOAT_RUNBOOK_NAME` / `$LIFEBOAT_RUNBOOK`, labels `lifeboat.runbook` and
+  `lifeboat.runbook.path` on its resource: the runbook's `recover` automation matches the
+  name; a job without them still reports, and nothing recovers it); the process exits with the fault's code at once
   (`os._exit` after flushing stdout and stderr: a broken communicator's teardown can hang,
   which is why NCCL's own watchdog kills the process too, and an interpreter holding torch
   took seconds to finalise on two loaded cores; the loss log and the checkpoint are on disk).
@@ -45,6 +48,7 @@ from lifeboat_dr.core.guard.watchdog import HangRule, StepWatchdog
 from lifeboat_dr.providers.orchestrator.events import EventSink, events_from_env
 
 EVENT = "lifeboat.training.fault"
+RUNBOOK_NAME_ENV, RUNBOOK_ENV = "LIFEBOAT_RUNBOOK_NAME", "LIFEBOAT_RUNBOOK"  # set by Lifeboat's launches
 EVENT_NAMESPACE = uuid.UUID("6c1f0f53-9b0e-4f2a-8a39-1f2b3c4d5e6f")
 BEFORE, DURING, AFTER = 0, 1, 2  # where in the step the fault came (optimizer hooks)
 
@@ -97,6 +101,7 @@ class TrainingGuard:
         self._span = "step"  # what the watchdog watches now
         self.events = events if events is not None else events_from_env()
         self.job = job or os.environ.get("TORCHELASTIC_RUN_ID", "job")
+        self.runbook = (os.environ.get(RUNBOOK_NAME_ENV, ""), os.environ.get(RUNBOOK_ENV, ""))
         self.coordinate_timeout_s, self.poll_s, self.exit = coordinate_timeout_s, poll_s, exit
         self.host = socket.gethostname()
         self.last_committed: int | None = None
@@ -293,13 +298,7 @@ class TrainingGuard:
             self._emit(fault, payload)
 
     def _emit(self, fault: Fault, payload: dict) -> None:
-        resource = {
-            "prefect.resource.id": f"lifeboat.job.{self.job}",
-            "prefect.resource.name": self.job,
-            "lifeboat.fault": fault.kind,
-            "lifeboat.rank": str(fault.rank),
-            "lifeboat.host": fault.host,
-        }
+        resource = fault_resource(self.job, fault, *self.runbook)
         event_id = str(uuid.uuid5(EVENT_NAMESPACE, f"{self.job}/{fault.kind}/{fault.rank}/{fault.step}"))
         if self.events is None:
             print(
@@ -310,6 +309,20 @@ class TrainingGuard:
             self.events.emit(EVENT, resource, payload, id=event_id)
         except Exception as e:  # noqa: BLE001 - the job is ending: the event is best effort, said so
             print(f"guard: the fault event was not sent ({one_line(e)})", file=sys.stderr, flush=True)
+
+
+def fault_resource(job: str, fault: Fault, runbook: str = "", path: str = "") -> dict[str, str]:
+    """The fault event's resource: the job, the fault, and the runbook's name and file when
+    Lifeboat launched the job (none: nothing recovers it automatically)."""
+    resource = {
+        "prefect.resource.id": f"lifeboat.job.{job}",
+        "prefect.resource.name": job,
+        "lifeboat.fault": fault.kind,
+        "lifeboat.rank": str(fault.rank),
+        "lifeboat.host": fault.host,
+    }
+    resource |= {"lifeboat.runbook": runbook} if runbook else {}
+    return resource | ({"lifeboat.runbook.path": path} if path else {})
 
 
 @contextmanager
@@ -343,4 +356,4 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
-__all__ = ["EVENT", "EXIT_CODES", "TrainingGuard"]
+__all__ = ["EVENT", "EXIT_CODES", "TrainingGuard", "fault_resource"]

@@ -27,7 +27,8 @@ Each kind is two halves: how to inject its fault into a sandboxed copy of the ru
                        kind `failback` in the ledger, the primary active on both stores,
                        replication primary -> secondary again
 
-and, for the torch job's training guard (`flows/drills/guard.py`): nccl-hang, cuda-error;
+and, for the torch job's training guard (`flows/drills/guard.py`): nccl-hang, cuda-error,
+recovered by the recovery ladder (its restart and relaunch rungs, the failover last);
 and, for the inference classes (`flows/drills/serving.py`): serving-kill,
 serving-stale-standby, serving-degraded (realtime runbooks) and batch-resume.
 
@@ -69,7 +70,12 @@ from lifeboat_dr.flows.drills.detection import (
     verify_gpu_fault,
     verify_process_kill,
 )
-from lifeboat_dr.flows.drills.guard import GUARD_KINDS, prepare_guarded_fault, verify_guarded_fault
+from lifeboat_dr.flows.drills.guard import (
+    GUARD_KINDS,
+    prepare_guarded_fault,
+    recover_guarded_fault,
+    verify_guarded_fault,
+)
 from lifeboat_dr.flows.drills.lineage import (
     prepare_failback,
     prepare_zombie_primary,
@@ -105,7 +111,10 @@ DRILLS: dict[str, Drill] = {
     "stale-primary": Drill(prepare_stale_primary, verify_stale_primary),
     "zombie-primary": Drill(prepare_zombie_primary, verify_zombie_primary),
     "failback": Drill(prepare_failback, verify_failback),
-    **{kind: Drill(prepare_guarded_fault, verify_guarded_fault, history=False) for kind in GUARD_KINDS},
+    **{
+        kind: Drill(prepare_guarded_fault, verify_guarded_fault, history=False, recover=recover_guarded_fault)
+        for kind in GUARD_KINDS
+    },
 }
 
 
@@ -148,7 +157,8 @@ def run_drill(
     try:
         rig.rb = sandbox(rb, drill_id, root or SANDBOX_ROOT, trainer, history=DRILLS[kind].history)
         DRILLS[kind].prepare(rig, options or {})
-        outcome = failover(rig)
+        recover = DRILLS[kind].recover
+        outcome = recover(rig, failover) if recover else failover(rig)
         checks += DRILLS[kind].verify(rig, outcome)
         checks.append(marked_drill(rig, outcome))
     except Exception as e:  # an injection or check that could not run is a failed drill

@@ -137,6 +137,8 @@ class Drill:
     prepare: Callable[[Rig, Mapping[str, Any]], None]
     verify: Callable[[Rig, Outcome], list[Check]]
     history: bool = True  # the sandbox plays the pre-failure history (False: prepare lives it)
+    # how the drill recovers, given the failover (None: the failover itself; the guard's: the ladder)
+    recover: Callable[[Rig, FailoverRun], Outcome] | None = None
 
 
 def sandbox(rb: Runbook, drill_id: str, root: Path, trainer: str = "numpy", history: bool = True) -> Runbook:

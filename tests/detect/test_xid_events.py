@@ -37,6 +37,7 @@ def test_every_xid_is_one_fault_event_naming_the_xid_the_gpu_and_the_host(clock)
     assert fell["detail"] == "XID 79 on GPU 1 of gpu-017: GPU has fallen off the bus"
     assert (app["xid"], app["critical"]) == (13, False)  # recorded, flagged as the application's own
     assert specs[0].resource["lifeboat.runbook.path"] == "runbooks/guarded.yaml"
+    assert specs[0].resource["lifeboat.runbook"] == "guarded"  # what the recover automation matches
     assert {(s.resource["lifeboat.xid"], s.resource["lifeboat.critical"]) for s in specs} == {
         ("79", "true"),
         ("13", "false"),

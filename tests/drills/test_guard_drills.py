@@ -1,5 +1,6 @@
 """The training guard's drills on the demo runbook with the torch job: a SIGSTOPped rank
-(nccl-hang) and a CUDA error (cuda-error), each recovered by the real failover, exactly."""
+(nccl-hang) and a CUDA error (cuda-error), each recovered by the recovery ladder (restart for
+the hang, relaunch-without-node for the CUDA error: it poisons the device), exactly."""
 
 import pytest
 
@@ -36,6 +37,15 @@ def test_a_guarded_fault_drill_ends_in_the_guards_stop_and_an_exact_resume(
     if options.get("hang_in") == "save":
         assert "checkpoint save of step" in checks[own_check][1]
     assert "identical" in checks["resumed losses equal an uninterrupted run's exactly"][1]
-    (entry,) = LedgerFile(workdir / "ledger.jsonl").read("demo")
-    assert entry.drill and entry.notes["drill"] == kind
+    # recovered through the ladder: its entry and the rung's, both drills, the rung's RTO from the fault
+    entries = {e.run_id: e for e in LedgerFile(workdir / "ledger.jsonl").read("demo")}
+    rung = {"nccl-hang": "restart", "cuda-error": "relaunch-without-node"}[kind]
+    ladder, step = (
+        entries.pop(f"recovery-{result['run_id']}"),
+        entries.pop(f"recovery-{result['run_id']}.{rung}"),
+    )
+    assert entries == {}  # no failover ran
+    assert ladder.drill and ladder.notes["drill"] == kind and ladder.notes["recovered_by"] == rung
+    assert step.drill and step.kind == rung and step.outcome == "completed" and step.rto is not None
+    assert checks[f"recovered by the ladder's {rung} rung, on the primary's cluster"][0]
     assert list(workdir.glob(".lifeboat/sandbox/*")) == []  # a passed drill leaves no sandbox

@@ -1,4 +1,4 @@
-"""Run one `failover` or `failback` flow run, by its id, in this process, and SIGKILL the
+"""Run one `failover`, `failback` or `recover` flow run, by its id, in this process, and SIGKILL the
 process at a chosen point, as a worker lost mid-run: `python -m tests.failover.crashing_run
 FLOW RUN_ID [POINT]` (the run's parameters are the server's; PREFECT_API_URL names it).
 
@@ -46,6 +46,10 @@ def install(point: str, flow_name: str) -> None:
         from lifeboat_dr.flows.approval import ChatGate
 
         _after(ChatGate, "request")
+    elif flow_name == "recover":  # `act:landed`: the rung's action issued, not yet recorded
+        from lifeboat_dr.core.guard.recovery import ComputeRungs
+
+        _after(ComputeRungs, what)
     elif flow_name == "failback":
         from lifeboat_dr.core.failover.failback import FailbackSteps
 
@@ -62,12 +66,13 @@ def main(flow_name: str, run_id: str, point: str | None = None) -> None:
 
     from lifeboat_dr.flows.failback import failback
     from lifeboat_dr.flows.failover import failover, outcome_of
+    from lifeboat_dr.flows.recovery import recover
 
     if point:
         install(point, flow_name)
     with get_client(sync_client=True) as client:
         run = client.read_flow_run(run_id)
-    flow = {"failover": failover, "failback": failback}[flow_name]
+    flow = {"failover": failover, "failback": failback, "recover": recover}[flow_name]
     state = run_flow(flow, flow_run=run, parameters=run.parameters, return_type="state")
     print("RESULT " + json.dumps(outcome_of(state)), flush=True)
 

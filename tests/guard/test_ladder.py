@@ -27,6 +27,14 @@ def test_a_cuda_out_of_memory_leaves_the_device_usable_and_starts_at_restart():
     assert not fault.poisoned and rungs_for(ALL, fault)[0] == "restart"
 
 
+def test_a_critical_xid_from_the_watch_poisons_the_device_and_an_application_xid_does_not():
+    fell = fault_from_event({"kind": "xid", "xid": 79, "critical": True, "host": "gpu-017"})
+    assert fell.poisoned and rungs_for(ALL, fell)[0] == "relaunch-without-node"
+    app = fault_from_event({"kind": "xid", "xid": 13, "critical": False})
+    assert not app.poisoned and rungs_for(ALL, app)[0] == "restart"
+    assert not fault_from_event({"kind": "xid", "critical": "true"}).poisoned  # only a JSON true
+
+
 def test_a_zone_outage_skips_the_restart_and_the_relaunch_in_that_zone():
     assert rungs_for(ALL, FaultSeen("nccl", scope="zone")) == ["other-zone", "failover"]
 

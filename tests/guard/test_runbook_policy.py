@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from lifeboat_dr.flows.wiring import job_spec
+from lifeboat_dr.flows.wiring import job_spec, runbook_env
 from lifeboat_dr.runbooks.loader import load_runbook
 from lifeboat_dr.runbooks.model import Runbook
 
@@ -25,7 +25,13 @@ def test_the_runbooks_hang_multiple_and_floor_reach_the_resumed_jobs_environment
 
 
 def test_without_a_guard_section_the_job_keeps_the_guards_defaults():
-    assert job_spec(load_runbook(DEMO)).env == {}
+    assert job_spec(load_runbook(DEMO)).env == {}  # a rehearsal's or the secondary's job names no runbook
+
+
+def test_the_primarys_job_names_its_runbook_to_the_guard():
+    # the guard's fault event carries them: the recover automation picks the runbook by name
+    assert runbook_env(load_runbook(DEMO)) == {"LIFEBOAT_RUNBOOK": str(DEMO), "LIFEBOAT_RUNBOOK_NAME": "demo"}
+    assert runbook_env(_with_guard({})) == {"LIFEBOAT_RUNBOOK_NAME": "demo"}  # no file: the name alone
 
 
 def test_a_multiple_that_calls_every_step_a_hang_is_refused():

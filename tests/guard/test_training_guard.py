@@ -112,6 +112,17 @@ def test_an_nccl_error_before_the_update_saves_the_previous_step_with_its_rng(gr
         "exit_code": 80,
     }
     assert event["resource"]["lifeboat.fault"] == "nccl" and event["resource"]["lifeboat.host"]
+    assert "lifeboat.runbook" not in event["resource"]  # a job started without one: nothing to recover
+
+
+def test_a_job_launched_by_lifeboat_names_its_runbook_on_the_events_resource(group, tmp_path, monkeypatch):
+    monkeypatch.setenv("LIFEBOAT_RUNBOOK", "/srv/lifeboat/runbooks/guarded.yaml")
+    monkeypatch.setenv("LIFEBOAT_RUNBOOK_NAME", "guarded")
+    assert _run(Job(tmp_path), 4, 3, fault_before=True) == 80
+    (event,) = FileEvents(tmp_path / "events.jsonl").read()
+    assert event["resource"]["lifeboat.runbook"] == "guarded"
+    assert event["resource"]["lifeboat.runbook.path"] == "/srv/lifeboat/runbooks/guarded.yaml"
+    assert event["resource"]["prefect.resource.id"] == "lifeboat.job.t"
 
 
 def test_an_error_after_the_update_saves_that_step(group, tmp_path):

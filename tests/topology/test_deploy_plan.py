@@ -45,8 +45,9 @@ def test_each_runbook_gets_its_own_scheduled_deployments_with_its_path_written_i
     shared = len(TEMPLATE["deployments"]) - per_runbook  # failover, failback: the runbook comes with the run
     assert names.count("failback/failback") == 1
     assert names.count("fleet-failover/fleet-failover") == 1  # by hand: its runbooks come with the run
-    # neither keeps its loss log in the primary store: no `loss_log` pass for either
-    assert len(names) == shared + 2 * (per_runbook - 1) and not any(n.startswith("loss_log/") for n in names)
+    # neither keeps its loss log in the primary store (no `loss_log` pass) nor has a recovery ladder (no `recover`)
+    assert len(names) == shared + 2 * (per_runbook - 2)
+    assert not any(n.startswith(("loss_log/", "recover/")) for n in names)
     assert len(set(names)) == len(names)
     runbooks = {
         d["parameters"]["runbook"] for d in plan["deployments"] if "runbook" in d.get("parameters", {})
@@ -66,6 +67,27 @@ def test_each_runbook_gets_its_own_scheduled_deployments_with_its_path_written_i
         failover["triggers"]
         == next(d for d in TEMPLATE["deployments"] if d["name"] == "failover")["triggers"]
     )
+
+
+def test_a_runbook_with_a_recovery_ladder_gets_a_recover_deployment_started_by_its_own_fault_events(
+    tmp_path,
+):
+    from tests.runbook_yaml import two_site_runbook
+
+    path = tmp_path / "laddered.yaml"
+    ladder = {"rungs": [{"rung": "restart"}, {"rung": "failover"}]}
+    path.write_text(
+        two_site_runbook("laddered", primary={"store": "file://primary", "cluster": "train"}, recovery=ladder)
+    )
+    targets = [runbook_target(path, ROOT), runbook_target("runbooks/demo.yaml", ROOT)]
+    plan = deployment_plan(TEMPLATE, targets, ROOT)
+    (recover,) = [d for d in plan["deployments"] if d["entrypoint"].endswith(":recover")]
+    assert recover["name"] == "laddered" and recover["parameters"] == {"runbook": str(path.resolve())}
+    (trigger,) = recover["triggers"]
+    # the runbook comes from the deployment, never from the event: an event picks a deployed one by name
+    assert trigger["match"] == {"lifeboat.runbook": "laddered"}
+    assert trigger["expect"] == ["lifeboat.training.fault"]
+    assert "runbook" not in trigger["parameters"] and "{{ lifeboat." not in json.dumps(plan)
 
 
 def test_a_runbook_outside_the_project_keeps_its_absolute_path(tmp_path):
