@@ -1,6 +1,7 @@
 """The `failover` flow on a realtime-serving runbook: the serving path, on a real Prefect server."""
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,10 @@ def test_a_real_serving_failover_confirms_a_dead_primary_by_endpoint_and_router_
         assert router.weights() == {"primary": 255, "secondary": 0}
 
         box.kill_primary()
+        deadline = time.monotonic() + 30  # HAProxy marks it down after its checks fail (fall x inter),
+        while router.health()["primary"].state != "down":  # as the watch's next ticks would see
+            assert time.monotonic() < deadline, "HAProxy never marked the killed primary down"
+            time.sleep(0.1)
         result = real_failover(box.rb, "dead")
 
         assert result["outcome"] == "completed", result["failures"]
