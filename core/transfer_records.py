@@ -29,9 +29,32 @@ from datetime import datetime
 from lifeboat_dr.providers.storage.base import ObjectInfo
 
 
-class Names(Sequence[str]):
+class _KeyList(Sequence[str]):
+    """Keys that compare equal to a list of the same keys (reports are compared with lists),
+    concatenate into a list and print as one."""
+
+    __slots__ = ()
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, _KeyList | list | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # mutable, like a list
+
+    def __add__(self, other: Iterable[str]) -> list[str]:
+        return [*self, *other]
+
+    def __radd__(self, other: Iterable[str]) -> list[str]:
+        return [*other, *self]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
+class Names(_KeyList):
     """A list of keys in one buffer: append, index, iterate, sort; equal to a list of the same
-    keys (reports are compared with lists)."""
+    keys."""
 
     __slots__ = ("_buf", "_ends")
 
@@ -71,22 +94,6 @@ class Names(Sequence[str]):
         start = self._ends[i - 1] if i else 0
         return self._buf[start : self._ends[i]].decode("utf-8", "surrogatepass")
 
-    def __eq__(self, other) -> bool:
-        if isinstance(other, Names | list | tuple):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # mutable, like a list
-
-    def __add__(self, other: Iterable[str]) -> list[str]:
-        return [*self, *other]
-
-    def __radd__(self, other: Iterable[str]) -> list[str]:
-        return [*other, *self]
-
-    def __repr__(self) -> str:
-        return repr(list(self))
-
 
 class Outcomes:
     """What became of each object of a source listing, a byte of flags per position (in
@@ -118,9 +125,9 @@ class Outcomes:
         self.flags, self._names, self._in_key_order = flags, lambda: names, lambda: ordered
 
 
-class OutcomeNames(Sequence[str]):
+class OutcomeNames(_KeyList):
     """The keys with one outcome, in key order: a view of `Outcomes`, equal to a list of the
-    same keys (reports are compared with lists)."""
+    same keys."""
 
     __slots__ = ("_outcomes", "_flag")
 
@@ -135,22 +142,6 @@ class OutcomeNames(Sequence[str]):
 
     def __getitem__(self, i):
         return list(self)[i]
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, OutcomeNames | Names | list | tuple):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None
-
-    def __add__(self, other: Iterable[str]) -> list[str]:
-        return [*self, *other]
-
-    def __radd__(self, other: Iterable[str]) -> list[str]:
-        return [*other, *self]
-
-    def __repr__(self) -> str:
-        return repr(list(self))
 
 
 class ShardTable:
