@@ -3,11 +3,13 @@
 A process worker starts each flow run in a session of its own, so killing the worker's process
 group leaves the run's process behind: a failover waiting for a person keeps its runbook's lock
 renewed for as long as it waits. Tests that start workers end with `kill_flow_runs_on(api)`.
+A flow run a test starts in a child Python prints its outcome as `RESULT <json>` (`printed_result`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 from pathlib import Path
@@ -48,3 +50,9 @@ def _is_flow_run(pid: int) -> bool:
         )
     except OSError:
         return False
+
+
+def printed_result(out: str) -> dict | None:
+    """The outcome a child Python printed as its `RESULT <json>` line, or None if it printed none."""
+    line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
+    return json.loads(line.removeprefix("RESULT ")) if line else None

@@ -6,7 +6,6 @@ in its own process as a worker would run it, on a real `prefect server start`.""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -22,6 +21,7 @@ from lifeboat_dr.core.ledger import LedgerFile
 from lifeboat_dr.flows.sandbox import sandboxed
 from lifeboat_dr.runbooks.loader import load_runbook
 from lifeboat_dr.testing.prefect_servers import free_port
+from tests.flow_run_processes import printed_result
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,9 +65,9 @@ def failover_process(api: str, path: Path, approval: str, tmp_path: Path) -> sub
 
 def outcome(proc: subprocess.Popen) -> dict:
     out, err = proc.communicate(timeout=240)
-    line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
-    assert line, f"exit {proc.returncode}: {err[-3000:]}"
-    return json.loads(line.removeprefix("RESULT "))
+    result = printed_result(out)
+    assert result, f"exit {proc.returncode}: {err[-3000:]}"
+    return result
 
 
 def paused_at_the_gate(tmp_path, name: str, timeout: float = 180) -> str:

@@ -5,7 +5,6 @@ picking up a duplicate alert, a re-fire and a retry would): one holds the runboo
 resumes the job; the others stand down with the reason in the ledger, fencing nothing.
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from lifeboat_dr.core.ledger import LedgerFile
 from lifeboat_dr.flows.sandbox import sandboxed
 from lifeboat_dr.providers.storage.local import LocalStore
 from lifeboat_dr.runbooks.loader import load_runbook
+from tests.flow_run_processes import printed_result
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,9 +59,9 @@ def test_concurrent_failovers_of_one_runbook_resume_it_exactly_once(prefect_serv
     outcomes = []
     for p in procs:
         out, err = p.communicate(timeout=200)
-        line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
-        assert line, f"exit {p.returncode}: {err[-2000:]}"
-        outcomes.append(json.loads(line.removeprefix("RESULT "))["outcome"])
+        result = printed_result(out)
+        assert result, f"exit {p.returncode}: {err[-2000:]}"
+        outcomes.append(result["outcome"])
     assert sorted(outcomes) == ["completed", "stood-down", "stood-down"]
 
     entries = LedgerFile(tmp_path / "ledger.jsonl").read(rb.name)

@@ -3,7 +3,6 @@ Prefect server: the one that holds the lock resumes from the newest certified ch
 which the pre-failure log cannot prove (the primary died at it), and proves it by a replay
 beside the job; nothing rolls back, so the secondary's job logs each step once, from 41."""
 
-import json
 import os
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import yaml
 from lifeboat_dr.core.ledger import LedgerFile
 from lifeboat_dr.core.resume import parse_losses
 from tests.failover.test_resume_from_newest import died_at_its_checkpoint
+from tests.flow_run_processes import printed_result
 
 pytestmark = [pytest.mark.integration, pytest.mark.processes, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,9 +47,9 @@ def test_overlapping_failovers_resume_once_from_the_newest_checkpoint(prefect_se
     outcomes = []
     for p in procs:
         out, err = p.communicate(timeout=240)
-        line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
-        assert line, f"exit {p.returncode}: {err[-2000:]}"
-        outcomes.append(json.loads(line.removeprefix("RESULT ")))
+        result = printed_result(out)
+        assert result, f"exit {p.returncode}: {err[-2000:]}"
+        outcomes.append(result)
     assert sorted(o["outcome"] for o in outcomes) == ["completed", "stood-down"]
     (winner,) = [e for e in LedgerFile(tmp_path / "ledger.jsonl").read(rb.name) if e.outcome == "completed"]
     assert winner.checkpoint_step == 40 and "rollback" not in winner.notes, winner.notes

@@ -32,6 +32,7 @@ from lifeboat_dr.providers.compute.local import LocalCompute
 from lifeboat_dr.providers.image_registry import FakeRegistry
 from lifeboat_dr.providers.storage import open_store
 from lifeboat_dr.runbooks.loader import load_runbook
+from tests.flow_run_processes import printed_result
 
 pytestmark = [pytest.mark.integration, pytest.mark.processes, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,9 +109,9 @@ def scheduled_again(rb, run_id: str) -> None:
 
 
 def result_of(done: subprocess.CompletedProcess) -> dict:
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    assert line, f"exit {done.returncode}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
-    return json.loads(line.removeprefix("RESULT "))
+    result = printed_result(done.stdout)
+    assert result, f"exit {done.returncode}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return result
 
 
 def entry_of(world, run_id: str):

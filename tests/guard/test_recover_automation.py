@@ -9,7 +9,6 @@ process died after it restarted the job) each act at most once on the job.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from lifeboat_dr.core.ledger import LedgerFile
 from lifeboat_dr.flows.automation import recover_triggers
 from lifeboat_dr.flows.deploy import runbook_target
 from lifeboat_dr.providers.orchestrator.prefect_api import drain_events, emit, emit_spec
+from tests.flow_run_processes import printed_result
 from tests.runbook_yaml import two_site_runbook
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,9 +182,9 @@ def walk(env, run_id: str, point: str | None = None) -> subprocess.Popen:
 
 def result_of(proc: subprocess.Popen) -> dict:
     out, _ = proc.communicate(timeout=240)
-    line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
-    assert line, f"exit {proc.returncode}: {out[-4000:]}"
-    return json.loads(line.removeprefix("RESULT "))
+    result = printed_result(out)
+    assert result, f"exit {proc.returncode}: {out[-4000:]}"
+    return result
 
 
 def restarts(env, runbook: str) -> list[str]:
