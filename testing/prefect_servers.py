@@ -112,11 +112,13 @@ def postgres_database(cluster_url: str, name: str) -> str:
 @contextmanager
 def prefect_server(database_url: str | None = None, *, home: Path | None = None, **env: str) -> Iterator[str]:
     """`prefect server start` on a free loopback port with its background services (the lease
-    repossessor every 2 s); SQLite in a temporary PREFECT_HOME unless `database_url`. Yields
-    the API URL."""
+    repossessor every 2 s) and, unless PREFECT_MESSAGING_BROKER names another, Lifeboat's broker
+    (`shell/prefect_broker.py`: the automations' actions 32 at once); SQLite in a temporary
+    PREFECT_HOME unless `database_url`. Yields the API URL."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="lifeboat-prefect-") as tmp:
         environ = {
+            "PREFECT_MESSAGING_BROKER": "lifeboat_dr.shell.prefect_broker",  # actions 32 at once
             **os.environ,
             "PREFECT_HOME": str(home or tmp),
             "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": "2",
@@ -126,9 +128,8 @@ def prefect_server(database_url: str | None = None, *, home: Path | None = None,
         }
         if database_url:
             environ["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
-        prefect = str(Path(sys.executable).parent / "prefect")
-        proc = subprocess.Popen(
-            [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        proc = subprocess.Popen(  # this interpreter (the `prefect` script's may be another's)
+            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
             env=environ,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
