@@ -63,19 +63,32 @@ class LocalStore:
         """The file `key` names. `follow` (reads): a symlink there must stay in the store;
         writes and deletes pass False and act on the link itself."""
         checked_key(key, self.uri)
-        path = self.root.joinpath(*key.split("/"))
-        long = next(
-            (part for part in path.relative_to(self.root).parts if len(part.encode()) > NAME_MAX), None
-        )
+        parts = key.split("/")
+        long = next((part for part in parts if len(part.encode()) > NAME_MAX), None)
         if long is not None:
             raise RefusedKey(
                 f"{self.uri}/{key}: refused: a name of {len(long.encode())} bytes (NAME_MAX {NAME_MAX})"
             )
-        if path.parent != self.root and path.parent.resolve() != path.parent:
+        path = self.root.joinpath(*parts)
+        if len(parts) > 1 and self._linked_folder(parts[:-1]):
             raise RefusedKey(f"{self.uri}/{key}: refused: a folder on its path is a symlink")
         if follow and not self._inside(path):
             raise RefusedKey(f"{self.uri}/{key}: refused: a symlink leaving the store (-> {path.resolve()})")
         return path
+
+    def _linked_folder(self, folders: list[str]) -> bool:
+        """Whether a folder below the root on this path is a symlink: one `lstat` per folder
+        below the root (resolved once, when the store opened), not a walk of the whole path
+        per call. A folder not there yet (a write makes it) is no link."""
+        here = str(self.root)
+        for name in folders:
+            here = f"{here}/{name}"
+            try:
+                if stat.S_ISLNK(os.lstat(here).st_mode):
+                    return True
+            except (FileNotFoundError, NotADirectoryError):
+                return False  # nothing deeper exists: the call itself says so
+        return False
 
     def _inside(self, path: Path) -> bool:
         """Whether `path`, a link followed, is a file of this store."""

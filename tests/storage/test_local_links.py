@@ -76,3 +76,22 @@ def test_create_only_on_a_filesystem_without_hard_links_still_has_one_winner(sto
         ".lifeboat-commit.json.crc32c",
         "lifeboat-commit.json",
     ]
+
+
+def test_a_folder_swapped_for_a_symlink_after_a_read_is_refused_on_the_next(store, tmp_path):
+    """The folder check is paid per folder below the root, never remembered: a folder read
+    once and then replaced by a link (here, deep in the path) is refused the next time."""
+    store.put("step_30/rank/shard-0.bin", b"step 30")
+    assert b"".join(store.read("step_30/rank/shard-0.bin")) == b"step 30"
+    outside = tmp_path / "outside"
+    (store.root / "step_30" / "rank").rename(outside)
+    os.symlink(outside, store.root / "step_30" / "rank")
+    for call in (
+        lambda: b"".join(store.read("step_30/rank/shard-0.bin")),
+        lambda: store.head("step_30/rank/shard-0.bin"),
+        lambda: store.put("step_30/rank/shard-0.bin", b"over"),
+        lambda: store.delete("step_30/rank/shard-0.bin"),
+    ):
+        with pytest.raises(ConfigError, match=r"a folder on its path is a symlink"):
+            call()
+    assert (outside / "shard-0.bin").read_bytes() == b"step 30"
