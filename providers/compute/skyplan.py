@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import filecmp
+import gc
 import os
 import shutil
 import sys
@@ -34,10 +35,23 @@ INSTALL_HINT = "SkyPilot is not installed: pip install 'skypilot==0.14.1' (or `p
 
 
 def import_sky() -> Any:
+    """`import sky`, the cyclic collector paused while SkyPilot's ~1,800 modules load, then frozen.
+
+    Left running, the collector walks the import's young objects again and again: about a
+    fifth of a cold `lifeboat plan`'s CPU (docs/bench-log.md). Frozen, the modules' objects are
+    never scanned again; what the import itself left as cyclic garbage stays (once a process)."""
+    if (sky := sys.modules.get("sky")) is not None:
+        return sky
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         import sky
     except ImportError as e:  # pragma: no cover - the project depends on it
         raise ConfigError(INSTALL_HINT) from e
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
     return sky
 
 
