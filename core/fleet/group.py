@@ -24,6 +24,23 @@ The protocol, for one grouping failover (`group_outage`):
    this region, or disagrees with its own key (each logged), and start one fleet run for them
    with the key (`start_fleet`); write its id into the group; release the lock.
 
+Partial failures. A store that fails or does not answer (503, a hang past its deadline) on
+the marker, the lock or the group is unknown, never "no group" or "no lock": the
+`ProviderUnavailable` goes to the caller, which starts no fleet run (the lock, if taken, is
+released or lapses). A create-only write whose reply was lost after it landed is recognised
+on the retry's refusal by reading it back (the marker's `run_id`, the group record itself).
+Every time that decides (marker age, window, lease) is the store's (`store_time`), so
+callers whose clocks disagree by minutes measure one window.
+
+An unfinished group (its taker died) is reused, key and window, only while it is fresh: its
+window closed less than one window plus one lease ago (a live taker would have recorded its
+run by then). An older one is abandoned, logged, and a new group opened with a new key and
+window, so a later, unrelated outage is not listed into a long-dead window. And if the
+reused key returns a fleet run that has already ended (the dead taker had started it),
+that run is not joined: a new group is opened. The cost, stated: a taker that died after
+starting its fleet run and is found stale leaves that run and the new one both planning;
+each member's failover still fences and proves its own quorum, so neither can act twice.
+
 Marker lifetime (the design's open point), answered minimally: a marker lives one window. A
 group lives until its fleet run ends, asked of the orchestrator (`run_ended`), never by a
 record's say-so; so a duplicate alert while the fleet run is under way stands down naming it,
@@ -138,6 +155,8 @@ def join(
         store.put(key, body, if_none_match=True)
         return True
     if (store_time(store, clock).at - there.updated).total_seconds() < window_s:
+        if _said(store, key).get("run_id") == run_id:  # our own write, its reply lost: a retry met it
+            return True
         log.info("%s: a duplicate: its join marker for %s is already there", runbook, region)
         return False
     try:  # an earlier outage's marker: date it to this one
@@ -194,19 +213,36 @@ def group_outage(
                 f"{runbook} {member}"
             )
         reused = group is not None and group.fleet_run_id is None
+        now = store_time(store, clock).at
+        if reused and now > group.closes_at + timedelta(seconds=group.window_s + lease_s):
+            log.warning(
+                "%s: abandoned the unfinished group %s (its window closed %s ago): a new group",
+                region,
+                group.key,
+                now - group.closes_at,
+            )
+            reused = False
         if reused:
             log.warning(
                 "%s: goes on with the group of a run that did not finish it (key %s)", region, group.key
             )
         else:
-            opened = store_time(store, clock).at
-            group = Group(f"fleet-{region}-{lock.token}", opened, window_s)
+            group = Group(f"fleet-{region}-{lock.token}", now, window_s)
             version = _write_group(store, region, group, version)
         wait = (group.closes_at - store_time(store, clock).at).total_seconds()
         if wait > 0:
             sleep(wait)
         runbooks = listed(store, region, group, members)
         fleet_run_id = start_fleet(runbooks, group.key)
+        if reused and run_ended(fleet_run_id):  # the dead taker had started it, and it is over
+            log.warning(
+                "%s: the unfinished group's fleet run %s has ended: a new group", region, fleet_run_id
+            )
+            group = Group(f"fleet-{region}-{lock.token}", store_time(store, clock).at, window_s)
+            version, reused = _write_group(store, region, group, version), False
+            sleep(window_s)
+            runbooks = listed(store, region, group, members)
+            fleet_run_id = start_fleet(runbooks, group.key)
         try:
             _write_group(
                 store, region, replace(group, fleet_run_id=fleet_run_id, runbooks=tuple(runbooks)), version
@@ -254,6 +290,14 @@ def _refused(store: Store, info: ObjectInfo, name: str, members: Collection[str]
     return None
 
 
+def _said(store: Store, key: str) -> dict:
+    try:
+        doc = json.loads(b"".join(store.read(key)))
+    except (NotFound, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def _read_group(store: Store, region: str) -> tuple[Group | None, str | None]:
     """The group and its version (None, None: none; None, version: unreadable, logged)."""
     try:
@@ -269,5 +313,13 @@ def _read_group(store: Store, region: str) -> tuple[Group | None, str | None]:
 
 
 def _write_group(store: Store, region: str, group: Group, version: str | None) -> str:
+    """Write `group` conditionally; a refusal whose record is this very one (a retry of a write
+    whose reply was lost after it landed) is ours, and its version is returned."""
     condition = {"if_match": version} if version is not None else {"if_none_match": True}
-    return store.put(group_key(region), group.to_json(), **condition).version
+    try:
+        return store.put(group_key(region), group.to_json(), **condition).version
+    except PreconditionFailed:
+        there, there_version = _read_group(store, region)
+        if there == group and there_version is not None:
+            return there_version
+        raise
