@@ -20,7 +20,9 @@ from lifeboat_dr.core.fleet.capacity import (
     fit_warning,
 )
 from lifeboat_dr.core.fleet.plan import FleetJob, Place
+from lifeboat_dr.kernel.durations import format_duration
 from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.runbooks.model import Workload
 from lifeboat_dr.runbooks.skytask import read_task
 
 if TYPE_CHECKING:
@@ -59,14 +61,21 @@ def fleet_capacity(
 
 def fit_warnings(rb: Runbook) -> list[str]:
     """`validate`'s word when the runbook declares quota and none of its candidates can hold its
-    GPUs (nothing is said without declared quota: the secondary's room is then unknown)."""
+    GPUs (nothing is said without declared quota: the secondary's room is then unknown), and
+    when a realtime-inference runbook groups (its failover waits the window first)."""
+    said = []
+    if rb.fleet.group_window is not None and rb.workload is Workload.realtime_inference:
+        said.append(
+            f"fleet.group_window: a realtime-inference runbook waits {format_duration(rb.fleet.group_window)} "
+            f"to group before it moves traffic (RTO {format_duration(rb.rto_target)}): consider not grouping it"
+        )
     if not rb.fleet.quota:
-        return []
+        return said
     job = fleet_job(rb)
     if isinstance(job, Unsized):
-        return [f"fleet.quota: declared, but the job cannot be sized: {job.why}"]
+        return [*said, f"fleet.quota: declared, but the job cannot be sized: {job.why}"]
     warning = fit_warning(job, combined_quota(declared_quota(rb))[0])
-    return [warning] if warning else []
+    return said + ([warning] if warning else [])
 
 
 def fleet_job(rb: Runbook) -> FleetJob | Unsized:

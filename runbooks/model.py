@@ -777,6 +777,24 @@ class Fleet(_Strict):
         "runbook failing over there: the fleet plan never allocates more; a place not listed counts as none.",
     )
 
+    lock_store: str | None = Field(
+        None,
+        description="The store where the runbooks of one failed region group their outages (join markers, "
+        "one lock per region, the group record): the same URI for every runbook of that region.",
+    )
+    group_window: Duration | None = Field(
+        None,
+        description="How long, after the first confirmed outage of a region, other runbooks' outages join one "
+        "fleet failover (by the store's clock); omitted: this runbook fails over alone. Well inside its RTO.",
+    )
+
+    @field_validator("group_window")
+    @classmethod
+    def _positive_window(cls, v: timedelta | None) -> timedelta | None:
+        if v is not None and v <= timedelta(0):
+            raise ValueError("must be more than 0")
+        return v
+
     @field_validator("quota")
     @classmethod
     def _each_place_once(cls, v: list[GpuQuota]) -> list[GpuQuota]:
@@ -960,6 +978,8 @@ class Runbook(_Strict):
             raise ValueError("primary.cluster: the recovery ladder's rungs act on the job's cluster: name it")
         if self.secondary.infra != "local" and not self.job.task:
             raise ValueError("job.task: a SkyPilot secondary needs job.task (the task YAML)")
+        if self.fleet.group_window is not None:
+            _fleet_grouping(self.fleet, self.rto_target)
         for field, url in self._endpoints():
             if why := refused_endpoint(url, set(self.allow_hosts)):
                 raise ValueError(f"{field}: {why}")
@@ -1015,6 +1035,21 @@ class Runbook(_Strict):
     def store_uri(self, uri: str) -> str:
         """A store URI with a relative `file://` path made absolute against the runbook."""
         return store_uri_under(self.base_dir, uri)
+
+
+GROUP_WINDOW_SHARE = 4  # the grouping window is at most a quarter of the runbook's RTO
+
+
+def _fleet_grouping(fleet: Fleet, rto: timedelta) -> None:
+    if not fleet.lock_store:
+        raise ValueError(
+            "fleet.lock_store: group_window is set, so name the store the region's runbooks group in"
+        )
+    if fleet.group_window > rto / GROUP_WINDOW_SHARE:
+        raise ValueError(
+            f"fleet.group_window: {format_duration(fleet.group_window)} is not well inside the runbook's RTO "
+            f"{format_duration(rto)} (at most a quarter: {format_duration(rto / GROUP_WINDOW_SHARE)})"
+        )
 
 
 def store_uri_under(base_dir: Path, uri: str) -> str:

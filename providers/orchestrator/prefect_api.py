@@ -520,3 +520,44 @@ def ensure_crash_recovery(flow_name: str = "failover", *, heartbeat_s: int = 30,
                 client.create_automation(automation)
     except (OSError, *_http_errors()) as e:
         raise unavailable(e) from None
+
+
+FLEET_DEPLOYMENT = "fleet-failover/fleet-failover"
+ENDED_STATES = ("COMPLETED", "FAILED", "CANCELLED", "CRASHED")
+
+
+def start_run_once(deployment: str, parameters: dict[str, Any], key: str) -> str:
+    """Create a run of `deployment` ("flow/deployment") with `parameters`, once per `key`:
+    Prefect returns the run already created with that idempotency key (a retry, a reclaimer)
+    rather than a second one. The run's id."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        with get_client(sync_client=True) as client:
+            found = client.read_deployment_by_name(deployment)
+            run = client.create_flow_run_from_deployment(found.id, parameters=parameters, idempotency_key=key)
+    except ObjectNotFound:
+        raise NotFound(
+            f"no deployment {deployment} on Prefect at {api_url()}: run `lifeboat deploy`"
+        ) from None
+    except (OSError, *_http_errors()) as e:
+        raise unavailable(e) from None
+    return str(run.id)
+
+
+def run_ended(run_id: str | UUID) -> bool:
+    """Whether the flow run has reached a final state (completed, failed, cancelled, crashed).
+    It only decides whether a later outage groups afresh; no member's fencing, quorum or
+    approval rests on it."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        with get_client(sync_client=True) as client:
+            run = client.read_flow_run(_run_id(run_id))
+    except ObjectNotFound:
+        raise NotFound(f"no flow run {run_id} on Prefect at {api_url()}") from None
+    except (OSError, *_http_errors()) as e:
+        raise unavailable(e) from None
+    return run.state is not None and run.state.type.value in ENDED_STATES
