@@ -64,6 +64,11 @@ def fit_warnings(rb: Runbook) -> list[str]:
     GPUs (nothing is said without declared quota: the secondary's room is then unknown), and
     when a realtime-inference runbook groups (its failover waits the window first)."""
     said = []
+    if rb.fleet.group_window is not None:
+        said.append(
+            "fleet.group_window: grouping is built (core/fleet/group.py) but the failover flow does not call "
+            "it yet: this runbook still fails over alone (docs/fleet.md)"
+        )
     if rb.fleet.group_window is not None and rb.workload is Workload.realtime_inference:
         said.append(
             f"fleet.group_window: a realtime-inference runbook waits {format_duration(rb.fleet.group_window)} "
