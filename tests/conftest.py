@@ -151,17 +151,27 @@ def _console_follows_capture():
     logging (at import, and again when a flow or an in-process server sets it up). Done inside
     a test that uses capsys, they keep that test's stream, closed afterwards, and every later
     Prefect log line fails ("I/O operation on closed file") — in whichever test comes next. A
-    handler whose stream was closed writes to the stream in place now instead."""
+    handler whose stream was closed writes to the stream in place now instead. The same holds
+    for a plain `logging.StreamHandler` made under capsys (by a library, or `basicConfig`): CI
+    at 1b7bce6 had one on a `prefect.flow_runs` ancestor fail a later file's in-process flows."""
+    import logging
+
     from prefect.logging.handlers import PrefectConsoleHandler
 
-    emit = PrefectConsoleHandler.emit
+    console_emit, stream_emit = PrefectConsoleHandler.emit, logging.StreamHandler.emit
 
-    def emit_to_a_live_stream(self, record):
+    def console_to_a_live_stream(self, record):
         if getattr(self.stream, "closed", False):
             self.stream = self.console.file = sys.stderr  # not setStream: it flushes the old one
-        emit(self, record)
+        console_emit(self, record)
 
-    PrefectConsoleHandler.emit = emit_to_a_live_stream
+    def stream_to_a_live_stream(self, record):
+        if getattr(self.stream, "closed", False):
+            self.stream = sys.stderr
+        stream_emit(self, record)
+
+    PrefectConsoleHandler.emit = console_to_a_live_stream
+    logging.StreamHandler.emit = stream_to_a_live_stream
 
 
 def pytest_configure(config):
