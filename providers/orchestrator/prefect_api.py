@@ -523,7 +523,6 @@ def ensure_crash_recovery(flow_name: str = "failover", *, heartbeat_s: int = 30,
 
 
 FLEET_DEPLOYMENT = "fleet-failover/fleet-failover"
-ENDED_STATES = ("COMPLETED", "FAILED", "CANCELLED", "CRASHED")
 
 
 def start_run_once(deployment: str, parameters: dict[str, Any], key: str) -> str:
@@ -560,4 +559,4 @@ def run_ended(run_id: str | UUID) -> bool:
         raise NotFound(f"no flow run {run_id} on Prefect at {api_url()}") from None
     except (OSError, *_http_errors()) as e:
         raise unavailable(e) from None
-    return run.state is not None and run.state.type.value in ENDED_STATES
+    return run.state is not None and run.state.is_final()

@@ -13,14 +13,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lifeboat_dr.core.fleet.group import Group, group_key, group_outage, lock_key, marker_prefix
+from lifeboat_dr.core.fleet.group import Group, group_key, lock_key, marker_prefix
 from lifeboat_dr.kernel.errors import ProviderUnavailable, StandDown
 from lifeboat_dr.providers.storage.s3 import S3Store
 from lifeboat_dr.testing.emulators import ThrottlingProxy, new_s3_bucket
-from tests.fleet.test_group import MEMBERS, REGION, FakePrefect, taker_in_thread
+from tests.fleet.test_group import REGION, FakePrefect, group, taker_in_thread
 
 pytestmark = pytest.mark.timeout(180)
-WINDOW, LEASE = 2.0, 2.5  # S3 dates objects in whole seconds
+WINDOW, LEASE = 2.0, 2.5  # what `group` (tests/fleet/test_group.py `timing`) gives an S3 store
 
 
 @pytest.fixture
@@ -30,21 +30,6 @@ def proxied(s3_endpoint):
         store = S3Store(bucket, "control", endpoint_url=proxy.url, deadline_s=3)
         store.max_attempts = 2
         yield proxy, store, S3Store(bucket, "control", endpoint_url=s3_endpoint)
-
-
-def group(store, prefect, runbook, run_id=None, **kw):
-    return group_outage(
-        store,
-        region=REGION,
-        runbook=runbook,
-        run_id=run_id or f"run-{runbook}",
-        members=MEMBERS,
-        window_s=WINDOW,
-        start_fleet=prefect.start,
-        run_ended=prefect.run_ended,
-        lease_s=LEASE,
-        **kw,
-    )
 
 
 def _path(direct, key):
