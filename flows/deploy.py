@@ -13,9 +13,10 @@ package (`lifeboat_dr.runbooks.examples`).
 Prefect fills `{{ $VAR }}` at deploy time, on the deploying host, which is why the path is
 written in here and never left to an environment variable. Every other entry (`failover`,
 started by the automation with the runbook from the outage event; `failback` and
-`fleet-failover`, started by hand) is deployed once; one whose
-`runbooks` parameter is `RUNBOOKS_PLACEHOLDER` (`capacity`, over the whole fleet) gets the list
-of every runbook deployed.
+`fleet-failover`, started by hand) is deployed once; a parameter of one that is
+`RUNBOOKS_PLACEHOLDER` gets the list of every runbook deployed (`capacity`'s `runbooks`, over
+the whole fleet; `failover`'s `fleet`, the runbooks a confirmed outage may group with). Runbooks
+of one failed primary region that group (`fleet.group_window`) must name one lock store.
 
 Two work pools: every entry runs on `pool` (`lifeboat`: workers at the secondary site or a
 third one, the control plane) except those the template puts on `lifeboat-secondary`, which
@@ -100,24 +101,42 @@ class RunbookTarget:
     path: str
     cadence_inputs: CadenceInputs | None = None
     ladder: bool = False  # the runbook has a `recovery:` section: it gets a `recover` deployment
+    grouping: tuple[str, str] | None = None  # (failed region, lock store) its outages group under
 
 
 def runbook_target(given: str | Path, project_root: Path) -> RunbookTarget:
     """Load the runbook (a bad one is refused here, not every minute on a worker) and say how
     the workers will find it: a shipped example given by name as that name, a file by its
     path relative to `project_root` when it lies inside it, else absolute."""
+    from lifeboat_dr.flows.grouping import grouping_key
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(given)
-    inputs, ladder = cadence_inputs(rb), "recovery" in rb.model_fields_set
+    inputs, ladder, grouping = cadence_inputs(rb), "recovery" in rb.model_fields_set, grouping_key(rb)
     if example_named(given):
-        return RunbookTarget(rb.name, str(given), inputs, ladder)
+        return RunbookTarget(rb.name, str(given), inputs, ladder, grouping)
     full = rb.path
     try:
         shown = str(full.relative_to(project_root.resolve()))
     except ValueError:
         shown = str(full)
-    return RunbookTarget(rb.name, shown, inputs, ladder)
+    return RunbookTarget(rb.name, shown, inputs, ladder, grouping)
+
+
+def one_lock_store_per_region(targets: list[RunbookTarget]) -> None:
+    """Refuse runbooks of one failed region that group in different lock stores: their
+    outages would form two fleet runs that each plan the whole secondary."""
+    first: dict[str, RunbookTarget] = {}
+    for t in targets:
+        if t.grouping is None:
+            continue
+        region, store = t.grouping
+        seen = first.setdefault(region, t)
+        if seen.grouping[1] != store:
+            raise ConfigError(
+                f"lifeboat deploy: {seen.name} and {t.name} both fail over from {region} but group in "
+                f"different lock stores ({seen.grouping[1]}, {store}): give their fleet.lock_store one URI"
+            )
 
 
 def cadence_inputs(rb: Runbook) -> CadenceInputs:
@@ -250,6 +269,7 @@ def deployment_plan(
         raise ConfigError(
             f"lifeboat deploy: runbook name {twice[0]!r} given twice (runbook names must be unique)"
         )
+    one_lock_store_per_region(targets)
     plans = {t.name: cadence_plan(template, t) for t in targets}
     out: list[dict[str, Any]] = []
     for entry in template.get("deployments") or []:
@@ -269,8 +289,9 @@ def deployment_plan(
                 copies.append(one)
         else:
             one = copy.deepcopy(entry)
-            if one.get("parameters", {}).get("runbooks") == RUNBOOKS_PLACEHOLDER:
-                one["parameters"]["runbooks"] = [t.path for t in targets]
+            for name, value in (one.get("parameters") or {}).items():
+                if value == RUNBOOKS_PLACEHOLDER:
+                    one["parameters"][name] = [t.path for t in targets]
             copies.append(one)
         for one in copies:
             at_secondary = (one.get("work_pool") or {}).get("name") == SECONDARY_POOL

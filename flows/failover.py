@@ -107,6 +107,7 @@ def failover(
     evidence: list[str] | None = None,
     force: bool = False,
     approval: Literal["wait", "approve", "reject"] | None = None,
+    fleet: list[str] | None = None,
 ) -> dict:
     """Fail a protected job over to its secondary site; measure and record RTO and RPO.
 
@@ -123,6 +124,9 @@ def failover(
         approval: Without Slack: wait for the Prefect UI or `lifeboat approve` (the default,
             and `wait` in a dry run), or decide at once: `approve` only in a dry run or for a
             runbook whose every site is on this machine (a parameter is not a person).
+        fleet: Set by `lifeboat deploy`: every runbook deployed. Those of this runbook's failed
+            region that group in its lock store (`fleet.group_window`) join one fleet failover
+            instead of each failing over alone (docs/fleet.md). Empty: fail over alone.
     """
     from prefect.runtime import flow_run
 
@@ -137,6 +141,7 @@ def failover(
         evidence=evidence,
         force=force,
         approval=approval,
+        fleet=fleet,
     )
 
 
@@ -151,11 +156,14 @@ def run_failover(
     evidence: list[str] | None = None,
     force: bool = False,
     approval: str | None = None,
+    fleet: list[str] | None = None,
     gate: Gate | None = None,
 ) -> dict:
     """The `failover` flow's body for one run id, inside a flow run (`flow_run`: Prefect's
     runtime view of it). `gate` replaces the runbook's own approval gate: only code passes
-    one (the fleet flow, with the decision its own gate verified), never a parameter."""
+    one (the fleet flow, with the decision its own gate verified), never a parameter; a
+    failover given one never groups (`flows/grouping.py`)."""
+    from lifeboat_dr.flows.grouping import fellows, should_group
     from lifeboat_dr.flows.guard import Guard
     from lifeboat_dr.flows.record import publish
     from lifeboat_dr.flows.wiring import build_gate, build_ledger, build_steps, providers_for, settings_for
@@ -177,6 +185,10 @@ def run_failover(
             approval=approval,
             dry_run=dry_run,
         )
+    if should_group(rb, fleet=fleet, gated=gate is not None, dry_run=dry_run, force=force):
+        group = fellows(rb, runbook, fleet)
+        if group is not None:
+            return _grouped(rb, group, run_id=run_id, outage_started_at=outage_started_at, evidence=evidence)
     providers = None
     sky_rehearsal = None
     if dry_run and rb.secondary.infra != "local":  # the user's task through SkyPilot's dry-run launch
@@ -240,6 +252,34 @@ def run_failover(
             "rto_s": _secs(entry.rto),
             "rpo_s": _secs(entry.rpo),
             "checkpoint": entry.checkpoint,
+            "timeline": str(picture) if picture else None,
+        },
+    )
+
+
+def _grouped(rb, group, *, run_id: str, outage_started_at, evidence):
+    """This confirmed outage joins its region's fleet run: a stood-down entry naming it."""
+    from lifeboat_dr.flows.grouping import GroupingFailed, join_fleet
+    from lifeboat_dr.flows.record import publish
+
+    try:
+        entry, grouped = join_fleet(
+            rb, group, run_id=run_id, outage_started_at=outage_started_at, evidence=evidence
+        )
+    except GroupingFailed as e:
+        if e.entry is not None:
+            publish(e.entry)
+        raise
+    picture = publish(entry)
+    return final_state(
+        entry,
+        {
+            "run_id": run_id,
+            "outcome": entry.outcome,
+            "rto_s": None,
+            "rpo_s": None,
+            "checkpoint": None,
+            "fleet_run_id": grouped.fleet_run_id if grouped else None,
             "timeline": str(picture) if picture else None,
         },
     )

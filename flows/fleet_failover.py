@@ -108,7 +108,7 @@ def run_fleet(
     from lifeboat_dr.core.fleet.capacity import combined_quota, surviving
     from lifeboat_dr.core.fleet.decision import FleetDecisionGate, fleet_name, plan_digest
     from lifeboat_dr.core.fleet.plan import plan_fleet
-    from lifeboat_dr.core.fleet.record import FleetEntry, FleetLedger, job_record
+    from lifeboat_dr.core.fleet.record import FleetEntry, FleetLedger, held_since, job_record
     from lifeboat_dr.core.ledger import LedgerFile
     from lifeboat_dr.flows.failover import run_failover
     from lifeboat_dr.flows.fleet_inputs import Unsized, declared_quota, fleet_job
@@ -137,6 +137,13 @@ def run_fleet(
     jobs = {j.name: replace(j, candidates=surviving(j.candidates, j.primary)) for j in read.values()}
     path_of = {rb.name: path for path, rb in loaded.items()}
     quota, _ = combined_quota(q for rb in loaded.values() for q in declared_quota(rb))
+    held = (
+        {}
+        if dry_run or outage_started_at is None
+        else held_since(FleetLedger().read(), outage_started_at, jobs)
+    )
+    if held:  # a later fleet run of the outage (a runbook confirmed while the first was under way)
+        quota = {place: max(0, n - held.get(place, 0)) for place, n in quota.items()}
     plan = plan_fleet(list(jobs.values()), quota, recovery_s=recovery_s)
     fleet, digest = fleet_name(plan), plan_digest(plan)
     member_id = {p.job: f"{run_id}-{p.job}" for p in plan.placements}
@@ -148,6 +155,13 @@ def run_fleet(
         print(p.describe())
 
     notes = GateNotes()
+    if held:
+        notes.note(
+            "held",
+            "earlier fleet runs of this outage hold "
+            + ", ".join(f"{n} on {p}" for p, n in sorted(held.items())),
+        )
+        print(notes.notes["held"])
     to_run = [p for p in plan.placed() if p.job not in done]
     decision = None
     if to_run:

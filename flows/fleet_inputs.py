@@ -62,17 +62,18 @@ def fleet_capacity(
 def fit_warnings(rb: Runbook) -> list[str]:
     """`validate`'s word when the runbook declares quota and none of its candidates can hold its
     GPUs (nothing is said without declared quota: the secondary's room is then unknown), and
-    when a realtime-inference runbook groups (its failover waits the window first)."""
+    when a realtime-inference runbook groups (its failover waits the window first) or a serving
+    one names a window (it never groups)."""
     said = []
-    if rb.fleet.group_window is not None:
+    if rb.fleet.group_window is not None and rb.serving is not None:
         said.append(
-            "fleet.group_window: grouping is built (core/fleet/group.py) but the failover flow does not call "
-            "it yet: this runbook still fails over alone (docs/fleet.md)"
+            "fleet.group_window: ignored: a serving runbook moves traffic to its hot standby at once, "
+            "it does not group"
         )
-    if rb.fleet.group_window is not None and rb.workload is Workload.realtime_inference:
+    elif rb.fleet.group_window is not None and rb.workload is Workload.realtime_inference:
         said.append(
             f"fleet.group_window: a realtime-inference runbook waits {format_duration(rb.fleet.group_window)} "
-            f"to group before it moves traffic (RTO {format_duration(rb.rto_target)}): consider not grouping it"
+            f"to group before it fails over (RTO {format_duration(rb.rto_target)}): consider not grouping it"
         )
     if not rb.fleet.quota:
         return said

@@ -785,8 +785,8 @@ class Fleet(_Strict):
     group_window: Duration | None = Field(
         None,
         description="How long, after the first confirmed outage of a region, other runbooks' outages join one "
-        "fleet failover (by the store's clock), well inside its RTO. Not yet read by the failover flow, which "
-        "still fails each runbook over alone (docs/fleet.md, last section).",
+        "fleet failover (by the store's clock), well inside its RTO; each grouped failover stands down naming "
+        "the fleet run. Unset: this runbook always fails over alone.",
     )
 
     @field_validator("group_window")

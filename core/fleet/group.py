@@ -118,6 +118,15 @@ class Group:
         )
 
 
+class FleetUnderWay(StandDown):
+    """A fleet run of the region is under way: `fleet_run_id`; `member`: this runbook is in it
+    (a duplicate), else it was confirmed after that run started (late: it waits for its end)."""
+
+    def __init__(self, message: str, fleet_run_id: str = "", member: bool = True):
+        super().__init__(message)
+        self.fleet_run_id, self.member = fleet_run_id, member
+
+
 @dataclass(frozen=True)
 class Grouped:
     """What the taker did: the fleet run it started (or Prefect returned for the key)."""
@@ -203,14 +212,12 @@ def group_outage(
     try:
         group, version = _read_group(store, region)
         if group is not None and group.fleet_run_id is not None and not run_ended(group.fleet_run_id):
-            member = (
-                "is in it"
-                if runbook in group.runbooks
-                else "was confirmed after it started: it waits for it to end"
-            )
-            raise StandDown(
+            member = runbook in group.runbooks
+            raise FleetUnderWay(
                 f"fleet run {group.fleet_run_id} of {region} is under way ({', '.join(group.runbooks)}); "
-                f"{runbook} {member}"
+                f"{runbook} {'is in it' if member else 'was confirmed after it started: it waits for it to end'}",
+                group.fleet_run_id,
+                member,
             )
         reused = group is not None and group.fleet_run_id is None
         now = store_time(store, clock).at
@@ -227,7 +234,7 @@ def group_outage(
                 "%s: goes on with the group of a run that did not finish it (key %s)", region, group.key
             )
         else:
-            group = Group(f"fleet-{region}-{lock.token}", now, window_s)
+            group = _opened(region, lock, now, window_s)
             version = _write_group(store, region, group, version)
         wait = (group.closes_at - store_time(store, clock).at).total_seconds()
         if wait > 0:
@@ -238,7 +245,7 @@ def group_outage(
             log.warning(
                 "%s: the unfinished group's fleet run %s has ended: a new group", region, fleet_run_id
             )
-            group = Group(f"fleet-{region}-{lock.token}", store_time(store, clock).at, window_s)
+            group = _opened(region, lock, store_time(store, clock).at, window_s)
             version, reused = _write_group(store, region, group, version), False
             sleep(window_s)
             runbooks = listed(store, region, group, members)
@@ -252,6 +259,12 @@ def group_outage(
         return Grouped(fleet_run_id, tuple(runbooks), group.key, reused)
     finally:
         lock.release()
+
+
+def _opened(region: str, lock: RunbookLock, now: datetime, window_s: float) -> Group:
+    """A new group, its window opening `now`; its key (`fleet-<region>-<lock token>`) is the
+    taker's own, so a reclaimer of the lock opens another."""
+    return Group(f"fleet-{region}-{lock.token}", now, window_s)
 
 
 def listed(store: Store, region: str, group: Group, members: Collection[str]) -> list[str]:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from lifeboat_dr.core.fleet.plan import Place
 from lifeboat_dr.core.ledger import DEFAULT_LEDGER, LedgerEntry
 from lifeboat_dr.kernel.errors import WriteFailed
 
@@ -26,6 +28,7 @@ class FleetJobRecord(BaseModel):
     outcome: str  # completed | failed | aborted | stood-down | denied (per job) | waiting | not run
     run_id: str | None = None  # its own failover's run id (its ledger entry)
     place: str | None = None
+    gpus: int | None = None  # what it was given there (None: it waits, or an entry older than this field)
     downgraded: bool = False
     rto_s: float | None = None  # measured by its own failover; None when it did not run or end (denied)
     met: bool | None = None  # rto_s within rto_target_s; None when not measured
@@ -64,11 +67,34 @@ def job_record(job, placement, entry: LedgerEntry | None, outcome: str | None = 
         outcome=outcome or (entry.outcome if entry is not None else "not run"),
         run_id=entry.run_id if entry is not None else None,
         place=str(placement.place) if placement.place and not placement.waits else None,
+        gpus=placement.gpus if placement.place and not placement.waits else None,
         downgraded=placement.downgraded and not placement.waits,
         rto_s=rto,
         met=None if rto is None else rto <= job.rto_s,
         expected_wait_s=placement.wait_s if placement.waits else None,
     )
+
+
+HOLDING = ("completed", "failed")  # a failed member may have left its cluster up: it counts
+
+
+def held_since(entries: Iterable[FleetEntry], since: datetime, planning: Collection[str]) -> dict[Place, int]:
+    """GPUs per place that earlier fleet runs of this outage (recorded since `since`, drills
+    left out) gave jobs that run there, or may (a failed one): what a later fleet run of the
+    outage plans without. The newest record of each runbook counts; the runbooks planned now
+    count none (an earlier placement of theirs is theirs to plan again)."""
+    newest: dict[str, FleetJobRecord] = {}
+    for entry in entries:
+        if not entry.drill and entry.recorded_at >= since:
+            newest.update((job.runbook, job) for job in entry.jobs)
+    held: dict[Place, int] = {}
+    for name, job in newest.items():
+        if name in planning or job.outcome not in HOLDING or not job.place or job.gpus is None:
+            continue
+        infra, accelerator = job.place.split(" ", 1)
+        place = Place(infra, accelerator)
+        held[place] = held.get(place, 0) + job.gpus
+    return held
 
 
 class FleetLedger:

@@ -15,6 +15,7 @@ errors once, to Lifeboat's:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -523,17 +524,35 @@ def ensure_crash_recovery(flow_name: str = "failover", *, heartbeat_s: int = 30,
 
 
 FLEET_DEPLOYMENT = "fleet-failover/fleet-failover"
+FLEET_CALL_S = 5.0  # one attempt of a grouping call; two attempts (+1 s backoff) before it is unknown
+
+
+@contextmanager
+def _bounded_client(attempt_s: float):
+    """A client of its own (not the flow engine's, from the run's context) whose calls give up
+    after 2 attempts of `attempt_s`: a Prefect that hangs costs a grouping failover about
+    2 x `attempt_s` + 1 s, not the default 6 x 60 s (`PREFECT_API_REQUEST_TIMEOUT`, 5 retries,
+    a read timeout among the retried)."""
+    import httpx
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
+
+    with (
+        temporary_settings({PREFECT_CLIENT_MAX_RETRIES: 1}),
+        get_client(httpx_settings={"timeout": httpx.Timeout(attempt_s)}, sync_client=True) as client,
+    ):
+        yield client
 
 
 def start_run_once(deployment: str, parameters: dict[str, Any], key: str) -> str:
     """Create a run of `deployment` ("flow/deployment") with `parameters`, once per `key`:
     Prefect returns the run already created with that idempotency key (a retry, a reclaimer)
-    rather than a second one. The run's id."""
-    from prefect.client.orchestration import get_client
+    rather than a second one. The run's id. A Prefect that does not answer within the
+    `FLEET_CALL_S` bound is `ProviderUnavailable` (the run may or may not exist: the key says)."""
     from prefect.exceptions import ObjectNotFound
 
     try:
-        with get_client(sync_client=True) as client:
+        with _bounded_client(FLEET_CALL_S) as client:
             found = client.read_deployment_by_name(deployment)
             run = client.create_flow_run_from_deployment(found.id, parameters=parameters, idempotency_key=key)
     except ObjectNotFound:
@@ -549,11 +568,10 @@ def run_ended(run_id: str | UUID) -> bool:
     """Whether the flow run has reached a final state (completed, failed, cancelled, crashed).
     It only decides whether a later outage groups afresh; no member's fencing, quorum or
     approval rests on it."""
-    from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
 
     try:
-        with get_client(sync_client=True) as client:
+        with _bounded_client(FLEET_CALL_S) as client:
             run = client.read_flow_run(_run_id(run_id))
     except ObjectNotFound:
         raise NotFound(f"no flow run {run_id} on Prefect at {api_url()}") from None

@@ -22,8 +22,10 @@ def fleet_runbook(
     price: float = 3.8,
     quota: tuple[tuple[str, str, int], ...] = (),
     priority: int = 0,
+    grouping: tuple[str, str] | None = None,
 ) -> Path:
-    """`candidates`: (infra, accelerators); `quota`: (infra, GPU type, GPUs) declared in `fleet.quota`."""
+    """`candidates`: (infra, accelerators); `quota`: (infra, GPU type, GPUs) declared in `fleet.quota`;
+    `grouping`: (lock store, window) its confirmed outages group in (`fleet.lock_store`, `group_window`)."""
     doc = yaml.safe_load(LLAMA.read_text())
     doc["name"] = name
     doc["primary"] = {"infra": primary, "store": f"s3://acme-{name}/ckpt"}
@@ -38,6 +40,8 @@ def fleet_runbook(
         "priority": priority,
         "quota": [{"infra": infra, "accelerator": gpu, "gpus": n} for infra, gpu, n in quota],
     }
+    if grouping is not None:
+        doc["fleet"] |= {"lock_store": grouping[0], "group_window": grouping[1]}
     (folder / "jobs").mkdir(exist_ok=True)
     shutil.copy(ROOT / "runbooks" / "jobs" / "llama-70b.sky.yaml", folder / "jobs" / "llama-70b.sky.yaml")
     path = folder / f"{name}.yaml"

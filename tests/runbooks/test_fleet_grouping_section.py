@@ -13,10 +13,7 @@ FLEET = "fleet:\n  lock_store: s3://dr/fleet\n  group_window: 2m\n"
 def test_a_grouping_runbook_loads_with_its_window_and_lock_store(tmp_path):
     rb = load_runbook(write(tmp_path, GOOD + FLEET))
     assert (rb.fleet.lock_store, rb.fleet.group_window.total_seconds()) == ("s3://dr/fleet", 120.0)
-    assert fit_warnings(rb) == [
-        "fleet.group_window: grouping is built (core/fleet/group.py) but the failover flow does not call "
-        "it yet: this runbook still fails over alone (docs/fleet.md)"
-    ]
+    assert fit_warnings(rb) == []
 
 
 @pytest.mark.parametrize(
@@ -47,6 +44,18 @@ def test_validate_warns_when_a_realtime_inference_runbook_groups(tmp_path):
 
     rb = load_runbook(write(tmp_path, GOOD + FLEET))
     realtime = rb.model_copy(update={"workload": Workload.realtime_inference})
-    assert fit_warnings(realtime)[1].startswith(
-        "fleet.group_window: a realtime-inference runbook waits 2m to group before it moves traffic"
+    assert fit_warnings(realtime)[0].startswith(
+        "fleet.group_window: a realtime-inference runbook waits 2m to group before it fails over"
     )
+
+
+def test_validate_says_a_serving_runbooks_window_is_ignored():
+    from pathlib import Path
+
+    from lifeboat_dr.flows.grouping import grouping_key
+
+    rb = load_runbook(Path(__file__).resolve().parents[2] / "runbooks" / "chat-serving.yaml")
+    window = rb.fleet.model_copy(update={"lock_store": "s3://dr/fleet", "group_window": rb.rto_target / 8})
+    serving = rb.model_copy(update={"fleet": window})
+    assert fit_warnings(serving)[0].startswith("fleet.group_window: ignored: a serving runbook moves traffic")
+    assert grouping_key(serving) is None  # it fails over alone
