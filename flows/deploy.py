@@ -15,7 +15,8 @@ written in here and never left to an environment variable. Every other entry (`f
 started by the automation with the runbook from the outage event; `failback` and
 `fleet-failover`, started by hand) is deployed once; a parameter of one that is
 `RUNBOOKS_PLACEHOLDER` gets the list of every runbook deployed (`capacity`'s `runbooks`, over
-the whole fleet; `failover`'s `fleet`, the runbooks a confirmed outage may group with). Runbooks
+the whole fleet); one that is `FLEET_PLACEHOLDER` the deployed runbooks that group, as
+`FleetMember`s (`failover`'s `fleet`: whom a confirmed outage may group with). Runbooks
 of one failed primary region that group (`fleet.group_window`) must name one lock store.
 
 Two work pools: every entry runs on `pool` (`lifeboat`: workers at the secondary site or a
@@ -52,10 +53,12 @@ from lifeboat_dr.kernel.errors import ConfigError
 from lifeboat_dr.runbooks.examples import example_named
 
 if TYPE_CHECKING:
+    from lifeboat_dr.flows.grouping import FleetMember
     from lifeboat_dr.runbooks.model import Runbook
 
 RUNBOOK_PLACEHOLDER = "{{ lifeboat.runbook }}"
 RUNBOOKS_PLACEHOLDER = "{{ lifeboat.runbooks }}"  # every runbook deployed, for the fleet's flows
+FLEET_PLACEHOLDER = "{{ lifeboat.fleet }}"  # every deployed runbook that groups (`FleetMember`s)
 NAME_PLACEHOLDER = "{{ lifeboat.runbook.name }}"  # in a per-runbook entry's triggers: the runbook's name
 WORK_POOL = "lifeboat"
 SECONDARY_POOL = "lifeboat-secondary"  # the template's name for workers at the secondary site
@@ -101,41 +104,38 @@ class RunbookTarget:
     path: str
     cadence_inputs: CadenceInputs | None = None
     ladder: bool = False  # the runbook has a `recovery:` section: it gets a `recover` deployment
-    grouping: tuple[str, str] | None = None  # (failed region, lock store) its outages group under
+    member: FleetMember | None = None  # what a failover of its region groups by; None: it never groups
 
 
 def runbook_target(given: str | Path, project_root: Path) -> RunbookTarget:
     """Load the runbook (a bad one is refused here, not every minute on a worker) and say how
     the workers will find it: a shipped example given by name as that name, a file by its
     path relative to `project_root` when it lies inside it, else absolute."""
-    from lifeboat_dr.flows.grouping import grouping_key
+    from lifeboat_dr.flows.grouping import FleetMember
     from lifeboat_dr.runbooks.loader import load_runbook
 
     rb = load_runbook(given)
-    inputs, ladder, grouping = cadence_inputs(rb), "recovery" in rb.model_fields_set, grouping_key(rb)
+    inputs, ladder = cadence_inputs(rb), "recovery" in rb.model_fields_set
     if example_named(given):
-        return RunbookTarget(rb.name, str(given), inputs, ladder, grouping)
+        return RunbookTarget(rb.name, str(given), inputs, ladder, FleetMember.of(rb, str(given)))
     full = rb.path
     try:
         shown = str(full.relative_to(project_root.resolve()))
     except ValueError:
         shown = str(full)
-    return RunbookTarget(rb.name, shown, inputs, ladder, grouping)
+    return RunbookTarget(rb.name, shown, inputs, ladder, FleetMember.of(rb, shown))
 
 
 def one_lock_store_per_region(targets: list[RunbookTarget]) -> None:
     """Refuse runbooks of one failed region that group in different lock stores: their
     outages would form two fleet runs that each plan the whole secondary."""
-    first: dict[str, RunbookTarget] = {}
-    for t in targets:
-        if t.grouping is None:
-            continue
-        region, store = t.grouping
-        seen = first.setdefault(region, t)
-        if seen.grouping[1] != store:
+    first: dict[str, FleetMember] = {}
+    for m in (t.member for t in targets if t.member is not None):
+        seen = first.setdefault(m.region, m)
+        if seen.lock_store != m.lock_store:
             raise ConfigError(
-                f"lifeboat deploy: {seen.name} and {t.name} both fail over from {region} but group in "
-                f"different lock stores ({seen.grouping[1]}, {store}): give their fleet.lock_store one URI"
+                f"lifeboat deploy: {seen.name} and {m.name} both fail over from {m.region} but group in "
+                f"different lock stores ({seen.lock_store}, {m.lock_store}): give their fleet.lock_store one URI"
             )
 
 
@@ -292,6 +292,8 @@ def deployment_plan(
             for name, value in (one.get("parameters") or {}).items():
                 if value == RUNBOOKS_PLACEHOLDER:
                     one["parameters"][name] = [t.path for t in targets]
+                elif value == FLEET_PLACEHOLDER:
+                    one["parameters"][name] = [m.model_dump() for t in targets if (m := t.member) is not None]
             copies.append(one)
         for one in copies:
             at_secondary = (one.get("work_pool") or {}).get("name") == SECONDARY_POOL

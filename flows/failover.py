@@ -18,6 +18,7 @@ from lifeboat_dr.core.failover import walk
 from lifeboat_dr.core.failover.contract import FailoverSettings, FailoverSteps, Gate
 from lifeboat_dr.core.failover.walk import fence_read_back
 from lifeboat_dr.core.ledger import LedgerEntry, RtoLedger
+from lifeboat_dr.flows.grouping import FleetMember
 from lifeboat_dr.flows.runner import PrefectRunner
 from lifeboat_dr.kernel.errors import LifeboatError, StandDown, WriteFailed
 
@@ -107,7 +108,7 @@ def failover(
     evidence: list[str] | None = None,
     force: bool = False,
     approval: Literal["wait", "approve", "reject"] | None = None,
-    fleet: list[str] | None = None,
+    fleet: list[FleetMember] | None = None,
 ) -> dict:
     """Fail a protected job over to its secondary site; measure and record RTO and RPO.
 
@@ -124,9 +125,9 @@ def failover(
         approval: Without Slack: wait for the Prefect UI or `lifeboat approve` (the default,
             and `wait` in a dry run), or decide at once: `approve` only in a dry run or for a
             runbook whose every site is on this machine (a parameter is not a person).
-        fleet: Set by `lifeboat deploy`: every runbook deployed. Those of this runbook's failed
-            region that group in its lock store (`fleet.group_window`) join one fleet failover
-            instead of each failing over alone (docs/fleet.md). Empty: fail over alone.
+        fleet: Set by `lifeboat deploy`: every deployed runbook that groups. Those of this
+            runbook's failed region and lock store (`fleet.group_window`) join one fleet
+            failover instead of each failing over alone (docs/fleet.md). Empty: fail over alone.
     """
     from prefect.runtime import flow_run
 
@@ -156,7 +157,7 @@ def run_failover(
     evidence: list[str] | None = None,
     force: bool = False,
     approval: str | None = None,
-    fleet: list[str] | None = None,
+    fleet: list[FleetMember] | None = None,
     gate: Gate | None = None,
 ) -> dict:
     """The `failover` flow's body for one run id, inside a flow run (`flow_run`: Prefect's

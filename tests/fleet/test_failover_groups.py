@@ -2,7 +2,7 @@
 Prefect server with the fleet-failover deployment: two runbooks of one region confirmed within
 the window give one fleet run and two stood-down entries, one naming it; the alert again while
 it is under way stands down naming it (twice); a forged join marker and a runbook of another
-region or lock store are not grouped (forged); Prefect answering 503 when the fleet run is
+region or lock store (the `fleet` parameter as deploy wrote it) are not grouped (forged); Prefect answering 503 when the fleet run is
 created starts nothing, fails the run naming the store, and the re-run of that run id starts
 the one fleet run; a reply lost after the run was created gives that same run (half-done)."""
 
@@ -19,7 +19,7 @@ from prefect.runtime import flow_run as current_run
 from lifeboat_dr.core.fleet.group import group_key, marker_prefix, region_of
 from lifeboat_dr.core.ledger import LedgerFile
 from lifeboat_dr.flows.failover import failover, run_failover
-from lifeboat_dr.flows.grouping import fellows, should_group
+from lifeboat_dr.flows.grouping import FleetMember, fellows, should_group
 from lifeboat_dr.providers.storage import open_store
 from lifeboat_dr.runbooks.loader import load_runbook
 from tests.approval.conftest import in_thread, wait_until
@@ -74,7 +74,12 @@ def fleet_runs(region: dict) -> list:
         ]
 
 
-def confirmed(path: str, fleet: list[str]):
+def members(region: dict, *names: str) -> list[FleetMember]:
+    """The `fleet` parameter `lifeboat deploy` gives the failover, for these runbooks."""
+    return [FleetMember.of(load_runbook(region[n]), region[n]) for n in names]
+
+
+def confirmed(path: str, fleet: list[FleetMember]):
     """The automation's failover run for one confirmed outage, its final state."""
     return failover(
         runbook=path, fleet=fleet, outage_started_at=STARTED, evidence=EVIDENCE, return_state=True
@@ -85,7 +90,7 @@ def test_two_runbooks_of_one_region_give_one_fleet_run_and_the_alert_again_stand
     tmp_path, fleet_deployment, ledger_path
 ):
     region = write_region(tmp_path, "10s")  # the second failover's start-up on a loaded machine fits in it
-    fleet = [region[n] for n in ("llama", "mistral", "west", "stray")]
+    fleet = members(region, "llama", "mistral", "west", "stray")
     lock = open_store(region["lock"])
     forged = {"runbook": "intruder", "run_id": "x", "confirmed_at": datetime.now(UTC).isoformat()}
     lock.put(marker_prefix(REGION) + "intruder", json.dumps(forged).encode())  # a forged join marker
@@ -122,15 +127,18 @@ def test_two_runbooks_of_one_region_give_one_fleet_run_and_the_alert_again_stand
 
 def test_who_groups_with_whom(region, tmp_path, capsys):
     llama = load_runbook(region["llama"])
-    every = [region[n] for n in ("llama", "mistral", "west", "stray")]
+    every = members(region, "llama", "mistral", "west", "stray")
+    forged = FleetMember(
+        name="intruder", path="/nowhere/forged.yaml", region="gcp-europe-west4", lock_store="x"
+    )
 
-    group = fellows(llama, region["llama"], [*every, "/nowhere/forged.yaml"])
+    group = fellows(llama, region["llama"], [*every, forged])
     assert group.paths == {"llama": region["llama"], "mistral": region["mistral"]}
     assert (group.region, group.lock_store) == (REGION, region["lock"])
     said = capsys.readouterr().out
-    assert "fleet: skipped /nowhere/forged.yaml" in said
     assert f"fleet: stray groups in file://{tmp_path / 'other-locks'}, not {region['lock']}" in said
-    assert fellows(llama, region["llama"], [region["llama"], region["west"]]) is None  # alone in its region
+    assert "intruder" not in said  # another region's: not this runbook's business
+    assert fellows(llama, region["llama"], members(region, "llama", "west")) is None  # alone in its region
 
     flags = {"fleet": every, "gated": False, "dry_run": False, "force": False}
     assert should_group(llama, **flags)
@@ -142,7 +150,7 @@ def test_who_groups_with_whom(region, tmp_path, capsys):
 
 
 @flow
-def confirmed_as(run_id: str, path: str, fleet: list[str]):
+def confirmed_as(run_id: str, path: str, fleet: list[FleetMember]):
     """One failover run id, as its re-run after a lost worker is (the same id again)."""
     return run_failover(
         path, run_id=run_id, flow_run=current_run, fleet=fleet, outage_started_at=STARTED, evidence=EVIDENCE
@@ -164,7 +172,7 @@ def prefect_behind_proxy(fleet_deployment):
 def test_prefect_failing_to_create_the_fleet_run_starts_nothing_and_the_re_run_starts_it_once(
     region, prefect_behind_proxy, ledger_path
 ):
-    proxy, fleet = prefect_behind_proxy, [region["llama"], region["mistral"]]
+    proxy, fleet = prefect_behind_proxy, members(region, "llama", "mistral")
     refused = proxy.inject("503", "/create_flow_run", times=None)
 
     failed = confirmed_as("run-1", region["llama"], fleet, return_state=True)
@@ -198,7 +206,12 @@ def test_deploy_gives_the_failover_every_runbook_and_refuses_two_lock_stores_in_
     targets = [runbook_target(region[n], root) for n in ("llama", "mistral", "west")]
     plan = deployment_plan(template, targets, root)
     (entry,) = [d for d in plan["deployments"] if d["name"] == "failover"]
-    assert entry["parameters"]["fleet"] == [t.path for t in targets]
+    assert entry["parameters"][
+        "fleet"
+    ] == [  # those that group, as deploy read them: no failover loads them all
+        {"name": n, "path": region[n], "region": r, "lock_store": region["lock"]}
+        for n, r in (("llama", REGION), ("mistral", REGION), ("west", "aws-us-west-2"))
+    ]
 
     with pytest.raises(ConfigError, match=r"llama and stray both fail over from aws-us-east-1 but group in"):
         deployment_plan(template, [*targets, runbook_target(region["stray"], root)], root)
@@ -210,7 +223,7 @@ def test_prefect_hanging_on_the_fleet_run_costs_two_bounded_attempts_and_its_lat
     from lifeboat_dr.providers.orchestrator import prefect_api
 
     monkeypatch.setattr(prefect_api, "FLEET_CALL_S", 1.0)
-    proxy, fleet = prefect_behind_proxy, [region["llama"], region["mistral"]]
+    proxy, fleet = prefect_behind_proxy, members(region, "llama", "mistral")
     held = proxy.inject("delay", "/create_flow_run", times=None, seconds=4.0)  # answered after we gave up
 
     failed = confirmed_as("run-2", region["llama"], fleet, return_state=True)
@@ -233,7 +246,7 @@ def test_a_runbook_confirmed_while_the_fleet_run_is_under_way_waits_for_its_end_
     from lifeboat_dr.flows import grouping
 
     monkeypatch.setattr(grouping, "LATE_POLL_S", 0.2)
-    fleet = [region["llama"], region["mistral"]]
+    fleet = members(region, "llama", "mistral")
     first = confirmed(region["llama"], fleet)  # alone in its window: a fleet run of one
     (under_way,) = fleet_runs(region)
 
