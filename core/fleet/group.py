@@ -239,7 +239,7 @@ def group_outage(
         wait = (group.closes_at - store_time(store, clock).at).total_seconds()
         if wait > 0:
             sleep(wait)
-        runbooks = listed(store, region, group, members)
+        runbooks = listed(store, region, group, members, taker=runbook)
         fleet_run_id = start_fleet(runbooks, group.key)
         if reused and run_ended(fleet_run_id):  # the dead taker had started it, and it is over
             log.warning(
@@ -248,7 +248,7 @@ def group_outage(
             group = _opened(region, lock, store_time(store, clock).at, window_s)
             version, reused = _write_group(store, region, group, version), False
             sleep(window_s)
-            runbooks = listed(store, region, group, members)
+            runbooks = listed(store, region, group, members, taker=runbook)
             fleet_run_id = start_fleet(runbooks, group.key)
         try:
             _write_group(
@@ -267,17 +267,21 @@ def _opened(region: str, lock: RunbookLock, now: datetime, window_s: float) -> G
     return Group(f"fleet-{region}-{lock.token}", now, window_s)
 
 
-def listed(store: Store, region: str, group: Group, members: Collection[str]) -> list[str]:
+def listed(
+    store: Store, region: str, group: Group, members: Collection[str], taker: str | None = None
+) -> list[str]:
     """The runbooks whose markers were written since one window before `group` opened (store
     time), sorted: those of its window, and any that joined while its taker held the lock
     (each of those stood down on it, so none is left out); malformed, undeployed and
-    mislabelled markers are skipped, each logged."""
+    mislabelled markers are skipped, each logged. The `taker` is listed whatever its marker's
+    age: it has just joined, and a marker it found young (a duplicate's, kept) may have aged
+    past that bound by the time the group opened."""
     since = group.opened_at - timedelta(seconds=group.window_s)
-    found = []
+    found = [taker] if taker is not None and taker in members else []
     prefix = marker_prefix(region)
     for info in store.list(prefix):
         name = info.key[len(prefix) :] if info.key.startswith(prefix) else info.key.rsplit("/", 1)[-1]
-        if info.updated < since:
+        if info.updated < since or name == taker:
             continue
         why = _refused(store, info, name, members)
         if why:

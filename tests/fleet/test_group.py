@@ -231,3 +231,23 @@ def test_a_taker_killed_mid_window_is_reclaimed_a_lease_later_with_the_same_idem
     assert prefect.calls == 1
     assert json.loads(b"".join(store.read(group_key(REGION))))["fleet_run_id"] == again.fleet_run_id
     assert json.loads(b"".join(store.read(lock_key(REGION))))["released"] is True
+
+
+def test_the_taker_is_listed_though_its_kept_marker_aged_past_the_bound_before_the_group_opened():
+    """A duplicate's marker, found young at join and kept, may be older than one window before
+    the group opened (the lock and the group record took that long): the taker is still listed,
+    another runbook's marker that old is not (it belongs to an earlier window)."""
+    from datetime import UTC, datetime, timedelta
+
+    from lifeboat_dr.core.fleet.group import Group, join, listed
+
+    now = [datetime(2026, 12, 3, 9, 0, tzinfo=UTC)]
+    store = MemoryStore(clock=lambda: now[0])
+    for runbook in ("llama-70b", "mistral-sft"):
+        join(store, REGION, runbook, f"run-{runbook}", 60, clock=lambda: now[0])
+    now[0] += timedelta(seconds=61)
+    opened = Group("fleet-k", now[0], 60.0)
+
+    assert listed(store, REGION, opened, MEMBERS, taker="llama-70b") == ["llama-70b"]
+    assert listed(store, REGION, opened, MEMBERS) == []
+    assert listed(store, REGION, opened, MEMBERS, taker="intruder") == []  # not a member: never listed
