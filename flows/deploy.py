@@ -126,6 +126,22 @@ def runbook_target(given: str | Path, project_root: Path) -> RunbookTarget:
     return RunbookTarget(rb.name, shown, inputs, ladder, FleetMember.of(rb, shown))
 
 
+def fleet_groups(targets: list[RunbookTarget]) -> list[str]:
+    """One line per failed region whose runbooks group: who, and in which lock store; a
+    region with one grouping runbook is said to fail over alone (its window goes unused)."""
+    by_region: dict[str, list[FleetMember]] = {}
+    for m in (t.member for t in targets if t.member is not None):
+        by_region.setdefault(m.region, []).append(m)
+    lines = []
+    for region, members in sorted(by_region.items()):
+        names = ", ".join(sorted(m.name for m in members))
+        if len(members) == 1:
+            lines.append(f"fleet {region}: {names} alone groups there, so it fails over alone")
+        else:
+            lines.append(f"fleet {region}: {names} group their outages in {members[0].lock_store}")
+    return lines
+
+
 def one_lock_store_per_region(targets: list[RunbookTarget]) -> None:
     """Refuse runbooks of one failed region that group in different lock stores: their
     outages would form two fleet runs that each plan the whole secondary."""

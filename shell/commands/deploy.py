@@ -94,6 +94,7 @@ def run(args) -> int:
         cadence_plan,
         deployment_names,
         deployment_plan,
+        fleet_groups,
         pools_of,
         runbook_target,
         shipped_template,
@@ -137,6 +138,10 @@ def run(args) -> int:
             print(f"{target.name}: {periods[target.name]}")
         for line in cadences.warnings:
             print(f"lifeboat deploy: warning: {given}: {line}", file=sys.stderr)
+    groups = fleet_groups(targets)
+    if not args.json:
+        for line in groups:
+            print(line)
     for line in pool_warnings(pools):
         print(f"lifeboat deploy: warning: {line}", file=sys.stderr)
     PLAN_FILE.parent.mkdir(parents=True, exist_ok=True)
@@ -160,6 +165,7 @@ def run(args) -> int:
             "cadences": periods,
             "deployments": list(deployment_names(plan)),
             "automations": list(AUTOMATIONS),
+            "fleet": groups,
             "workers": workers,
         }
         print(json.dumps(doc, indent=2))

@@ -198,7 +198,7 @@ def test_prefect_failing_to_create_the_fleet_run_starts_nothing_and_the_re_run_s
 def test_deploy_gives_the_failover_every_runbook_and_refuses_two_lock_stores_in_one_region(region):
     import yaml
 
-    from lifeboat_dr.flows.deploy import deployment_plan, runbook_target
+    from lifeboat_dr.flows.deploy import deployment_plan, fleet_groups, runbook_target
     from lifeboat_dr.kernel.errors import ConfigError
 
     root = Path(__file__).resolve().parents[2]
@@ -213,6 +213,10 @@ def test_deploy_gives_the_failover_every_runbook_and_refuses_two_lock_stores_in_
         for n, r in (("llama", REGION), ("mistral", REGION), ("west", "aws-us-west-2"))
     ]
 
+    assert fleet_groups(targets) == [  # what `lifeboat deploy` prints
+        f"fleet aws-us-east-1: llama, mistral group their outages in {region['lock']}",
+        "fleet aws-us-west-2: west alone groups there, so it fails over alone",
+    ]
     with pytest.raises(ConfigError, match=r"llama and stray both fail over from aws-us-east-1 but group in"):
         deployment_plan(template, [*targets, runbook_target(region["stray"], root)], root)
 
