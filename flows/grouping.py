@@ -5,11 +5,12 @@ failover's own stood-down entry naming the fleet run.
 A failover groups only when its runbook has `fleet.group_window`, it is no fleet member (no
 gate passed in), no dry run, not forced by a human, not a serving runbook (it moves traffic to
 its hot standby at once), and `lifeboat deploy` deployed at least one other runbook of its
-failed primary region grouping in the same lock store (`FleetMember`: what deploy read of it). The fleet run is started with the
-members' paths and the outage start, never the evidence: each member's failover confirms its
-own quorum. A lock store or Prefect that does not answer is unknown, never "fail over alone":
-the run fails, names the store, and starts nothing; its re-run (same run id) goes on with
-the group it opened.
+failed primary region grouping in the same lock store (`FleetMember`: what deploy read of
+it). The fleet run is started with the members' paths and the outage start, never the
+evidence: each member's failover confirms its own quorum. One confirmed while a fleet run of
+its region is under way waits for that run to end, then groups afresh. A lock store or
+Prefect that does not answer is unknown, never "fail over alone": the run fails, names the
+store, and starts nothing; its re-run (same run id) goes on with the group it opened.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from lifeboat_dr.runbooks.model import Runbook
 
 
 class GroupingFailed(LifeboatError):
-    """The region's lock store or Prefect did not answer: unknown, so nothing started.
-    `entry`: the failover's ledger entry, which records it."""
+    """The region's lock store or Prefect did not answer (unknown), or a late runbook's wait
+    ran out: nothing started. `entry`: the failover's ledger entry, which records it."""
 
     def __init__(self, message: str, entry: LedgerEntry | None = None):
         super().__init__(message)
