@@ -12,8 +12,9 @@
             buffer (reserved from the byte budget, providers/storage/buffers.py), hashed as
             they arrive, checked and sent in one request with their CRC32C; larger ones are
             handed to the store as a stream with the CRC32C they must have, which the store
-            hashes part by part and checks before it commits. Memory stays bounded by the
-            budget whatever the sizes.
+            hashes part by part and checks before it commits (a local file to S3: as the
+            open file, sent by ranges read from disk, providers/storage/files.py). Memory
+            stays bounded by the budget whatever the sizes.
 4. commit   commit markers (COMMIT_ORDER: manifest, DCP `.metadata`, `latest` pointers)
             last, in commit order, and only when every data object verified: a half-copied checkpoint is
             never complete on the destination.
@@ -75,6 +76,7 @@ from lifeboat_dr.providers.storage.buffers import (
     release_freed,
     tune_allocator,
 )
+from lifeboat_dr.providers.storage.local import LocalStore
 
 # Basenames whose presence declares a checkpoint (or part of one) complete, in the order they
 # are written: after every other object, deepest directory first, and within a directory the
@@ -550,6 +552,12 @@ def _copy_object(
                         f"source has {item.expected_crc:08x}"
                     )
                 info = dst.put(dst_key, body, crc32c=crc, **(cond or {}))
+        elif dst.capabilities.file_parts and isinstance(src, LocalStore):
+            # A local file to a store that sends it by ranges read from disk as they go out
+            # (providers/storage/files.py): no part held in memory, many parts in flight;
+            # each byte hashed once before it is sent, the whole checked as below.
+            with src.file(item.src.key, item.src.size, lambda n: _advance(seen, progress, n)) as f:
+                info = dst.put(dst_key, f, crc32c=item.expected_crc, size=item.src.size, **(cond or {}))
         else:
             # Larger objects: the store hashes each byte once as it fills its request bodies,
             # and refuses to commit unless the whole equals the source's CRC32C.
@@ -565,6 +573,13 @@ def _copy_object(
 @dataclass
 class _Seen:
     size: int = 0
+
+
+def _advance(seen: _Seen, progress: Progress | None, n: int) -> None:
+    """`n` more bytes of the object read (a local file's reads: sizes are its own check)."""
+    seen.size += n
+    if progress:
+        progress.advance(n)
 
 
 def _counted(chunks: Iterable[bytes], item: _Item, seen: _Seen, progress: Progress | None) -> Iterator[bytes]:

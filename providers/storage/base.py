@@ -61,6 +61,7 @@ class Capabilities:
     crc32c_in_head: bool  # HEAD reports a comparable full-object CRC32C
     conditional_writes: bool  # create-only and if-match honoured by the server
     server_side_copy: bool  # copy within the store without moving bytes through us
+    file_parts: bool = False  # put() sends a LocalFile (files.py) by ranges read from disk as sent
 
 
 @runtime_checkable

@@ -29,7 +29,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +43,7 @@ from lifeboat_dr.kernel.errors import (
     RefusedKey,
 )
 from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, checked_key
+from lifeboat_dr.providers.storage.files import LocalFile
 
 CHUNK = 1 << 20
 _SIDECAR = ".crc32c"
@@ -159,6 +160,15 @@ class LocalStore:
                 if remaining is not None:
                     remaining -= len(chunk)
                 yield chunk
+
+    def file(self, key: str, size: int, on_read: Callable[[int], None] | None = None) -> LocalFile:
+        """The object as an open file of its listed `size` (files.py), for stores that send
+        it by ranges (`Capabilities.file_parts`)."""
+        path = self._path(key)
+        try:
+            return LocalFile(path, size, f"{self.uri}/{key}", on_read)
+        except FileNotFoundError:
+            raise NotFound(f"{self.uri}/{key}: no such object") from None
 
     @contextmanager
     def _key_lock(self, key: str):

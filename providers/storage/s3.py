@@ -27,7 +27,10 @@ object when it is lost) and on CopyObject, which S3 checks against the destinati
 Memory: objects up to SINGLE_PUT_LIMIT go in one PutObject; larger ones in parts sized per
 object (`part_size`), uploaded concurrently by a small pool; every body in flight is
 reserved from the process's byte budget (providers/storage/buffers.py) first, filled in
-place in one buffer and read from it by the HTTP client (never joined or copied whole).
+place in one buffer and read from it by the HTTP client (never joined or copied whole). A
+local file (providers/storage/files.py `LocalFile`) goes in larger parts (`file_part_size`),
+each a range read from disk as it is sent: a part in flight holds a read chunk, not itself,
+so one large file keeps every part worker busy within the same budget.
 """
 
 from __future__ import annotations
@@ -55,13 +58,15 @@ from lifeboat_dr.kernel.errors import (
 )
 from lifeboat_dr.providers.storage.base import Capabilities, ObjectInfo, checked_key, join, store_deadline
 from lifeboat_dr.providers.storage.buffers import BUFFERS, fill, new_body
+from lifeboat_dr.providers.storage.files import LocalFile
 from lifeboat_dr.providers.storage.s3_models import lean_loader
 
 CHUNK = 1 << 20
 SINGLE_PUT_LIMIT = 16 << 20  # objects up to this size (when known) go in one PutObject
 PART_SIZE = 8 << 20  # smallest multipart part; larger objects get larger parts (part_size)
 MAX_PARTS = 10_000  # S3's limit per upload
-PART_WORKERS = 8  # parts in flight per store, all objects together (bytes: the budget)
+PART_WORKERS = 16  # parts in flight per store, all objects together (bytes: the budget)
+FILE_PART_LIMIT = 16 << 20  # largest part sent from a local file (files.py: never in memory)
 POOL_CONNECTIONS = 64  # HTTP connections kept alive: copy threads + part workers + HEADs
 COPY_PART_SIZE = 1 << 30  # UploadPartCopy part size above COPY_LIMIT
 COPY_LIMIT = 5 << 30  # CopyObject's single-request ceiling
@@ -116,7 +121,11 @@ def _botocore():
 
 class S3Store:
     capabilities = Capabilities(
-        crc32c_in_list=False, crc32c_in_head=True, conditional_writes=True, server_side_copy=True
+        crc32c_in_list=False,
+        crc32c_in_head=True,
+        conditional_writes=True,
+        server_side_copy=True,
+        file_parts=True,
     )
     max_attempts = 5  # per API call, including the first
     backoff_base = 0.1  # seconds; doubled per attempt, with jitter
@@ -381,6 +390,8 @@ class S3Store:
         cond = _conditions(if_none_match, if_match)
         if isinstance(data, bytes | bytearray | memoryview):
             return self._put_one(key, data, cond, crc32c)
+        if isinstance(data, LocalFile):
+            size = data.size
         if size is not None and size <= SINGLE_PUT_LIMIT:
             with BUFFERS.held(size):
                 body, crc = fill(data, size, f"{self.uri}/{key}")
@@ -389,6 +400,8 @@ class S3Store:
                     return self._put_one(key, body, cond, crc, size)
                 finally:
                     _free(body)
+        if isinstance(data, LocalFile):
+            return self._put_file(key, data, cond, crc32c)
         return self._put_stream(key, data, cond, crc32c, part_size(size))
 
     def _put_one(self, key: str, data, cond: dict, crc: int | None, size: int | None = None) -> ObjectInfo:
@@ -504,6 +517,63 @@ class S3Store:
                 self._call("AbortMultipartUpload", key, Bucket=self.bucket, Key=k, UploadId=upload_id)
             raise
         return self._landed(key, total, r, full)
+
+    def _put_file(self, key: str, f: LocalFile, cond: dict, expected: int | None) -> ObjectInfo:
+        """A local file (larger than SINGLE_PUT_LIMIT) in parts of `file_part_size`, each a
+        range read from disk as it is sent (files.py): a part holds only the HTTP client's
+        read blocks, so it reserves one CHUNK of the byte budget, and one large file can
+        keep every part worker busy while many files share them. Each part is hashed just
+        before it is queued; checksums and preconditions as `_put_stream`."""
+        where = f"{self.uri}/{key}"
+        k = self._key(key)
+        psize = file_part_size(f.size)
+        up = self._call(
+            "CreateMultipartUpload",
+            key,
+            Bucket=self.bucket,
+            Key=k,
+            ChecksumAlgorithm="CRC32C",
+            ChecksumType="FULL_OBJECT",
+        )
+        upload_id = up["UploadId"]
+        sent, full, taken = [], 0, 0
+        try:
+            for number, start in enumerate(range(0, f.size, psize), 1):
+                n = min(psize, f.size - start)
+                crc = f.crc32c(start, n)
+                full = crc32c_combine(full, crc, n)
+                taken = BUFFERS.acquire(CHUNK)
+                future = self._pool().submit(
+                    self._upload_part, key, upload_id, number, f.range(start, n), crc, taken
+                )
+                sent.append((future, taken))
+                taken = 0  # the part's worker frees its reservation
+            listed = [fut.result() for fut, _ in sent]
+            _expect(where, full, expected)
+            r = self._call(
+                "CompleteMultipartUpload",
+                key,
+                slow_s=_assembly_s(f.size),
+                Bucket=self.bucket,
+                Key=k,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": listed},
+                ChecksumType="FULL_OBJECT",
+                ChecksumCRC32C=to_b64(full),
+                **cond,
+            )
+        except BaseException:
+            BUFFERS.release(taken)
+            for fut, reserved in sent:
+                if fut.cancel():  # never started: its worker will not free the reservation
+                    BUFFERS.release(reserved)
+            for fut, _ in sent:  # no part may land after the abort
+                with contextlib.suppress(BaseException):
+                    fut.result()
+            with contextlib.suppress(Exception):
+                self._call("AbortMultipartUpload", key, Bucket=self.bucket, Key=k, UploadId=upload_id)
+            raise
+        return self._landed(key, f.size, r, full)
 
     def _upload_part(self, key: str, upload_id: str, number: int, body, crc: int, reserved: int) -> dict:
         try:
@@ -634,6 +704,14 @@ def part_size(size: int | None) -> int:
         return PART_SIZE  # unknown length: up to 78 GiB at PART_SIZE
     need = -(-size // MAX_PARTS)
     return max(PART_SIZE, -(-need // CHUNK) * CHUNK)
+
+
+def file_part_size(size: int) -> int:
+    """The part size for a local file of `size` bytes: about PART_WORKERS parts (so one file
+    alone keeps every worker busy), in whole MiB from `part_size(size)` up to FILE_PART_LIMIT
+    (fewer requests for large files; a part from a file is never held in memory)."""
+    share = -(-size // PART_WORKERS // CHUNK) * CHUNK
+    return max(part_size(size), min(FILE_PART_LIMIT, share))
 
 
 def _assembly_s(size: int) -> float:

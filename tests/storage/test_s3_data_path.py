@@ -180,3 +180,66 @@ def test_a_body_is_filled_in_place_and_a_stream_of_the_wrong_length_is_refused()
         buffers.fill([b"abc", b"def"], 5, "k")
     with pytest.raises(ChecksumMismatch, match="read 3 bytes, expected 5"):
         buffers.fill([b"abc"], 5, "k")
+
+
+def _local_file(tmp_path, size: int, seed: int):
+    from lifeboat_dr.providers.storage.files import LocalFile
+
+    data = b"".join(_chunks(size, seed=seed))
+    path = tmp_path / f"f{seed}"
+    path.write_bytes(data)
+    return LocalFile(path, size, str(path)), data
+
+
+def test_a_local_file_goes_in_ranges_read_as_sent_with_a_full_object_crc32c(store, tmp_path, monkeypatch):
+    budget = buffers.ByteBudget(4 * MiB)  # parts in flight hold a read chunk each, not a part
+    monkeypatch.setattr(s3mod, "BUFFERS", budget)
+    monkeypatch.setattr(s3mod, "PART_WORKERS", 2)  # small parts in a small test
+    size = 3 * s3mod.PART_SIZE + 1234
+    f, data = _local_file(tmp_path, size, seed=7)
+    psize = s3mod.file_part_size(size)
+    with f:
+        info = store.put("big", f, crc32c=crc32c(data), size=size)
+    assert store.calls["UploadPart"] == -(-size // psize) > 1 and "HeadObject" not in store.calls
+    head = store.head("big")
+    assert (head.size, head.crc32c) == (info.size, info.crc32c) == (size, crc32c(data))
+    assert b"".join(store.read("big")) == data
+    assert psize > budget.total  # no part was held whole
+    assert 0 < budget.peak <= budget.total and budget.free == budget.total
+
+
+def test_a_local_file_that_contradicts_its_crc32c_is_aborted_and_nothing_lands(store, tmp_path):
+    size = 2 * s3mod.SINGLE_PUT_LIMIT
+    f, data = _local_file(tmp_path, size, seed=8)
+    with f, pytest.raises(ChecksumMismatch):
+        store.put("big", f, crc32c=crc32c(data) ^ 1, size=size)
+    assert store.calls["AbortMultipartUpload"] == 1 and "CompleteMultipartUpload" not in store.calls
+    with pytest.raises(NotFound):
+        store.head("big")
+    assert _pending_uploads(store) == [] and buffers.BUFFERS.free == buffers.BUFFERS.total
+
+
+def test_a_file_range_is_a_seekable_body_of_its_own_length(tmp_path):
+    from lifeboat_dr.providers.storage.files import LocalFile
+
+    path = tmp_path / "f"
+    path.write_bytes(bytes(range(100)))
+    with pytest.raises(ChecksumMismatch):  # not the size listed: refused before a byte is sent
+        LocalFile(path, 99, "f")
+    with LocalFile(path, 100, "f") as f:
+        part = f.range(10, 20)
+        assert len(part) == 20 and part.read(5) == bytes(range(10, 15)) and part.tell() == 5
+        assert part.read() == bytes(range(15, 30)) and part.read(1) == b""
+        assert part.seek(0) == 0 and part.read(-1) == bytes(range(10, 30))
+        assert f.crc32c(10, 20) == crc32c(bytes(range(10, 30)))
+        path.write_bytes(bytes(range(50)))  # shrunk under the copy
+        with pytest.raises(ChecksumMismatch):
+            f.range(40, 20).read()
+
+
+def test_a_local_file_part_size_lets_one_file_fill_the_workers():
+    for size in (20 * MiB, 256 * MiB, 2048 * MiB, 200 << 30):
+        psize = s3mod.file_part_size(size)
+        assert psize % MiB == 0 and psize >= s3mod.PART_SIZE and -(-size // psize) <= s3mod.MAX_PARTS
+        assert psize <= s3mod.FILE_PART_LIMIT or psize == s3mod.part_size(size)
+    assert -(-(2048 * MiB) // s3mod.file_part_size(2048 * MiB)) >= s3mod.PART_WORKERS

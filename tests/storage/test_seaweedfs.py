@@ -72,3 +72,27 @@ def test_a_part_whose_bytes_differ_from_its_crc32c_is_refused_by_the_server(stor
         store.put("shard", iter([b"w" * (8 << 20), b"w"]))
     with pytest.raises(NotFound):
         store.head("shard")
+
+
+def test_a_local_file_changed_between_its_hash_and_the_wire_is_refused_by_the_server(store, tmp_path):
+    """A part from a local file is read from disk when sent, after it was hashed (files.py):
+    bytes rewritten in between fail the part's CRC32C at the server, and nothing lands."""
+    from lifeboat_dr.providers.storage.files import LocalFile
+
+    path = tmp_path / "shard"
+    size = 2 * s3mod.SINGLE_PUT_LIMIT
+    path.write_bytes(b"a" * size)
+    with LocalFile(path, size, "shard") as f:
+        hashed = f.crc32c
+
+        def then_rewritten(start, length):
+            crc = hashed(start, length)
+            with open(path, "r+b") as w:  # the same size, other bytes
+                w.write(b"b" * size)
+            return crc
+
+        f.crc32c = then_rewritten
+        with pytest.raises(ChecksumMismatch, match="BadDigest"):
+            store.put("shard", f, size=size)
+    with pytest.raises(NotFound):
+        store.head("shard")
