@@ -462,21 +462,12 @@ class S3Store:
             finally:
                 _free(first[0])
                 BUFFERS.release(taken)
-        k = self._key(key)
         try:
-            up = self._call(
-                "CreateMultipartUpload",
-                key,
-                Bucket=self.bucket,
-                Key=k,
-                ChecksumAlgorithm="CRC32C",
-                ChecksumType="FULL_OBJECT",
-            )
+            upload_id = self._begin_upload(key)
         except BaseException:
             _free(first[0])
             BUFFERS.release(taken)
             raise
-        upload_id = up["UploadId"]
         sent, full, total, part = [], 0, 0, first
         try:
             while part is not None:
@@ -490,31 +481,9 @@ class S3Store:
                     break
                 taken = BUFFERS.acquire(psize)
                 part = parts.next()
-            listed = [f.result() for f, _ in sent]
-            _expect(where, full, expected)
-            r = self._call(
-                "CompleteMultipartUpload",
-                key,
-                slow_s=_assembly_s(total),
-                Bucket=self.bucket,
-                Key=k,
-                UploadId=upload_id,
-                MultipartUpload={"Parts": listed},
-                ChecksumType="FULL_OBJECT",
-                ChecksumCRC32C=to_b64(full),
-                **cond,
-            )
+            r = self._complete(key, upload_id, sent, full, total, expected, cond)
         except BaseException:
-            BUFFERS.release(taken)
-            for f, reserved in sent:
-                if f.cancel():  # never started: its worker will not free the reservation
-                    BUFFERS.release(reserved)
-            for f, _ in sent:  # no part may land after the abort
-                with contextlib.suppress(BaseException):
-                    f.result()
-            # the original error matters more; S3 lifecycle rules reap what an abort leaves
-            with contextlib.suppress(Exception):
-                self._call("AbortMultipartUpload", key, Bucket=self.bucket, Key=k, UploadId=upload_id)
+            self._abandon(key, upload_id, sent, taken)
             raise
         return self._landed(key, total, r, full)
 
@@ -524,18 +493,8 @@ class S3Store:
         read blocks, so it reserves one CHUNK of the byte budget, and one large file can
         keep every part worker busy while many files share them. Each part is hashed just
         before it is queued; checksums and preconditions as `_put_stream`."""
-        where = f"{self.uri}/{key}"
-        k = self._key(key)
         psize = file_part_size(f.size)
-        up = self._call(
-            "CreateMultipartUpload",
-            key,
-            Bucket=self.bucket,
-            Key=k,
-            ChecksumAlgorithm="CRC32C",
-            ChecksumType="FULL_OBJECT",
-        )
-        upload_id = up["UploadId"]
+        upload_id = self._begin_upload(key)
         sent, full, taken = [], 0, 0
         try:
             for number, start in enumerate(range(0, f.size, psize), 1):
@@ -548,32 +507,59 @@ class S3Store:
                 )
                 sent.append((future, taken))
                 taken = 0  # the part's worker frees its reservation
-            listed = [fut.result() for fut, _ in sent]
-            _expect(where, full, expected)
-            r = self._call(
-                "CompleteMultipartUpload",
-                key,
-                slow_s=_assembly_s(f.size),
-                Bucket=self.bucket,
-                Key=k,
-                UploadId=upload_id,
-                MultipartUpload={"Parts": listed},
-                ChecksumType="FULL_OBJECT",
-                ChecksumCRC32C=to_b64(full),
-                **cond,
-            )
+            r = self._complete(key, upload_id, sent, full, f.size, expected, cond)
         except BaseException:
-            BUFFERS.release(taken)
-            for fut, reserved in sent:
-                if fut.cancel():  # never started: its worker will not free the reservation
-                    BUFFERS.release(reserved)
-            for fut, _ in sent:  # no part may land after the abort
-                with contextlib.suppress(BaseException):
-                    fut.result()
-            with contextlib.suppress(Exception):
-                self._call("AbortMultipartUpload", key, Bucket=self.bucket, Key=k, UploadId=upload_id)
+            self._abandon(key, upload_id, sent, taken)
             raise
         return self._landed(key, f.size, r, full)
+
+    def _begin_upload(self, key: str) -> str:
+        """A multipart upload whose whole object is checked by its full CRC32C; its id."""
+        up = self._call(
+            "CreateMultipartUpload",
+            key,
+            Bucket=self.bucket,
+            Key=self._key(key),
+            ChecksumAlgorithm="CRC32C",
+            ChecksumType="FULL_OBJECT",
+        )
+        return up["UploadId"]
+
+    def _complete(
+        self, key: str, upload_id: str, sent: list, full: int, total: int, expected: int | None, cond: dict
+    ) -> dict:
+        """Wait for every part `sent` ((future, reservation) pairs), check the whole object's
+        CRC32C against `expected`, and complete the upload under `cond`."""
+        listed = [future.result() for future, _ in sent]
+        _expect(f"{self.uri}/{key}", full, expected)
+        return self._call(
+            "CompleteMultipartUpload",
+            key,
+            slow_s=_assembly_s(total),
+            Bucket=self.bucket,
+            Key=self._key(key),
+            UploadId=upload_id,
+            MultipartUpload={"Parts": listed},
+            ChecksumType="FULL_OBJECT",
+            ChecksumCRC32C=to_b64(full),
+            **cond,
+        )
+
+    def _abandon(self, key: str, upload_id: str, sent: list, taken: int) -> None:
+        """A failed upload: free `taken` and the reservations of parts that never started,
+        wait for the others (no part may land after the abort), then abort; the original
+        error matters more, and S3 lifecycle rules reap what an abort leaves."""
+        BUFFERS.release(taken)
+        for future, reserved in sent:
+            if future.cancel():  # never started: its worker will not free the reservation
+                BUFFERS.release(reserved)
+        for future, _ in sent:
+            with contextlib.suppress(BaseException):
+                future.result()
+        with contextlib.suppress(Exception):
+            self._call(
+                "AbortMultipartUpload", key, Bucket=self.bucket, Key=self._key(key), UploadId=upload_id
+            )
 
     def _upload_part(self, key: str, upload_id: str, number: int, body, crc: int, reserved: int) -> dict:
         try:
