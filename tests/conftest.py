@@ -68,7 +68,6 @@ START_FIRST = (
     "tests/approval/test_prefect_approval.py",
     "tests/trainer/test_dcp_trainer.py",
     "tests/failover/test_lock_attacks.py",
-    "tests/drills/test_partition_drill.py",
     "tests/detect/test_signal_log_bounds.py",
     "tests/approval/test_proxy_routes.py",
     "tests/test_wheel.py",

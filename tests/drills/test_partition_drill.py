@@ -28,7 +28,8 @@ from tests.peers import missing
 ROOT = Path(__file__).resolve().parents[2]
 DRILL_TIMEOUT_S = 420  # the whole drill process; it bounds each of its own steps far below
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(DRILL_TIMEOUT_S + 60)]
+# alone: the drill's checks are time bounds (probe waits, the fence), measured with the cores to itself
+pytestmark = [pytest.mark.integration, pytest.mark.alone, pytest.mark.timeout(DRILL_TIMEOUT_S + 60)]
 
 
 def _kill_namespace_processes(tag: str) -> None:

@@ -12,7 +12,7 @@ from lifeboat_dr.testing.sim.faults import ALL_FAULTS
 from lifeboat_dr.testing.sim.mutants import MUTANTS, mutated
 from lifeboat_dr.testing.sim.run import explore_parallel, reach
 
-pytestmark = [pytest.mark.sim_budget, pytest.mark.processes]  # forks one process per job
+pytestmark = [pytest.mark.sim_budget, pytest.mark.alone, pytest.mark.processes]  # forks one process per job
 
 HISTORIES = 2000
 BUDGET_S = 180.0
