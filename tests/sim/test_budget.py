@@ -12,7 +12,9 @@ from lifeboat_dr.testing.sim.faults import ALL_FAULTS
 from lifeboat_dr.testing.sim.mutants import MUTANTS, mutated
 from lifeboat_dr.testing.sim.run import explore_parallel, reach
 
-pytestmark = [pytest.mark.sim_budget, pytest.mark.alone, pytest.mark.processes]  # forks one process per job
+# the fault simulator's CI budget and mutation checks (minutes; `make sim` runs more): a time
+# budget, so `alone`; forks one process per job
+pytestmark = [pytest.mark.alone, pytest.mark.processes]
 
 HISTORIES = 2000
 BUDGET_S = 180.0
