@@ -13,6 +13,7 @@ the members whose entry is completed or denied and lets the others go on from th
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -107,8 +108,7 @@ def run_fleet(
     """The flow's body for one fleet run id, inside a flow run; its final state."""
     from lifeboat_dr.core.fleet.capacity import combined_quota, surviving
     from lifeboat_dr.core.fleet.decision import FleetDecisionGate, fleet_name, plan_digest
-    from lifeboat_dr.core.fleet.plan import plan_fleet
-    from lifeboat_dr.core.fleet.record import FleetEntry, FleetLedger, held_since, job_record
+    from lifeboat_dr.core.fleet.record import FleetEntry, FleetLedger, job_record
     from lifeboat_dr.core.ledger import LedgerFile
     from lifeboat_dr.flows.failover import run_failover
     from lifeboat_dr.flows.fleet_inputs import Unsized, declared_quota, fleet_job
@@ -137,14 +137,12 @@ def run_fleet(
     jobs = {j.name: replace(j, candidates=surviving(j.candidates, j.primary)) for j in read.values()}
     path_of = {rb.name: path for path, rb in loaded.items()}
     quota, _ = combined_quota(q for rb in loaded.values() for q in declared_quota(rb))
-    held = (
-        {}
-        if dry_run or outage_started_at is None
-        else held_since(FleetLedger().read(), outage_started_at, jobs)
-    )
-    if held:  # a later fleet run of the outage (a runbook confirmed while the first was under way)
-        quota = {place: max(0, n - held.get(place, 0)) for place, n in quota.items()}
-    plan = plan_fleet(list(jobs.values()), quota, recovery_s=recovery_s)
+    try:
+        holds = [] if dry_run else _hold_stores(loaded.values())
+        plan, held = _plan_holding(jobs, quota, holds, run_id, outage_started_at, recovery_s)
+    except LifeboatError as e:
+        why = f"what earlier fleet runs of the outage hold is unknown: {e}; nothing was planned or started"
+        return Failed(message=f"fleet failover: {why}"[:500], data=FleetFailoverFailed(why))
     fleet, digest = fleet_name(plan), plan_digest(plan)
     member_id = {p.job: f"{run_id}-{p.job}" for p in plan.placements}
     ledger = LedgerFile()
@@ -217,6 +215,10 @@ def run_fleet(
         notes=notes.notes,
     )
     FleetLedger().append(entry)
+    try:
+        _write_holds(holds, entry)
+    except LifeboatError as e:  # its `planned` holds stand: they count as held, never as free
+        print(f"{fleet}: could not record its outcomes as holds ({e}): its planned holds stand")
     print(f"{fleet}: {entry.summary()}")
     result = entry.model_dump(mode="json")
     if decision is not None and not any(decision.approves(p.job) for p in to_run):
@@ -225,6 +227,64 @@ def run_fleet(
         why = f"fleet failover: {', '.join(failed)} did not complete"
         return Failed(message=why, data=result)
     return Completed(message=entry.summary(), data=result)
+
+
+def _plan_holding(jobs, quota, holds, run_id, outage_started_at, recovery_s):
+    """(plan, held): under each region's planning lock, the plan without what earlier fleet
+    runs of the outage hold (none without its start), its own placements written as held."""
+    from lifeboat_dr.core.fleet.decision import fleet_name, plan_digest
+    from lifeboat_dr.core.fleet.holds import planning, read_holds
+    from lifeboat_dr.core.fleet.plan import plan_fleet
+    from lifeboat_dr.core.fleet.record import FleetEntry, held_since, job_record
+
+    with ExitStack() as planning_locks:
+        for store, region, _ in holds:
+            planning_locks.enter_context(planning(store, region, run_id))
+        held = {}
+        if outage_started_at is not None:
+            earlier = [e for store, region, _ in holds for e in read_holds(store, region, excluding=run_id)]
+            held = held_since(earlier, outage_started_at, jobs)
+        if held:  # a later fleet run of the outage (a runbook confirmed while the first was under way)
+            quota = {place: max(0, n - held.get(place, 0)) for place, n in quota.items()}
+        plan = plan_fleet(list(jobs.values()), quota, recovery_s=recovery_s)
+        planned = [
+            job_record(jobs[p.job], p, None, outcome="waiting" if p.waits else "planned")
+            for p in plan.placements
+        ]
+        entry = FleetEntry(
+            fleet=fleet_name(plan),
+            run_id=run_id,
+            plan_digest=plan_digest(plan),
+            decision="planned",
+            jobs=planned,
+        )
+        _write_holds(holds, entry)
+    return plan, held
+
+
+def _hold_stores(runbooks) -> list[tuple[Any, str, set[str]]]:
+    """(store, region, runbook names) per place the fleet run keeps its holds (`holds_at`),
+    sorted so that two runs take their planning locks in one order."""
+    from lifeboat_dr.flows.fleet_inputs import holds_at
+    from lifeboat_dr.flows.wiring import store_opener
+
+    at: dict[tuple[str, str], list] = {}
+    for rb in runbooks:
+        at.setdefault(holds_at(rb), []).append(rb)
+    return [
+        (store_opener(rbs[0])(uri), region, {rb.name for rb in rbs})
+        for (region, uri), rbs in sorted(at.items())
+    ]
+
+
+def _write_holds(holds, entry) -> None:
+    """Write `entry`'s jobs as the run's holds, each region's in its store."""
+    from lifeboat_dr.core.fleet.holds import write_holds
+
+    for store, region, names in holds:
+        write_holds(
+            store, region, entry.model_copy(update={"jobs": [j for j in entry.jobs if j.runbook in names]})
+        )
 
 
 def _ask(plan, jobs, loaded, path_of, to_run, fleet, run_id, started, dry_run, modes, notes):

@@ -41,6 +41,19 @@ def place(infra: str, accelerator: str) -> Place:
     return Place(infra.strip("/").lower(), accelerator)
 
 
+def holds_at(rb: Runbook) -> tuple[str, str]:
+    """(failed region, store URI) where the fleet runs of `rb`'s outages keep what they hold
+    (`core/fleet/holds.py`): its `fleet.lock_store`, which every worker of the region reads;
+    without one, the fleet ledger's folder, which only this worker reads."""
+    from lifeboat_dr.core.fleet.group import region_of
+    from lifeboat_dr.core.fleet.record import FleetLedger
+
+    region = region_of(rb.primary.infra)
+    if rb.fleet.lock_store:
+        return region, rb.store_uri(rb.fleet.lock_store)
+    return region, f"file://{FleetLedger().path.parent.resolve()}"
+
+
 def declared_quota(rb: Runbook) -> list[DeclaredQuota]:
     return [DeclaredQuota(rb.name, place(q.infra, q.accelerator), q.gpus) for q in rb.fleet.quota]
 

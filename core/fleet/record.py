@@ -25,7 +25,7 @@ class FleetJobRecord(BaseModel):
     runbook: str
     workload: str
     rto_target_s: float
-    outcome: str  # completed | failed | aborted | stood-down | denied (per job) | waiting | not run
+    outcome: str  # completed | failed | aborted | stood-down | denied (per job) | waiting | not run | planned (holds)
     run_id: str | None = None  # its own failover's run id (its ledger entry)
     place: str | None = None
     gpus: int | None = None  # what it was given there (None: it waits, or an entry older than this field)
@@ -75,13 +75,15 @@ def job_record(job, placement, entry: LedgerEntry | None, outcome: str | None = 
     )
 
 
-HOLDING = ("completed", "failed")  # a failed member may have left its cluster up: it counts
+# a planned job may be running (its fleet run under way, or dead mid-run); a failed member may have
+# left its cluster up: both count
+HOLDING = ("planned", "completed", "failed")
 
 
 def held_since(entries: Iterable[FleetEntry], since: datetime, planning: Collection[str]) -> dict[Place, int]:
     """GPUs per place that earlier fleet runs of this outage (recorded since `since`, drills
-    left out) gave jobs that run there, or may (a failed one): what a later fleet run of the
-    outage plans without. The newest record of each runbook counts; the runbooks planned now
+    left out; their holds, `core/fleet/holds.py`) gave jobs that run there, or may (a planned
+    or failed one): what a later fleet run of the outage plans without. The newest record of each runbook counts; the runbooks planned now
     count none (an earlier placement of theirs is theirs to plan again)."""
     newest: dict[str, FleetJobRecord] = {}
     for entry in entries:
