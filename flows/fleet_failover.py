@@ -153,12 +153,8 @@ def run_fleet(
         print(p.describe())
 
     notes = GateNotes()
-    if held:
-        notes.note(
-            "held",
-            "earlier fleet runs of this outage hold "
-            + ", ".join(f"{n} on {p}" for p, n in sorted(held.items())),
-        )
+    if held is not None and held.gpus:
+        notes.note("held", held.describe())
         print(notes.notes["held"])
     to_run = [p for p in plan.placed() if p.job not in done]
     decision = None
@@ -230,8 +226,8 @@ def run_fleet(
 
 
 def _plan_holding(jobs, quota, holds, run_id, outage_started_at, recovery_s):
-    """(plan, held): under each region's planning lock, the plan without what earlier fleet
-    runs of the outage hold (none without its start), its own placements written as held."""
+    """(plan, `Held` or None without the outage's start): under each region's planning lock, the
+    plan without what earlier fleet runs of the outage hold, its own placements written as held."""
     from lifeboat_dr.core.fleet.decision import fleet_name, plan_digest
     from lifeboat_dr.core.fleet.holds import planning, read_holds
     from lifeboat_dr.core.fleet.plan import plan_fleet
@@ -240,12 +236,12 @@ def _plan_holding(jobs, quota, holds, run_id, outage_started_at, recovery_s):
     with ExitStack() as planning_locks:
         for store, region, _ in holds:
             planning_locks.enter_context(planning(store, region, run_id))
-        held = {}
+        held = None
         if outage_started_at is not None:
             earlier = [e for store, region, _ in holds for e in read_holds(store, region, excluding=run_id)]
             held = held_since(earlier, outage_started_at, jobs)
-        if held:  # a later fleet run of the outage (a runbook confirmed while the first was under way)
-            quota = {place: max(0, n - held.get(place, 0)) for place, n in quota.items()}
+            # a later fleet run of the outage (a runbook confirmed while the first was under way)
+            quota = {place: max(0, n - held.gpus.get(place, 0)) for place, n in quota.items()}
         plan = plan_fleet(list(jobs.values()), quota, recovery_s=recovery_s)
         planned = [
             job_record(jobs[p.job], p, None, outcome="waiting" if p.waits else "planned")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -80,23 +81,39 @@ def job_record(job, placement, entry: LedgerEntry | None, outcome: str | None = 
 HOLDING = ("planned", "completed", "failed")
 
 
-def held_since(entries: Iterable[FleetEntry], since: datetime, planning: Collection[str]) -> dict[Place, int]:
-    """GPUs per place that earlier fleet runs of this outage (recorded since `since`, drills
-    left out; their holds, `core/fleet/holds.py`) gave jobs that run there, or may (a planned
-    or failed one): what a later fleet run of the outage plans without. The newest record of each runbook counts; the runbooks planned now
-    count none (an earlier placement of theirs is theirs to plan again)."""
-    newest: dict[str, FleetJobRecord] = {}
+@dataclass(frozen=True)
+class Held:
+    """What earlier fleet runs of an outage hold: GPUs per place, and each holding job, named
+    with its outcome and fleet run (what the on-call looks up when a job waits for them)."""
+
+    gpus: dict[Place, int]
+    by: tuple[str, ...]
+
+    def describe(self) -> str:
+        where = ", ".join(f"{n} on {p}" for p, n in sorted(self.gpus.items()))
+        return f"earlier fleet runs of this outage hold {where}: {', '.join(self.by)}"
+
+
+def held_since(entries: Iterable[FleetEntry], since: datetime, planning: Collection[str]) -> Held:
+    """What earlier fleet runs of this outage (recorded since `since`, drills left out; their
+    holds, `core/fleet/holds.py`) gave jobs that run there, or may (a planned or failed one):
+    what a later fleet run of the outage plans without. The newest record of each runbook
+    counts; the runbooks planned now count none (an earlier placement of theirs is theirs to
+    plan again)."""
+    newest: dict[str, tuple[str, FleetJobRecord]] = {}
     for entry in entries:
         if not entry.drill and entry.recorded_at >= since:
-            newest.update((job.runbook, job) for job in entry.jobs)
-    held: dict[Place, int] = {}
-    for name, job in newest.items():
+            newest.update((job.runbook, (entry.run_id, job)) for job in entry.jobs)
+    gpus: dict[Place, int] = {}
+    by = []
+    for name, (run_id, job) in sorted(newest.items()):
         if name in planning or job.outcome not in HOLDING or not job.place or job.gpus is None:
             continue
         infra, accelerator = job.place.split(" ", 1)
         place = Place(infra, accelerator)
-        held[place] = held.get(place, 0) + job.gpus
-    return held
+        gpus[place] = gpus.get(place, 0) + job.gpus
+        by.append(f"{name} ({job.outcome}, fleet run {run_id})")
+    return Held(gpus, tuple(by))
 
 
 class FleetLedger:

@@ -54,7 +54,8 @@ def test_held_counts_the_newest_record_of_each_runbook_of_this_outage_that_runs_
         entry(job("planned-now", gpus=512), at=now),
     ]
     held = held_since(entries, OUTAGE, planning={"planned-now"})
-    assert held == {Place(USC1, "H100"): 32 + 8}  # a's newest record, and c (its cluster may be up)
+    assert held.gpus == {Place(USC1, "H100"): 32 + 8}  # a's newest record, and c (its cluster may be up)
+    assert held.by == ("a (completed, fleet run r)", "c (failed, fleet run r)")
 
 
 def lock_store(folder) -> str:
@@ -106,7 +107,9 @@ def test_a_later_fleet_run_on_another_worker_waits_for_what_an_earlier_one_holds
     )
 
     recorded = FleetLedger().read()[-1]
-    assert recorded.notes["held"] == f"earlier fleet runs of this outage hold 96 on {USC1} H100"
+    assert recorded.notes["held"] == (
+        f"earlier fleet runs of this outage hold 96 on {USC1} H100: pretrain-a (planned, fleet run fleet-a)"
+    )
     assert [(j.runbook, j.outcome) for j in recorded.jobs] == [("pretrain-b", "waiting")], state.message
 
 
