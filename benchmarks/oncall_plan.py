@@ -75,3 +75,7 @@ def main() -> None:
             f"python -c pass {bare:.2f} s",
             f"<= {GOAL_S} s, {issue}",
         )
+
+
+if __name__ == "__main__":
+    main()
