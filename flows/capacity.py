@@ -39,6 +39,8 @@ def capacity(runbooks: list[str], fail: list[str] | None = None, recovery: str |
     except (ConfigError, ValueError) as e:  # a runbook edited since deploy: its problems, no traceback
         return Failed(message=f"capacity: {e}", data=CapacityShort(str(e)))
     report = fleet_capacity(loaded, domains=fail or (), recovery_s=recovery_s)
+    for line in report.live:
+        print(f"live quota: {line}")
     for o in report.outages:
         print(
             f"outage of {o.domain}: {len(o.runbooks)} runbook(s), {o.primary_gpus} GPUs lost, "

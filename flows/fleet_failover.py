@@ -111,7 +111,7 @@ def run_fleet(
     from lifeboat_dr.core.fleet.record import FleetEntry, FleetLedger, job_record
     from lifeboat_dr.core.ledger import LedgerFile
     from lifeboat_dr.flows.failover import run_failover
-    from lifeboat_dr.flows.fleet_inputs import Unsized, declared_quota, fleet_job
+    from lifeboat_dr.flows.fleet_inputs import Unsized, declared_quota, fleet_job, live_cap
     from lifeboat_dr.flows.guard import console_mode
     from lifeboat_dr.flows.wiring import build_gate
     from lifeboat_dr.kernel.durations import parse_duration
@@ -137,6 +137,11 @@ def run_fleet(
     jobs = {j.name: replace(j, candidates=surviving(j.candidates, j.primary)) for j in read.values()}
     path_of = {rb.name: path for path, rb in loaded.items()}
     quota, _ = combined_quota(q for rb in loaded.values() for q in declared_quota(rb))
+    notes = GateNotes()
+    if not dry_run and (cap := live_cap(list(loaded.values()))) is not None:  # a rehearsal asks no cloud
+        quota, live_lines = cap(quota)
+        notes.note("live quota", "; ".join(live_lines) or "no AWS GPU place in the declared quota")
+        print(f"live quota: {notes.notes['live quota']}")
     try:
         holds = [] if dry_run else _hold_stores(loaded.values())
         plan, held = _plan_holding(jobs, quota, holds, run_id, outage_started_at, recovery_s)
@@ -152,7 +157,6 @@ def run_fleet(
     for p in plan.placements:
         print(p.describe())
 
-    notes = GateNotes()
     if held is not None and held.gpus:
         notes.note("held", held.describe())
         print(notes.notes["held"])

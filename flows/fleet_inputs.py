@@ -19,13 +19,15 @@ from lifeboat_dr.core.fleet.capacity import (
     combined_quota,
     fit_warning,
 )
+from lifeboat_dr.core.fleet.live_quota import Unknown, capped
 from lifeboat_dr.core.fleet.plan import FleetJob, Place
 from lifeboat_dr.kernel.durations import format_duration
-from lifeboat_dr.kernel.errors import ConfigError
+from lifeboat_dr.kernel.errors import ConfigError, LifeboatError
 from lifeboat_dr.runbooks.model import Workload
 from lifeboat_dr.runbooks.skytask import read_task
 
 if TYPE_CHECKING:
+    from lifeboat_dr.providers.compute.service_quotas import QuotaSource
     from lifeboat_dr.runbooks.model import Runbook
 
 
@@ -61,7 +63,8 @@ def declared_quota(rb: Runbook) -> list[DeclaredQuota]:
 def fleet_capacity(
     runbooks: Sequence[Runbook], *, domains: Sequence[str] = (), recovery_s: float | None = None
 ) -> CapacityReport:
-    """`check_capacity` over loaded runbooks: their declared quota, their jobs, the unsized listed."""
+    """`check_capacity` over loaded runbooks: their declared quota (capped by the live one where
+    they ask), their jobs, the unsized listed."""
     read = [fleet_job(rb) for rb in runbooks]
     return check_capacity(
         [j for j in read if not isinstance(j, Unsized)],
@@ -69,7 +72,34 @@ def fleet_capacity(
         unsized=[(u.name, u.why) for u in read if isinstance(u, Unsized)],
         domains=domains,
         recovery_s=recovery_s,
+        live=live_cap(runbooks),
     )
+
+
+def live_cap(runbooks: Sequence[Runbook], source: QuotaSource | None = None):
+    """When any of `runbooks` asks (`fleet.live_quota`): quota -> (quota capped by the cloud's
+    live quota, one line per pool read; `core/fleet/live_quota.py`), asking `source` (default:
+    AWS Service Quotas, `AWS_ENDPOINT_URL_SERVICE_QUOTAS` honoured). None when none asks."""
+    if not any(rb.fleet.live_quota for rb in runbooks):
+        return None
+
+    def cap(quota: dict[Place, int]) -> tuple[dict[Place, int], list[str]]:
+        from lifeboat_dr.providers.compute.service_quotas import AwsServiceQuotas, aws_shapes
+
+        asking = source or AwsServiceQuotas()
+        shapes = {
+            place(*at): shape for at, shape in aws_shapes((p.infra, p.accelerator) for p in quota).items()
+        }
+        live: dict[str, float | Unknown] = {}
+        for shape in shapes.values():
+            if shape.pool not in live:
+                try:
+                    live[shape.pool] = asking.vcpu_limit(shape.region, shape.code)
+                except LifeboatError as e:  # not found, not allowed, no answer: planned as declared
+                    live[shape.pool] = Unknown(str(e))
+        return capped(quota, shapes, live)
+
+    return cap
 
 
 def fit_warnings(rb: Runbook) -> list[str]:

@@ -777,6 +777,12 @@ class Fleet(_Strict):
         "runbook failing over there: the fleet plan never allocates more; a place not listed counts as none.",
     )
 
+    live_quota: bool = Field(
+        False,
+        description="Also read the secondary's live GPU quota where the cloud's SDK gives it (AWS Service Quotas: "
+        "EC2's On-Demand P and G instance vCPUs per region) and plan on the smaller of it and `quota`; a live quota "
+        "that cannot be read is planned as declared, and said.",
+    )
     lock_store: str | None = Field(
         None,
         description="The store where the runbooks of one failed region group their outages (join markers, "

@@ -11,11 +11,12 @@ limits for at least 50% of your primary cluster size". Checked twice over:
 
 Quota is what the runbooks declare (`fleet.quota`); when two declare the same place and GPU
 type differently, the smaller counts (never plan on GPUs one of them doubts) and it is said.
+Where a runbook asks (`fleet.live_quota`), the cloud's live quota caps it (`live_quota.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from lifeboat_dr.core.fleet.plan import FleetJob, FleetPlan, Place, plan_fleet
@@ -181,6 +182,7 @@ class CapacityReport:
     unsized: Sequence[tuple[str, str]]  # (runbook, why it cannot be sized)
     runbooks: Sequence[RunbookCapacity]
     outages: Sequence[DomainCapacity]
+    live: Sequence[str] = ()  # one line per live quota pool read (`live_quota.capped`)
 
     @property
     def ok(self) -> bool:
@@ -219,13 +221,17 @@ def check_capacity(
     unsized: Sequence[tuple[str, str]] = (),
     domains: Sequence[str] = (),
     recovery_s: float | None = None,
+    live: Callable[[dict[Place, int]], tuple[dict[Place, int], list[str]]] | None = None,
 ) -> CapacityReport:
-    """The fleet's capacity checks: each job against the combined declared quota, then each
-    outage of `domains` (default: each job's primary) planned together."""
+    """The fleet's capacity checks: each job against the combined declared quota (capped by
+    `live`, the cloud's live quota, when given), then each outage of `domains` (default: each
+    job's primary) planned together."""
     quota, conflicts = combined_quota(declared)
+    quota, live_lines = live(quota) if live is not None else (quota, [])
     return CapacityReport(
         quota=quota,
         conflicts=conflicts,
+        live=live_lines,
         unsized=unsized,
         runbooks=[runbook_capacity(j, quota) for j in jobs],
         outages=[

@@ -66,6 +66,7 @@ def run(args) -> int:
                     "ok": ok,
                     "quota": [{"place": str(p), "gpus": n} for p, n in sorted(quota.items())],
                     "conflicts": conflicts,
+                    "live": list(report.live),
                     "unsized": [{"runbook": name, "why": why} for name, why in unsized],
                     "runbooks": [r.to_dict() for r in runbooks],
                     "outages": [o.to_dict() for o in outages],
@@ -78,6 +79,8 @@ def run(args) -> int:
         print("no runbook declares fleet.quota: the secondary's GPUs are unknown, so none is planned on")
     for line in conflicts:
         print(f"quota: {line}")
+    for line in report.live:
+        print(f"live quota: {line}")
     for name, why in unsized:
         print(f"{name}: not planned: {why}")
     for r in runbooks:

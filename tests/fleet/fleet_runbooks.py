@@ -23,9 +23,11 @@ def fleet_runbook(
     quota: tuple[tuple[str, str, int], ...] = (),
     priority: int = 0,
     grouping: tuple[str, str] | None = None,
+    live_quota: bool = False,
 ) -> Path:
     """`candidates`: (infra, accelerators); `quota`: (infra, GPU type, GPUs) declared in `fleet.quota`;
-    `grouping`: (lock store, window) its confirmed outages group in (`fleet.lock_store`, `group_window`)."""
+    `grouping`: (lock store, window) its confirmed outages group in (`fleet.lock_store`, `group_window`);
+    `live_quota`: the live quota caps the declared one (`fleet.live_quota`)."""
     doc = yaml.safe_load(LLAMA.read_text())
     doc["name"] = name
     doc["primary"] = {"infra": primary, "store": f"s3://acme-{name}/ckpt"}
@@ -39,6 +41,7 @@ def fleet_runbook(
     doc["fleet"] = {
         "priority": priority,
         "quota": [{"infra": infra, "accelerator": gpu, "gpus": n} for infra, gpu, n in quota],
+        **({"live_quota": True} if live_quota else {}),
     }
     if grouping is not None:
         doc["fleet"] |= {"lock_store": grouping[0], "group_window": grouping[1]}
