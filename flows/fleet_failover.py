@@ -1,6 +1,8 @@
 """The `fleet-failover` flow: one outage, many runbooks, one plan, one decision.
 
-Thin: the plan is `core/fleet/plan.py` over what `flows/fleet_inputs.py` reads of each runbook;
+Thin: the plan is `core/fleet/plan.py` over what `flows/fleet_inputs.py` reads of each runbook
+(the declared quota, capped by the live one where a runbook asks), less what earlier fleet runs
+of the outage hold (`core/fleet/holds.py`, read and written under the region's planning lock);
 the question, its allow-list and the card's lines are `core/fleet/decision.py`; the record is
 `core/fleet/record.py`. The flow asks once through the single-runbook gate (`flows/approval.py`:
 the same pause, Slack card, signature check and refusals), then runs each placed runbook's

@@ -51,6 +51,8 @@ def capped(
     for pool, places in pools.items():
         said = live[pool]
         declared = ", ".join(f"{quota[p]} {p.accelerator}" for p in places)
+        if not isinstance(said, Unknown) and not 0 <= said < math.inf:  # NaN, negative: no quota at all
+            said = Unknown(f"the service said {said!r} vCPUs")
         if isinstance(said, Unknown):
             lines.append(f"{pool}: live quota unknown ({said.why}); planning on the declared {declared}")
             continue

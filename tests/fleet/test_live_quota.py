@@ -44,6 +44,15 @@ def test_an_unknown_pool_is_planned_as_declared_and_said():
     assert lines == [f"{POOL}: live quota unknown (AccessDeniedException); planning on the declared 96 H100"]
 
 
+def test_a_value_that_is_no_quota_is_unknown_never_a_cap():
+    for said in (-1.0, float("nan"), float("inf")):
+        quota, lines = capped({H100: 96}, SHAPES, {POOL: said})
+        assert quota == {H100: 96}
+        assert lines == [
+            f"{POOL}: live quota unknown (the service said {said!r} vCPUs); planning on the declared 96 H100"
+        ]
+
+
 @given(
     declared=st.dictionaries(
         st.sampled_from([H100, A100, GCP]), st.integers(min_value=0, max_value=4096), min_size=1
