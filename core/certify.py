@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -271,6 +272,8 @@ class _Certifier:
         self.calls: Counter[str] = Counter()
         self._lease, self._stores, self._sites = lease, (replica, source), sites
         self._source_probe = source_probe if source is not None and not source_down else None
+        # a remote store's own deadline; its retries may overrun it by a backoff, the wait does not
+        self._probe_deadline_s = getattr(self._source_probe, "deadline_s", None)
         self._lock = threading.Lock()
         self.replica = _Counted(replica, "replica", self.calls, self._lock)
         self.source = _Counted(source, "source", self.calls, self._lock) if source is not None else None
@@ -348,9 +351,10 @@ class _Certifier:
             yield chunk
 
     def _source_down(self, error: Exception | str) -> None:
-        if self.source_error is None:
-            self.source_error = str(error)
-            self.notes.append(f"source unreachable, certifying against manifests alone: {error}")
+        with self._lock:  # the probe's thread and the run may both find it down
+            if self.source_error is None:
+                self.source_error = str(error)
+                self.notes.append(f"source unreachable, certifying against manifests alone: {error}")
 
     # -- the run ------------------------------------------------------------------------
 
@@ -364,11 +368,16 @@ class _Certifier:
             # while the replica is listed: a source that hangs costs one probe deadline at most
             probe = threading.Thread(target=self._probe_source, name="certify-probe", daemon=True)
             probe.start()
+            until = None if self._probe_deadline_s is None else time.monotonic() + self._probe_deadline_s
         try:
             self.found = self.given[0] or discover(self.replica, self.layout, cache_limit=self.cache_limit)
         finally:
             if probe is not None:
-                probe.join()
+                probe.join(None if until is None else max(0.0, until - time.monotonic()))
+                if probe.is_alive():  # the store's retries would outlast the deadline: it is down now
+                    self._source_down(
+                        f"{self._source_probe.uri}: no answer within the probe deadline ({self._probe_deadline_s:g}s)"
+                    )
         self.notes.extend(pointer_notes(self.found))
         self.source_found: Discovery | None = self.given[1]
         if self.source is not None and self.source_found is None and not self.source_error:
@@ -840,7 +849,8 @@ def certify_replica(
     outage is confirmed): it is never asked, for checkpoints or the site state.
     `source_probe`: the source's store opened with the probe deadline (the same URI; in
     `sites` too, in the source's role): asked once while the replica is listed, and a
-    source that does not answer it is down, as with `source_down`. `replicated_by="s3-crr"`:
+    source that does not answer it within that store's deadline is down, as with
+    `source_down`, whatever its retries would still wait. `replicated_by="s3-crr"`:
     the bucket replicates (core/bucket_replication.py): an object counts only when the
     replica's HEAD reports it REPLICA (one HEAD per object judged). `"gcs-dual-region"`:
     one bucket is both sites' store: a checkpoint counts only when its youngest object is

@@ -157,6 +157,30 @@ def test_an_object_without_a_comparable_checksum_stays_unverifiable_with_the_pri
     assert seconds < PROBE_S + SLACK_S, f"certify took {seconds:.1f}s with the primary hanging"
 
 
+def test_a_probe_whose_retries_would_outlast_its_deadline_is_not_waited_for_past_it(s3_endpoint):
+    """The probe store's own attempts can overrun its deadline by a backoff, or by a read timeout
+    set for a longer one: certification stops waiting at the deadline, and the source is down."""
+    replica = S3Store(new_s3_bucket(s3_endpoint), "ckpt", endpoint_url=s3_endpoint)
+    write_checkpoint(replica, "manifest", 100)
+    with HangingServer() as server:
+        probe = S3Store("primary-bucket", "ckpt", endpoint_url=server.url, deadline_s=10 * PROBE_S)
+        probe.deadline_s = PROBE_S  # its client still waits 5 s a read: an attempt past the deadline
+
+        report, seconds = _timed(
+            lambda: certify_replica(
+                replica,
+                probe,
+                layout="manifest",
+                source_probe=probe,
+                sites={"primary": probe, "secondary": replica},
+            )
+        )
+
+    assert report.certified is not None and report.mode == "manifest-only-source-down"
+    assert any(f"no answer within the probe deadline ({PROBE_S:g}s)" in n for n in report.notes), report.notes
+    assert seconds < PROBE_S + SLACK_S, f"certify took {seconds:.1f}s with the probe overrunning"
+
+
 def _copy(source, replica, name: str) -> None:
     for o in source.list(f"{name}/"):
         replica.put(o.key, b"".join(source.read(o.key)))
