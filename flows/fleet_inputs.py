@@ -9,6 +9,7 @@ types cannot be told this way is unsized: listed, never planned on a guess.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -90,13 +91,16 @@ def live_cap(runbooks: Sequence[Runbook], source: QuotaSource | None = None):
         shapes = {
             place(*at): shape for at, shape in aws_shapes((p.infra, p.accelerator) for p in quota).items()
         }
-        live: dict[str, float | Unknown] = {}
-        for shape in shapes.values():
-            if shape.pool not in live:
-                try:
-                    live[shape.pool] = asking.vcpu_limit(shape.region, shape.code)
-                except LifeboatError as e:  # not found, not allowed, no answer: planned as declared
-                    live[shape.pool] = Unknown(str(e))
+        pools = {shape.pool: shape for shape in shapes.values()}
+
+        def read(shape) -> float | Unknown:
+            try:
+                return asking.vcpu_limit(shape.region, shape.code)
+            except LifeboatError as e:  # not found, not allowed, no answer: planned as declared
+                return Unknown(str(e))
+
+        with ThreadPoolExecutor(max(1, len(pools))) as pool:  # one deadline for all, in an outage
+            live = dict(zip(pools, pool.map(read, pools.values()), strict=True))
         return capped(quota, shapes, live)
 
     return cap

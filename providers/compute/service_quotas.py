@@ -77,10 +77,10 @@ class AwsServiceQuotas:
             import boto3
             from botocore.config import Config
 
-            config = Config(
+            config = Config(  # two attempts within the deadline, as the stores' (base.py)
                 retries={"max_attempts": 2, "mode": "standard"},
-                connect_timeout=self.deadline_s,
-                read_timeout=self.deadline_s,
+                connect_timeout=self.deadline_s / 2,
+                read_timeout=self.deadline_s / 2,
             )
             self._clients[region] = boto3.client(
                 "service-quotas", region_name=region, endpoint_url=self.endpoint_url, config=config

@@ -5,6 +5,7 @@ when it cannot be read; a rehearsal asks no cloud."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -84,3 +85,22 @@ def test_the_fleet_failover_plans_on_the_live_quota_and_records_it(
 def test_a_fleet_rehearsal_asks_no_cloud(tmp_path, prefect_server, ledger_path, service_quotas):
     fleet_failover(runbooks=[str(runbook(tmp_path, gpus=64))], dry_run=True, return_state=True)
     assert service_quotas.requests == 0
+
+
+def test_the_pools_are_asked_at_once_so_a_hanging_service_costs_one_deadline(tmp_path):
+    from lifeboat_dr.core.fleet.plan import Place
+    from lifeboat_dr.flows.fleet_inputs import live_cap
+    from lifeboat_dr.providers.compute.service_quotas import AwsServiceQuotas
+    from lifeboat_dr.runbooks.loader import load_runbook
+    from lifeboat_dr.testing.emulators import HangingServer
+
+    rb = load_runbook(runbook(tmp_path))
+    quota = {Place(USW2, "H100"): 128, Place(USW2, "L4"): 64, Place("aws/us-east-1", "H100"): 64}  # 3 pools
+    with HangingServer() as hanging:
+        cap = live_cap([rb], source=AwsServiceQuotas(hanging.url, deadline_s=1.0))
+        began = time.monotonic()
+        capped, lines = cap(quota)
+        seconds = time.monotonic() - began
+
+    assert capped == quota and len(lines) == 3 and all("live quota unknown" in line for line in lines), lines
+    assert seconds < 2.5, f"{seconds:.1f}s: the 3 pools were asked one after another"
