@@ -16,20 +16,11 @@ import pytest
 from lifeboat_dr.core.fleet.group import Group, group_key, lock_key, marker_prefix
 from lifeboat_dr.kernel.errors import ProviderUnavailable, StandDown
 from lifeboat_dr.providers.storage.s3 import S3Store
-from lifeboat_dr.testing.emulators import ThrottlingProxy, new_s3_bucket
+from lifeboat_dr.testing.emulators import new_s3_bucket
 from tests.fleet.test_group import REGION, FakePrefect, group, taker_in_thread
 
 pytestmark = pytest.mark.timeout(180)
 WINDOW, LEASE = 2.0, 2.5  # what `group` (tests/fleet/test_group.py `timing`) gives an S3 store
-
-
-@pytest.fixture
-def proxied(s3_endpoint):
-    with ThrottlingProxy(s3_endpoint) as proxy:
-        bucket = new_s3_bucket(s3_endpoint)
-        store = S3Store(bucket, "control", endpoint_url=proxy.url, deadline_s=3)
-        store.max_attempts = 2
-        yield proxy, store, S3Store(bucket, "control", endpoint_url=s3_endpoint)
 
 
 def _path(direct, key):

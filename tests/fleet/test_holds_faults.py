@@ -25,7 +25,7 @@ from lifeboat_dr.core.fleet.record import FleetEntry, FleetJobRecord, held_since
 from lifeboat_dr.core.lock import Holder
 from lifeboat_dr.kernel.errors import ProviderUnavailable
 from lifeboat_dr.providers.storage.s3 import S3Store
-from lifeboat_dr.testing.emulators import ThrottlingProxy, new_s3_bucket
+from lifeboat_dr.testing.emulators import new_s3_bucket
 
 pytestmark = pytest.mark.timeout(180)
 REGION = "aws-us-east-1"
@@ -49,15 +49,6 @@ def holds(run_id: str, gpus: int = 96, recorded_at: datetime | None = None) -> F
         jobs=[job],
         **({"recorded_at": recorded_at} if recorded_at else {}),
     )
-
-
-@pytest.fixture
-def proxied(s3_endpoint):
-    with ThrottlingProxy(s3_endpoint) as proxy:
-        bucket = new_s3_bucket(s3_endpoint)
-        store = S3Store(bucket, "control", endpoint_url=proxy.url, deadline_s=2)
-        store.max_attempts = 2
-        yield proxy, store, S3Store(bucket, "control", endpoint_url=s3_endpoint)
 
 
 @pytest.mark.parametrize("action", ["503", "delay"])
