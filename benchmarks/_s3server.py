@@ -37,8 +37,10 @@ def operation(method: str, path: str, query: dict, headers) -> str:
     """The S3 operation a request is, from its method, path and query (path-style URLs)."""
     has_key = "/" in path.strip("/")
     copy = "HTTP_X_AMZ_COPY_SOURCE" in headers
-    if method == "HEAD":
-        return "HeadObject" if has_key else "HeadBucket"
+    if method == "HEAD":  # Lifeboat's own records (locks, site state) apart from the objects
+        if not has_key:
+            return "HeadBucket"
+        return "HeadObject (_lifeboat/)" if "/_lifeboat/" in path else "HeadObject"
     if method == "GET":
         if not has_key:
             return "ListObjects"
