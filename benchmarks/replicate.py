@@ -8,8 +8,9 @@ shapes: many small files, 16 MiB objects (one PUT each at our 16 MiB limit), one
 above it (multipart). Runs are paired and interleaved (the order alternates), after one
 untimed warm-up of each; every bucket is deleted between runs (moto reset).
 
-Figures per run, none taken from the client's own word: wall time (spawn to exit), peak RSS
-and CPU time (the child's rusage), requests by S3 operation counted at the server
+Figures per run, none taken from the client's own word: wall time (spawn to exit), CPU time
+(the child's rusage), peak RSS (Lifeboat's own VmHWM, benchmarks/_baseline.py; s5cmd's rusage,
+which carries this process's high-water mark), requests by S3 operation counted at the server
 (benchmarks/_s3server.py), and for Lifeboat the bytes hashed in its process counted where the
 hash libraries are entered (benchmarks/_probe/sitecustomize.py: CRC32C, MD5, SHA-256).
 
@@ -147,13 +148,16 @@ class _Bench:
             "LIFEBOAT_LEDGER": str(self.work / "ledger.jsonl"),
         }
         before = self._fresh_bucket()
-        cmd = [sys.executable, "-m", "lifeboat_dr", "replicate", str(runbook), "--no-progress"]
-        wall, cpu, rss = _spawn(cmd, env, self.work, self.work / "lifeboat.log")
+        hwm = self.work / "hwm"  # the CLI's own peak RSS: its rusage carries this process's (_baseline.py)
+        cmd = [sys.executable, "-m", "benchmarks._baseline", "-", "replicate", str(runbook), "--no-progress"]
+        wall, cpu, _ = _spawn(
+            cmd, {**env, "LIFEBOAT_BENCH_HWM": str(hwm)}, self.work, self.work / "lifeboat.log"
+        )
         after = self.server.counts()
         return Run(
             wall,
             cpu,
-            rss,
+            int(hwm.read_text()) / 1024,
             _diff(after["ops"], before),
             after["payload_hashes"],
             after["body_bytes"],
