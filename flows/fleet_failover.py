@@ -109,7 +109,7 @@ def run_fleet(
 ):
     """The flow's body for one fleet run id, inside a flow run; its final state."""
     from lifeboat_dr.core.fleet.capacity import combined_quota, surviving
-    from lifeboat_dr.core.fleet.decision import FleetDecisionGate, fleet_name, plan_digest
+    from lifeboat_dr.core.fleet.decision import FleetDecisionGate
     from lifeboat_dr.core.fleet.record import FleetEntry, FleetLedger, job_record
     from lifeboat_dr.core.ledger import LedgerFile
     from lifeboat_dr.flows.failover import run_failover
@@ -146,11 +146,11 @@ def run_fleet(
         print(f"live quota: {notes.notes['live quota']}")
     try:
         holds = [] if dry_run else _hold_stores(loaded.values())
-        plan, held = _plan_holding(jobs, quota, holds, run_id, outage_started_at, recovery_s)
+        plan, held, planned = _plan_holding(jobs, quota, holds, run_id, outage_started_at, recovery_s)
     except LifeboatError as e:
         why = f"what earlier fleet runs of the outage hold is unknown: {e}; nothing was planned or started"
         return Failed(message=f"fleet failover: {why}"[:500], data=FleetFailoverFailed(why))
-    fleet, digest = fleet_name(plan), plan_digest(plan)
+    fleet, digest = planned.fleet, planned.plan_digest
     member_id = {p.job: f"{run_id}-{p.job}" for p in plan.placements}
     ledger = LedgerFile()
     earlier = {p.job: e for p in plan.placed() if (e := ledger.entry(p.job, member_id[p.job])) is not None}
@@ -232,8 +232,9 @@ def run_fleet(
 
 
 def _plan_holding(jobs, quota, holds, run_id, outage_started_at, recovery_s):
-    """(plan, `Held` or None without the outage's start): under each region's planning lock, the
-    plan without what earlier fleet runs of the outage hold, its own placements written as held."""
+    """(plan, `Held` or None without the outage's start, the holds written): under each region's
+    planning lock, the plan without what earlier fleet runs of the outage hold, its own
+    placements written as held (the entry carries the fleet's name and plan digest)."""
     from lifeboat_dr.core.fleet.decision import fleet_name, plan_digest
     from lifeboat_dr.core.fleet.holds import planning, read_holds
     from lifeboat_dr.core.fleet.plan import plan_fleet
@@ -261,7 +262,7 @@ def _plan_holding(jobs, quota, holds, run_id, outage_started_at, recovery_s):
             jobs=planned,
         )
         _write_holds(holds, entry)
-    return plan, held
+    return plan, held, entry
 
 
 def _hold_stores(runbooks) -> list[tuple[Any, str, set[str]]]:
