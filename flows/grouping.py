@@ -21,7 +21,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from lifeboat_dr.core.fleet.group import FleetUnderWay, Grouped, group_outage, region_of
+from lifeboat_dr.core.fleet.group import FleetUnderWay, Grouped, group_outage
 from lifeboat_dr.core.ledger import LedgerEntry
 from lifeboat_dr.kernel.durations import format_duration
 from lifeboat_dr.kernel.errors import LifeboatError, StandDown
@@ -51,7 +51,9 @@ def grouping_key(rb: Runbook) -> tuple[str, str] | None:
     """(failed region, lock store) the runbook's outages group under; None: it fails over alone."""
     if rb.fleet.group_window is None or rb.serving is not None or not rb.fleet.lock_store:
         return None
-    return region_of(rb.primary.infra), rb.store_uri(rb.fleet.lock_store)
+    from lifeboat_dr.flows.fleet_inputs import holds_at  # not at import: the failover module's start-up
+
+    return holds_at(rb)  # its holds are kept in the store it groups in
 
 
 class FleetMember(BaseModel):
